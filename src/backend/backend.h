@@ -1,0 +1,66 @@
+// The Backend interface: the handful of ops a transformer forward pass is made of. Model code
+// calls these layer by layer; the CPU backend (backend/cpu) is the reference implementation
+// and other backends are checked against it. Buffers are plain float arrays in the backend's
+// memory; shapes are in the comments, rows contiguous.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "backend/attention_batch.h"
+#include "backend/weight_tensor.h"
+
+namespace folio {
+
+enum class RopeStyle {
+  kAdjacentPairs,  // rotate (x[2i], x[2i+1]): GGUF llama layout (weights permuted at conversion)
+  kHalves,         // rotate (x[i], x[i + d/2]): NeoX / Qwen2 layout
+};
+
+struct RopeParams {
+  RopeStyle style = RopeStyle::kAdjacentPairs;
+  int32_t rotary_dim = 0;      // leading dims of each head that rotate (usually head_dim)
+  float freq_base = 10000.0f;
+  float position_scale = 1.0f;            // linear rope scaling: positions multiplied by this
+  const float* freq_factors = nullptr;    // (rotary_dim / 2,) Llama-3 style divisors, or null
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // out[t] = dequantized row tokens[t] of table.  out: (tokens.size(), table.cols)
+  virtual void embed(const WeightTensor& table, std::span<const int32_t> tokens, float* out) = 0;
+
+  // out = x / rms(x) * weight, row by row.  x, out: (rows, dim); weight: (dim,)
+  virtual void rms_norm(const float* x, const float* weight, float* out, int64_t rows,
+                        int64_t dim, float eps) = 0;
+
+  // y = x W^T.  x: (n, w.cols); y: (n, w.rows)
+  virtual void matmul(const WeightTensor& w, const float* x, float* y, int64_t n) = 0;
+
+  // x[r] += bias for every row.  x: (rows, dim); bias: (dim,)
+  virtual void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) = 0;
+
+  // Rotates each head of x in place by its token's position.  x: (n, num_heads, head_dim)
+  virtual void rope(float* x, std::span<const int32_t> positions, int32_t num_heads,
+                    int32_t head_dim, const RopeParams& params) = 0;
+
+  // Stores K and V of each token at the cache slot slot_mapping[t] names.
+  // k, v: (n, num_kv_heads, head_dim); slot_mapping: (n,)
+  virtual void write_kv(const KvLayerView& cache, const float* k, const float* v,
+                        std::span<const int32_t> slot_mapping) = 0;
+
+  // Causal attention of every query token over its sequence's cached K/V.
+  virtual void attention(const AttentionBatch& batch, const KvLayerView& cache) = 0;
+
+  // out = silu(gate) * up.  all (n,)
+  virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+
+  // x += y.  both (n,)
+  virtual void add(float* x, const float* y, int64_t n) = 0;
+};
+
+}  // namespace folio

@@ -1,0 +1,129 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_attention.h"
+
+namespace folio::cpu {
+
+CpuBackend::CpuBackend(int num_threads, Isa isa) : pool_(num_threads), isa_(isa) {}
+
+void CpuBackend::embed(const WeightTensor& table, std::span<const int32_t> tokens, float* out) {
+  const QuantKernels* kernels = quant_kernels(table.type, isa_);
+  assert(kernels != nullptr);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    assert(tokens[t] >= 0 && tokens[t] < table.rows);
+    kernels->dequantize_row(table.row(tokens[t]), out + t * table.cols, table.cols);
+  }
+}
+
+void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64_t rows,
+                          int64_t dim, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * dim;
+    double sum_squares = 0.0;  // double: a 4k-wide sum of squares in float loses digits
+    for (int64_t i = 0; i < dim; ++i) sum_squares += static_cast<double>(row[i]) * row[i];
+    const float inv_rms = static_cast<float>(1.0 / std::sqrt(sum_squares / dim + eps));
+    float* out_row = out + r * dim;
+    for (int64_t i = 0; i < dim; ++i) out_row[i] = row[i] * inv_rms * weight[i];
+  }
+}
+
+void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  const QuantKernels* kernels = quant_kernels(w.type, isa_);
+  assert(kernels != nullptr);
+  const size_t act_row_bytes = row_bytes(kernels->activation_type, w.cols);
+  converted_activations_.resize(static_cast<size_t>(n) * act_row_bytes);
+  uint8_t* acts = converted_activations_.data();
+  pool_.parallel_for(n, [&](int, int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      kernels->convert_activation_row(x + r * w.cols, acts + r * act_row_bytes, w.cols);
+    }
+  });
+
+  // Each thread takes a run of weight rows and streams every activation row past each weight
+  // row, so a weight row is read from memory once per matmul whatever n is.
+  constexpr int kActRowsPerCall = 8;
+  const int64_t grain = 16;
+  pool_.parallel_for(w.rows, [&](int, int64_t begin, int64_t end) {
+    float partial[kActRowsPerCall];
+    for (int64_t r = begin; r < end; ++r) {
+      const void* weight_row = w.row(r);
+      for (int64_t j = 0; j < n; j += kActRowsPerCall) {
+        const int count = static_cast<int>(std::min<int64_t>(kActRowsPerCall, n - j));
+        kernels->dot_rows(w.cols, weight_row, acts + j * act_row_bytes, act_row_bytes, count,
+                          partial);
+        for (int c = 0; c < count; ++c) y[(j + c) * w.rows + r] = partial[c];
+      }
+    }
+  }, grain);
+}
+
+void CpuBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < dim; ++i) x[r * dim + i] += bias[i];
+  }
+}
+
+void CpuBackend::rope(float* x, std::span<const int32_t> positions, int32_t num_heads,
+                      int32_t head_dim, const RopeParams& params) {
+  const int32_t half = params.rotary_dim / 2;
+  // Per-pair inverse frequencies, computed once per call: base^(-2i/d) / factor_i.
+  std::vector<float> inv_freq(half);
+  for (int32_t i = 0; i < half; ++i) {
+    double f = std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.rotary_dim);
+    if (params.freq_factors != nullptr) f /= params.freq_factors[i];
+    inv_freq[i] = static_cast<float>(f);
+  }
+  std::vector<float> cos_table(half), sin_table(half);
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const float position = static_cast<float>(positions[t]) * params.position_scale;
+    for (int32_t i = 0; i < half; ++i) {
+      const float theta = position * inv_freq[i];
+      cos_table[i] = std::cos(theta);
+      sin_table[i] = std::sin(theta);
+    }
+    for (int32_t h = 0; h < num_heads; ++h) {
+      float* head = x + (t * num_heads + h) * head_dim;
+      for (int32_t i = 0; i < half; ++i) {
+        const int32_t a = params.style == RopeStyle::kAdjacentPairs ? 2 * i : i;
+        const int32_t b = params.style == RopeStyle::kAdjacentPairs ? 2 * i + 1 : i + half;
+        const float x0 = head[a];
+        const float x1 = head[b];
+        head[a] = x0 * cos_table[i] - x1 * sin_table[i];
+        head[b] = x0 * sin_table[i] + x1 * cos_table[i];
+      }
+    }
+  }
+}
+
+void CpuBackend::write_kv(const KvLayerView& cache, const float* k, const float* v,
+                          std::span<const int32_t> slot_mapping) {
+  const size_t token_elems = static_cast<size_t>(cache.num_kv_heads) * cache.head_dim;
+  for (size_t t = 0; t < slot_mapping.size(); ++t) {
+    const int32_t slot = slot_mapping[t];
+    assert(slot >= 0 && slot < cache.num_blocks * cache.block_size);
+    std::memcpy(cache.k + slot * token_elems, k + t * token_elems, token_elems * sizeof(float));
+    std::memcpy(cache.v + slot * token_elems, v + t * token_elems, token_elems * sizeof(float));
+  }
+}
+
+void CpuBackend::attention(const AttentionBatch& batch, const KvLayerView& cache) {
+  paged_attention(batch, cache, pool_);
+}
+
+void CpuBackend::swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void CpuBackend::add(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+}  // namespace folio::cpu

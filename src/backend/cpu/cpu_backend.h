@@ -1,0 +1,42 @@
+// The CPU backend: the reference implementation of every Backend op, multi-threaded through
+// a ThreadPool, with quantized matmuls on the SIMD kernels in quant/.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/quant/quant_kernels.h"
+#include "core/thread_pool.h"
+
+namespace folio::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  // num_threads <= 0: all hardware threads. isa: the kernel path (default: the best one).
+  explicit CpuBackend(int num_threads = 0, Isa isa = detect_isa());
+
+  std::string_view name() const override { return "cpu"; }
+  int num_threads() const { return pool_.num_threads(); }
+  Isa isa() const { return isa_; }
+
+  void embed(const WeightTensor& table, std::span<const int32_t> tokens, float* out) override;
+  void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t dim,
+                float eps) override;
+  void matmul(const WeightTensor& w, const float* x, float* y, int64_t n) override;
+  void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) override;
+  void rope(float* x, std::span<const int32_t> positions, int32_t num_heads, int32_t head_dim,
+            const RopeParams& params) override;
+  void write_kv(const KvLayerView& cache, const float* k, const float* v,
+                std::span<const int32_t> slot_mapping) override;
+  void attention(const AttentionBatch& batch, const KvLayerView& cache) override;
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
+  void add(float* x, const float* y, int64_t n) override;
+
+ private:
+  ThreadPool pool_;
+  Isa isa_;
+  std::vector<uint8_t> converted_activations_;  // (n, row_bytes(activation_type, cols))
+};
+
+}  // namespace folio::cpu

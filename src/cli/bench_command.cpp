@@ -1,0 +1,109 @@
+// `folio bench`: prompt processing (ppN) and text generation (tgN) throughput, measured the
+// way llama-bench measures them: ppN evaluates N tokens from an empty cache in batches; tgN
+// generates N tokens one at a time from an empty cache. Inputs are random token ids.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/model_session.h"
+#include "engine/sequence_runner.h"
+
+namespace folio::cli {
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  int prompt_tokens = 512;
+  int generation_tokens = 128;
+  int repetitions = 5;
+  int threads = 0;
+  int batch = 512;
+  bool json = false;
+};
+
+struct Figures {
+  std::string test;
+  std::vector<double> tokens_per_second;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int run(const BenchOptions& options) {
+  Expected<ModelSession> session = open_model_session(options.model, options.threads, options.json);
+  if (!session) {
+    std::fprintf(stderr, "folio bench: %s\n", session.error().c_str());
+    return 1;
+  }
+  const int32_t vocab = session->model->config().vocab_size;
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> random_token(0, vocab - 1);
+  SequenceRunner runner(*session->model, *session->backend,
+                        std::max(options.prompt_tokens, options.generation_tokens) + 1, options.batch);
+  using Clock = std::chrono::steady_clock;
+
+  Figures pp{"pp" + std::to_string(options.prompt_tokens), {}};
+  Figures tg{"tg" + std::to_string(options.generation_tokens), {}};
+  // One untimed warm-up of each, then the timed repetitions.
+  for (int rep = -1; rep < options.repetitions; ++rep) {
+    if (options.prompt_tokens > 0) {
+      std::vector<int32_t> prompt(options.prompt_tokens);
+      for (int32_t& t : prompt) t = random_token(rng);
+      runner.reset();
+      const auto start = Clock::now();
+      if (!runner.append(prompt)) return 1;
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      if (rep >= 0) pp.tokens_per_second.push_back(options.prompt_tokens / s);
+    }
+    if (options.generation_tokens > 0) {
+      runner.reset();
+      const auto start = Clock::now();
+      for (int i = 0; i < options.generation_tokens; ++i) {
+        const int32_t token[1] = {random_token(rng)};
+        if (!runner.append(token)) return 1;
+      }
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      if (rep >= 0) tg.tokens_per_second.push_back(options.generation_tokens / s);
+    }
+    if (!options.json) std::fprintf(stderr, "\rbench: %d/%d repetitions", rep + 1, options.repetitions);
+  }
+  if (!options.json) std::fprintf(stderr, "\n");
+
+  for (const Figures* f : {&pp, &tg}) {
+    if (f->tokens_per_second.empty()) continue;
+    const auto [lo, hi] = std::minmax_element(f->tokens_per_second.begin(), f->tokens_per_second.end());
+    if (options.json) {
+      std::printf("{\"test\": \"%s\", \"median_tps\": %.3f, \"min_tps\": %.3f, \"max_tps\": %.3f, \"runs\": %zu, \"threads\": %d}\n",
+                  f->test.c_str(), median(f->tokens_per_second), *lo, *hi, f->tokens_per_second.size(),
+                  session->backend->num_threads());
+    } else {
+      std::printf("%-8s %10.2f tok/s (median of %zu; min %.2f, max %.2f), %d threads\n", f->test.c_str(),
+                  median(f->tokens_per_second), f->tokens_per_second.size(), *lo, *hi,
+                  session->backend->num_threads());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_bench_command(CLI::App& app) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "Prompt-processing and generation throughput (llama-bench style)");
+  cmd->add_option("-m,--model", options->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("-p,--n-prompt", options->prompt_tokens, "Prompt tokens (ppN)")->check(CLI::Range(0, 1 << 16));
+  cmd->add_option("-n,--n-gen", options->generation_tokens, "Generated tokens (tgN)")->check(CLI::Range(0, 1 << 16));
+  cmd->add_option("-r,--repetitions", options->repetitions, "Timed repetitions")->check(CLI::Range(1, 1000));
+  cmd->add_option("-b,--batch", options->batch, "Tokens per forward pass in ppN")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
+  cmd->add_flag("--json", options->json, "One JSON object per test on stdout");
+  return [options] { return run(*options); };
+}
+
+}  // namespace folio::cli

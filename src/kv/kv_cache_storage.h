@@ -1,0 +1,40 @@
+// The memory behind the paged KV cache: for every layer, num_blocks blocks of block_size
+// token slots, each slot holding K and V for all KV heads. Which block belongs to which
+// sequence is not known here: that is the block tables' job.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backend/attention_batch.h"
+
+namespace folio {
+
+struct KvCacheShape {
+  int32_t num_layers = 0;
+  int32_t num_blocks = 0;
+  int32_t block_size = 16;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+
+  size_t bytes_per_block() const {  // K and V, all layers
+    return 2ull * num_layers * block_size * num_kv_heads * head_dim * sizeof(float);
+  }
+};
+
+class KvCacheStorage {
+ public:
+  explicit KvCacheStorage(const KvCacheShape& shape);
+
+  const KvCacheShape& shape() const { return shape_; }
+  KvLayerView layer(int32_t index);
+  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+
+ private:
+  KvCacheShape shape_;
+  std::vector<float> k_;  // (num_layers, num_blocks, block_size, num_kv_heads, head_dim)
+  std::vector<float> v_;  // (num_layers, num_blocks, block_size, num_kv_heads, head_dim)
+};
+
+}  // namespace folio

@@ -1,0 +1,36 @@
+// Hyper-parameters of a Llama-family model (Llama 2/3, SmolLM2, Mistral, Qwen2), read from
+// GGUF metadata under the "<architecture>." prefix.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "model/gguf_file.h"
+
+namespace folio {
+
+struct ModelConfig {
+  std::string architecture;  // "llama", "qwen2", ...
+  std::string name;          // general.name, for display
+  int32_t num_layers = 0;
+  int32_t hidden_dim = 0;
+  int32_t ffn_dim = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t vocab_size = 0;
+  int32_t context_length = 0;  // trained context
+  float rms_norm_eps = 1e-5f;
+  float rope_freq_base = 10000.0f;
+  float rope_position_scale = 1.0f;  // 1 / linear scaling factor
+  int32_t rope_dim = 0;
+  RopeStyle rope_style = RopeStyle::kAdjacentPairs;
+
+  static Expected<ModelConfig> from_gguf(const GgufFile& file);
+  int32_t q_dim() const { return num_heads * head_dim; }
+  int32_t kv_dim() const { return num_kv_heads * head_dim; }
+};
+
+}  // namespace folio
