@@ -2,7 +2,18 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define FOLIO_CPU_RELAX() _mm_pause()
+#else
+#define FOLIO_CPU_RELAX() std::this_thread::yield()
+#endif
+
 namespace folio {
+namespace {
+// About a millisecond of spinning before a worker goes to sleep.
+constexpr int kSpinIterations = 20000;
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -12,7 +23,8 @@ ThreadPool::ThreadPool(int num_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true);
+    generation_.fetch_add(1);
   }
   work_ready_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -36,35 +48,45 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
     fn(0, 0, n);
     return;
   }
+  job_ = &fn;
+  job_n_ = n;
+  job_grain_ = grain;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
+    // Publishing under the lock: a worker that checks the generation under the same lock
+    // before sleeping cannot miss this loop.
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_n_ = n;
-    job_grain_ = grain;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   work_ready_.notify_all();
   run_chunk(0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  work_done_.wait(lock, [this] { return pending_ == 0; });
+  int spins = 0;
+  while (pending_.load(std::memory_order_acquire) != 0) {
+    if (++spins < kSpinIterations) {
+      FOLIO_CPU_RELAX();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   job_ = nullptr;
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    {
+    int spins = 0;
+    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
+      FOLIO_CPU_RELAX();
+      ++spins;
+    }
+    if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
+      work_ready_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
     }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stopping_.load()) return;
     run_chunk(index);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) work_done_.notify_one();
-    }
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

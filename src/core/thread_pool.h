@@ -1,7 +1,12 @@
 // A fixed set of worker threads for data-parallel loops. The calling thread takes part in
 // every loop, so a pool of N threads uses N-1 workers plus the caller.
+//
+// A forward pass issues hundreds of short loops per token, so waking a sleeping thread for
+// each (tens of microseconds) would cost more than the work. Workers therefore spin on an
+// atomic generation counter for a while after each loop and only then sleep.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -23,6 +28,7 @@ class ThreadPool {
 
   // Calls fn(thread_index, begin, end) over a split of [0, n) into contiguous chunks, one per
   // thread, and returns when all are done. Chunks are multiples of `grain` (except the last).
+  // Not reentrant: fn must not call parallel_for on the same pool.
   void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn,
                     int64_t grain = 1);
 
@@ -33,13 +39,12 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable work_ready_;
-  std::condition_variable work_done_;
   const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace folio

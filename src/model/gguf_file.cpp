@@ -24,6 +24,7 @@
 #include <exception>
 #include <limits>
 #include <new>
+#include <type_traits>
 
 namespace folio {
 
@@ -45,7 +46,6 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747u;  // "GGUF" read as a little-endian u32
 constexpr int kMaxArrayDepth = 8;         // deeper nesting is refused rather than recursed into
 constexpr uint32_t kMaxDims = 4;
-constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint64_t kMaxAlignment = uint64_t{1} << 31;  // the spec stores it as a u32
 constexpr uint64_t kMaxElements = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
 
@@ -56,24 +56,10 @@ constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, n_di
 
 bool is_known_value_type(uint32_t raw) { return raw <= static_cast<uint32_t>(GgufValueType::FLOAT64); }
 
-uint64_t min_encoded_bytes(GgufValueType type) {
-  switch (type) {
-    case GgufValueType::UINT8:
-    case GgufValueType::INT8:
-    case GgufValueType::BOOL: return 1;
-    case GgufValueType::UINT16:
-    case GgufValueType::INT16: return 2;
-    case GgufValueType::UINT32:
-    case GgufValueType::INT32:
-    case GgufValueType::FLOAT32: return 4;
-    case GgufValueType::UINT64:
-    case GgufValueType::INT64:
-    case GgufValueType::FLOAT64:
-    case GgufValueType::STRING: return 8;  // a string's length field
-    case GgufValueType::ARRAY: return 4 + 8;  // element type + count
-  }
-  return 1;
-}
+// Indexed by GgufValueType: a fixed value's size; a string's length field; an array's element
+// type and count.
+constexpr uint64_t kMinEncodedBytes[] = {1, 1, 2, 2, 4, 4, 4, 1, 8, 4 + 8, 8, 8, 8};
+uint64_t min_encoded_bytes(GgufValueType type) { return kMinEncodedBytes[static_cast<uint32_t>(type)]; }
 
 bool is_unsigned_type(GgufValueType type) {
   return type == GgufValueType::UINT8 || type == GgufValueType::UINT16 ||
@@ -152,18 +138,28 @@ class Parser {
                             uint64_t* data_offset);
 
  private:
-  Status fail(uint64_t offset, std::string_view problem) const {
-    return Status::error(subject_ + " at offset " + std::to_string(offset) + ": " +
-                         std::string(problem));
+  // "<subject> at offset <offset>: <parts...>"; numeric parts are printed in decimal.
+  template <typename... Parts>
+  Status fail(uint64_t offset, const Parts&... parts) const {
+    std::string message = subject_ + " at offset " + std::to_string(offset) + ": ";
+    (append(message, parts), ...);
+    return Status::error(std::move(message));
+  }
+  template <typename Part>
+  static void append(std::string& message, const Part& part) {
+    if constexpr (std::is_arithmetic_v<Part>) {
+      message += std::to_string(part);
+    } else {
+      message += part;
+    }
   }
 
   template <typename T>
   Status read_field(std::string_view field, T* out) {
     const uint64_t at = reader_.offset();
     if (reader_.read(out)) return Status::ok();
-    return fail(at, "file ends inside the " + std::string(field) + " (" +
-                        std::to_string(sizeof(T)) + " bytes needed, " +
-                        std::to_string(reader_.remaining()) + " left)");
+    return fail(at, "file ends inside the ", field, " (", sizeof(T), " bytes needed, ",
+                reader_.remaining(), " left)");
   }
 
   // Reads a fixed-size value and widens it to the variant's storage type.
@@ -195,8 +191,8 @@ Status Parser::parse_header(uint32_t* version, uint64_t* tensor_count,
   if (magic != kMagic) {
     char shown[4];
     std::memcpy(shown, &magic, 4);
-    return fail(0, "bad magic '" + printable(std::string_view(shown, 4)) +
-                       "', expected 'GGUF' (not a GGUF file)");
+    return fail(0, "bad magic '", printable(std::string_view(shown, 4)),
+                "', expected 'GGUF' (not a GGUF file)");
   }
   const uint64_t version_at = reader_.offset();
   if (Status s = read_field("version", version); !s) return s;
@@ -207,27 +203,23 @@ Status Parser::parse_header(uint32_t* version, uint64_t* tensor_count,
   }
   const uint32_t swapped = __builtin_bswap32(*version);
   if ((*version & 0xffffu) == 0 && swapped >= 1 && swapped <= 3) {
-    return fail(version_at, "big-endian GGUF file (version field reads " +
-                                std::to_string(swapped) +
-                                " byte-swapped); folio reads little-endian files only");
+    return fail(version_at, "big-endian GGUF file (version field reads ", swapped,
+                " byte-swapped); folio reads little-endian files only");
   }
   if (*version != 2 && *version != 3) {
-    return fail(version_at, "unsupported GGUF version " + std::to_string(*version) +
-                                " (folio reads versions 2 and 3)");
+    return fail(version_at, "unsupported GGUF version ", *version, " (folio reads versions 2 and 3)");
   }
   const uint64_t tensor_count_at = reader_.offset();
   if (Status s = read_field("tensor count", tensor_count); !s) return s;
   const uint64_t metadata_count_at = reader_.offset();
   if (Status s = read_field("metadata count", metadata_count); !s) return s;
   if (*tensor_count > reader_.remaining() / kMinTensorInfoBytes) {
-    return fail(tensor_count_at, "tensor count " + std::to_string(*tensor_count) +
-                                     " cannot fit in the " +
-                                     std::to_string(reader_.remaining()) + " bytes left");
+    return fail(tensor_count_at, "tensor count ", *tensor_count, " cannot fit in the ",
+                reader_.remaining(), " bytes left");
   }
   if (*metadata_count > reader_.remaining() / kMinMetadataEntryBytes) {
-    return fail(metadata_count_at, "metadata count " + std::to_string(*metadata_count) +
-                                       " cannot fit in the " +
-                                       std::to_string(reader_.remaining()) + " bytes left");
+    return fail(metadata_count_at, "metadata count ", *metadata_count, " cannot fit in the ",
+                reader_.remaining(), " bytes left");
   }
   return Status::ok();
 }
@@ -237,8 +229,8 @@ Status Parser::read_string(std::string_view field, std::string* out) {
   uint64_t length = 0;
   if (Status s = read_field(std::string(field) + " length", &length); !s) return s;
   if (length > reader_.remaining()) {
-    return fail(at, std::string(field) + " length " + std::to_string(length) + " exceeds the " +
-                        std::to_string(reader_.remaining()) + " bytes left in the file");
+    return fail(at, field, " length ", length, " exceeds the ", reader_.remaining(),
+                " bytes left in the file");
   }
   out->assign(reader_.take(length));
   return Status::ok();
@@ -261,7 +253,7 @@ Status Parser::read_value(GgufValueType type, int depth, GgufValue* out) {
     case GgufValueType::BOOL: {
       uint8_t value = 0;
       if (Status s = read_field("bool value", &value); !s) return s;
-      if (value > 1) return fail(at, "bool value " + std::to_string(value) + " is not 0 or 1");
+      if (value > 1) return fail(at, "bool value ", value, " is not 0 or 1");
       out->data = uint64_t{value};
       return Status::ok();
     }
@@ -273,26 +265,26 @@ Status Parser::read_value(GgufValueType type, int depth, GgufValue* out) {
     }
     case GgufValueType::ARRAY: return read_array(depth, out);
   }
-  return fail(at, "unknown value type " + std::to_string(static_cast<uint32_t>(type)));
+  return fail(at, "unknown value type ", static_cast<uint32_t>(type));
 }
 
 Status Parser::read_array(int depth, GgufValue* out) {
   const uint64_t at = reader_.offset();
   if (depth >= kMaxArrayDepth) {
-    return fail(at, "arrays nested deeper than " + std::to_string(kMaxArrayDepth) + " levels");
+    return fail(at, "arrays nested deeper than ", kMaxArrayDepth, " levels");
   }
   uint32_t raw_element_type = 0;
   if (Status s = read_field("array element type", &raw_element_type); !s) return s;
   if (!is_known_value_type(raw_element_type)) {
-    return fail(at, "unknown array element type " + std::to_string(raw_element_type));
+    return fail(at, "unknown array element type ", raw_element_type);
   }
   const auto element_type = static_cast<GgufValueType>(raw_element_type);
   const uint64_t count_at = reader_.offset();
   uint64_t count = 0;
   if (Status s = read_field("array count", &count); !s) return s;
   if (count > reader_.remaining() / min_encoded_bytes(element_type)) {
-    return fail(count_at, "array count " + std::to_string(count) + " cannot fit in the " +
-                              std::to_string(reader_.remaining()) + " bytes left");
+    return fail(count_at, "array count ", count, " cannot fit in the ", reader_.remaining(),
+                " bytes left");
   }
   GgufArray array;
   array.element_type = element_type;
@@ -320,7 +312,7 @@ Status Parser::parse_metadata(uint64_t count,
     uint32_t raw_type = 0;
     if (Status s = read_field("value type", &raw_type); !s) return s;
     if (!is_known_value_type(raw_type)) {
-      return fail(type_at, "unknown value type " + std::to_string(raw_type));
+      return fail(type_at, "unknown value type ", raw_type);
     }
     const uint64_t value_at = reader_.offset();
     GgufValue value;
@@ -332,10 +324,8 @@ Status Parser::parse_metadata(uint64_t count,
       if (!requested || *requested <= 0 ||
           static_cast<uint64_t>(*requested) > kMaxAlignment ||
           !std::has_single_bit(static_cast<uint64_t>(*requested))) {
-        return fail(value_at, "alignment must be a nonzero power of two up to 2^31 and an "
-                              "integer (got " +
-                                  (requested ? std::to_string(*requested) : "a non-integer") +
-                                  ")");
+        return fail(value_at, "alignment must be a nonzero power of two up to 2^31 (got ",
+                    requested ? std::to_string(*requested) : "a non-integer", ")");
       }
       *alignment = static_cast<uint64_t>(*requested);
     }
@@ -351,26 +341,23 @@ Status Parser::read_tensor_info(size_t index, uint64_t alignment, GgufTensorInfo
   if (Status s = read_string("name", &info->name); !s) return s;
   subject_ = "tensor '" + printable(info->name) + "' info";
   if (auto it = tensor_index.find(info->name); it != tensor_index.end()) {
-    return fail(info_at, "duplicate tensor name (tensor " + std::to_string(it->second) +
-                             " has it too)");
+    return fail(info_at, "duplicate tensor name (tensor ", it->second, " has it too)");
   }
 
   const uint64_t n_dims_at = reader_.offset();
   uint32_t n_dims = 0;
   if (Status s = read_field("n_dims", &n_dims); !s) return s;
   if (n_dims == 0 || n_dims > kMaxDims) {
-    return fail(n_dims_at, "n_dims is " + std::to_string(n_dims) + ", must be 1 to " +
-                               std::to_string(kMaxDims));
+    return fail(n_dims_at, "n_dims is ", n_dims, ", must be 1 to ", kMaxDims);
   }
   uint64_t num_elements = 1;
   for (uint32_t d = 0; d < n_dims; ++d) {
     const uint64_t dim_at = reader_.offset();
     uint64_t dim = 0;
     if (Status s = read_field("dims[" + std::to_string(d) + "]", &dim); !s) return s;
-    if (dim == 0) return fail(dim_at, "dims[" + std::to_string(d) + "] is 0");
+    if (dim == 0) return fail(dim_at, "dims[", d, "] is 0");
     if (__builtin_mul_overflow(num_elements, dim, &num_elements) || num_elements > kMaxElements) {
-      return fail(dim_at, "element count overflows at dims[" + std::to_string(d) + "] = " +
-                              std::to_string(dim));
+      return fail(dim_at, "element count overflows at dims[", d, "] = ", dim);
     }
     info->dims.push_back(static_cast<int64_t>(dim));  // <= num_elements <= INT64_MAX
   }
@@ -380,26 +367,24 @@ Status Parser::read_tensor_info(size_t index, uint64_t alignment, GgufTensorInfo
   uint32_t type_id = 0;
   if (Status s = read_field("type id", &type_id); !s) return s;
   const std::optional<DTypeInfo> type = dtype_info(type_id);
-  if (!type) return fail(type_at, "unknown type id " + std::to_string(type_id));
+  if (!type) return fail(type_at, "unknown type id ", type_id);
   info->type = type->type;
   if (info->dims[0] % type->block_elems != 0) {
-    return fail(type_at, "dims[0] = " + std::to_string(info->dims[0]) +
-                             " is not a multiple of the " + std::string(type->name) +
-                             " block size " + std::to_string(type->block_elems));
+    return fail(type_at, "dims[0] = ", info->dims[0], " is not a multiple of the ", type->name,
+                " block size ", type->block_elems);
   }
   const uint64_t num_blocks = num_elements / static_cast<uint64_t>(type->block_elems);
   if (__builtin_mul_overflow(num_blocks, static_cast<uint64_t>(type->block_bytes),
                              &info->num_bytes)) {
-    return fail(type_at, "byte size overflows (" + std::to_string(num_blocks) + " blocks of " +
-                             std::to_string(type->block_bytes) + " bytes)");
+    return fail(type_at, "byte size overflows (", num_blocks, " blocks of ", type->block_bytes,
+                " bytes)");
   }
 
   const uint64_t offset_at = reader_.offset();
   if (Status s = read_field("data offset", &info->offset); !s) return s;
   if (info->offset % alignment != 0) {
-    return fail(offset_at, "data offset " + std::to_string(info->offset) +
-                               " is not a multiple of the alignment " +
-                               std::to_string(alignment));
+    return fail(offset_at, "data offset ", info->offset, " is not a multiple of the alignment ",
+                alignment);
   }
   tensor_offset_fields_.push_back(offset_at);
   return Status::ok();
@@ -433,23 +418,36 @@ Status Parser::place_data_section(uint64_t alignment, std::vector<GgufTensorInfo
   }
   if (*data_offset > file_size_) {
     subject_ = "data section";
-    return fail(*data_offset, "starts past the end of the file (" + std::to_string(file_size_) +
-                                  " bytes)");
+    return fail(*data_offset, "starts past the end of the file (", file_size_, " bytes)");
   }
   const uint64_t data_size = file_size_ - *data_offset;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const GgufTensorInfo& info = tensors[i];
     if (info.offset > data_size || info.num_bytes > data_size - info.offset) {
       subject_ = "tensor '" + printable(info.name) + "' info";
-      return fail(tensor_offset_fields_[i],
-                  "data [" + std::to_string(info.offset) + ", " +
-                      std::to_string(info.offset) + " + " + std::to_string(info.num_bytes) +
-                      ") runs past the end of the file (data section holds " +
-                      std::to_string(data_size) + " bytes from offset " +
-                      std::to_string(*data_offset) + ")");
+      return fail(tensor_offset_fields_[i], "data [", info.offset, ", ", info.offset, " + ",
+                  info.num_bytes, ") runs past the end of the file (data section holds ",
+                  data_size, " bytes from offset ", *data_offset, ")");
     }
   }
   return Status::ok();
+}
+
+// Converts every item of an array value, or gives nullopt: no value, not an array, another
+// element kind, or an item that does not convert.
+template <typename T, typename ElementOk, typename Convert>
+std::optional<std::vector<T>> convert_array(const GgufValue* value, ElementOk element_ok,
+                                            Convert convert) {
+  const GgufArray* array = value ? value->as_array() : nullptr;
+  if (!array || !element_ok(array->element_type)) return std::nullopt;
+  std::vector<T> out;
+  out.reserve(array->items.size());
+  for (const GgufValue& item : array->items) {
+    std::optional<T> converted = convert(item);
+    if (!converted) return std::nullopt;
+    out.push_back(std::move(*converted));
+  }
+  return out;
 }
 
 }  // namespace
@@ -457,34 +455,21 @@ Status Parser::place_data_section(uint64_t alignment, std::vector<GgufTensorInfo
 // ---- GgufValue ----------------------------------------------------------------------------
 
 std::optional<int64_t> GgufValue::as_int() const {
-  if (is_unsigned_type(type)) {
-    const uint64_t* value = std::get_if<uint64_t>(&data);
-    if (!value || *value > kMaxElements) return std::nullopt;
-    return static_cast<int64_t>(*value);
+  if (const uint64_t* v = std::get_if<uint64_t>(&data); v && is_unsigned_type(type)) {
+    if (*v > kMaxElements) return std::nullopt;  // does not fit int64
+    return static_cast<int64_t>(*v);
   }
-  if (is_signed_type(type)) {
-    const int64_t* value = std::get_if<int64_t>(&data);
-    if (!value) return std::nullopt;
-    return *value;
-  }
+  if (const int64_t* v = std::get_if<int64_t>(&data); v && is_signed_type(type)) return *v;
   return std::nullopt;
 }
 
 std::optional<double> GgufValue::as_float() const {
-  if (is_float_type(type)) {
-    const double* value = std::get_if<double>(&data);
-    if (!value) return std::nullopt;
-    return *value;
+  if (const double* v = std::get_if<double>(&data); v && is_float_type(type)) return *v;
+  if (const uint64_t* v = std::get_if<uint64_t>(&data); v && is_unsigned_type(type)) {
+    return static_cast<double>(*v);
   }
-  if (is_unsigned_type(type)) {
-    const uint64_t* value = std::get_if<uint64_t>(&data);
-    if (!value) return std::nullopt;
-    return static_cast<double>(*value);
-  }
-  if (is_signed_type(type)) {
-    const int64_t* value = std::get_if<int64_t>(&data);
-    if (!value) return std::nullopt;
-    return static_cast<double>(*value);
+  if (const int64_t* v = std::get_if<int64_t>(&data); v && is_signed_type(type)) {
+    return static_cast<double>(*v);
   }
   return std::nullopt;
 }
@@ -613,47 +598,25 @@ std::optional<std::string> GgufFile::get_string(std::string_view key) const {
 }
 
 std::optional<std::vector<std::string>> GgufFile::get_string_array(std::string_view key) const {
-  const GgufValue* value = find(key);
-  const GgufArray* array = value ? value->as_array() : nullptr;
-  if (!array || array->element_type != GgufValueType::STRING) return std::nullopt;
-  std::vector<std::string> out;
-  out.reserve(array->items.size());
-  for (const GgufValue& item : array->items) {
-    const std::string* text = item.as_string();
-    if (!text) return std::nullopt;
-    out.push_back(*text);
-  }
-  return out;
+  return convert_array<std::string>(
+      find(key), [](GgufValueType type) { return type == GgufValueType::STRING; },
+      [](const GgufValue& item) -> std::optional<std::string> {
+        const std::string* text = item.as_string();
+        return text ? std::optional<std::string>(*text) : std::nullopt;
+      });
 }
 
 std::optional<std::vector<float>> GgufFile::get_float_array(std::string_view key) const {
-  const GgufValue* value = find(key);
-  const GgufArray* array = value ? value->as_array() : nullptr;
-  if (!array || !is_float_type(array->element_type)) return std::nullopt;
-  std::vector<float> out;
-  out.reserve(array->items.size());
-  for (const GgufValue& item : array->items) {
+  return convert_array<float>(find(key), is_float_type, [](const GgufValue& item) {
     const std::optional<double> number = item.as_float();
-    if (!number) return std::nullopt;
-    out.push_back(static_cast<float>(*number));
-  }
-  return out;
+    return number ? std::optional<float>(static_cast<float>(*number)) : std::nullopt;
+  });
 }
 
 std::optional<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key) const {
-  const GgufValue* value = find(key);
-  const GgufArray* array = value ? value->as_array() : nullptr;
-  if (!array || !(is_unsigned_type(array->element_type) || is_signed_type(array->element_type))) {
-    return std::nullopt;
-  }
-  std::vector<int64_t> out;
-  out.reserve(array->items.size());
-  for (const GgufValue& item : array->items) {
-    const std::optional<int64_t> number = item.as_int();
-    if (!number) return std::nullopt;  // a uint64 above INT64_MAX
-    out.push_back(*number);
-  }
-  return out;
+  return convert_array<int64_t>(
+      find(key), [](GgufValueType type) { return is_unsigned_type(type) || is_signed_type(type); },
+      [](const GgufValue& item) { return item.as_int(); });  // nullopt for a uint64 > INT64_MAX
 }
 
 const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <limits>
 
-#include "model/gguf_test_writer.h"
+#include "gguf_test_writer.h"  // tests/model/
 
 namespace folio {
 namespace {
@@ -351,7 +351,7 @@ TEST(GgufFileRejects, HugeStringLengths) {
 
   // A key whose own length is absurd.
   ByteWriter raw;
-  raw.raw("GGUF", 4).u32(3).u64(0).u64(1).u64(~uint64_t{0}).raw("key", 3);
+  raw.raw("GGUF", 4).u32(3).u64(0).u64(1).u64(~uint64_t{0}).raw("key and then some", 17);
   EXPECT_ERROR_HAS(parse_error(raw.bytes()), "metadata entry 0 at offset 24: key length");
 }
 
@@ -449,7 +449,7 @@ TEST(GgufFileRejects, DuplicateNamesAndKeys) {
 }
 
 TEST(GgufFileRejects, BadAlignment) {
-  for (int64_t alignment : {0, 3, 48, -32, int64_t{1} << 32}) {
+  for (int64_t alignment : {int64_t{0}, int64_t{3}, int64_t{48}, int64_t{-32}, int64_t{1} << 32}) {
     GgufTestWriter writer;
     writer.add_i64("general.alignment", alignment);
     const std::string message = parse_error(writer.build());
@@ -457,7 +457,7 @@ TEST(GgufFileRejects, BadAlignment) {
   }
   GgufTestWriter text;
   text.add_string("general.alignment", "32");
-  EXPECT_ERROR_HAS(parse_error(text.build()), "got a non-integer");
+  EXPECT_ERROR_HAS(parse_error(text.build()), "(got a non-integer)");
 }
 
 TEST(GgufFileRejects, EscapesUnprintableNames) {

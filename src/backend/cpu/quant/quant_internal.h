@@ -31,6 +31,7 @@ DType activation_type_for(DType weight_type);
 
 // Lookups, one per path. The scalar path has every member for every weight type.
 KernelFns scalar_kernel_fns(DType weight_type);
+KernelFns scalar_kernel_fns_k(DType weight_type);  // the K-quants' part of it
 KernelFns avx2_kernel_fns(DType weight_type);    // call only if the CPU has AVX2+FMA+F16C
 KernelFns avx512_kernel_fns(DType weight_type);  // call only if the CPU has AVX-512 F/BW/VL/DQ/VNNI
 

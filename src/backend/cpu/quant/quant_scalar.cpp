@@ -221,9 +221,6 @@ void dequantize_row_q8_1_scalar(const void* src, float* dst, int64_t n) {
   }
 }
 
-// Defined in quant_scalar_k.cpp.
-KernelFns scalar_kernel_fns_k(DType weight_type);
-
 KernelFns scalar_kernel_fns(DType weight_type) {
   switch (weight_type) {
     case DType::F32:

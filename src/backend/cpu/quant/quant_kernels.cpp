@@ -1,0 +1,105 @@
+// Run-time dispatch: one QuantKernels per (weight type, path), built once from the per-path
+// lookups. This file is compiled without SIMD flags; it calls a SIMD file's lookup only after
+// the CPU (and the OS, which must save the wider registers) has been checked for that path.
+#include "backend/cpu/quant/quant_kernels.h"
+
+#include <array>
+
+#include "backend/cpu/quant/quant_internal.h"
+
+namespace folio::cpu {
+namespace {
+
+using quant::KernelFns;
+
+constexpr std::array<DType, 11> kWeightTypes = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
+                                                DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                                                DType::Q4_K, DType::Q5_K, DType::Q6_K};
+constexpr int kNumIsas = 3;
+
+bool cpu_has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+}
+
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+}
+
+KernelFns path_fns(DType type, Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return quant::scalar_kernel_fns(type);
+    case Isa::kAvx2:
+      return quant::avx2_kernel_fns(type);
+    case Isa::kAvx512:
+      return quant::avx512_kernel_fns(type);
+  }
+  return {};
+}
+
+// Kernels for `type` that take, member by member, the highest path up to `isa` that has one.
+QuantKernels build(DType type, Isa isa) {
+  QuantKernels kernels{type, quant::activation_type_for(type), Isa::kScalar, nullptr, nullptr,
+                       nullptr};
+  for (int level = 0; level <= static_cast<int>(isa); ++level) {
+    const KernelFns fns = path_fns(type, static_cast<Isa>(level));
+    if (fns.dequantize_row != nullptr) kernels.dequantize_row = fns.dequantize_row;
+    if (fns.convert_activation_row != nullptr) {
+      kernels.convert_activation_row = fns.convert_activation_row;
+    }
+    if (fns.dot_rows != nullptr) {
+      kernels.dot_rows = fns.dot_rows;
+      kernels.isa = static_cast<Isa>(level);
+    }
+  }
+  return kernels;
+}
+
+struct KernelTable {
+  // [isa][index in kWeightTypes]; rows for unsupported paths repeat the best supported one.
+  std::array<std::array<QuantKernels, kWeightTypes.size()>, kNumIsas> entries;
+
+  KernelTable() {
+    const Isa best = detect_isa();
+    for (int level = 0; level < kNumIsas; ++level) {
+      const Isa isa = static_cast<int>(best) < level ? best : static_cast<Isa>(level);
+      for (size_t t = 0; t < kWeightTypes.size(); ++t) entries[level][t] = build(kWeightTypes[t], isa);
+    }
+  }
+};
+
+}  // namespace
+
+Isa detect_isa() {
+  static const Isa best = cpu_has_avx512() ? Isa::kAvx512 : cpu_has_avx2() ? Isa::kAvx2 : Isa::kScalar;
+  return best;
+}
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+bool isa_supported(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(detect_isa()); }
+
+const QuantKernels* quant_kernels(DType type, Isa isa) {
+  static const KernelTable table;
+  for (size_t t = 0; t < kWeightTypes.size(); ++t) {
+    if (kWeightTypes[t] == type) return &table.entries[static_cast<int>(isa)][t];
+  }
+  return nullptr;
+}
+
+}  // namespace folio::cpu

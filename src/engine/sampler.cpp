@@ -1,0 +1,303 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace folio {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Seeds from std::random_device when the request brings no seed, so unseeded requests differ.
+uint64_t pick_seed(const std::optional<uint64_t>& seed) {
+  if (seed) return *seed;
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+// exp(x) for x <= 0 (weights relative to the max logit), about 2e-7 relative error: range
+// reduction to 2^n * exp(r), |r| <= ln2/2, and Cephes' degree-6 polynomial. Several times
+// faster than libm, which matters when it runs over 150k logits per token.
+inline float exp_nonpositive(float x) {
+  if (!(x >= -87.0f)) return 0.0f;  // below the smallest normal float; also -inf and NaN
+  // Round to nearest by truncating t - 0.5 (t <= 0): std::nearbyint is a libm call on
+  // baseline x86-64 and would cost more than the rest of the function.
+  const int32_t exponent = static_cast<int32_t>(x * 1.44269504088896341f - 0.5f);
+  const float n = static_cast<float>(exponent);
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  const uint32_t bits = static_cast<uint32_t>(exponent + 127) << 23;
+  float two_to_n;
+  std::memcpy(&two_to_n, &bits, sizeof two_to_n);
+  return y * two_to_n;
+}
+
+// Argmax with ties to the lowest id; NaN never wins.
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  float best_value = kNegInf;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] > best_value) {
+      best_value = logits[i];
+      best = static_cast<int32_t>(i);
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& params)
+    : params_(params), rng_(pick_seed(params.seed)) {
+  assert(params_.validate().is_ok());
+}
+
+double Sampler::next_uniform() {
+  // 53 random bits -> a double in [0, 1). Written out rather than std::uniform_real_distribution
+  // so that a seed gives the same tokens with every standard library.
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> prompt_tokens,
+                              std::span<const int32_t> output_tokens) {
+  const bool repetition = params_.repetition_penalty != 1.0f;
+  const bool output_penalties =
+      params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+  if (!repetition && !output_penalties) return;
+
+  const size_t vocab = logits.size();
+  if (seen_.size() < vocab) {
+    seen_.resize(vocab, 0);
+    output_counts_.resize(vocab, 0);
+  }
+  // Only the touched entries are visited and reset, so a step costs O(prompt + output), not
+  // O(vocab), and each distinct token is penalized once however often it occurs.
+  touched_.clear();
+  auto touch = [&](int32_t token) {
+    if (!seen_[token]) {
+      seen_[token] = 1;
+      touched_.push_back(token);
+    }
+  };
+  for (int32_t token : output_tokens) {
+    if (token < 0 || static_cast<size_t>(token) >= vocab) continue;
+    touch(token);
+    ++output_counts_[token];
+  }
+  if (repetition) {
+    for (int32_t token : prompt_tokens) {
+      if (token < 0 || static_cast<size_t>(token) >= vocab) continue;
+      touch(token);
+    }
+  }
+
+  for (int32_t token : touched_) {
+    float& logit = logits[token];
+    if (repetition) {
+      // vLLM: `logits > 0` is divided, everything else (including 0) multiplied.
+      logit = logit > 0.0f ? logit / params_.repetition_penalty
+                           : logit * params_.repetition_penalty;
+    }
+    const int32_t count = output_counts_[token];
+    if (count > 0) {
+      logit -= params_.frequency_penalty * static_cast<float>(count);
+      logit -= params_.presence_penalty;
+    }
+    seen_[token] = 0;
+    output_counts_[token] = 0;
+  }
+}
+
+SampleResult Sampler::sample(std::span<const float> logits,
+                             std::span<const int32_t> prompt_tokens,
+                             std::span<const int32_t> output_tokens) {
+  assert(!logits.empty());
+  work_.assign(logits.begin(), logits.end());
+  apply_penalties(work_, prompt_tokens, output_tokens);
+
+  SampleResult result;
+  if (params_.is_greedy()) {
+    result.token = argmax(work_);
+  } else {
+    for (float& logit : work_) {
+      // Division, not multiplication by 1/T, to round like vLLM. NaN is masked out here so
+      // that the orderings below stay strict weak orderings.
+      logit = std::isnan(logit) ? kNegInf : logit / params_.temperature;
+    }
+    result.token = sample_from_distribution(work_);
+  }
+
+  if (params_.logprobs >= 0) {
+    fill_logprobs(logits, result);
+  } else {
+    result.logprob = std::numeric_limits<float>::quiet_NaN();
+  }
+  return result;
+}
+
+int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits) {
+  const float max_logit = *std::max_element(scaled_logits.begin(), scaled_logits.end());
+  if (max_logit == kNegInf) return argmax(scaled_logits);  // everything masked: nothing to draw
+
+  const size_t vocab = scaled_logits.size();
+  const bool top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab;
+  const bool top_p = params_.top_p < 1.0f;
+  const bool min_p = params_.min_p > 0.0f;
+  // Without top-p the min-p cut can be applied while collecting (see the header on why the
+  // order does not matter for it); with top-p it waits until top-p has seen the full mass.
+  const float early_min_weight = (min_p && !top_p) ? params_.min_p : 0.0f;
+
+  candidates_.clear();
+  const float threshold = top_k ? kth_largest(scaled_logits) : kNegInf;
+  for (size_t i = 0; i < vocab; ++i) {
+    const float logit = scaled_logits[i];
+    if (logit < threshold || logit == kNegInf) continue;
+    const float weight = exp_nonpositive(logit - max_logit);
+    if (weight < early_min_weight) continue;
+    candidates_.push_back({logit, static_cast<int32_t>(i), weight});
+  }
+  if (top_p) keep_top_p(max_logit);
+  if (min_p && top_p) {
+    std::erase_if(candidates_, [&](const Candidate& c) { return c.weight < params_.min_p; });
+  }
+  assert(!candidates_.empty());  // the most likely token survives every cut
+
+  double total = 0.0;
+  for (const Candidate& c : candidates_) total += c.weight;
+  const double target = next_uniform() * total;
+  double cumulative = 0.0;
+  for (const Candidate& c : candidates_) {
+    cumulative += c.weight;
+    if (cumulative > target) return c.token;
+  }
+  return candidates_.back().token;  // rounding left target at the very top
+}
+
+float Sampler::kth_largest(std::span<const float> scaled_logits) {
+  // Every token at or above the k-th largest value stays, so ties at the boundary are all
+  // kept (vLLM compares against the k-th value the same way).
+  const size_t k = static_cast<size_t>(params_.top_k);
+  select_.clear();
+  if (k * 16 <= scaled_logits.size()) {
+    // Small k: a min-heap of the k largest; most logits are rejected by one comparison.
+    for (float logit : scaled_logits) {
+      if (select_.size() < k) {
+        select_.push_back(logit);
+        std::push_heap(select_.begin(), select_.end(), std::greater<float>());
+      } else if (logit > select_.front()) {
+        std::pop_heap(select_.begin(), select_.end(), std::greater<float>());
+        select_.back() = logit;
+        std::push_heap(select_.begin(), select_.end(), std::greater<float>());
+      }
+    }
+    return select_.front();
+  }
+  select_.assign(scaled_logits.begin(), scaled_logits.end());
+  std::nth_element(select_.begin(), select_.begin() + static_cast<ptrdiff_t>(k - 1),
+                   select_.end(), std::greater<float>());
+  return select_[k - 1];
+}
+
+void Sampler::keep_top_p(float max_logit) {
+  // Instead of sorting, bucket the candidates by logit (bucket 0 holds the largest) and sum
+  // each bucket's mass. Walking buckets from the top finds the one bucket where the mass
+  // above crosses top_p: every bucket above it is kept whole, every bucket below dropped,
+  // and only that boundary bucket is sorted. O(n) plus a sort of a few dozen tokens.
+  double total = 0.0;
+  float min_logit = max_logit;
+  for (const Candidate& c : candidates_) {
+    total += c.weight;
+    min_logit = std::min(min_logit, c.logit);
+  }
+  const double target = static_cast<double>(params_.top_p) * total;
+  // About one bucket per candidate, at most 4096, so small vocabularies stay cheap too.
+  const int kBuckets = static_cast<int>(std::clamp<size_t>(candidates_.size(), 16, 4096));
+  // Buckets span at most 64 nats below the max; anything lower (weight < 1e-27) shares the
+  // last bucket, which top-p can only reach when it keeps everything above it anyway.
+  const float span = std::min(max_logit - min_logit, 64.0f);
+  const float scale = span > 0.0f ? (kBuckets - 1) / span : 0.0f;
+  auto bucket_of = [&](float logit) {
+    return static_cast<int>(std::min((max_logit - logit) * scale, float(kBuckets - 1)));
+  };
+  bucket_mass_.assign(kBuckets, 0.0);
+  for (const Candidate& c : candidates_) bucket_mass_[bucket_of(c.logit)] += c.weight;
+
+  int boundary = 0;
+  double mass_above = 0.0;
+  while (boundary < kBuckets - 1 && mass_above + bucket_mass_[boundary] < target) {
+    mass_above += bucket_mass_[boundary];
+    ++boundary;
+  }
+  // Move the boundary bucket's tokens to the front of the tail, sort them, and walk them.
+  auto above_end = std::partition(candidates_.begin(), candidates_.end(),
+                                  [&](const Candidate& c) { return bucket_of(c.logit) < boundary; });
+  auto boundary_end = std::partition(above_end, candidates_.end(), [&](const Candidate& c) {
+    return bucket_of(c.logit) == boundary;
+  });
+  std::sort(above_end, boundary_end, [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
+  });
+  auto keep_end = above_end;
+  // A token stays while the mass strictly above it is below top_p, which is vLLM's "drop
+  // tokens whose ascending cumulative sum is <= 1 - top_p". The most likely token always stays.
+  while (keep_end != boundary_end && (keep_end == candidates_.begin() || mass_above < target)) {
+    mass_above += keep_end->weight;
+    ++keep_end;
+  }
+  candidates_.erase(keep_end, candidates_.end());
+}
+
+void Sampler::fill_logprobs(std::span<const float> raw_logits, SampleResult& result) const {
+  // Log-sum-exp over the raw logits, accumulated in float64: one pass for the max, one for
+  // the sum.
+  float max_logit = kNegInf;
+  for (float logit : raw_logits) max_logit = std::max(max_logit, logit);
+  double sum = 0.0;
+  for (float logit : raw_logits) {
+    sum += exp_nonpositive(logit - max_logit);
+  }
+  const double log_normalizer = static_cast<double>(max_logit) + std::log(sum);
+  result.logprob = static_cast<float>(static_cast<double>(raw_logits[result.token]) -
+                                      log_normalizer);
+
+  const size_t n = static_cast<size_t>(params_.logprobs);
+  if (n == 0) return;
+  // A heap of the n best seen so far, the worst on top: O(vocab log n) with n <= 20, and most
+  // tokens are rejected by one comparison against the top.
+  using Entry = std::pair<float, int32_t>;
+  auto better = [](const Entry& a, const Entry& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  std::vector<Entry> heap;
+  heap.reserve(n);
+  for (size_t i = 0; i < raw_logits.size(); ++i) {
+    const Entry entry{raw_logits[i], static_cast<int32_t>(i)};
+    if (std::isnan(entry.first)) continue;
+    if (heap.size() < n) {
+      heap.push_back(entry);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(entry, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = entry;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+  }
+  std::sort(heap.begin(), heap.end(), better);
+  result.top_logprobs.reserve(heap.size());
+  for (const Entry& entry : heap) {
+    result.top_logprobs.emplace_back(
+        entry.second,
+        static_cast<float>(static_cast<double>(entry.first) - log_normalizer));
+  }
+}
+
+}  // namespace folio

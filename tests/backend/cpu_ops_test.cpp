@@ -1,0 +1,121 @@
+// The CPU backend's elementwise ops and matmul against float64 computations.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backend/cpu/cpu_backend.h"
+
+namespace folio::cpu {
+namespace {
+
+std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+TEST(CpuOps, RmsNormMatchesFloat64) {
+  CpuBackend backend(2);
+  const int64_t rows = 3, dim = 576;
+  std::vector<float> x = random_vector(rows * dim, 1, 3.0f), w = random_vector(dim, 2);
+  std::vector<float> out(x.size());
+  backend.rms_norm(x.data(), w.data(), out.data(), rows, dim, 1e-5f);
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+    const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+    for (int64_t i = 0; i < dim; ++i) EXPECT_NEAR(out[r * dim + i], x[r * dim + i] * inv * w[i], 1e-5);
+  }
+}
+
+TEST(CpuOps, RopeBothLayoutsMatchFloat64) {
+  CpuBackend backend(1);
+  const int32_t heads = 3, head_dim = 16;
+  const std::vector<int32_t> positions = {0, 1, 7, 4095};
+  const std::vector<float> factors = {1, 1, 2, 4, 8, 8, 8, 8};
+  for (RopeStyle style : {RopeStyle::kAdjacentPairs, RopeStyle::kHalves}) {
+    for (const float* freq_factors : {static_cast<const float*>(nullptr), factors.data()}) {
+      std::vector<float> x = random_vector(positions.size() * heads * head_dim, 3);
+      const std::vector<float> original = x;
+      RopeParams params{style, head_dim, 10000.0f, 0.5f, freq_factors};
+      backend.rope(x.data(), positions, heads, head_dim, params);
+      for (size_t t = 0; t < positions.size(); ++t) {
+        for (int32_t h = 0; h < heads; ++h) {
+          const size_t base = (t * heads + h) * head_dim;
+          for (int32_t i = 0; i < head_dim / 2; ++i) {
+            double inv_freq = std::pow(10000.0, -2.0 * i / head_dim);
+            if (freq_factors) inv_freq /= freq_factors[i];
+            const double theta = positions[t] * 0.5 * inv_freq;
+            const int32_t a = style == RopeStyle::kAdjacentPairs ? 2 * i : i;
+            const int32_t b = style == RopeStyle::kAdjacentPairs ? 2 * i + 1 : i + head_dim / 2;
+            const double x0 = original[base + a], x1 = original[base + b];
+            EXPECT_NEAR(x[base + a], x0 * std::cos(theta) - x1 * std::sin(theta), 2e-3);
+            EXPECT_NEAR(x[base + b], x0 * std::sin(theta) + x1 * std::cos(theta), 2e-3);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuOps, SwigluAndAdd) {
+  CpuBackend backend(1);
+  std::vector<float> g = random_vector(100, 4, 4.0f), u = random_vector(100, 5), out(100);
+  backend.swiglu(g.data(), u.data(), out.data(), 100);
+  for (int i = 0; i < 100; ++i) EXPECT_NEAR(out[i], g[i] / (1.0 + std::exp(-double(g[i]))) * u[i], 1e-5);
+  std::vector<float> x = g;
+  backend.add(x.data(), u.data(), 100);
+  for (int i = 0; i < 100; ++i) EXPECT_FLOAT_EQ(x[i], g[i] + u[i]);
+}
+
+// matmul over every weight type, n = 1 (decode) and n = 13 (prefill, not a multiple of the
+// kernel's activation-row group), against a float64 product of the dequantized weights and the
+// unconverted activations. The tolerance covers the activations' 8-bit conversion.
+TEST(CpuOps, MatmulAllTypesMatchFloat64) {
+  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                         DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  const int64_t rows = 37, cols = 512;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    CpuBackend backend(2, isa);
+    for (DType type : types) {
+      const QuantKernels* kernels = quant_kernels(type, isa);
+      ASSERT_NE(kernels, nullptr) << dtype_name(type);
+      const std::vector<float> w_float = random_vector(rows * cols, 6);
+      std::vector<uint8_t> w_bytes(rows * row_bytes(type, cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_TRUE(quantize_row_reference(type, w_float.data() + r * cols,
+                                           w_bytes.data() + r * row_bytes(type, cols), cols));
+      }
+      WeightTensor w{type, rows, cols, w_bytes.data()};
+      std::vector<float> w_deq(rows * cols);
+      for (int64_t r = 0; r < rows; ++r) kernels->dequantize_row(w.row(r), w_deq.data() + r * cols, cols);
+      for (int64_t n : {1, 13}) {
+        const std::vector<float> x = random_vector(n * cols, 7);
+        std::vector<float> y(n * rows, std::nanf(""));
+        backend.matmul(w, x.data(), y.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          double norm = 0;
+          for (int64_t k = 0; k < cols; ++k) norm += double(x[i * cols + k]) * x[i * cols + k];
+          for (int64_t r = 0; r < rows; ++r) {
+            double ref = 0, mag = 0;
+            for (int64_t k = 0; k < cols; ++k) {
+              ref += double(w_deq[r * cols + k]) * x[i * cols + k];
+              mag += std::fabs(double(w_deq[r * cols + k]) * x[i * cols + k]);
+            }
+            const bool float_acts = kernels->activation_type == DType::F32;
+            const double tolerance = float_acts ? 1e-4 * mag + 1e-4 : 0.02 * mag + 1e-3;
+            ASSERT_NEAR(y[i * rows + r], ref, tolerance)
+                << dtype_name(type) << " " << isa_name(isa) << " n=" << n << " row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace folio::cpu

@@ -1,0 +1,33 @@
+// Where tests find the repository's goldens and the models cache.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace folio::testing {
+
+inline std::string source_dir() { return FOLIO_SOURCE_DIR; }
+
+inline std::string models_dir() {
+  if (const char* dir = std::getenv("FOLIO_MODELS_DIR"); dir != nullptr && *dir != '\0') return dir;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : ".") + "/.cache/folio/models";
+}
+
+inline std::string default_model_path() { return models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf"; }
+
+inline std::string missing_model_message(const std::string& path) {
+  return "missing " + path + ": run scripts/fetch-model (make test does)";
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace folio::testing
