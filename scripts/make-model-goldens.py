@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
-"""Makes the end-to-end goldens for the default model with an independent reference:
-llama.cpp through llama-cpp-python (PyPI), running the same GGUF file.
+"""Makes the end-to-end goldens for the default model with two independent references that run
+the same GGUF file:
 
-  python3 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install llama-cpp-python==0.3.36 jinja2 numpy
+- llama.cpp through llama-cpp-python (PyPI), default settings (f16 KV cache, activations
+  quantized to 8 bits for the quantized matmuls, as folio's default CPU path does);
+- reference_forward.py: a float64 numpy forward over weights dequantized by the PyPI `gguf`
+  package, K/V rounded to fp16 as folio's cache stores them. folio's float-activation mode
+  must follow it token for token.
+
+  python3 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install llama-cpp-python==0.3.36 jinja2 numpy gguf
   /tmp/refvenv/bin/python scripts/make-model-goldens.py
 
-Writes tests/golden/model/smollm2_q4_1.json (prompts, the reference's prompt token ids, 64 greedy
-tokens, top-5 of the last prompt position), smollm2_q4_1.<name>.logits.f32 (the full logits at the
-last prompt position, little-endian float32), and perplexity.json (the reference's perplexity on
-tests/data/perplexity.txt with folio's chunking: non-overlapping chunks of ctx tokens, first token
-replaced by BOS when the model adds one, second half of each chunk scored).
+Writes tests/golden/model/smollm2_q4_1.json (prompts, llama.cpp's prompt token ids, 64 greedy tokens
+of each reference with the reference's top1-top2 logit margin at every step), the full logits at
+the last prompt position of each reference (smollm2_q4_1.<name>.logits.f32 for llama.cpp,
+smollm2_q4_1.<name>.f64.logits.f32 for the float64 reference; little-endian float32), and
+perplexity.json (llama.cpp's perplexity on tests/data/perplexity.txt with folio's chunking:
+non-overlapping chunks of ctx tokens, first token replaced by BOS when the model adds one,
+second half of each chunk scored).
 """
 import json
 import math
@@ -20,6 +28,9 @@ import jinja2
 import jinja2.sandbox
 import llama_cpp
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_forward import ReferenceLlama  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.environ.get("FOLIO_MODELS_DIR", os.path.expanduser("~/.cache/folio/models"))
@@ -53,7 +64,13 @@ def prompts(chat_template):
     ]
 
 
+def margin(logits):
+    top2 = np.sort(np.asarray(logits, dtype=np.float64))[-2:]
+    return float(top2[1] - top2[0])
+
+
 def main():
+    reference = ReferenceLlama(MODEL)
     llm = llama_cpp.Llama(model_path=MODEL, n_ctx=2048, n_batch=512, n_threads=os.cpu_count(),
                           logits_all=True, verbose=False, seed=0)
     add_bos = llm.metadata.get("tokenizer.ggml.add_bos_token", "false") == "true"
@@ -65,20 +82,31 @@ def main():
         llm.eval(ids)
         last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
         last.tofile(os.path.join(OUT, f"smollm2_q4_1.{name}.logits.f32"))
-        generated = []
+        generated, margins = [], []
         logits = last
         for _ in range(GENERATED):
             token = int(np.argmax(logits))  # ties: lowest id, as folio's greedy sampler
             generated.append(token)
+            margins.append(margin(logits))
             llm.eval([token])
             logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-        top5 = [int(i) for i in np.argsort(-last, kind="stable")[:5]]
-        sorted_logits = np.sort(last)[::-1]
+
+        cache = reference.new_cache()
+        ref_logits = reference.forward(ids, cache)[-1]
+        ref_logits.astype(np.float32).tofile(os.path.join(OUT, f"smollm2_q4_1.{name}.f64.logits.f32"))
+        ref_generated, ref_margins = [], []
+        for _ in range(GENERATED):
+            token = int(np.argmax(ref_logits))
+            ref_generated.append(token)
+            ref_margins.append(margin(ref_logits))
+            ref_logits = reference.forward([token], cache)[-1]
         cases.append({"name": name, "text": text, "chat": special, "prompt_ids": ids,
-                      "generated_ids": generated, "last_top5": top5,
-                      "last_top1_margin": float(sorted_logits[0] - sorted_logits[1])})
-        print(f"{name}: {len(ids)} prompt tokens; continuation: {llm.detokenize(generated)[:80]!r}",
-              file=sys.stderr)
+                      "generated_ids": generated, "generated_margins": margins,
+                      "f64_generated_ids": ref_generated, "f64_generated_margins": ref_margins,
+                      "last_top5": [int(i) for i in np.argsort(-last, kind="stable")[:5]]})
+        agree = next((i for i, (a, b) in enumerate(zip(generated, ref_generated)) if a != b), GENERATED)
+        print(f"{name}: {len(ids)} prompt tokens; llama.cpp and float64 agree on {agree} tokens; "
+              f"float64 continuation: {llm.detokenize(ref_generated)[:80]!r}", file=sys.stderr)
     assert any(len(c["prompt_ids"]) > 1000 for c in cases), "the long prompt must exceed 1000 tokens"
     with open(os.path.join(OUT, "smollm2_q4_1.json"), "w", encoding="utf-8") as f:
         json.dump({"reference": f"llama.cpp via llama-cpp-python {llama_cpp.__version__}, n_threads "

@@ -7,12 +7,13 @@
 
 namespace folio {
 
-// One layer of the paged KV cache. Block b, slot s, kv head h starts at
+// One layer of the paged KV cache, in fp16 (half the memory of fp32, and the precision
+// llama.cpp and most engines keep K/V in). Block b, slot s, kv head h starts at
 //   k + ((b * block_size + s) * num_kv_heads + h) * head_dim
 // so a slot index (b * block_size + s) addresses one token's K (or V) for all heads.
 struct KvLayerView {
-  float* k = nullptr;  // (num_blocks, block_size, num_kv_heads, head_dim)
-  float* v = nullptr;  // (num_blocks, block_size, num_kv_heads, head_dim)
+  uint16_t* k = nullptr;  // (num_blocks, block_size, num_kv_heads, head_dim) fp16 bits
+  uint16_t* v = nullptr;  // (num_blocks, block_size, num_kv_heads, head_dim) fp16 bits
   int32_t num_blocks = 0;
   int32_t block_size = 0;
   int32_t num_kv_heads = 0;

@@ -48,7 +48,7 @@ class Backend {
   virtual void rope(float* x, std::span<const int32_t> positions, int32_t num_heads,
                     int32_t head_dim, const RopeParams& params) = 0;
 
-  // Stores K and V of each token at the cache slot slot_mapping[t] names.
+  // Stores K and V of each token (rounded to fp16) at the cache slot slot_mapping[t] names.
   // k, v: (n, num_kv_heads, head_dim); slot_mapping: (n,)
   virtual void write_kv(const KvLayerView& cache, const float* k, const float* v,
                         std::span<const int32_t> slot_mapping) = 0;

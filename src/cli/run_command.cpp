@@ -9,7 +9,7 @@
 #include "engine/sampler.h"
 #include "engine/sequence_runner.h"
 #include "text/chat_template.h"
-#include "text/incremental_detokenizer.h"
+#include "text/tokenizer.h"
 
 namespace folio::cli {
 namespace {

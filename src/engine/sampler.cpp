@@ -19,15 +19,27 @@ uint64_t pick_seed(const std::optional<uint64_t>& seed) {
 }
 
 // exp(x) for x <= 0 (weights relative to the max logit), about 2e-7 relative error: range
-// reduction to 2^n * exp(r), |r| <= ln2/2, and Cephes' degree-6 polynomial. Several times
-// faster than libm, which matters when it runs over 150k logits per token.
+// reduction to 2^n * exp(r), |r| <= ln2/2, and Cephes' degree-6 polynomial. Branch-free so
+// that loops over 150k logits vectorize; several times faster than libm's expf.
 inline float exp_nonpositive(float x) {
-  if (!(x >= -87.0f)) return 0.0f;  // below the smallest normal float; also -inf and NaN
+  // Below -87 the result is no normal float: the result is 0 there, and for -inf and NaN.
+  // The clamp is a bit select and the zeroing a multiply by 0/1: branches (std::max
+  // included) would stop GCC from vectorizing the loops that call this.
+  constexpr float kLowest = -87.0f;
+  // Two comparisons rather than one bool used twice: a shared bool defeats GCC 12's vectorizer.
+  const float keep = static_cast<float>(x >= kLowest);
+  const uint32_t mask = 0u - static_cast<uint32_t>(x >= kLowest);
+  uint32_t x_bits, lowest_bits;
+  std::memcpy(&x_bits, &x, sizeof x);
+  std::memcpy(&lowest_bits, &kLowest, sizeof kLowest);
+  const uint32_t clamped_bits = (x_bits & mask) | (lowest_bits & ~mask);
+  float clamped;
+  std::memcpy(&clamped, &clamped_bits, sizeof clamped);
   // Round to nearest by truncating t - 0.5 (t <= 0): std::nearbyint is a libm call on
   // baseline x86-64 and would cost more than the rest of the function.
-  const int32_t exponent = static_cast<int32_t>(x * 1.44269504088896341f - 0.5f);
+  const int32_t exponent = static_cast<int32_t>(clamped * 1.44269504088896341f - 0.5f);
   const float n = static_cast<float>(exponent);
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  const float r = (clamped - n * 0.693359375f) + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -38,7 +50,44 @@ inline float exp_nonpositive(float x) {
   const uint32_t bits = static_cast<uint32_t>(exponent + 127) << 23;
   float two_to_n;
   std::memcpy(&two_to_n, &bits, sizeof two_to_n);
-  return y * two_to_n;
+  return y * two_to_n * keep;
+}
+
+// Reductions written with independent lanes: IEEE order rules keep the compiler from
+// vectorizing a single running sum or max, but not these.
+constexpr size_t kLanes = 8;
+
+float max_of(std::span<const float> values) {  // NaN never wins
+  float lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, kNegInf);
+  size_t i = 0;
+  for (; i + kLanes <= values.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j)
+      lanes[j] = values[i + j] > lanes[j] ? values[i + j] : lanes[j];
+  }
+  float best = *std::max_element(lanes, lanes + kLanes);
+  for (; i < values.size(); ++i) best = values[i] > best ? values[i] : best;
+  return best;
+}
+
+double sum_of(std::span<const float> values) {  // float64 accumulation
+  double lanes[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= values.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] += values[i + j];
+  }
+  double total = 0.0;
+  for (double lane : lanes) total += lane;
+  for (; i < values.size(); ++i) total += values[i];
+  return total;
+}
+
+// weights[i] = exp(logits[i] - max_logit); vectorizes.
+void exp_relative(std::span<const float> logits, float max_logit, std::vector<float>& weights) {
+  weights.resize(logits.size());
+  float* out = weights.data();
+  const float* in = logits.data();
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = exp_nonpositive(in[i] - max_logit);
 }
 
 // Argmax with ties to the lowest id; NaN never wins.
@@ -56,8 +105,7 @@ int32_t argmax(std::span<const float> logits) {
 
 }  // namespace
 
-Sampler::Sampler(const SamplingParams& params)
-    : params_(params), rng_(pick_seed(params.seed)) {
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(pick_seed(params.seed)) {
   assert(params_.validate().is_ok());
 }
 
@@ -104,8 +152,8 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
     float& logit = logits[token];
     if (repetition) {
       // vLLM: `logits > 0` is divided, everything else (including 0) multiplied.
-      logit = logit > 0.0f ? logit / params_.repetition_penalty
-                           : logit * params_.repetition_penalty;
+      logit =
+          logit > 0.0f ? logit / params_.repetition_penalty : logit * params_.repetition_penalty;
     }
     const int32_t count = output_counts_[token];
     if (count > 0) {
@@ -117,8 +165,7 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
   }
 }
 
-SampleResult Sampler::sample(std::span<const float> logits,
-                             std::span<const int32_t> prompt_tokens,
+SampleResult Sampler::sample(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
                              std::span<const int32_t> output_tokens) {
   assert(!logits.empty());
   work_.assign(logits.begin(), logits.end());
@@ -128,10 +175,11 @@ SampleResult Sampler::sample(std::span<const float> logits,
   if (params_.is_greedy()) {
     result.token = argmax(work_);
   } else {
+    const float temperature = params_.temperature;
     for (float& logit : work_) {
-      // Division, not multiplication by 1/T, to round like vLLM. NaN is masked out here so
-      // that the orderings below stay strict weak orderings.
-      logit = std::isnan(logit) ? kNegInf : logit / params_.temperature;
+      // Division, not multiplication by 1/T, to round like vLLM. NaN (logit != logit) is
+      // masked out here so that the orderings below stay strict weak orderings.
+      logit = logit == logit ? logit / temperature : kNegInf;
     }
     result.token = sample_from_distribution(work_);
   }
@@ -145,28 +193,66 @@ SampleResult Sampler::sample(std::span<const float> logits,
 }
 
 int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits) {
-  const float max_logit = *std::max_element(scaled_logits.begin(), scaled_logits.end());
+  const float max_logit = max_of(scaled_logits);
   if (max_logit == kNegInf) return argmax(scaled_logits);  // everything masked: nothing to draw
 
   const size_t vocab = scaled_logits.size();
   const bool top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab;
   const bool top_p = params_.top_p < 1.0f;
   const bool min_p = params_.min_p > 0.0f;
-  // Without top-p the min-p cut can be applied while collecting (see the header on why the
-  // order does not matter for it); with top-p it waits until top-p has seen the full mass.
-  const float early_min_weight = (min_p && !top_p) ? params_.min_p : 0.0f;
+  exp_relative(scaled_logits, max_logit, weights_);
 
-  candidates_.clear();
-  const float threshold = top_k ? kth_largest(scaled_logits) : kNegInf;
-  for (size_t i = 0; i < vocab; ++i) {
-    const float logit = scaled_logits[i];
-    if (logit < threshold || logit == kNegInf) continue;
-    const float weight = exp_nonpositive(logit - max_logit);
-    if (weight < early_min_weight) continue;
-    candidates_.push_back({logit, static_cast<int32_t>(i), weight});
+  if (!top_k && !top_p) {
+    // Plain sampling, maybe with min-p: draw straight from the weight array, no sorting.
+    if (min_p) {
+      const float cut = params_.min_p;
+      for (float& w : weights_) w = w >= cut ? w : 0.0f;
+    }
+    const double target = next_uniform() * sum_of(weights_);
+    double cumulative = 0.0;
+    int32_t last_nonzero = 0;
+    for (size_t i = 0; i < vocab; ++i) {
+      if (weights_[i] == 0.0f) continue;
+      cumulative += weights_[i];
+      last_nonzero = static_cast<int32_t>(i);
+      if (cumulative > target) return last_nonzero;
+    }
+    return last_nonzero;  // rounding left target at the very top
   }
-  if (top_p) keep_top_p(max_logit);
-  if (min_p && top_p) {
+
+  // Candidates: tokens at or above the k-th largest logit (top-k), else every token whose
+  // weight did not underflow (more than 87 nats below the top carries no probability).
+  auto collect = [&](float logit_threshold, float min_weight) {
+    candidates_.clear();
+    for (size_t i = 0; i < vocab; ++i) {
+      if (scaled_logits[i] >= logit_threshold && weights_[i] >= min_weight && weights_[i] > 0.0f) {
+        candidates_.push_back({scaled_logits[i], static_cast<int32_t>(i), weights_[i]});
+      }
+    }
+  };
+  if (top_k) {
+    collect(kth_largest(scaled_logits), 0.0f);
+    if (top_p) {
+      double total = 0.0;  // top-p renormalizes over the top-k survivors
+      for (const Candidate& c : candidates_) total += c.weight;
+      keep_top_p(max_logit, total);
+    }
+  } else {
+    // Top-p alone. Real distributions put nearly all their mass on a few tokens, so first
+    // collect only tokens within 1e-4 of the top: if they already hold top_p of the mass,
+    // every token below ranks under all of them with at least that much mass above it, so
+    // none can be in the nucleus. Otherwise fall back to every token.
+    const double total = sum_of(weights_);
+    constexpr float kProbeWeight = 1e-4f;
+    collect(kNegInf, kProbeWeight);
+    double probed = 0.0;
+    for (const Candidate& c : candidates_) probed += c.weight;
+    if (probed < static_cast<double>(params_.top_p) * total) collect(kNegInf, 0.0f);
+    keep_top_p(max_logit, total);
+  }
+  if (min_p) {
+    // After top-p, which must see the full mass first (see the header on why min-p's place
+    // in the order does not matter otherwise).
     std::erase_if(candidates_, [&](const Candidate& c) { return c.weight < params_.min_p; });
   }
   assert(!candidates_.empty());  // the most likely token survives every cut
@@ -202,22 +288,20 @@ float Sampler::kth_largest(std::span<const float> scaled_logits) {
     return select_.front();
   }
   select_.assign(scaled_logits.begin(), scaled_logits.end());
-  std::nth_element(select_.begin(), select_.begin() + static_cast<ptrdiff_t>(k - 1),
-                   select_.end(), std::greater<float>());
+  std::nth_element(select_.begin(), select_.begin() + static_cast<ptrdiff_t>(k - 1), select_.end(),
+                   std::greater<float>());
   return select_[k - 1];
 }
 
-void Sampler::keep_top_p(float max_logit) {
+void Sampler::keep_top_p(float max_logit, double total) {
   // Instead of sorting, bucket the candidates by logit (bucket 0 holds the largest) and sum
   // each bucket's mass. Walking buckets from the top finds the one bucket where the mass
   // above crosses top_p: every bucket above it is kept whole, every bucket below dropped,
   // and only that boundary bucket is sorted. O(n) plus a sort of a few dozen tokens.
-  double total = 0.0;
+  // `total` is the mass top-p is a fraction of; the candidates may hold less of it (see the
+  // probe in sample_from_distribution).
   float min_logit = max_logit;
-  for (const Candidate& c : candidates_) {
-    total += c.weight;
-    min_logit = std::min(min_logit, c.logit);
-  }
+  for (const Candidate& c : candidates_) min_logit = std::min(min_logit, c.logit);
   const double target = static_cast<double>(params_.top_p) * total;
   // About one bucket per candidate, at most 4096, so small vocabularies stay cheap too.
   const int kBuckets = static_cast<int>(std::clamp<size_t>(candidates_.size(), 16, 4096));
@@ -238,8 +322,9 @@ void Sampler::keep_top_p(float max_logit) {
     ++boundary;
   }
   // Move the boundary bucket's tokens to the front of the tail, sort them, and walk them.
-  auto above_end = std::partition(candidates_.begin(), candidates_.end(),
-                                  [&](const Candidate& c) { return bucket_of(c.logit) < boundary; });
+  auto above_end = std::partition(candidates_.begin(), candidates_.end(), [&](const Candidate& c) {
+    return bucket_of(c.logit) < boundary;
+  });
   auto boundary_end = std::partition(above_end, candidates_.end(), [&](const Candidate& c) {
     return bucket_of(c.logit) == boundary;
   });
@@ -256,18 +341,13 @@ void Sampler::keep_top_p(float max_logit) {
   candidates_.erase(keep_end, candidates_.end());
 }
 
-void Sampler::fill_logprobs(std::span<const float> raw_logits, SampleResult& result) const {
-  // Log-sum-exp over the raw logits, accumulated in float64: one pass for the max, one for
-  // the sum.
-  float max_logit = kNegInf;
-  for (float logit : raw_logits) max_logit = std::max(max_logit, logit);
-  double sum = 0.0;
-  for (float logit : raw_logits) {
-    sum += exp_nonpositive(logit - max_logit);
-  }
-  const double log_normalizer = static_cast<double>(max_logit) + std::log(sum);
-  result.logprob = static_cast<float>(static_cast<double>(raw_logits[result.token]) -
-                                      log_normalizer);
+void Sampler::fill_logprobs(std::span<const float> raw_logits, SampleResult& result) {
+  // Log-sum-exp over the raw logits: weights in float (2e-7 relative), summed in float64.
+  const float max_logit = max_of(raw_logits);
+  exp_relative(raw_logits, max_logit, weights_);
+  const double log_normalizer = static_cast<double>(max_logit) + std::log(sum_of(weights_));
+  result.logprob =
+      static_cast<float>(static_cast<double>(raw_logits[result.token]) - log_normalizer);
 
   const size_t n = static_cast<size_t>(params_.logprobs);
   if (n == 0) return;
@@ -295,8 +375,7 @@ void Sampler::fill_logprobs(std::span<const float> raw_logits, SampleResult& res
   result.top_logprobs.reserve(heap.size());
   for (const Entry& entry : heap) {
     result.top_logprobs.emplace_back(
-        entry.second,
-        static_cast<float>(static_cast<double>(entry.first) - log_normalizer));
+        entry.second, static_cast<float>(static_cast<double>(entry.first) - log_normalizer));
   }
 }
 

@@ -61,27 +61,28 @@ class Sampler {
 
  private:
   struct Candidate {
-    float logit;   // after temperature
+    float logit;  // after temperature
     int32_t token;
     float weight;  // exp(logit - max logit): the unnormalized probability
   };
 
   int32_t sample_from_distribution(std::span<const float> scaled_logits);
   float kth_largest(std::span<const float> scaled_logits);
-  void keep_top_p(float max_logit);
-  void fill_logprobs(std::span<const float> raw_logits, SampleResult& result) const;
+  void keep_top_p(float max_logit, double total);
+  void fill_logprobs(std::span<const float> raw_logits, SampleResult& result);
   double next_uniform();  // in [0, 1)
 
   SamplingParams params_;
   std::mt19937_64 rng_;
   // Scratch, sized to the vocabulary on first use and reused.
-  std::vector<float> work_;              // (vocab) penalized, then temperature-scaled logits
-  std::vector<float> select_;            // (<= vocab) top-k heap, or a copy for nth_element
-  std::vector<double> bucket_mass_;      // (4096) top-p: probability mass per logit bucket
-  std::vector<Candidate> candidates_;    // (<= vocab) tokens still allowed
-  std::vector<int32_t> output_counts_;   // (vocab) occurrences in output; zero between calls
-  std::vector<uint8_t> seen_;            // (vocab) seen in prompt or output; zero between calls
-  std::vector<int32_t> touched_;         // token ids whose counts_/seen_ entries are non-zero
+  std::vector<float> work_;             // (vocab) penalized, then temperature-scaled logits
+  std::vector<float> weights_;          // (vocab) exp(logit - max logit)
+  std::vector<float> select_;           // (<= vocab) top-k heap, or a copy for nth_element
+  std::vector<double> bucket_mass_;     // (4096) top-p: probability mass per logit bucket
+  std::vector<Candidate> candidates_;   // (<= vocab) tokens still allowed
+  std::vector<int32_t> output_counts_;  // (vocab) occurrences in output; zero between calls
+  std::vector<uint8_t> seen_;           // (vocab) seen in prompt or output; zero between calls
+  std::vector<int32_t> touched_;        // token ids whose counts_/seen_ entries are non-zero
 };
 
 }  // namespace folio

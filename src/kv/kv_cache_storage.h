@@ -19,7 +19,7 @@ struct KvCacheShape {
   int32_t head_dim = 0;
 
   size_t bytes_per_block() const {  // K and V, all layers
-    return 2ull * num_layers * block_size * num_kv_heads * head_dim * sizeof(float);
+    return 2ull * num_layers * block_size * num_kv_heads * head_dim * sizeof(uint16_t);
   }
 };
 
@@ -29,12 +29,12 @@ class KvCacheStorage {
 
   const KvCacheShape& shape() const { return shape_; }
   KvLayerView layer(int32_t index);
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(uint16_t); }
 
  private:
   KvCacheShape shape_;
-  std::vector<float> k_;  // (num_layers, num_blocks, block_size, num_kv_heads, head_dim)
-  std::vector<float> v_;  // (num_layers, num_blocks, block_size, num_kv_heads, head_dim)
+  std::vector<uint16_t> k_;  // (num_layers, num_blocks, block_size, num_kv_heads, head_dim) fp16
+  std::vector<uint16_t> v_;  // (num_layers, num_blocks, block_size, num_kv_heads, head_dim) fp16
 };
 
 }  // namespace folio

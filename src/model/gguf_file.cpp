@@ -2,7 +2,7 @@
 //
 //   header      magic "GGUF" | u32 version | u64 tensor_count | u64 metadata_count
 //   metadata    metadata_count x { string key | u32 value_type | value }
-//   tensor info tensor_count x { string name | u32 n_dims | u64 dims[n_dims] | u32 type | u64 offset }
+//   tensor info tensor_count x { string name | u32 n_dims | u64 dims[n] | u32 type | u64 offset }
 //   padding     up to a multiple of general.alignment (default 32)
 //   data        tensor bytes; each tensor's offset is relative to here and aligned
 //
@@ -47,19 +47,24 @@ constexpr uint32_t kMagic = 0x46554747u;  // "GGUF" read as a little-endian u32
 constexpr int kMaxArrayDepth = 8;         // deeper nesting is refused rather than recursed into
 constexpr uint32_t kMaxDims = 4;
 constexpr uint64_t kMaxAlignment = uint64_t{1} << 31;  // the spec stores it as a u32
-constexpr uint64_t kMaxElements = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+constexpr uint64_t kInt64Max = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
 
 // Smallest possible encodings: a count larger than remaining_bytes / smallest is a lie, and is
 // refused before any memory is reserved for it.
-constexpr uint64_t kMinMetadataEntryBytes = 8 + 4 + 1;     // empty key, type, 1-byte value
-constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, n_dims, 1 dim, type, offset
+constexpr uint64_t kMinMetadataEntryBytes = 8 + 4 + 1;  // empty key, type, 1-byte value
+// Empty name, n_dims, one dim, type, offset.
+constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;
 
-bool is_known_value_type(uint32_t raw) { return raw <= static_cast<uint32_t>(GgufValueType::FLOAT64); }
+bool is_known_value_type(uint32_t raw) {
+  return raw <= static_cast<uint32_t>(GgufValueType::FLOAT64);
+}
 
 // Indexed by GgufValueType: a fixed value's size; a string's length field; an array's element
 // type and count.
 constexpr uint64_t kMinEncodedBytes[] = {1, 1, 2, 2, 4, 4, 4, 1, 8, 4 + 8, 8, 8, 8};
-uint64_t min_encoded_bytes(GgufValueType type) { return kMinEncodedBytes[static_cast<uint32_t>(type)]; }
+uint64_t min_encoded_bytes(GgufValueType type) {
+  return kMinEncodedBytes[static_cast<uint32_t>(type)];
+}
 
 bool is_unsigned_type(GgufValueType type) {
   return type == GgufValueType::UINT8 || type == GgufValueType::UINT16 ||
@@ -183,8 +188,7 @@ class Parser {
   std::vector<uint64_t> tensor_offset_fields_;  // where each tensor's offset field sits
 };
 
-Status Parser::parse_header(uint32_t* version, uint64_t* tensor_count,
-                            uint64_t* metadata_count) {
+Status Parser::parse_header(uint32_t* version, uint64_t* tensor_count, uint64_t* metadata_count) {
   subject_ = "header";
   uint32_t magic = 0;
   if (Status s = read_field("magic", &magic); !s) return s;
@@ -207,7 +211,8 @@ Status Parser::parse_header(uint32_t* version, uint64_t* tensor_count,
                 " byte-swapped); folio reads little-endian files only");
   }
   if (*version != 2 && *version != 3) {
-    return fail(version_at, "unsupported GGUF version ", *version, " (folio reads versions 2 and 3)");
+    return fail(version_at, "unsupported GGUF version ", *version,
+                " (folio reads versions 2 and 3)");
   }
   const uint64_t tensor_count_at = reader_.offset();
   if (Status s = read_field("tensor count", tensor_count); !s) return s;
@@ -240,16 +245,26 @@ Status Parser::read_value(GgufValueType type, int depth, GgufValue* out) {
   out->type = type;
   const uint64_t at = reader_.offset();
   switch (type) {
-    case GgufValueType::UINT8: return read_scalar<uint8_t, uint64_t>("uint8 value", out);
-    case GgufValueType::INT8: return read_scalar<int8_t, int64_t>("int8 value", out);
-    case GgufValueType::UINT16: return read_scalar<uint16_t, uint64_t>("uint16 value", out);
-    case GgufValueType::INT16: return read_scalar<int16_t, int64_t>("int16 value", out);
-    case GgufValueType::UINT32: return read_scalar<uint32_t, uint64_t>("uint32 value", out);
-    case GgufValueType::INT32: return read_scalar<int32_t, int64_t>("int32 value", out);
-    case GgufValueType::UINT64: return read_scalar<uint64_t, uint64_t>("uint64 value", out);
-    case GgufValueType::INT64: return read_scalar<int64_t, int64_t>("int64 value", out);
-    case GgufValueType::FLOAT32: return read_scalar<float, double>("float32 value", out);
-    case GgufValueType::FLOAT64: return read_scalar<double, double>("float64 value", out);
+    case GgufValueType::UINT8:
+      return read_scalar<uint8_t, uint64_t>("uint8 value", out);
+    case GgufValueType::INT8:
+      return read_scalar<int8_t, int64_t>("int8 value", out);
+    case GgufValueType::UINT16:
+      return read_scalar<uint16_t, uint64_t>("uint16 value", out);
+    case GgufValueType::INT16:
+      return read_scalar<int16_t, int64_t>("int16 value", out);
+    case GgufValueType::UINT32:
+      return read_scalar<uint32_t, uint64_t>("uint32 value", out);
+    case GgufValueType::INT32:
+      return read_scalar<int32_t, int64_t>("int32 value", out);
+    case GgufValueType::UINT64:
+      return read_scalar<uint64_t, uint64_t>("uint64 value", out);
+    case GgufValueType::INT64:
+      return read_scalar<int64_t, int64_t>("int64 value", out);
+    case GgufValueType::FLOAT32:
+      return read_scalar<float, double>("float32 value", out);
+    case GgufValueType::FLOAT64:
+      return read_scalar<double, double>("float64 value", out);
     case GgufValueType::BOOL: {
       uint8_t value = 0;
       if (Status s = read_field("bool value", &value); !s) return s;
@@ -263,7 +278,8 @@ Status Parser::read_value(GgufValueType type, int depth, GgufValue* out) {
       out->data = std::move(text);
       return Status::ok();
     }
-    case GgufValueType::ARRAY: return read_array(depth, out);
+    case GgufValueType::ARRAY:
+      return read_array(depth, out);
   }
   return fail(at, "unknown value type ", static_cast<uint32_t>(type));
 }
@@ -321,8 +337,7 @@ Status Parser::parse_metadata(uint64_t count,
     if (key == "general.alignment") {
       // Any integer type is accepted; the value must be a power of two a u32 can hold.
       const std::optional<int64_t> requested = value.as_int();
-      if (!requested || *requested <= 0 ||
-          static_cast<uint64_t>(*requested) > kMaxAlignment ||
+      if (!requested || *requested <= 0 || static_cast<uint64_t>(*requested) > kMaxAlignment ||
           !std::has_single_bit(static_cast<uint64_t>(*requested))) {
         return fail(value_at, "alignment must be a nonzero power of two up to 2^31 (got ",
                     requested ? std::to_string(*requested) : "a non-integer", ")");
@@ -356,7 +371,7 @@ Status Parser::read_tensor_info(size_t index, uint64_t alignment, GgufTensorInfo
     uint64_t dim = 0;
     if (Status s = read_field("dims[" + std::to_string(d) + "]", &dim); !s) return s;
     if (dim == 0) return fail(dim_at, "dims[", d, "] is 0");
-    if (__builtin_mul_overflow(num_elements, dim, &num_elements) || num_elements > kMaxElements) {
+    if (__builtin_mul_overflow(num_elements, dim, &num_elements) || num_elements > kInt64Max) {
       return fail(dim_at, "element count overflows at dims[", d, "] = ", dim);
     }
     info->dims.push_back(static_cast<int64_t>(dim));  // <= num_elements <= INT64_MAX
@@ -426,8 +441,8 @@ Status Parser::place_data_section(uint64_t alignment, std::vector<GgufTensorInfo
     if (info.offset > data_size || info.num_bytes > data_size - info.offset) {
       subject_ = "tensor '" + printable(info.name) + "' info";
       return fail(tensor_offset_fields_[i], "data [", info.offset, ", ", info.offset, " + ",
-                  info.num_bytes, ") runs past the end of the file (data section holds ",
-                  data_size, " bytes from offset ", *data_offset, ")");
+                  info.num_bytes, ") runs past the end of the file (data section holds ", data_size,
+                  " bytes from offset ", *data_offset, ")");
     }
   }
   return Status::ok();
@@ -456,7 +471,7 @@ std::optional<std::vector<T>> convert_array(const GgufValue* value, ElementOk el
 
 std::optional<int64_t> GgufValue::as_int() const {
   if (const uint64_t* v = std::get_if<uint64_t>(&data); v && is_unsigned_type(type)) {
-    if (*v > kMaxElements) return std::nullopt;  // does not fit int64
+    if (*v > kInt64Max) return std::nullopt;  // does not fit int64
     return static_cast<int64_t>(*v);
   }
   if (const int64_t* v = std::get_if<int64_t>(&data); v && is_signed_type(type)) return *v;
@@ -512,7 +527,8 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
       status = parser.parse_tensor_infos(tensor_count, file.alignment_, &file.tensors_,
                                          &file.tensor_index_);
     }
-    if (status) status = parser.place_data_section(file.alignment_, file.tensors_, &file.data_offset_);
+    if (status)
+      status = parser.place_data_section(file.alignment_, file.tensors_, &file.data_offset_);
     if (!status) return Status::error("gguf: " + status.message());
     return file;
   } catch (const std::bad_alloc&) {

@@ -6,8 +6,8 @@
 
 namespace folio {
 
-Expected<BpeModel> BpeModel::build(const Vocab& vocab, const std::vector<std::string>& merges,
-                                   bool ignore_merges) {
+BpeModel BpeModel::build(const Vocab& vocab, const std::vector<std::string>& merges,
+                         bool ignore_merges) {
   BpeModel model;
   model.ignore_merges_ = ignore_merges;
   std::unordered_map<std::string, int32_t, TransparentStringHash, std::equal_to<>> synthetic_ids;

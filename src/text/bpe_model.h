@@ -17,7 +17,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/status.h"
 #include "text/vocab.h"
 
 namespace folio {
@@ -26,8 +25,8 @@ class BpeModel {
  public:
   // merges: "left right" strings, highest priority first (tokenizer.ggml.merges).
   // ignore_merges: a word that is itself a token is emitted whole (Llama-3's tokenizer.json).
-  static Expected<BpeModel> build(const Vocab& vocab, const std::vector<std::string>& merges,
-                                  bool ignore_merges);
+  static BpeModel build(const Vocab& vocab, const std::vector<std::string>& merges,
+                        bool ignore_merges);
 
   // Appends the ids of one word given as raw bytes (not yet in the byte-level alphabet).
   void encode_word(const Vocab& vocab, std::string_view word, std::vector<int32_t>& out) const;
@@ -38,13 +37,14 @@ class BpeModel {
     int32_t result;  // token id, or a synthetic id
   };
   static uint64_t pair_key(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
   }
   void emit(const Vocab& vocab, int32_t id, std::vector<int32_t>& out) const;
 
   std::unordered_map<uint64_t, Merge> merges_;
-  std::array<int32_t, 256> byte_symbol_{};     // id of the symbol each raw byte starts as
-  std::vector<std::string> synthetic_texts_;   // id vocab.size() + i spells synthetic_texts_[i]
+  std::array<int32_t, 256> byte_symbol_{};    // id of the symbol each raw byte starts as
+  std::vector<std::string> synthetic_texts_;  // id vocab.size() + i spells synthetic_texts_[i]
   bool ignore_merges_ = false;
 };
 

@@ -207,8 +207,8 @@ std::vector<uint32_t> isolate_runs(const std::vector<uint32_t>& pieces, Pred in_
 // symbols except the backquote.
 bool is_default_punct(char32_t cp, uint8_t facts) {
   if (cp < 128) {
-    return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) ||
-           (cp >= 0x5B && cp <= 0x5F) || (cp >= 0x7B && cp <= 0x7E);
+    return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x5F) ||
+           (cp >= 0x7B && cp <= 0x7E);
   }
   return !(facts & kSpace) && codepoint_class(cp) == CodepointClass::kPunctuation;
 }
@@ -217,14 +217,14 @@ bool is_default_punct(char32_t cp, uint8_t facts) {
 
 std::optional<PreTokenizerKind> pre_tokenizer_from_name(std::string_view name) {
   static constexpr std::array<std::string_view, 9> kLlama3 = {
-      "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
-      "jina-v5-nano"};
+      "llama3",  "llama-v3", "llama-bpe", "falcon3",     "falcon-h1",
+      "pixtral", "midm-2.0", "lfm2",      "jina-v5-nano"};
   static constexpr std::array<std::string_view, 6> kQwen2 = {
       "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2"};
   static constexpr std::array<std::string_view, 7> kSmolLM = {
       "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"};
-  static constexpr std::array<std::string_view, 5> kGpt2 = {"gpt-2", "phi-2", "gigachat",
-                                                            "mellum", "exaone4"};
+  static constexpr std::array<std::string_view, 5> kGpt2 = {"gpt-2", "phi-2", "gigachat", "mellum",
+                                                            "exaone4"};
   const auto in = [&](const auto& names) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
@@ -274,7 +274,8 @@ std::vector<uint32_t> split_words(PreTokenizerKind kind, std::span<const char32_
       run_matcher([](PieceSplitter& s) { s.split_llama3(/*digits_in_threes=*/false); });
       break;
     case PreTokenizerKind::kDefault:
-      pieces = isolate_runs(pieces, [&](size_t pos) { return is_default_punct(cps[pos], facts[pos]); });
+      pieces =
+          isolate_runs(pieces, [&](size_t pos) { return is_default_punct(cps[pos], facts[pos]); });
       run_matcher(gpt2);
       pieces = isolate_runs(pieces, is_number);
       pieces = isolate_runs(pieces, is_ascii_digit, /*max_run=*/3);

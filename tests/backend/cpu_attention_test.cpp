@@ -9,6 +9,7 @@
 #include <random>
 
 #include "backend/cpu/cpu_attention.h"
+#include "core/fp16.h"
 
 namespace folio::cpu {
 namespace {
@@ -32,10 +33,10 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool) {
   }
   total_blocks += 3;  // spare blocks nobody owns: garbage must not leak in
   const size_t slot_elems = static_cast<size_t>(c.num_kv_heads) * c.head_dim;
-  std::vector<float> k(static_cast<size_t>(total_blocks) * c.block_size * slot_elems);
-  std::vector<float> v(k.size());
-  for (float& x : k) x = normal(rng) * 2.0f;
-  for (float& x : v) x = normal(rng);
+  std::vector<uint16_t> k(static_cast<size_t>(total_blocks) * c.block_size * slot_elems);
+  std::vector<uint16_t> v(k.size());
+  for (uint16_t& x : k) x = fp32_to_fp16(normal(rng) * 2.0f);
+  for (uint16_t& x : v) x = fp32_to_fp16(normal(rng));
   KvLayerView cache{k.data(), v.data(), total_blocks, c.block_size, c.num_kv_heads, c.head_dim};
 
   // Hand out blocks in a shuffled order so tables are scattered.

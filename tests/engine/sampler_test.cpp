@@ -75,8 +75,8 @@ std::pair<double, int> chi_square(const std::vector<int>& counts, const std::vec
     ++bins;
   }
   if (pooled_expected > 0.0) {
-    stat += (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) /
-            pooled_expected;
+    stat +=
+        (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
     ++bins;
   }
   return {stat, std::max(1, bins - 1)};
@@ -120,13 +120,13 @@ DrawStats draw(const std::vector<float>& logits, SamplingParams params, int draw
   return stats;
 }
 
-void expect_matches_reference(const SamplingParams& params, size_t expected_support) {
-  const std::vector<float> logits = test_logits();
+void expect_matches_reference(const SamplingParams& params, size_t expected_support,
+                              const std::vector<float>& logits = test_logits()) {
   const std::vector<double> probs = reference_distribution(logits, params);
   const size_t support = std::count_if(probs.begin(), probs.end(), [](double p) { return p > 0; });
   EXPECT_EQ(support, expected_support);  // guards against a vacuous configuration
 
-  constexpr int kDraws = 100000;
+  const int kDraws = logits.size() > 1000 ? 4000 : 100000;
   const DrawStats stats = draw(logits, params, kDraws, probs);
   EXPECT_EQ(stats.outside_allowed, 0);
   const auto [stat, df] = chi_square(stats.counts, probs, kDraws);
@@ -174,8 +174,7 @@ TEST(SamplerTest, FrequencyAndPresencePenaltiesCountOutputOnly) {
   const std::vector<int32_t> prompt = {0, 0, 1};  // prompt tokens are not penalized here
   const std::vector<int32_t> output = {2, 2, 4, 2};
   sampler.apply_penalties(logits, prompt, output);
-  const std::vector<double> expected = {1.0, 1.0, 1.0 - 3 * 0.5 - 0.25, 1.0,
-                                        1.0 - 1 * 0.5 - 0.25};
+  const std::vector<double> expected = {1.0, 1.0, 1.0 - 3 * 0.5 - 0.25, 1.0, 1.0 - 1 * 0.5 - 0.25};
   for (size_t i = 0; i < logits.size(); ++i) EXPECT_NEAR(logits[i], expected[i], 1e-6) << i;
 }
 
@@ -236,6 +235,20 @@ TEST(SamplerTest, TopPKeepsSmallestNucleus) {
   expect_matches_reference(params, 13);
 }
 
+TEST(SamplerTest, TopPOnAPeakedLargeVocabulary) {
+  // 50k tokens, 12 of them far above the rest, as a model's next-token distribution looks:
+  // the sampler's shortcut (collect only tokens near the top first) must give the same
+  // nucleus and frequencies as the full computation.
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> logits(50000);
+  for (float& logit : logits) logit = normal(gen);
+  for (int k = 0; k < 12; ++k) logits[(k * 7919) % logits.size()] += 14.0f - 0.4f * k;
+  SamplingParams params;
+  params.top_p = 0.8f;
+  expect_matches_reference(params, 5, logits);
+}
+
 TEST(SamplerTest, MinPKeepsTokensNearTheTop) {
   SamplingParams params;
   params.min_p = 0.1f;
@@ -251,9 +264,10 @@ TEST(SamplerTest, AllTruncationsTogether) {
   expect_matches_reference(params, 9);
 }
 
-TEST(SamplerTest, TopPOnALargeFlatVocabularySortsPastTheFirstChunks) {
-  // 150k tokens, nearly flat: the nucleus holds tens of thousands of tokens, so the partial
-  // sort must grow well past its first chunks. Every draw must lie in the reference nucleus.
+TEST(SamplerTest, TopPOnALargeFlatVocabulary) {
+  // 150k tokens, nearly flat: the nucleus holds tens of thousands of tokens, so the sampler's
+  // shortcut for peaked distributions fails and it must bucket the whole vocabulary. Every
+  // draw must lie in the reference nucleus.
   constexpr size_t kVocab = 150000;
   std::mt19937 gen(7);
   std::normal_distribution<float> normal(0.0f, 0.3f);
@@ -298,8 +312,8 @@ TEST(SamplerTest, LogprobsAreRawFloat64LogSoftmax) {
   auto logprob = [&](int32_t token) { return logits[token] - max_logit - std::log(sum); };
 
   SamplingParams params;
-  params.temperature = 0.3f;           // neither temperature ...
-  params.repetition_penalty = 1.5f;    // ... nor penalties change raw logprobs
+  params.temperature = 0.3f;         // neither temperature ...
+  params.repetition_penalty = 1.5f;  // ... nor penalties change raw logprobs
   params.logprobs = 5;
   params.seed = 5;
   Sampler sampler(params);

@@ -60,36 +60,60 @@ class ByteWriter {
 
 // GGUF value type ids (GgufValueType's values), spelled here so the writer needs no reader.
 namespace gguf_type {
-inline constexpr uint32_t kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4,
-                          kInt32 = 5, kFloat32 = 6, kBool = 7, kString = 8, kArray = 9,
-                          kUint64 = 10, kInt64 = 11, kFloat64 = 12;
+inline constexpr uint32_t kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5,
+                          kFloat32 = 6, kBool = 7, kString = 8, kArray = 9, kUint64 = 10,
+                          kInt64 = 11, kFloat64 = 12;
 }
 
 class GgufTestWriter {
  public:
   struct Tensor {
     std::string name;
-    std::vector<uint64_t> dims;       // GGUF order: dims[0] is the row
-    uint32_t type_id = 0;             // a ggml type id (DType's value), or a bogus one
-    std::vector<uint8_t> data;        // written at the tensor's offset in the data section
-    std::optional<uint64_t> offset;   // overrides the computed (aligned) offset
+    std::vector<uint64_t> dims;      // GGUF order: dims[0] is the row
+    uint32_t type_id = 0;            // a ggml type id (DType's value), or a bogus one
+    std::vector<uint8_t> data;       // written at the tensor's offset in the data section
+    std::optional<uint64_t> offset;  // overrides the computed (aligned) offset
   };
 
   explicit GgufTestWriter(uint32_t version = 3) : version_(version) {}
 
   // Scalars.
-  GgufTestWriter& add_u8(std::string_view key, uint8_t v) { return scalar(key, gguf_type::kUint8, ByteWriter().u8(v)); }
-  GgufTestWriter& add_i8(std::string_view key, int8_t v) { return scalar(key, gguf_type::kInt8, ByteWriter().i8(v)); }
-  GgufTestWriter& add_u16(std::string_view key, uint16_t v) { return scalar(key, gguf_type::kUint16, ByteWriter().u16(v)); }
-  GgufTestWriter& add_i16(std::string_view key, int16_t v) { return scalar(key, gguf_type::kInt16, ByteWriter().i16(v)); }
-  GgufTestWriter& add_u32(std::string_view key, uint32_t v) { return scalar(key, gguf_type::kUint32, ByteWriter().u32(v)); }
-  GgufTestWriter& add_i32(std::string_view key, int32_t v) { return scalar(key, gguf_type::kInt32, ByteWriter().i32(v)); }
-  GgufTestWriter& add_u64(std::string_view key, uint64_t v) { return scalar(key, gguf_type::kUint64, ByteWriter().u64(v)); }
-  GgufTestWriter& add_i64(std::string_view key, int64_t v) { return scalar(key, gguf_type::kInt64, ByteWriter().i64(v)); }
-  GgufTestWriter& add_f32(std::string_view key, float v) { return scalar(key, gguf_type::kFloat32, ByteWriter().f32(v)); }
-  GgufTestWriter& add_f64(std::string_view key, double v) { return scalar(key, gguf_type::kFloat64, ByteWriter().f64(v)); }
-  GgufTestWriter& add_bool(std::string_view key, bool v) { return scalar(key, gguf_type::kBool, ByteWriter().u8(v ? 1 : 0)); }
-  GgufTestWriter& add_string(std::string_view key, std::string_view v) { return scalar(key, gguf_type::kString, ByteWriter().str(v)); }
+  GgufTestWriter& add_u8(std::string_view key, uint8_t v) {
+    return scalar(key, gguf_type::kUint8, ByteWriter().u8(v));
+  }
+  GgufTestWriter& add_i8(std::string_view key, int8_t v) {
+    return scalar(key, gguf_type::kInt8, ByteWriter().i8(v));
+  }
+  GgufTestWriter& add_u16(std::string_view key, uint16_t v) {
+    return scalar(key, gguf_type::kUint16, ByteWriter().u16(v));
+  }
+  GgufTestWriter& add_i16(std::string_view key, int16_t v) {
+    return scalar(key, gguf_type::kInt16, ByteWriter().i16(v));
+  }
+  GgufTestWriter& add_u32(std::string_view key, uint32_t v) {
+    return scalar(key, gguf_type::kUint32, ByteWriter().u32(v));
+  }
+  GgufTestWriter& add_i32(std::string_view key, int32_t v) {
+    return scalar(key, gguf_type::kInt32, ByteWriter().i32(v));
+  }
+  GgufTestWriter& add_u64(std::string_view key, uint64_t v) {
+    return scalar(key, gguf_type::kUint64, ByteWriter().u64(v));
+  }
+  GgufTestWriter& add_i64(std::string_view key, int64_t v) {
+    return scalar(key, gguf_type::kInt64, ByteWriter().i64(v));
+  }
+  GgufTestWriter& add_f32(std::string_view key, float v) {
+    return scalar(key, gguf_type::kFloat32, ByteWriter().f32(v));
+  }
+  GgufTestWriter& add_f64(std::string_view key, double v) {
+    return scalar(key, gguf_type::kFloat64, ByteWriter().f64(v));
+  }
+  GgufTestWriter& add_bool(std::string_view key, bool v) {
+    return scalar(key, gguf_type::kBool, ByteWriter().u8(v ? 1 : 0));
+  }
+  GgufTestWriter& add_string(std::string_view key, std::string_view v) {
+    return scalar(key, gguf_type::kString, ByteWriter().str(v));
+  }
 
   // Arrays of one element kind.
   GgufTestWriter& add_string_array(std::string_view key, const std::vector<std::string>& items) {
@@ -147,8 +171,14 @@ class GgufTestWriter {
   }
 
   // Header counts that lie (for huge-count tests).
-  GgufTestWriter& override_tensor_count(uint64_t count) { tensor_count_ = count; return *this; }
-  GgufTestWriter& override_metadata_count(uint64_t count) { metadata_count_ = count; return *this; }
+  GgufTestWriter& override_tensor_count(uint64_t count) {
+    tensor_count_ = count;
+    return *this;
+  }
+  GgufTestWriter& override_metadata_count(uint64_t count) {
+    metadata_count_ = count;
+    return *this;
+  }
 
   std::vector<Tensor>& tensors() { return tensors_; }
   uint64_t alignment() const { return alignment_; }

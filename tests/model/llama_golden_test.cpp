@@ -1,6 +1,15 @@
-// End to end against llama.cpp (through llama-cpp-python) on the same GGUF file: prompt
-// tokenization, last-position logits and 64 greedy tokens for five prompts, and perplexity.
-// The goldens come from scripts/make-model-goldens.py.
+// End to end on the default model against two independent references running the same GGUF
+// file (goldens from scripts/make-model-goldens.py), for five prompts (plain, chat, code,
+// French, 1,184 tokens):
+//  - a float64 numpy forward (scripts/reference_forward.py): folio with float32 activations
+//    must give the same 64 greedy tokens and last-position logits within 3e-2;
+//  - llama.cpp (llama-cpp-python): folio's default path quantizes activations to 8 bits as
+//    llama.cpp does. This model is so sensitive to rounding that llama.cpp disagrees with
+//    itself (f16 vs f32 KV cache) within 4 tokens on some prompts, and with the float64
+//    reference within 4-27 tokens on four of the five; so the greedy tokens must match until the
+//    first step where llama.cpp's own top-2 margin is a near-tie, and the logits must agree
+//    within llama.cpp's own configuration-to-configuration spread.
+// Plus perplexity within 1% of llama.cpp's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,9 +59,9 @@ class LlamaGolden : public ::testing::Test {
     delete file_;
   }
 
-  static std::vector<float> golden_logits(const std::string& name) {
-    const std::string bytes =
-        read_file(source_dir() + "/tests/golden/model/smollm2_q4_1." + name + ".logits.f32");
+  static std::vector<float> golden_logits(const std::string& name, const std::string& kind = "") {
+    const std::string bytes = read_file(source_dir() + "/tests/golden/model/smollm2_q4_1." + name +
+                                        kind + ".logits.f32");
     std::vector<float> logits(bytes.size() / sizeof(float));
     std::memcpy(logits.data(), bytes.data(), logits.size() * sizeof(float));
     return logits;
@@ -98,36 +107,81 @@ TEST_F(LlamaGolden, ChatPromptRendersLikeReference) {
   EXPECT_EQ(*text, (*chat_case)["text"].get<std::string>());
 }
 
-TEST_F(LlamaGolden, LastLogitsAndGreedyContinuationMatchReference) {
+struct GreedyRun {
+  std::vector<float> last_prompt_logits;
+  std::vector<int32_t> generated;
+};
+
+GreedyRun run_greedy(LlamaModel& model, Backend& backend, const std::vector<int32_t>& prompt, size_t steps) {
+  SequenceRunner runner(model, backend, 2048);
+  Expected<std::vector<float>> logits = runner.append(prompt);
+  EXPECT_TRUE(logits) << logits.error();
+  GreedyRun run;
+  if (!logits) return run;
+  run.last_prompt_logits = *logits;
+  for (size_t i = 0; i < steps; ++i) {
+    const int32_t token = static_cast<int32_t>(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    run.generated.push_back(token);
+    const int32_t next[1] = {token};
+    logits = runner.append(next);
+    EXPECT_TRUE(logits) << logits.error();
+    if (!logits) break;
+  }
+  return run;
+}
+
+double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double max_abs = 0.0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(a[i]) - b[i]));
+  }
+  return max_abs;
+}
+
+TEST_F(LlamaGolden, FloatActivationsFollowFloat64ReferenceTokenForToken) {
+  cpu::CpuBackend precise(0, cpu::detect_isa(), cpu::ActivationPrecision::kFloat32);
   for (const nlohmann::json& c : (*goldens_)["cases"]) {
     const std::string name = c["name"];
-    const std::vector<int32_t> prompt = c["prompt_ids"];
-    const std::vector<int32_t> expected_generation = c["generated_ids"];
-    SequenceRunner runner(*model_, *backend_, 2048);
-    Expected<std::vector<float>> logits = runner.append(prompt);
-    ASSERT_TRUE(logits) << logits.error();
+    const std::vector<int32_t> expected = c["f64_generated_ids"];
+    const GreedyRun run = run_greedy(*model_, precise, c["prompt_ids"], expected.size());
+    const std::vector<float> reference = golden_logits(name, ".f64");
+    const double max_abs = max_abs_difference(run.last_prompt_logits, reference);
+    std::printf("[%s] float32 activations vs float64 reference: last-position logits max |diff| = %.5f\n",
+                name.c_str(), max_abs);
+    EXPECT_LT(max_abs, 3e-2) << name;  // float32 sums over 30 layers vs float64
+    EXPECT_EQ(top_ids(run.last_prompt_logits, 5), top_ids(reference, 5)) << name;
+    EXPECT_EQ(run.generated, expected) << name;
+  }
+}
 
+TEST_F(LlamaGolden, QuantizedActivationsFollowLlamaCppUntilANearTie) {
+  constexpr double kNearTie = 0.5;  // logits; llama.cpp's own f16/f32-KV spread is 0.5-1.0
+  for (const nlohmann::json& c : (*goldens_)["cases"]) {
+    const std::string name = c["name"];
+    const std::vector<int32_t> expected = c["generated_ids"];
+    const std::vector<double> margins = c["generated_margins"];
+    const GreedyRun run = run_greedy(*model_, *backend_, c["prompt_ids"], expected.size());
+    const double max_abs = max_abs_difference(run.last_prompt_logits, golden_logits(name));
+    EXPECT_LT(max_abs, 1.5) << name;
+    // The same top-5, up to near-ties: each of our top five is within kNearTie of llama.cpp's
+    // fifth logit, and the first is the same unless llama.cpp's top two are a near-tie.
     const std::vector<float> reference = golden_logits(name);
-    ASSERT_EQ(reference.size(), logits->size());
-    double max_abs = 0.0;
-    for (size_t i = 0; i < reference.size(); ++i) {
-      max_abs = std::max(max_abs, std::fabs(static_cast<double>((*logits)[i]) - reference[i]));
+    const std::vector<int32_t> ours = top_ids(run.last_prompt_logits, 5), theirs = top_ids(reference, 5);
+    for (int32_t id : ours) {
+      EXPECT_GT(reference[id], reference[theirs[4]] - kNearTie) << name << " id " << id;
     }
-    std::printf("[%s] %zu prompt tokens: last-position logits max |folio - llama.cpp| = %.4f\n",
-                name.c_str(), prompt.size(), max_abs);
-    EXPECT_LT(max_abs, 0.5) << name;
-    EXPECT_EQ(top_ids(*logits, 5), top_ids(reference, 5)) << name;
-
-    std::vector<int32_t> generated;
-    for (size_t i = 0; i < expected_generation.size(); ++i) {
-      const int32_t token = static_cast<int32_t>(
-          std::max_element(logits->begin(), logits->end()) - logits->begin());
-      generated.push_back(token);
-      const int32_t next[1] = {token};
-      logits = runner.append(next);
-      ASSERT_TRUE(logits) << logits.error();
+    if (reference[theirs[0]] - reference[theirs[1]] >= kNearTie) {
+      EXPECT_EQ(ours[0], theirs[0]) << name;
     }
-    EXPECT_EQ(generated, expected_generation) << name;
+    size_t agree = 0;
+    while (agree < expected.size() && run.generated[agree] == expected[agree]) ++agree;
+    std::printf("[%s] quantized activations vs llama.cpp: logits max |diff| = %.4f, %zu/%zu greedy tokens equal%s\n",
+                name.c_str(), max_abs, agree, expected.size(),
+                agree < expected.size() ? (", then a near-tie (llama.cpp margin " + std::to_string(margins[agree]) + ")").c_str() : "");
+    if (agree < expected.size()) {
+      EXPECT_LT(margins[agree], kNearTie) << name << " diverges at step " << agree;
+    }
   }
 }
 

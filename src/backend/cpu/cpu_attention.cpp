@@ -6,6 +6,9 @@
 #include <limits>
 #include <vector>
 
+#include "core/fp16.h"
+#include "core/fp16_rows.h"
+
 namespace folio::cpu {
 namespace {
 
@@ -35,12 +38,16 @@ void attend_tile(const AttentionBatch& batch, const KvLayerView& cache, const Wo
   const int32_t block_size = cache.block_size;
   const int32_t first_position = seq.context_len - seq.query_len;
 
-  // scratch: acc (rows, head_dim) | running max (rows) | running sum (rows) | scores (rows, block)
-  scratch.assign(static_cast<size_t>(rows) * (head_dim + 2 + block_size), 0.0f);
+  // scratch: acc (rows, head_dim) | running max (rows) | running sum (rows) |
+  //          scores (rows, block) | K tile (block, head_dim) | V tile (block, head_dim)
+  scratch.assign(static_cast<size_t>(rows) * (head_dim + 2 + block_size) +
+                     2 * static_cast<size_t>(block_size) * head_dim, 0.0f);
   float* acc = scratch.data();
   float* running_max = acc + rows * head_dim;
   float* running_sum = running_max + rows;
   float* scores = running_sum + rows;
+  float* k_tile = scores + rows * block_size;
+  float* v_tile = k_tile + block_size * head_dim;
   std::fill(running_max, running_max + rows, -std::numeric_limits<float>::infinity());
 
   auto query_row = [&](int32_t row) {
@@ -59,10 +66,13 @@ void attend_tile(const AttentionBatch& batch, const KvLayerView& cache, const Wo
     assert(block_id >= 0 && block_id < cache.num_blocks);
     const int32_t block_start = b * block_size;
     const int32_t keys = std::min(block_size, last_position + 1 - block_start);
-    const float* k_block = cache.k + static_cast<size_t>(block_id) * block_size * token_stride +
-                           item.kv_head * head_dim;
-    const float* v_block = cache.v + static_cast<size_t>(block_id) * block_size * token_stride +
-                           item.kv_head * head_dim;
+    // The block's K and V for this head, converted once and used by every row of the tile.
+    const size_t block_offset = static_cast<size_t>(block_id) * block_size * token_stride +
+                                static_cast<size_t>(item.kv_head) * head_dim;
+    for (int32_t s = 0; s < keys; ++s) {
+      fp16_to_fp32_row(cache.k + block_offset + s * token_stride, k_tile + s * head_dim, head_dim);
+      fp16_to_fp32_row(cache.v + block_offset + s * token_stride, v_tile + s * head_dim, head_dim);
+    }
     for (int32_t row = 0; row < rows; ++row) {
       const int32_t visible = std::min(keys, row_position(row) + 1 - block_start);
       if (visible <= 0) continue;
@@ -70,7 +80,7 @@ void attend_tile(const AttentionBatch& batch, const KvLayerView& cache, const Wo
       float* row_scores = scores + row * block_size;
       float block_max = -std::numeric_limits<float>::infinity();
       for (int32_t s = 0; s < visible; ++s) {
-        row_scores[s] = dot(q, k_block + s * token_stride, head_dim) * batch.scale;
+        row_scores[s] = dot(q, k_tile + s * head_dim, head_dim) * batch.scale;
         block_max = std::max(block_max, row_scores[s]);
       }
       const float new_max = std::max(running_max[row], block_max);
@@ -81,7 +91,7 @@ void attend_tile(const AttentionBatch& batch, const KvLayerView& cache, const Wo
       for (int32_t s = 0; s < visible; ++s) {
         const float p = std::exp(row_scores[s] - new_max);
         running_sum[row] += p;
-        const float* v = v_block + s * token_stride;
+        const float* v = v_tile + s * head_dim;
         for (int32_t d = 0; d < head_dim; ++d) row_acc[d] += p * v[d];
       }
       running_max[row] = new_max;
@@ -149,9 +159,9 @@ void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& c
         for (int32_t j = 0; j <= position; ++j) {
           const int32_t slot = seq.block_table[j / cache.block_size] * cache.block_size +
                                j % cache.block_size;
-          const float* k = cache.k + slot * token_stride + kv_head * head_dim;
+          const uint16_t* k = cache.k + slot * token_stride + kv_head * head_dim;
           double s = 0.0;
-          for (int32_t d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * k[d];
+          for (int32_t d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * fp16_to_fp32(k[d]);
           scores[j] = s * batch.scale;
           max_score = std::max(max_score, scores[j]);
         }
@@ -161,8 +171,8 @@ void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& c
         for (int32_t j = 0; j <= position; ++j) {
           const int32_t slot = seq.block_table[j / cache.block_size] * cache.block_size +
                                j % cache.block_size;
-          const float* v = cache.v + slot * token_stride + kv_head * head_dim;
-          for (int32_t d = 0; d < head_dim; ++d) out[d] += scores[j] / sum * v[d];
+          const uint16_t* v = cache.v + slot * token_stride + kv_head * head_dim;
+          for (int32_t d = 0; d < head_dim; ++d) out[d] += scores[j] / sum * fp16_to_fp32(v[d]);
         }
         float* dst = batch.out + (static_cast<size_t>(token) * batch.num_heads + h) * head_dim;
         for (int32_t d = 0; d < head_dim; ++d) dst[d] = static_cast<float>(out[d]);

@@ -1,14 +1,18 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/cpu_attention.h"
+#include "core/fp16_rows.h"
 
 namespace folio::cpu {
 
-CpuBackend::CpuBackend(int num_threads, Isa isa) : pool_(num_threads), isa_(isa) {}
+CpuBackend::CpuBackend(int num_threads, Isa isa, ActivationPrecision precision)
+    : pool_(num_threads), isa_(isa), precision_(precision) {}
 
 void CpuBackend::embed(const WeightTensor& table, std::span<const int32_t> tokens, float* out) {
   const QuantKernels* kernels = quant_kernels(table.type, isa_);
@@ -35,6 +39,9 @@ void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t
   if (n <= 0) return;
   const QuantKernels* kernels = quant_kernels(w.type, isa_);
   assert(kernels != nullptr);
+  if (precision_ == ActivationPrecision::kFloat32 && kernels->activation_type != DType::F32) {
+    return matmul_float_activations(w, x, y, n);
+  }
   const size_t act_row_bytes = row_bytes(kernels->activation_type, w.cols);
   converted_activations_.resize(static_cast<size_t>(n) * act_row_bytes);
   uint8_t* acts = converted_activations_.data();
@@ -60,6 +67,27 @@ void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t
       }
     }
   }, grain);
+}
+
+void CpuBackend::matmul_float_activations(const WeightTensor& w, const float* x, float* y,
+                                          int64_t n) {
+  const QuantKernels* kernels = quant_kernels(w.type, isa_);
+  const QuantKernels* float_kernels = quant_kernels(DType::F32, isa_);
+  const size_t x_row_bytes = static_cast<size_t>(w.cols) * sizeof(float);
+  constexpr int kActRowsPerCall = 8;
+  pool_.parallel_for(w.rows, [&](int, int64_t begin, int64_t end) {
+    std::vector<float> weight_row(w.cols);
+    float partial[kActRowsPerCall];
+    for (int64_t r = begin; r < end; ++r) {
+      kernels->dequantize_row(w.row(r), weight_row.data(), w.cols);
+      for (int64_t j = 0; j < n; j += kActRowsPerCall) {
+        const int count = static_cast<int>(std::min<int64_t>(kActRowsPerCall, n - j));
+        float_kernels->dot_rows(w.cols, weight_row.data(), x + j * w.cols, x_row_bytes, count,
+                                partial);
+        for (int c = 0; c < count; ++c) y[(j + c) * w.rows + r] = partial[c];
+      }
+    }
+  }, 16);
 }
 
 void CpuBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t dim) {
@@ -106,8 +134,8 @@ void CpuBackend::write_kv(const KvLayerView& cache, const float* k, const float*
   for (size_t t = 0; t < slot_mapping.size(); ++t) {
     const int32_t slot = slot_mapping[t];
     assert(slot >= 0 && slot < cache.num_blocks * cache.block_size);
-    std::memcpy(cache.k + slot * token_elems, k + t * token_elems, token_elems * sizeof(float));
-    std::memcpy(cache.v + slot * token_elems, v + t * token_elems, token_elems * sizeof(float));
+    fp32_to_fp16_row(k + t * token_elems, cache.k + slot * token_elems, static_cast<int64_t>(token_elems));
+    fp32_to_fp16_row(v + t * token_elems, cache.v + slot * token_elems, static_cast<int64_t>(token_elems));
   }
 }
 

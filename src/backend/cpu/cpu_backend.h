@@ -11,10 +11,16 @@
 
 namespace folio::cpu {
 
+// How matmuls treat activations. kQuantized converts them to each weight type's 8-bit partner
+// format (fast, and what llama.cpp does); kFloat32 keeps them in float32 and dequantizes each
+// weight row on the fly (slower, and the numerics a float reference can be compared with).
+enum class ActivationPrecision { kQuantized, kFloat32 };
+
 class CpuBackend final : public Backend {
  public:
   // num_threads <= 0: all hardware threads. isa: the kernel path (default: the best one).
-  explicit CpuBackend(int num_threads = 0, Isa isa = detect_isa());
+  explicit CpuBackend(int num_threads = 0, Isa isa = detect_isa(),
+                      ActivationPrecision precision = ActivationPrecision::kQuantized);
 
   std::string_view name() const override { return "cpu"; }
   int num_threads() const { return pool_.num_threads(); }
@@ -34,8 +40,11 @@ class CpuBackend final : public Backend {
   void add(float* x, const float* y, int64_t n) override;
 
  private:
+  void matmul_float_activations(const WeightTensor& w, const float* x, float* y, int64_t n);
+
   ThreadPool pool_;
   Isa isa_;
+  ActivationPrecision precision_;
   std::vector<uint8_t> converted_activations_;  // (n, row_bytes(activation_type, cols))
 };
 

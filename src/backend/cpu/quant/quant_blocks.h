@@ -113,4 +113,17 @@ static inline void unpack_q4k_scales(const uint8_t* packed, uint8_t* sc, uint8_t
   }
 }
 
+// The same unpacking on 32-bit words: sc[0..7] and m[0..7] as 8 bytes each (byte j = entry j).
+static inline void unpack_q4k_scales_u64(const uint8_t* packed, uint64_t* sc, uint64_t* m) {
+  uint32_t w[3];
+  __builtin_memcpy(w, packed, sizeof w);
+  const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, top2 = 0x30303030u;
+  const uint32_t sc_lo = w[0] & low6;
+  const uint32_t m_lo = w[1] & low6;
+  const uint32_t sc_hi = (w[2] & low4) | ((w[0] >> 2) & top2);
+  const uint32_t m_hi = ((w[2] >> 4) & low4) | ((w[1] >> 2) & top2);
+  *sc = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
+  *m = m_lo | (static_cast<uint64_t>(m_hi) << 32);
+}
+
 }  // namespace folio::cpu::quant

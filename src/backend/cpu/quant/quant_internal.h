@@ -34,6 +34,8 @@ KernelFns scalar_kernel_fns(DType weight_type);
 KernelFns scalar_kernel_fns_k(DType weight_type);  // the K-quants' part of it
 KernelFns avx2_kernel_fns(DType weight_type);    // call only if the CPU has AVX2+FMA+F16C
 KernelFns avx512_kernel_fns(DType weight_type);  // call only if the CPU has AVX-512 F/BW/VL/DQ/VNNI
+KernelFns avx2_kernel_fns_k(DType weight_type);    // the K-quants' parts of the two above
+KernelFns avx512_kernel_fns_k(DType weight_type);
 
 // Scalar dequantizers of the activation formats (Q8_1, Q8_K), for tests and references.
 void dequantize_row_q8_1_scalar(const void* src, float* dst, int64_t n);
@@ -42,5 +44,14 @@ void dequantize_row_q8_k_scalar(const void* src, float* dst, int64_t n);
 // Round half to even, as the SIMD rounding instructions do in their default mode; used by
 // every activation converter so that all paths produce the same bytes.
 static inline float round_half_even(float x) { return __builtin_rintf(x); }
+
+// Returns x unchanged but hides it from the optimizer, so that `keep_rounded(a * b) + c` is
+// computed as a rounded product then a sum, never as one fused multiply-add (GCC contracts
+// a * b + c, even written with intrinsics, where FMA is enabled). Dequantizers use it to stay
+// bit-exact with GGUF's float formulas on every path.
+static inline float keep_rounded(float x) {
+  __asm__("" : "+x"(x));
+  return x;
+}
 
 }  // namespace folio::cpu::quant

@@ -44,7 +44,7 @@ void quantize_symmetric(const float* x, int levels, uint16_t* d_bits, uint8_t* q
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   const float offset = static_cast<float>(levels / 2) + 0.5f;
   for (int j = 0; j < kQK; ++j) {
-    q[j] = static_cast<uint8_t>(clamp_int(static_cast<int>(x[j] * id + offset), 0, levels - 1));
+    q[j] = static_cast<uint8_t>(clamp_int(static_cast<int>(keep_rounded(x[j] * id) + offset), 0, levels - 1));
   }
   *d_bits = fp32_to_fp16(d);
 }
@@ -56,7 +56,7 @@ void quantize_affine(const float* x, int levels, uint16_t* d_bits, uint16_t* m_b
   const float d = (hi - lo) / static_cast<float>(levels - 1);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   for (int j = 0; j < kQK; ++j) {
-    q[j] = static_cast<uint8_t>(clamp_int(static_cast<int>((x[j] - lo) * id + 0.5f), 0, levels - 1));
+    q[j] = static_cast<uint8_t>(clamp_int(static_cast<int>(keep_rounded((x[j] - lo) * id) + 0.5f), 0, levels - 1));
   }
   *d_bits = fp32_to_fp16(d);
   *m_bits = fp32_to_fp16(lo);

@@ -108,8 +108,8 @@ void dequantize_row_q4_1(const void* src, float* dst, int64_t n) {
     const float d = half(x[b].d);
     const float m = half(x[b].m);
     for (int j = 0; j < 16; ++j) {
-      dst[j] = d * static_cast<float>(x[b].qs[j] & 0x0f) + m;
-      dst[j + 16] = d * static_cast<float>(x[b].qs[j] >> 4) + m;
+      dst[j] = keep_rounded(d * static_cast<float>(x[b].qs[j] & 0x0f)) + m;
+      dst[j + 16] = keep_rounded(d * static_cast<float>(x[b].qs[j] >> 4)) + m;
     }
   }
 }
@@ -146,7 +146,7 @@ void dequantize_row_q5_1(const void* src, float* dst, int64_t n) {
     const float m = half(x[b].m);
     int q[kQK];
     unpack_q5(x[b].qs, x[b].qh, q);
-    for (int j = 0; j < kQK; ++j) dst[j] = d * static_cast<float>(q[j]) + m;
+    for (int j = 0; j < kQK; ++j) dst[j] = keep_rounded(d * static_cast<float>(q[j])) + m;
   }
 }
 

@@ -71,7 +71,9 @@ void dequantize_q45k_block(uint16_t d_bits, uint16_t dmin_bits, const uint8_t* s
   for (int j = 0; j < 8; ++j) {
     const float scale = d * static_cast<float>(sc[j]);
     const float offset = dmin * static_cast<float>(m[j]);
-    for (int l = 0; l < 32; ++l) dst[32 * j + l] = scale * static_cast<float>(q[32 * j + l]) - offset;
+    for (int l = 0; l < 32; ++l) {
+      dst[32 * j + l] = keep_rounded(scale * static_cast<float>(q[32 * j + l])) - offset;
+    }
   }
 }
 
