@@ -10,7 +10,8 @@ render_jinja_template, what tokenizer.apply_chat_template(..., tokenize=False) c
 needs only `pip install transformers jinja2` (no torch). Without transformers the script falls
 back to a jinja2 environment configured the same way (see hf_style_render).
 
-Templates and where their text comes from:
+Templates and where their text comes from (Llama-3 and Gemma-2 carry real newline characters
+inside their string literals, as their tokenizer_config.json files decode to):
   smollm2            tokenizer.chat_template of SmolLM2-135M-Instruct.Q4_1.gguf (read here)
   llama-3-instruct   Meta-Llama-3-8B-Instruct tokenizer_config.json (as committed in the
                      public repo YJiangcm/WebR)
@@ -36,10 +37,10 @@ GOLDEN_DIR = REPO / "tests" / "golden" / "chat"
 
 LLAMA_3 = (
     "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
-    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim "
     "+ '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"
     "{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant"
-    "<|end_header_id|>\\n\\n' }}{% endif %}"
+    "<|end_header_id|>\n\n' }}{% endif %}"
 )
 
 MISTRAL_V3 = r'''{%- if messages[0]["role"] == "system" %}
@@ -193,8 +194,8 @@ GEMMA_2 = (
     "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/"
     "user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = "
     "'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + "
-    "'\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}{% if "
-    "add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}"
+    "'\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}{% if "
+    "add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"
 )
 
 # name -> (template source or None for "read from the GGUF", special tokens HF passes)

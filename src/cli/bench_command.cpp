@@ -71,9 +71,8 @@ int run(const BenchOptions& options) {
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
       if (rep >= 0) tg.tokens_per_second.push_back(options.generation_tokens / s);
     }
-    if (!options.json) std::fprintf(stderr, "\rbench: %d/%d repetitions", rep + 1, options.repetitions);
+    if (!options.json) std::fprintf(stderr, "bench: %d/%d repetitions done\n", rep + 1, options.repetitions);
   }
-  if (!options.json) std::fprintf(stderr, "\n");
 
   for (const Figures* f : {&pp, &tg}) {
     if (f->tokens_per_second.empty()) continue;

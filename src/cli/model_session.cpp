@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <unistd.h>
+
 namespace folio::cli {
 
 std::string models_dir() {
@@ -27,13 +29,16 @@ Expected<ModelSession> open_model_session(const std::string& path, int num_threa
   if (!file) return file.status();
   session.file = std::make_unique<GgufFile>(std::move(file).value());
 
+  // On a terminal the line redraws in place; in a log, one line per 25%.
+  const bool terminal = isatty(fileno(stderr)) != 0;
+  const int step = terminal ? 1 : 25;
   int last_percent = -1;
   auto progress = [&](uint64_t done, uint64_t total) {
     const int percent = total == 0 ? 100 : static_cast<int>(done * 100 / total);
-    if (quiet || percent == last_percent) return;
+    if (quiet || percent / step == last_percent / step) return;
     last_percent = percent;
-    std::fprintf(stderr, "\rloading %s: %3d%%", model_path.c_str(), percent);
-    if (percent == 100) std::fprintf(stderr, "\n");
+    std::fprintf(stderr, terminal ? "\rloading %s: %3d%%" : "loading %s: %3d%%\n", model_path.c_str(), percent);
+    if (terminal && percent == 100) std::fprintf(stderr, "\n");
     std::fflush(stderr);
   };
   Expected<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*session.file, progress);

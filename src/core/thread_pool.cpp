@@ -11,8 +11,8 @@
 
 namespace folio {
 namespace {
-// About a millisecond of spinning before a worker goes to sleep.
-constexpr int kSpinIterations = 20000;
+// A few tens of microseconds of spinning before blocking.
+constexpr int kSpinIterations = 2048;
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -21,12 +21,9 @@ ThreadPool::ThreadPool(int num_threads) {
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_.store(true);
-    generation_.fetch_add(1);
-  }
-  work_ready_.notify_all();
+  stopping_.store(true);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
@@ -51,42 +48,36 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
   job_ = &fn;
   job_n_ = n;
   job_grain_ = grain;
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  {
-    // Publishing under the lock: a worker that checks the generation under the same lock
-    // before sleeping cannot miss this loop.
-    std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
-  }
-  work_ready_.notify_all();
+  pending_.store(static_cast<int32_t>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);  // publishes the job fields above
+  generation_.notify_all();
   run_chunk(0);
-  int spins = 0;
-  while (pending_.load(std::memory_order_acquire) != 0) {
-    if (++spins < kSpinIterations) {
+  for (int spins = 0;; ++spins) {
+    const int32_t left = pending_.load(std::memory_order_acquire);
+    if (left == 0) break;
+    if (spins < kSpinIterations) {
       FOLIO_CPU_RELAX();
     } else {
-      std::this_thread::yield();
+      pending_.wait(left, std::memory_order_acquire);
     }
   }
   job_ = nullptr;
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
-      FOLIO_CPU_RELAX();
-      ++spins;
-    }
-    if (generation_.load(std::memory_order_acquire) == seen) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_ready_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+    for (int spins = 0; generation_.load(std::memory_order_acquire) == seen; ++spins) {
+      if (spins < kSpinIterations) {
+        FOLIO_CPU_RELAX();
+      } else {
+        generation_.wait(seen, std::memory_order_acquire);
+      }
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stopping_.load()) return;
     run_chunk(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 

@@ -2,15 +2,15 @@
 // every loop, so a pool of N threads uses N-1 workers plus the caller.
 //
 // A forward pass issues hundreds of short loops per token, so waking a sleeping thread for
-// each (tens of microseconds) would cost more than the work. Workers therefore spin on an
-// atomic generation counter for a while after each loop and only then sleep.
+// each would cost more than the work. Workers therefore spin briefly on an atomic generation
+// counter after each loop, then block on it (a futex through std::atomic::wait). The spin is
+// kept short because on a machine with more runnable threads than cores a spinning thread
+// steals the time slice of the thread it waits for.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -37,13 +37,11 @@ class ThreadPool {
   void run_chunk(int index);
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable work_ready_;
   const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<uint32_t> generation_{0};  // bumped once per loop; workers wait on it
+  std::atomic<int32_t> pending_{0};      // workers still running the current loop
   std::atomic<bool> stopping_{false};
 };
 

@@ -20,11 +20,17 @@
 // join title ...) and dict methods (items keys values get).
 //
 // Not supported (parse or render fails with a Status naming the construct): extends/block/
-// include/import, call blocks and caller(), recursive loops, macro *varargs/**kwargs,
-// printf-style '%' formatting and str.format, filters outside the list above. Known
-// differences: tuples are lists (they print as [..] not (..)); integers are 64-bit (overflow
-// is an error); case mapping (upper/lower/title) is ASCII-only; dict literal keys must be
-// strings.
+// include/import, call blocks and caller(), recursive loops, with-blocks, macro
+// *varargs/**kwargs, printf-style '%' formatting, the format filter and str.format, filters
+// outside the list above, str methods outside the list (an unknown method is undefined, as
+// a missing attribute). Known differences from jinja2: tuples are lists (they print as [..]
+// not (..)); integers are 64-bit (overflow is an error); case mapping covers Latin, Greek and
+// Cyrillic only; dict literal keys must be strings; a namespace may not be stored inside a
+// namespace (that rules out reference cycles).
+//
+// Limits, all reported as errors: parse nesting 128, render recursion 512, 1M loop
+// iterations, 64 MiB of output or of any one string, values nested 256 deep or holding 10M
+// elements, context JSON nested 256 deep.
 #pragma once
 
 #include <memory>

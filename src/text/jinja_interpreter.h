@@ -15,7 +15,7 @@ namespace folio::jinja {
 // Bounds on one render, so a hostile template fails with a Status instead of exhausting the
 // stack, the CPU or memory.
 struct RenderLimits {
-  int max_depth = 256;                      // nested expressions, blocks and macro calls
+  int max_depth = 512;                      // nested expressions, blocks and macro calls
   int64_t max_loop_iterations = 1'000'000;  // summed over all loops of the render
   size_t max_output_bytes = 64u << 20;
 };

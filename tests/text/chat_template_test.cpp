@@ -6,6 +6,11 @@
 #include <string>
 #include <vector>
 
+// CMake defines FOLIO_SOURCE_DIR for the test binary; a direct compile run from the
+// repository root needs no flag.
+#ifndef FOLIO_SOURCE_DIR
+#define FOLIO_SOURCE_DIR "."
+#endif
 #include "../support/test_paths.h"
 
 namespace folio {
@@ -111,6 +116,14 @@ TEST(JinjaTest, StringsConcatenationAndSlicing) {
   EXPECT_EQ(render("{{ messages[1:]|length }}{{ messages[-1].role }}{{ messages.0.role }}",
                    {{"messages", {{{"role", "a"}}, {{"role", "b"}}}}}),
             "1ba");
+}
+
+TEST(JinjaTest, LongChainsAndNewlinesInsideStrings) {
+  // Llama-3's and Gemma-2's templates carry raw newlines inside string literals.
+  EXPECT_EQ(render("{{ 'a\n\nb' + 'c\r\nd' }}"), "a\n\nbc\nd");
+  std::string chain = "{{ 'x'";
+  for (int i = 0; i < 300; ++i) chain += " ~ 'x'";
+  EXPECT_EQ(render(chain + " }}"), std::string(301, 'x'));
 }
 
 TEST(JinjaTest, ValuesPrintLikePython) {
