@@ -1,11 +1,12 @@
 #include "core/fp16_rows.h"
 
+#include "core/cpu_features.h"
 #include "core/fp16.h"
 
 namespace folio {
 namespace {
 bool has_f16c() {
-  static const bool supported = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  static const bool supported = cpu_has_f16c() && __builtin_cpu_supports("avx2");
   return supported;
 }
 }  // namespace

@@ -51,19 +51,24 @@ void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t
     }
   });
 
-  // Each thread takes a run of weight rows and streams every activation row past each weight
-  // row, so a weight row is read from memory once per matmul whatever n is.
+  // Each thread takes a run of weight rows. Activations go by in panels of kPanelRows rows
+  // small enough to stay in L1 while the thread's weight rows (in L2) stream past them, and
+  // each kernel call takes 8 activation rows so a weight block is unpacked once for all 8.
   constexpr int kActRowsPerCall = 8;
+  constexpr int64_t kPanelRows = 32;
   const int64_t grain = 16;
   pool_.parallel_for(w.rows, [&](int, int64_t begin, int64_t end) {
     float partial[kActRowsPerCall];
-    for (int64_t r = begin; r < end; ++r) {
-      const void* weight_row = w.row(r);
-      for (int64_t j = 0; j < n; j += kActRowsPerCall) {
-        const int count = static_cast<int>(std::min<int64_t>(kActRowsPerCall, n - j));
-        kernels->dot_rows(w.cols, weight_row, acts + j * act_row_bytes, act_row_bytes, count,
-                          partial);
-        for (int c = 0; c < count; ++c) y[(j + c) * w.rows + r] = partial[c];
+    for (int64_t panel = 0; panel < n; panel += kPanelRows) {
+      const int64_t panel_end = std::min(n, panel + kPanelRows);
+      for (int64_t r = begin; r < end; ++r) {
+        const void* weight_row = w.row(r);
+        for (int64_t j = panel; j < panel_end; j += kActRowsPerCall) {
+          const int count = static_cast<int>(std::min<int64_t>(kActRowsPerCall, panel_end - j));
+          kernels->dot_rows(w.cols, weight_row, acts + j * act_row_bytes, act_row_bytes, count,
+                            partial);
+          for (int c = 0; c < count; ++c) y[(j + c) * w.rows + r] = partial[c];
+        }
       }
     }
   }, grain);

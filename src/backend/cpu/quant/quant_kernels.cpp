@@ -2,6 +2,7 @@
 // lookups. This file is compiled without SIMD flags; it calls a SIMD file's lookup only after
 // the CPU (and the OS, which must save the wider registers) has been checked for that path.
 #include "backend/cpu/quant/quant_kernels.h"
+#include "core/cpu_features.h"
 
 #include <array>
 
@@ -19,8 +20,7 @@ constexpr int kNumIsas = 3;
 
 bool cpu_has_avx2() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 }
 
 bool cpu_has_avx512() {

@@ -1,0 +1,18 @@
+// The attention tile kernel compiled for AVX-512 (this file gets -mavx512f and friends);
+// cpu_attention.cpp calls it only on CPUs that have AVX-512.
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/cpu_attention.h"
+#include "core/fp16_rows.h"
+
+namespace folio::cpu {
+
+#include "backend/cpu/cpu_attention_tile.inc"
+
+void attend_tile_avx512(const AttentionBatch& batch, const KvLayerView& cache,
+                        const TileWork& item, float* scratch) {
+  attend_tile_impl(batch, cache, item, scratch);
+}
+
+}  // namespace folio::cpu

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The folio binary as a user meets it: generation, determinism, chat, perplexity, bench, and
+# bad input (arguments, missing and corrupt model files) answered with a message and a
+# non-zero exit, never a crash (exit codes >= 128 are signals).
+set -u
+folio="$1"
+src="$(cd "$(dirname "$0")/../.." && pwd)"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+
+check() {  # name, condition command...
+  local name="$1"; shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $name"; fi
+}
+exit_code() { "$@" >"$tmp/out" 2>"$tmp/err"; echo $?; }
+is_clean_failure() { local code="$1"; [ "$code" -ne 0 ] && [ "$code" -lt 128 ]; }
+
+code=$(exit_code "$folio"); check "no subcommand fails cleanly" is_clean_failure "$code"
+code=$(exit_code "$folio" run); check "run without a prompt fails cleanly" is_clean_failure "$code"
+check "run without a prompt says what is missing" grep -q -- "--prompt is required" "$tmp/err"
+code=$(exit_code "$folio" run -p hi --temp -1); check "negative temperature is refused" is_clean_failure "$code"
+code=$(exit_code "$folio" run -p hi --top-p 2); check "top-p above 1 is refused" is_clean_failure "$code"
+code=$(exit_code "$folio" run -p hi -n abc); check "non-numeric -n is refused" is_clean_failure "$code"
+code=$(exit_code "$folio" run -p hi -m "$tmp/none.gguf"); check "missing model fails cleanly" is_clean_failure "$code"
+check "missing model is named" grep -q "does not exist" "$tmp/err"
+
+model="${FOLIO_MODELS_DIR:-$HOME/.cache/folio/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+head -c 100000 "$model" > "$tmp/truncated.gguf"
+code=$(exit_code "$folio" run -p hi -m "$tmp/truncated.gguf"); check "truncated model fails cleanly" is_clean_failure "$code"
+check "truncated model error names an offset" grep -q "offset" "$tmp/err"
+printf 'GGUF\x03\x00\x00\x00garbage' > "$tmp/garbage.gguf"
+code=$(exit_code "$folio" run -p hi -m "$tmp/garbage.gguf"); check "garbage model fails cleanly" is_clean_failure "$code"
+
+code=$(exit_code "$folio" run -p "The capital of France is" -n 8 --temp 0 -q)
+check "greedy generation succeeds" [ "$code" -eq 0 ]
+check "greedy generation knows Paris" grep -q "Paris" "$tmp/out"
+"$folio" run -p "Once upon a time" -n 24 --temp 0.9 --seed 7 -q > "$tmp/a" 2>/dev/null
+"$folio" run -p "Once upon a time" -n 24 --temp 0.9 --seed 7 -q > "$tmp/b" 2>/dev/null
+"$folio" run -p "Once upon a time" -n 24 --temp 0.9 --seed 8 -q > "$tmp/c" 2>/dev/null
+check "same seed, same text" cmp -s "$tmp/a" "$tmp/b"
+check "another seed, other text" ! cmp -s "$tmp/a" "$tmp/c"
+code=$(exit_code "$folio" run --chat -p "What is 2+2?" -n 16 --temp 0)
+check "chat generation succeeds" [ "$code" -eq 0 ]
+check "chat prints timings" grep -q "generation:.*tok/s" "$tmp/err"
+check "chat answers" grep -q "4" "$tmp/out"
+
+code=$(exit_code "$folio" perplexity -f "$src/tests/data/perplexity.txt" --ctx 128 --chunks 2)
+check "perplexity succeeds" [ "$code" -eq 0 ]
+check "perplexity is printed" grep -q "^perplexity: " "$tmp/out"
+code=$(exit_code "$folio" perplexity -f "$tmp/none.txt"); check "perplexity of a missing file fails cleanly" is_clean_failure "$code"
+code=$(exit_code "$folio" bench -p 16 -n 4 -r 1 --json)
+check "bench succeeds" [ "$code" -eq 0 ]
+check "bench reports pp and tg" grep -q '"tg4"' "$tmp/out"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
