@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/attention_batch.h"
@@ -31,7 +32,18 @@ class KvCacheStorage {
   KvLayerView layer(int32_t index);
   size_t bytes() const { return (k_.size() + v_.size()) * sizeof(uint16_t); }
 
+  // One layer's K (or V) of one block: (block_size, num_kv_heads, head_dim) fp16 bits.
+  std::span<uint16_t> block_keys(int32_t layer, int32_t block);
+  std::span<uint16_t> block_values(int32_t layer, int32_t block);
+  std::span<const uint16_t> block_keys(int32_t layer, int32_t block) const;
+  std::span<const uint16_t> block_values(int32_t layer, int32_t block) const;
+
+  // Copies block src's K and V, every layer, into block dst: copy-on-write of a shared block.
+  void copy_block(int32_t src_block, int32_t dst_block);
+
  private:
+  size_t block_offset(int32_t layer, int32_t block) const;
+
   KvCacheShape shape_;
   std::vector<uint16_t> k_;  // (num_layers, num_blocks, block_size, num_kv_heads, head_dim) fp16
   std::vector<uint16_t> v_;  // (num_layers, num_blocks, block_size, num_kv_heads, head_dim) fp16

@@ -1,0 +1,132 @@
+// BlockPool: the KV blocks' bookkeeping (not their memory; see kv_cache_storage.h). Ref counts,
+// an LRU free queue, and the prefix cache's hash -> block map. The model is vLLM v1's
+// block_pool.py (FreeKVCacheBlockQueue, BlockHashToBlockMap) and mistral.rs's index-linked
+// free list, laid out as one metadata array so that every operation is O(1) and allocation free.
+//
+// A block is in exactly one state:
+//   in use    ref_count > 0, not in the free queue (held by ref_count block tables)
+//   free      ref_count == 0, in the free queue; it may still carry a hash ("cached free"):
+//             its K/V stay valid and findable until allocate() hands its slot out again
+//   null      block 0, reserved: never allocated, never freed, never in the queue. Tables
+//             and kernels can use it as padding without pointing at anyone's data.
+//
+// Eviction order. allocate() pops the queue's head. free_blocks() appends blocks with a hash
+// to the tail, in the order given: callers free a sequence's blocks last block first, so a
+// prefix's tail is evicted before its head (a tail is only useful with its head). Blocks
+// without a hash hold nothing reusable and go to the head, to be reused first.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/block_hash.h"
+
+namespace folio {
+
+// Counted where a new sequence's prompt meets the prefix cache (KvCacheManager::allocate_slots).
+struct PrefixCacheStats {
+  int64_t num_queries = 0;         // sequences looked up
+  int64_t num_query_tokens = 0;    // their tokens
+  int64_t num_hit_tokens = 0;      // tokens whose K/V came from the cache
+  int64_t num_query_blocks = 0;    // full blocks that could have hit (excluding the last token)
+  int64_t num_hit_blocks = 0;      // full blocks that did
+
+  double token_hit_rate() const {
+    return num_query_tokens == 0 ? 0.0 : static_cast<double>(num_hit_tokens) / num_query_tokens;
+  }
+};
+
+class BlockPool {
+ public:
+  static constexpr int32_t kNullBlock = 0;
+
+  // num_blocks counts the null block, so it equals the storage's block count; num_blocks >= 1.
+  BlockPool(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching);
+
+  int32_t num_blocks() const { return num_blocks_; }
+  int32_t num_usable_blocks() const { return num_blocks_ - 1; }
+  int32_t block_size() const { return block_size_; }
+  bool prefix_caching_enabled() const { return enable_prefix_caching_; }
+
+  // Free blocks, cached free ones included: all of them can be handed out.
+  int32_t num_free_blocks() const { return num_free_blocks_; }
+  int32_t num_used_blocks() const { return num_usable_blocks() - num_free_blocks_; }
+  int32_t num_cached_blocks() const { return static_cast<int32_t>(cached_blocks_.size()); }
+  double usage() const;  // fraction of usable blocks in use, 0..1
+
+  // count blocks with ref_count 1, or nothing at all when fewer are free. Reusing a cached
+  // free block evicts its hash.
+  std::optional<std::vector<int32_t>> allocate(int32_t count);
+
+  // Drops one reference from each block, in the order given. Blocks reaching zero join the
+  // free queue (see eviction order above).
+  void free_blocks(std::span<const int32_t> block_ids);
+
+  // Takes one more reference on a block: a prefix-cache hit, or a fork sharing it. A block that
+  // was free leaves the free queue (O(1), from anywhere in it).
+  void take_ref(int32_t block_id);
+
+  int32_t ref_count(int32_t block_id) const { return blocks_[check_id(block_id)].ref_count; }
+  bool is_free(int32_t block_id) const;
+  std::optional<uint64_t> block_hash(int32_t block_id) const;
+
+  // ---- prefix cache --------------------------------------------------------------------
+  // A cached block (in use or free) whose hash, parent hash, extra key and tokens all equal
+  // the key's; nothing when there is none or prefix caching is off.
+  std::optional<int32_t> find_cached_block(const BlockKey& key) const;
+  // Makes an in-use, full block findable. A block carries at most one hash; duplicates of the
+  // same contents in different blocks are all kept.
+  void cache_block(int32_t block_id, const BlockKey& key);
+  // Forgets a block's hash, e.g. before its contents are overwritten.
+  void uncache_block(int32_t block_id);
+
+  void record_prefix_cache_query(int64_t query_tokens, int64_t hit_tokens, int64_t query_blocks,
+                                 int64_t hit_blocks);
+  const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
+
+  // Free queue in order, head first (tests and debugging).
+  std::vector<int32_t> free_queue() const;
+
+  // Links both ways, counts, ref counts vs queue membership, hash map vs block hashes.
+  Status check_invariants() const;
+
+ private:
+  static constexpr int32_t kNoLink = -1;
+
+  // Metadata of one block; entries num_blocks and num_blocks + 1 are the queue's sentinels, so
+  // that push/pop/remove never test for an empty queue or an end.
+  struct BlockEntry {
+    int32_t ref_count = 0;
+    int32_t prev_free = kNoLink;  // free-queue neighbours; kNoLink when not in the queue
+    int32_t next_free = kNoLink;
+    bool has_hash = false;
+    uint64_t hash = 0;
+    uint64_t parent_hash = 0;     // with extra_key and the tokens: what the hash was made from
+    uint64_t extra_key = 0;
+  };
+
+  int32_t check_id(int32_t block_id) const;
+  std::span<const int32_t> cached_tokens(int32_t block_id) const;
+  bool key_matches(int32_t block_id, const BlockKey& key) const;
+  void queue_insert_after(int32_t position, int32_t block_id);
+  void queue_remove(int32_t block_id);
+
+  int32_t num_blocks_;
+  int32_t block_size_;
+  bool enable_prefix_caching_;
+  int32_t head_;  // sentinel before the first free block
+  int32_t tail_;  // sentinel after the last free block
+  int32_t num_free_blocks_ = 0;
+  std::vector<BlockEntry> blocks_;         // (num_blocks + 2,) indexed by block id, then sentinels
+  std::vector<int32_t> cached_token_ids_;  // (num_blocks, block_size) tokens of hashed blocks
+  // hash -> block. A multimap, because different blocks may carry the same hash: duplicates
+  // (two sequences computed the same prefix at once) and true collisions.
+  std::unordered_multimap<uint64_t, int32_t> cached_blocks_;
+  PrefixCacheStats stats_;
+};
+
+}  // namespace folio

@@ -1,0 +1,202 @@
+// KvCacheManager: every sequence's block table over one BlockPool of device blocks, with
+// automatic prefix caching, copy-on-write forks, and swapping to a pool of host blocks. It
+// decides which block holds which token; it never touches K/V bytes. Copies it decides
+// (copy-on-write, swap out, swap in) queue up as BlockCopy records, in decision order, for the
+// model runner to perform before the next forward pass (take_pending_copies).
+//
+// The shape follows vLLM v1's kv_cache_manager.py (one allocate_slots, all-or-nothing) and
+// nano-vllm's block_manager.py (paired can_/do verbs). One engine thread owns it: no locks.
+//
+// A sequence here is only: its block table, its token count (slots reserved, from position 0),
+// and the hashes of its leading full blocks. Its token ids stay with the scheduler, which passes
+// them in when they matter (find_cached_prefix, cache_full_blocks).
+//
+// Typical step, for each scheduled sequence:
+//   new:       match = find_cached_prefix(prompt, adapter_key)
+//              allocate_slots(id, chunk, match)       // reuses match.num_computed_tokens
+//   running:   allocate_slots(id, chunk or 1)
+//   runner:    execute_block_copies(take_pending_copies(), ...); forward pass writes K/V
+//              at slot_mapping(id, first_new_position, chunk)
+//   after:     cache_full_blocks(id, tokens whose K/V are computed)
+//   finished:  free(id)
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/block_copy.h"
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
+
+namespace folio {
+
+using SequenceId = int64_t;
+
+struct KvCacheConfig {
+  int32_t num_blocks = 0;         // device blocks, the null block 0 included (= storage's count)
+  int32_t block_size = 16;        // tokens per block
+  int32_t num_host_blocks = 0;    // host swap blocks, null block included; <= 1: no swapping
+  bool enable_prefix_caching = true;
+};
+
+// The longest cached prefix of a token list: full blocks only, and never all of the tokens
+// (the last one must be computed for its logits). Valid until the manager next changes: pass
+// it straight to allocate_slots, which takes the references.
+struct PrefixMatch {
+  uint64_t extra_key = kNoExtraKey;  // part of every block's identity (adapter, media)
+  int32_t num_query_tokens = 0;      // tokens looked up
+  int32_t num_query_blocks = 0;      // full blocks that could have hit
+  int32_t num_computed_tokens = 0;   // block_ids.size() * block_size: K/V already in the cache
+  std::vector<int32_t> block_ids;    // (num hit blocks,) in position order
+  std::vector<uint64_t> block_hashes;  // (num hit blocks,) their chained hashes
+};
+
+struct KvCacheMetrics {
+  int32_t num_blocks = 0;          // usable device blocks (null block excluded)
+  int32_t num_used_blocks = 0;
+  int32_t num_free_blocks = 0;     // cached free blocks included: they can be handed out
+  int32_t num_cached_blocks = 0;   // blocks the prefix cache can find, used or free
+  double usage = 0.0;              // num_used_blocks / num_blocks
+  int64_t num_tokens_held = 0;     // token slots in used blocks that some sequence has taken
+  int64_t num_token_slots = 0;     // num_used_blocks * block_size
+  double kv_utilization = 0.0;     // num_tokens_held / num_token_slots (1 when nothing is used)
+  int32_t num_host_blocks = 0;     // usable host blocks
+  int32_t num_used_host_blocks = 0;
+  int32_t num_sequences = 0;       // running and swapped
+  int32_t num_swapped_sequences = 0;
+  int64_t num_copy_on_write_blocks = 0;  // since construction
+  int64_t num_swapped_out_blocks = 0;
+  int64_t num_swapped_in_blocks = 0;
+  PrefixCacheStats prefix_cache;
+};
+
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(const KvCacheConfig& config);
+
+  int32_t block_size() const { return block_size_; }
+  int32_t num_free_blocks() const { return device_pool_.num_free_blocks(); }
+  int32_t blocks_for_tokens(int32_t num_tokens) const {
+    return (num_tokens + block_size_ - 1) / block_size_;
+  }
+  const BlockPool& device_pool() const { return device_pool_; }
+  const BlockPool& host_pool() const { return host_pool_; }
+
+  // ---- prefix cache -------------------------------------------------------------------
+  // Longest run of cached full blocks from position 0 (an empty match, carrying extra_key,
+  // when prefix caching is off). Takes no references and counts nothing: a request that waits
+  // for room may look up again every step.
+  PrefixMatch find_cached_prefix(std::span<const int32_t> token_ids,
+                                 uint64_t extra_key = kNoExtraKey) const;
+
+  // After the forward pass: makes the sequence's newly filled full blocks findable. token_ids
+  // are its tokens from position 0 whose K/V are now computed (more are ignored). No-op when
+  // prefix caching is off.
+  void cache_full_blocks(SequenceId sequence, std::span<const int32_t> token_ids);
+
+  // ---- allocation ---------------------------------------------------------------------
+  // Reserves slots for num_new_tokens more tokens of a sequence, all or nothing:
+  //
+  //   positions  0 ...................... num_tokens ............ num_tokens + num_new_tokens
+  //              | full blocks             | partial |  new slots  |
+  //   table      [ b0 ][ b1 ] ... [ bk-1 ][  bk .................. ][ new ][ new ]
+  //                                          ^ shared (ref > 1)? copy-on-write: a fresh block
+  //                                            replaces it in this table, copy queued
+  //
+  // A sequence not seen before is created; prefix (from find_cached_prefix on its tokens) then
+  // supplies its first blocks and num_computed_tokens, and those tokens count as held. For a
+  // known sequence prefix must be empty. False leaves every state as it was: the pool is full,
+  // the sequence is swapped out, or the prefix match went stale.
+  bool can_allocate_slots(SequenceId sequence, int32_t num_new_tokens,
+                          const PrefixMatch& prefix = {}) const;
+  bool allocate_slots(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix = {});
+
+  // Gives back slots past num_tokens (rejected speculative tokens). The block holding position
+  // num_tokens will be written again, so it stops being findable (or is copied on write when
+  // shared).
+  void truncate(SequenceId sequence, int32_t num_tokens);
+
+  // Releases a finished, aborted or preempted (by recompute) sequence's blocks, last block
+  // first so that its prefix's tail is evicted before its head. Unknown ids are ignored.
+  void free(SequenceId sequence);
+
+  // child gets parent's table; every block gains a reference. The first write into the shared
+  // partial block copies it (allocate_slots), full blocks stay shared for good.
+  void fork(SequenceId parent, SequenceId child);
+
+  // ---- swapping (preemption by swap) ------------------------------------------------------
+  // Moves the sequences' blocks to host blocks and frees the device blocks. A block shared by
+  // several of these sequences (a fork family: swap it together) becomes one host block;
+  // a block also held by a sequence that stays keeps its device copy for that one.
+  bool can_swap_out(std::span<const SequenceId> sequences) const;
+  bool swap_out(std::span<const SequenceId> sequences);
+  // The reverse, sharing preserved the same way. Swapped-in blocks are re-registered in the
+  // prefix cache by the next cache_full_blocks.
+  bool can_swap_in(std::span<const SequenceId> sequences) const;
+  bool swap_in(std::span<const SequenceId> sequences);
+
+  // Copies decided since the last call, in decision order; run them before the forward pass.
+  std::vector<BlockCopy> take_pending_copies();
+  std::span<const BlockCopy> pending_copies() const { return pending_copies_; }
+
+  // ---- tables and slots ---------------------------------------------------------------
+  bool contains(SequenceId sequence) const { return sequences_.contains(sequence); }
+  bool is_swapped(SequenceId sequence) const;
+  int32_t num_tokens(SequenceId sequence) const;
+  std::span<const int32_t> block_table(SequenceId sequence) const;       // device; empty if swapped
+  std::span<const int32_t> host_block_table(SequenceId sequence) const;  // while swapped
+  // Where position's K/V live: table[position / block_size] * block_size + position % block_size.
+  int32_t slot(SequenceId sequence, int32_t position) const;
+  // Appends the slots of positions [first_position, first_position + count).
+  void append_slot_mapping(SequenceId sequence, int32_t first_position, int32_t count,
+                           std::vector<int32_t>& slots) const;
+
+  KvCacheMetrics metrics() const;
+
+  // Both pools' own invariants, plus: every block's ref count equals the number of tables
+  // holding it, no table holds the null block or a block twice, tables cover exactly their
+  // tokens, recorded hashes match the pool, and no block that will be written is findable
+  // unless it is shared (and so will be copied first).
+  Status check_invariants() const;
+
+ private:
+  struct SequenceBlocks {
+    std::vector<int32_t> block_table;       // device blocks in position order; empty when swapped
+    std::vector<int32_t> host_block_table;  // host blocks while swapped
+    std::vector<uint64_t> block_hashes;     // chained hashes of leading full blocks
+    int32_t num_tokens = 0;                 // slots taken, from position 0
+    int32_t num_cached_blocks = 0;          // leading blocks already registered in the pool
+    uint64_t extra_key = kNoExtraKey;
+    bool swapped = false;
+  };
+
+  struct AllocationPlan {
+    int32_t num_blocks_to_allocate = 0;   // new table entries, plus one for copy-on-write
+    int32_t num_prefix_blocks_free = 0;   // prefix blocks that now sit in the free queue
+    bool copy_on_write = false;
+  };
+
+  std::optional<AllocationPlan> plan_allocation(SequenceId sequence, int32_t num_new_tokens,
+                                                const PrefixMatch& prefix) const;
+  // Distinct blocks of the given tables, in first-seen order; nothing if an id is unknown,
+  // repeated, or in the wrong state.
+  std::optional<std::vector<int32_t>> distinct_blocks(std::span<const SequenceId> sequences,
+                                                      bool swapped) const;
+  SequenceBlocks& running(SequenceId sequence);
+  const SequenceBlocks& at(SequenceId sequence) const;
+  Status check_tables(const BlockPool& pool, bool host) const;
+
+  int32_t block_size_;
+  BlockPool device_pool_;
+  BlockPool host_pool_;
+  std::unordered_map<SequenceId, SequenceBlocks> sequences_;
+  std::vector<BlockCopy> pending_copies_;
+  int64_t num_copy_on_write_blocks_ = 0;
+  int64_t num_swapped_out_blocks_ = 0;
+  int64_t num_swapped_in_blocks_ = 0;
+};
+
+}  // namespace folio
