@@ -11,7 +11,8 @@ from gguf.quants import dequantize
 
 
 class ReferenceLlama:
-    def __init__(self, path):
+    def __init__(self, path, kv_fp16=True):
+        self.kv_fp16 = kv_fp16
         reader = GGUFReader(path)
         self.fields = {k: f for k, f in reader.fields.items()}
         arch = self.field("general.architecture")
@@ -80,8 +81,9 @@ class ReferenceLlama:
             q = self.rope(q.reshape(n, self.n_heads, self.head_dim), positions)
             k = self.rope(k.reshape(n, self.n_kv_heads, self.head_dim), positions)
             v = v.reshape(n, self.n_kv_heads, self.head_dim)
-            k = k.astype(np.float16).astype(np.float64)  # the cache's storage format
-            v = v.astype(np.float16).astype(np.float64)
+            if self.kv_fp16:  # the cache's storage format
+                k = k.astype(np.float16).astype(np.float64)
+                v = v.astype(np.float16).astype(np.float64)
             keys = np.concatenate([cache[i][0], k])
             values = np.concatenate([cache[i][1], v])
             cache[i] = (keys, values)

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -103,8 +104,9 @@ class KvCacheManager {
   //   positions  0 ...................... num_tokens ............ num_tokens + num_new_tokens
   //              | full blocks             | partial |  new slots  |
   //   table      [ b0 ][ b1 ] ... [ bk-1 ][  bk .................. ][ new ][ new ]
-  //                                          ^ shared (ref > 1)? copy-on-write: a fresh block
-  //                                            replaces it in this table, copy queued
+  //                                          ^ written first. Shared (ref > 1): copy-on-write,
+  //                                            a fresh block replaces it here, copy queued.
+  //                                            Not shared but findable: leaves the prefix cache.
   //
   // A sequence not seen before is created; prefix (from find_cached_prefix on its tokens) then
   // supplies its first blocks and num_computed_tokens, and those tokens count as held. For a
@@ -114,9 +116,8 @@ class KvCacheManager {
                           const PrefixMatch& prefix = {}) const;
   bool allocate_slots(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix = {});
 
-  // Gives back slots past num_tokens (rejected speculative tokens). The block holding position
-  // num_tokens will be written again, so it stops being findable (or is copied on write when
-  // shared).
+  // Gives back slots past num_tokens (rejected speculative tokens), freeing blocks left empty.
+  // The new last block may stay findable (its K/V are still right) until it is written.
   void truncate(SequenceId sequence, int32_t num_tokens);
 
   // Releases a finished, aborted or preempted (by recompute) sequence's blocks, last block
@@ -158,8 +159,7 @@ class KvCacheManager {
 
   // Both pools' own invariants, plus: every block's ref count equals the number of tables
   // holding it, no table holds the null block or a block twice, tables cover exactly their
-  // tokens, recorded hashes match the pool, and no block that will be written is findable
-  // unless it is shared (and so will be copied first).
+  // tokens, and the blocks a sequence counts as cached carry the hashes it recorded.
   Status check_invariants() const;
 
  private:

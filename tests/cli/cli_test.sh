@@ -36,9 +36,9 @@ code=$(exit_code "$folio" run -p hi -m "$tmp/garbage.gguf"); check "garbage mode
 code=$(exit_code "$folio" run -p "The capital of France is" -n 8 --temp 0 -q)
 check "greedy generation succeeds" [ "$code" -eq 0 ]
 check "greedy generation knows Paris" grep -q "Paris" "$tmp/out"
-"$folio" run -p "Once upon a time" -n 24 --temp 0.9 --seed 7 -q > "$tmp/a" 2>/dev/null
-"$folio" run -p "Once upon a time" -n 24 --temp 0.9 --seed 7 -q > "$tmp/b" 2>/dev/null
-"$folio" run -p "Once upon a time" -n 24 --temp 0.9 --seed 8 -q > "$tmp/c" 2>/dev/null
+"$folio" run -p "Once upon a time" -n 32 --temp 1.2 --top-k 0 --top-p 1 --min-p 0 --seed 7 -q > "$tmp/a" 2>/dev/null
+"$folio" run -p "Once upon a time" -n 32 --temp 1.2 --top-k 0 --top-p 1 --min-p 0 --seed 7 -q > "$tmp/b" 2>/dev/null
+"$folio" run -p "Once upon a time" -n 32 --temp 1.2 --top-k 0 --top-p 1 --min-p 0 --seed 8 -q > "$tmp/c" 2>/dev/null
 check "same seed, same text" cmp -s "$tmp/a" "$tmp/b"
 check "another seed, other text" ! cmp -s "$tmp/a" "$tmp/c"
 code=$(exit_code "$folio" run --chat -p "What is 2+2?" -n 16 --temp 0)
