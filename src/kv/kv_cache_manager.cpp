@@ -206,15 +206,17 @@ void KvCacheManager::fork(SequenceId parent, SequenceId child) {
 std::optional<std::vector<int32_t>> KvCacheManager::distinct_blocks(
     std::span<const SequenceId> sequences, bool swapped) const {
   std::vector<int32_t> blocks;
-  std::vector<SequenceId> seen;
-  for (SequenceId sequence : sequences) {
-    const auto it = sequences_.find(sequence);
+  std::vector<char> seen((swapped ? host_pool_ : device_pool_).num_blocks(), 0);
+  for (size_t index = 0; index < sequences.size(); ++index) {
+    const auto it = sequences_.find(sequences[index]);
     if (it == sequences_.end() || it->second.swapped != swapped) return std::nullopt;
-    if (std::ranges::find(seen, sequence) != seen.end()) return std::nullopt;
-    seen.push_back(sequence);
-    const std::vector<int32_t>& table = swapped ? it->second.host_block_table : it->second.block_table;
-    for (int32_t block : table) {
-      if (std::ranges::find(blocks, block) == blocks.end()) blocks.push_back(block);
+    if (std::find(sequences.begin(), sequences.begin() + index, sequences[index]) !=
+        sequences.begin() + index) {
+      return std::nullopt;  // listed twice
+    }
+    for (int32_t block : swapped ? it->second.host_block_table : it->second.block_table) {
+      if (!seen[block]) blocks.push_back(block);
+      seen[block] = 1;
     }
   }
   return blocks;

@@ -125,7 +125,8 @@ class KvCacheManager {
   void free(SequenceId sequence);
 
   // child gets parent's table; every block gains a reference. The first write into the shared
-  // partial block copies it (allocate_slots), full blocks stay shared for good.
+  // partial block copies it (allocate_slots), full blocks stay shared for good. Fork after the
+  // forward pass that wrote the parent's reserved slots, as parallel sampling and beam search do.
   void fork(SequenceId parent, SequenceId child);
 
   // ---- swapping (preemption by swap) ------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <random>
 #include <vector>
@@ -39,18 +40,20 @@ struct SimulatedSequence {
 
 class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
  protected:
-  static constexpr int32_t kNumBlocks = 40;
-  static constexpr int32_t kNumHostBlocks = 20;
   static constexpr int32_t kMaxSequences = 12;
   static constexpr int32_t kMaxTokens = 90;
 
   KvCacheRandomized()
       : config_(GetParam()),
-        manager_({.num_blocks = kNumBlocks, .block_size = config_.block_size,
-                  .num_host_blocks = kNumHostBlocks, .enable_prefix_caching = config_.enable_prefix_caching}),
-        storage_(KvCacheShape{.num_layers = 2, .num_blocks = kNumBlocks, .block_size = config_.block_size,
+        // About 160 token slots whatever the block size: tight enough for 12 sequences of up
+        // to 90 tokens to run out often.
+        num_blocks_(std::max(8, 160 / config_.block_size)),
+        num_host_blocks_(num_blocks_ / 2),
+        manager_({.num_blocks = num_blocks_, .block_size = config_.block_size,
+                  .num_host_blocks = num_host_blocks_, .enable_prefix_caching = config_.enable_prefix_caching}),
+        storage_(KvCacheShape{.num_layers = 2, .num_blocks = num_blocks_, .block_size = config_.block_size,
                               .num_kv_heads = 1, .head_dim = 4}),
-        host_(storage_.shape(), kNumHostBlocks),
+        host_(storage_.shape(), num_host_blocks_),
         rng_(config_.seed) {
     // A few "system prompts" that new prompts start with, so prefixes are shared.
     for (int32_t length : {0, 3, 9, 17, 26}) {
@@ -277,6 +280,8 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
   }
 
   RandomizedConfig config_;
+  int32_t num_blocks_;
+  int32_t num_host_blocks_;
   KvCacheManager manager_;
   KvCacheStorage storage_;
   HostKvPool host_;
@@ -294,14 +299,24 @@ TEST_P(KvCacheRandomized, InvariantsHoldAndEveryTokenReadsBack) {
   run(12000);
   ASSERT_FALSE(HasFatalFailure());
   const KvCacheMetrics metrics = manager_.metrics();
+  std::printf("operations %d refusals %d forks %d swaps %d copy-on-write %lld swapped in %lld "
+              "prefix hits %lld/%lld blocks\n",
+              num_operations_, num_refusals_, num_forks_, num_swaps_,
+              static_cast<long long>(metrics.num_copy_on_write_blocks),
+              static_cast<long long>(metrics.num_swapped_in_blocks),
+              static_cast<long long>(metrics.prefix_cache.num_hit_blocks),
+              static_cast<long long>(metrics.prefix_cache.num_query_blocks));
   // The workload really exercised what it claims to.
-  EXPECT_GT(num_refusals_, 100);
-  EXPECT_GT(num_forks_, 100);
-  EXPECT_GT(num_swaps_, 100);
-  EXPECT_GT(metrics.num_copy_on_write_blocks, 50);
-  EXPECT_GT(metrics.num_swapped_in_blocks, 100);
+  EXPECT_GT(num_refusals_, 50);
+  EXPECT_GT(num_forks_, 50);
+  EXPECT_GT(num_swaps_, 50);
+  // With one token per block no block is ever partial, so nothing is ever copied on write.
+  if (config_.block_size > 1) {
+    EXPECT_GT(metrics.num_copy_on_write_blocks, 50);
+  }
+  EXPECT_GT(metrics.num_swapped_in_blocks, 50);
   if (config_.enable_prefix_caching) {
-    EXPECT_GT(metrics.prefix_cache.num_hit_blocks, 100);
+    EXPECT_GT(metrics.prefix_cache.num_hit_blocks, 50);
   } else {
     EXPECT_EQ(metrics.prefix_cache.num_hit_blocks, 0);
   }
@@ -312,8 +327,8 @@ TEST_P(KvCacheRandomized, InvariantsHoldAndEveryTokenReadsBack) {
     check();
     ASSERT_FALSE(HasFatalFailure());
   }
-  EXPECT_EQ(manager_.num_free_blocks(), kNumBlocks - 1);
-  EXPECT_EQ(manager_.host_pool().num_free_blocks(), kNumHostBlocks - 1);
+  EXPECT_EQ(manager_.num_free_blocks(), num_blocks_ - 1);
+  EXPECT_EQ(manager_.host_pool().num_free_blocks(), num_host_blocks_ - 1);
   EXPECT_EQ(manager_.metrics().num_used_blocks, 0);
   EXPECT_EQ(manager_.metrics().num_sequences, 0);
 }
