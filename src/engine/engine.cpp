@@ -1,0 +1,235 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <string>
+
+namespace folio {
+namespace {
+
+int32_t blocks_for_bytes(int64_t bytes, const KvCacheShape& per_block) {
+  return static_cast<int32_t>(std::max<int64_t>(0, bytes / static_cast<int64_t>(per_block.bytes_per_block())));
+}
+
+KvCacheShape device_shape(const LlamaModel& model, const EngineConfig& config) {
+  KvCacheShape shape = model.kv_shape(1, config.block_size);
+  // One more than the budget's blocks: block 0 is the reserved null block.
+  shape.num_blocks = blocks_for_bytes(config.kv_cache_bytes, shape) + 1;
+  return shape;
+}
+
+int32_t host_blocks(const LlamaModel& model, const EngineConfig& config) {
+  if (config.swap_space_bytes <= 0) return 0;
+  return blocks_for_bytes(config.swap_space_bytes, model.kv_shape(1, config.block_size)) + 1;
+}
+
+}  // namespace
+
+Engine::Engine(LlamaModel& model, Backend& backend, const Tokenizer& tokenizer,
+               const EngineConfig& config)
+    : model_(model),
+      tokenizer_(tokenizer),
+      max_model_len_(config.max_model_len > 0 ? config.max_model_len : model.config().context_length),
+      storage_(device_shape(model, config)),
+      host_pool_(host_blocks(model, config) > 1
+                     ? std::make_unique<HostKvPool>(storage_.shape(), host_blocks(model, config))
+                     : nullptr),
+      kv_(KvCacheConfig{storage_.shape().num_blocks, config.block_size,
+                        host_pool_ ? host_pool_->num_blocks() : 0, config.enable_prefix_caching}),
+      scheduler_(config.scheduler, kv_),
+      runner_(model, backend, kv_, storage_, host_pool_.get()) {}
+
+Expected<RequestId> Engine::add_request(std::vector<int32_t> prompt, RequestParams params) {
+  if (prompt.empty()) return Status::error("the prompt is empty");
+  for (int32_t token : prompt) {
+    if (token < 0 || token >= model_.config().vocab_size) {
+      return Status::error("prompt token id " + std::to_string(token) + " is out of range");
+    }
+  }
+  if (Status s = params.sampling.validate(); !s) return s;
+  if (params.max_tokens < 1) return Status::error("max_tokens must be at least 1");
+  const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
+  if (static_cast<int64_t>(prompt.size()) >= max_model_len_) {
+    return Status::error("the prompt has " + std::to_string(prompt.size()) +
+                         " tokens; the context is " + std::to_string(max_model_len_));
+  }
+  // A request whose whole context cannot fit in the pool could never finish.
+  const int64_t pool_tokens = static_cast<int64_t>(storage_.shape().num_blocks - 1) * storage_.shape().block_size;
+  if (std::min<int64_t>(total, max_model_len_) > pool_tokens) {
+    return Status::error("prompt plus max_tokens (" + std::to_string(total) +
+                         " tokens) exceed the KV cache (" + std::to_string(pool_tokens) + " tokens)");
+  }
+  const RequestId id = next_id_++;
+  auto request = std::make_unique<Request>(id, std::move(prompt), std::move(params), tokenizer_);
+  request->arrival_order = next_arrival_++;
+  scheduler_.add(request.get());
+  requests_.emplace(id, std::move(request));
+  return id;
+}
+
+bool Engine::abort(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->finished()) return false;
+  finish(*it->second, FinishReason::kAbort);
+  return true;
+}
+
+void Engine::finish(Request& request, FinishReason reason) {
+  scheduler_.remove(&request);
+  request.status = RequestStatus::kFinished;
+  request.finish_reason = reason;
+}
+
+// Appends the token's text and decides whether the request is done. Stop strings are cut off
+// together with anything after them.
+bool Engine::check_stop(Request& request, int32_t token) {
+  const RequestParams& params = request.params;
+  const bool is_stop_token =
+      (!params.ignore_eos && tokenizer_.is_end_of_generation(token)) ||
+      std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), token) != params.stop_token_ids.end();
+  if (is_stop_token) {
+    request.output_text += request.detokenizer.flush();
+    finish(request, FinishReason::kStop);
+    return true;
+  }
+  request.output_text += request.detokenizer.push(token);
+  for (const std::string& stop : params.stop) {
+    if (stop.empty()) continue;
+    // Only the newly added text can complete a stop string.
+    const size_t from = request.emitted_text > stop.size() ? request.emitted_text - stop.size() : 0;
+    const size_t at = request.output_text.find(stop, from);
+    if (at != std::string::npos) {
+      request.output_text.resize(at);
+      finish(request, FinishReason::kStop);
+      return true;
+    }
+  }
+  if (static_cast<int32_t>(request.output_tokens.size()) >= params.max_tokens ||
+      request.num_tokens() >= max_model_len_) {
+    request.output_text += request.detokenizer.flush();
+    finish(request, FinishReason::kLength);
+    return true;
+  }
+  return false;
+}
+
+// Hands out text up to where a stop string could still begin, all of it once finished.
+void Engine::emit(Request& request, RequestOutput& out) {
+  size_t hold_back = 0;
+  if (!request.finished()) {
+    for (const std::string& stop : request.params.stop) hold_back = std::max(hold_back, stop.empty() ? 0 : stop.size() - 1);
+  }
+  size_t end = request.output_text.size() > hold_back ? request.output_text.size() - hold_back : 0;
+  // Never split a UTF-8 character: back up over continuation bytes.
+  while (end > request.emitted_text && end < request.output_text.size() &&
+         (static_cast<unsigned char>(request.output_text[end]) & 0xC0) == 0x80) {
+    --end;
+  }
+  if (end > request.emitted_text) {
+    out.text_delta = request.output_text.substr(request.emitted_text, end - request.emitted_text);
+    request.emitted_text = end;
+  }
+  out.finished = request.finished();
+  out.finish_reason = request.finish_reason;
+  out.num_prompt_tokens = static_cast<int32_t>(request.prompt_tokens.size());
+  out.num_output_tokens = static_cast<int32_t>(request.output_tokens.size());
+}
+
+void Engine::update(const SchedulerOutput& output, const std::vector<float>& logits,
+                    std::vector<RequestOutput>& outputs) {
+  scheduler_.on_computed(output);
+  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  size_t logit_row = 0;
+  for (const ScheduledChunk& chunk : output.chunks) {
+    Request& request = *chunk.request;
+    if (chunk.first_position < static_cast<int32_t>(request.prompt_tokens.size())) {
+      num_prompt_tokens_computed_ += std::min<int32_t>(
+          chunk.num_new_tokens, static_cast<int32_t>(request.prompt_tokens.size()) - chunk.first_position);
+    }
+    if (!chunk.samples) continue;
+    const std::span<const float> row(logits.data() + logit_row++ * vocab, vocab);
+    const SampleResult sample = request.sampler.sample(row, request.prompt_tokens, request.output_tokens);
+    request.output_tokens.push_back(sample.token);
+    ++num_generated_tokens_;
+    const auto now = Clock::now();
+    if (!request.first_token_time) request.first_token_time = now;
+    request.last_token_time = now;
+    RequestOutput out;
+    out.id = request.id;
+    out.new_tokens.push_back(sample.token);
+    if (request.params.sampling.logprobs >= 0) out.new_samples.push_back(sample);
+    check_stop(request, sample.token);
+    emit(request, out);
+    outputs.push_back(std::move(out));
+  }
+}
+
+std::vector<RequestOutput> Engine::step() {
+  std::vector<RequestOutput> outputs;
+  // Requests aborted since the last step report their end once.
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    Request& request = *it->second;
+    if (request.finished()) {
+      if (request.finish_reason == FinishReason::kAbort) {
+        RequestOutput out;
+        out.id = request.id;
+        emit(request, out);
+        outputs.push_back(std::move(out));
+      }
+      it = requests_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const SchedulerOutput scheduled = scheduler_.schedule();
+  if (scheduled.empty()) return outputs;
+  const std::vector<float>& logits = runner_.execute(scheduled);
+  update(scheduled, logits, outputs);
+  return outputs;
+}
+
+EngineMetrics Engine::metrics() const {
+  EngineMetrics m;
+  m.num_running = scheduler_.num_running();
+  m.num_waiting = scheduler_.num_waiting();
+  m.num_swapped = scheduler_.num_swapped();
+  m.num_preemptions = scheduler_.num_preemptions();
+  m.num_prompt_tokens_computed = num_prompt_tokens_computed_;
+  m.num_generated_tokens = num_generated_tokens_;
+  m.kv = kv_.metrics();
+  return m;
+}
+
+std::vector<Generation> Engine::generate(const std::vector<std::vector<int32_t>>& prompts,
+                                         const RequestParams& params) {
+  std::map<RequestId, size_t> index;
+  std::vector<Generation> results(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Expected<RequestId> id = add_request(prompts[i], params);
+    if (!id) {
+      results[i].finish_reason = FinishReason::kAbort;
+      results[i].text = id.error();
+      continue;
+    }
+    index[*id] = i;
+  }
+  while (has_unfinished_requests()) {
+    for (RequestOutput& out : step()) {
+      Generation& g = results[index.at(out.id)];
+      g.tokens.insert(g.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      g.text += out.text_delta;
+      if (out.finished) {
+        g.finish_reason = out.finish_reason;
+        const Request& r = *requests_.at(out.id);
+        g.time_to_first_token_s = std::chrono::duration<double>(*r.first_token_time - r.arrival_time).count();
+        if (r.output_tokens.size() > 1) {
+          g.time_per_output_token_s = std::chrono::duration<double>(r.last_token_time - *r.first_token_time).count() /
+                                      static_cast<double>(r.output_tokens.size() - 1);
+        }
+      }
+    }
+  }
+  requests_.clear();
+  return results;
+}
+
+}  // namespace folio

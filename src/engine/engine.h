@@ -1,0 +1,101 @@
+// The engine: requests in, per-request output streams out. One thread drives it; each step()
+// is schedule -> execute -> update (sample, detokenize, check stops, free what finished).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "kv/host_kv_pool.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_cache_storage.h"
+#include "model/llama_model.h"
+#include "text/tokenizer.h"
+
+namespace folio {
+
+struct EngineConfig {
+  int64_t kv_cache_bytes = int64_t{256} << 20;  // device KV pool (K and V, all layers)
+  int32_t block_size = 16;
+  bool enable_prefix_caching = true;
+  int64_t swap_space_bytes = 0;                 // host pool for preemption by swap
+  int32_t max_model_len = 0;                    // 0: the model's trained context
+  SchedulerConfig scheduler;
+};
+
+struct RequestOutput {
+  RequestId id = 0;
+  std::vector<int32_t> new_tokens;
+  std::vector<SampleResult> new_samples;  // logprobs of new_tokens, when asked for
+  std::string text_delta;                 // complete UTF-8 only; stop strings never appear
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;
+};
+
+struct EngineMetrics {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t num_swapped = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_prompt_tokens_computed = 0;  // prefill work done (prefix-cache hits excluded)
+  int64_t num_generated_tokens = 0;
+  KvCacheMetrics kv;
+};
+
+// Result of the offline batch call.
+struct Generation {
+  std::vector<int32_t> tokens;
+  std::string text;
+  FinishReason finish_reason = FinishReason::kNone;
+  double time_to_first_token_s = 0.0;
+  double time_per_output_token_s = 0.0;
+};
+
+class Engine {
+ public:
+  Engine(LlamaModel& model, Backend& backend, const Tokenizer& tokenizer, const EngineConfig& config);
+
+  Expected<RequestId> add_request(std::vector<int32_t> prompt, RequestParams params);
+  // Finishes the request with reason abort and frees its blocks at once; false if unknown.
+  bool abort(RequestId id);
+  std::vector<RequestOutput> step();
+  bool has_unfinished_requests() const { return scheduler_.has_work(); }
+  EngineMetrics metrics() const;
+  int32_t max_model_len() const { return max_model_len_; }
+  int32_t num_kv_blocks() const { return storage_.shape().num_blocks; }
+
+  // Runs the prompts as one continuous batch to completion.
+  std::vector<Generation> generate(const std::vector<std::vector<int32_t>>& prompts,
+                                   const RequestParams& params);
+
+ private:
+  void update(const SchedulerOutput& output, const std::vector<float>& logits,
+              std::vector<RequestOutput>& outputs);
+  bool check_stop(Request& request, int32_t token);
+  void emit(Request& request, RequestOutput& out);
+  void finish(Request& request, FinishReason reason);
+
+  LlamaModel& model_;
+  const Tokenizer& tokenizer_;
+  int32_t max_model_len_;
+  KvCacheStorage storage_;
+  std::unique_ptr<HostKvPool> host_pool_;
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  std::map<RequestId, std::unique_ptr<Request>> requests_;
+  RequestId next_id_ = 1;
+  uint64_t next_arrival_ = 0;
+  int64_t num_prompt_tokens_computed_ = 0;
+  int64_t num_generated_tokens_ = 0;
+};
+
+}  // namespace folio

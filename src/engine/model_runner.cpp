@@ -1,0 +1,41 @@
+#include "engine/model_runner.h"
+
+#include "kv/block_copy.h"
+
+namespace folio {
+
+ModelRunner::ModelRunner(LlamaModel& model, Backend& backend, KvCacheManager& kv,
+                         KvCacheStorage& storage, HostKvPool* host_pool)
+    : model_(model), backend_(backend), kv_(kv), storage_(storage), host_pool_(host_pool) {}
+
+const std::vector<float>& ModelRunner::execute(const SchedulerOutput& output) {
+  // Copies first, in the order they were decided: a later decision may reuse a block an
+  // earlier one emptied.
+  const std::vector<BlockCopy> copies = kv_.take_pending_copies();
+  execute_block_copies(copies, storage_, host_pool_);
+
+  batch_.tokens.clear();
+  batch_.positions.clear();
+  batch_.slot_mapping.clear();
+  batch_.sequences.clear();
+  batch_.logit_rows.clear();
+  for (const ScheduledChunk& chunk : output.chunks) {
+    const Request& request = *chunk.request;
+    const int32_t query_start = batch_.num_tokens();
+    for (int32_t i = 0; i < chunk.num_new_tokens; ++i) {
+      batch_.tokens.push_back(request.token_at(chunk.first_position + i));
+      batch_.positions.push_back(chunk.first_position + i);
+    }
+    kv_.append_slot_mapping(request.sequence_id(), chunk.first_position, chunk.num_new_tokens,
+                            batch_.slot_mapping);
+    batch_.sequences.push_back({query_start, chunk.num_new_tokens,
+                                chunk.first_position + chunk.num_new_tokens,
+                                kv_.block_table(request.sequence_id())});
+    if (chunk.samples) batch_.logit_rows.push_back(batch_.num_tokens() - 1);
+  }
+  logits_.resize(batch_.logit_rows.size() * static_cast<size_t>(model_.config().vocab_size));
+  if (!batch_.tokens.empty()) model_.forward(backend_, batch_, storage_, logits_.data());
+  return logits_;
+}
+
+}  // namespace folio

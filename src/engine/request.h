@@ -1,0 +1,63 @@
+// A generation request as the engine tracks it: its tokens, how many of them have K/V in the
+// cache (num_computed_tokens, which catches up with num_tokens: there are no separate prefill
+// and decode phases), its sampling state and its stop conditions.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+#include "kv/kv_cache_manager.h"
+#include "text/tokenizer.h"
+
+namespace folio {
+
+using RequestId = int64_t;
+
+enum class RequestStatus { kWaiting, kRunning, kSwapped, kFinished };
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+const char* finish_reason_name(FinishReason reason);
+
+struct RequestParams {
+  SamplingParams sampling;
+  int32_t max_tokens = 16;
+  std::vector<std::string> stop;          // stop strings; not part of the returned text
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int32_t priority = 0;                   // lower runs first; ties in arrival order
+};
+
+using Clock = std::chrono::steady_clock;
+
+struct Request {
+  Request(RequestId id, std::vector<int32_t> prompt, RequestParams params, const Tokenizer& tokenizer);
+
+  RequestId id;
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> output_tokens;
+  int32_t num_computed_tokens = 0;  // tokens whose K/V are in the cache
+  RequestParams params;
+  Sampler sampler;
+  IncrementalDetokenizer detokenizer;
+  std::string output_text;          // stop strings already cut off
+  size_t emitted_text = 0;          // bytes of output_text handed out in outputs
+  RequestStatus status = RequestStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  uint64_t arrival_order = 0;
+  int32_t num_preemptions = 0;
+  Clock::time_point arrival_time;
+  std::optional<Clock::time_point> first_token_time;
+  Clock::time_point last_token_time;
+
+  SequenceId sequence_id() const { return id; }
+  int32_t num_tokens() const { return static_cast<int32_t>(prompt_tokens.size() + output_tokens.size()); }
+  int32_t token_at(int32_t position) const;
+  std::vector<int32_t> all_tokens() const;
+  bool finished() const { return status == RequestStatus::kFinished; }
+};
+
+}  // namespace folio

@@ -1,0 +1,131 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <sstream>
+
+namespace folio {
+
+std::string SchedulerOutput::to_string() const {
+  std::ostringstream s;
+  s << "SchedulerOutput{tokens=" << num_batched_tokens << ", chunks=[";
+  for (const ScheduledChunk& c : chunks) {
+    s << " {req " << c.request->id << " @" << c.first_position << " +" << c.num_new_tokens
+      << (c.samples ? " sample" : "") << "}";
+  }
+  s << " ], preempted=" << preempted.size() << "}";
+  return s.str();
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
+
+bool Scheduler::runs_before(const Request* a, const Request* b) {
+  if (a->params.priority != b->params.priority) return a->params.priority < b->params.priority;
+  return a->arrival_order < b->arrival_order;
+}
+
+void Scheduler::add(Request* request) {
+  request->status = RequestStatus::kWaiting;
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), request, runs_before), request);
+}
+
+void Scheduler::remove(Request* request) {
+  std::erase(waiting_, request);
+  std::erase(running_, request);
+  std::erase(swapped_, request);
+  kv_.free(request->sequence_id());
+}
+
+void Scheduler::preempt(Request* victim, SchedulerOutput& output) {
+  std::erase(running_, victim);
+  const SequenceId id = victim->sequence_id();
+  const SequenceId ids[1] = {id};
+  ++num_preemptions_;
+  ++victim->num_preemptions;
+  output.preempted.push_back(victim->id);
+  if (config_.preemption_mode == PreemptionMode::kSwap && kv_.swap_out(ids)) {
+    victim->status = RequestStatus::kSwapped;
+    swapped_.push_back(victim);
+    return;
+  }
+  // Recompute: its K/V are dropped and its tokens (prompt and output so far) prefilled again.
+  kv_.free(id);
+  victim->num_computed_tokens = 0;
+  add(victim);
+}
+
+bool Scheduler::reserve_running(Request* request, int32_t num_new_tokens, SchedulerOutput& output) {
+  while (!kv_.allocate_slots(request->sequence_id(), num_new_tokens)) {
+    // The lowest-priority running request goes; if that is this one, it waits.
+    Request* victim = running_.back();
+    preempt(victim, output);
+    if (victim == request) return false;
+  }
+  return true;
+}
+
+void Scheduler::swap_in_what_fits() {
+  while (!swapped_.empty() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    Request* request = swapped_.front();
+    const SequenceId ids[1] = {request->sequence_id()};
+    // Room for the swapped blocks plus one more block keeps it from bouncing straight back.
+    if (!kv_.can_swap_in(ids) || kv_.num_free_blocks() < static_cast<int32_t>(kv_.host_block_table(ids[0]).size()) + 1) return;
+    kv_.swap_in(ids);
+    swapped_.pop_front();
+    request->status = RequestStatus::kRunning;
+    running_.insert(std::upper_bound(running_.begin(), running_.end(), request, runs_before), request);
+  }
+}
+
+void Scheduler::admit_waiting(int32_t& budget, SchedulerOutput& output) {
+  while (budget > 0 && !waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    Request* request = waiting_.front();
+    const std::vector<int32_t> tokens = request->all_tokens();
+    const PrefixMatch prefix = kv_.find_cached_prefix(tokens);
+    const int32_t computed = prefix.num_computed_tokens;
+    const int32_t num_new = std::min(request->num_tokens() - computed, budget);
+    if (!kv_.allocate_slots(request->sequence_id(), num_new, prefix)) return;  // wait for room
+    waiting_.pop_front();
+    request->num_computed_tokens = computed;
+    request->status = RequestStatus::kRunning;
+    running_.push_back(request);
+    output.chunks.push_back({request, computed, num_new, computed + num_new == request->num_tokens()});
+    output.num_batched_tokens += num_new;
+    budget -= num_new;
+  }
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput output;
+  int32_t budget = config_.max_num_batched_tokens;
+  swap_in_what_fits();
+
+  // Running requests, in priority order; preemption takes from the back of running_.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Request* request = running_[i];
+    const int32_t num_new = std::min(request->num_tokens() - request->num_computed_tokens, budget);
+    assert(num_new > 0);
+    if (!reserve_running(request, num_new, output)) break;  // it was the last one left
+    output.chunks.push_back({request, request->num_computed_tokens, num_new,
+                             request->num_computed_tokens + num_new == request->num_tokens()});
+    output.num_batched_tokens += num_new;
+    budget -= num_new;
+    ++i;
+  }
+  // New requests only when nothing had to give way this step (otherwise they would take the
+  // blocks the preempted ones need back).
+  if (output.preempted.empty() && swapped_.empty()) admit_waiting(budget, output);
+  return output;
+}
+
+void Scheduler::on_computed(const SchedulerOutput& output) {
+  for (const ScheduledChunk& chunk : output.chunks) {
+    Request* request = chunk.request;
+    request->num_computed_tokens = chunk.first_position + chunk.num_new_tokens;
+    const std::vector<int32_t> tokens = request->all_tokens();
+    kv_.cache_full_blocks(request->sequence_id(),
+                          std::span<const int32_t>(tokens.data(), request->num_computed_tokens));
+  }
+}
+
+}  // namespace folio

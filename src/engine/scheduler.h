@@ -1,0 +1,60 @@
+// Continuous batching: every step spends a token budget over running requests first (decode
+// tokens and unfinished prefill chunks), then admits waiting ones, chunking any prompt longer
+// than what is left of the budget. When the KV pool cannot hold a running request's next
+// tokens, the newest (lowest-priority) running request is preempted, by recompute (its blocks
+// freed, its tokens prefilled again later) or by swapping its blocks to host memory.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/scheduler_output.h"
+#include "kv/kv_cache_manager.h"
+
+namespace folio {
+
+enum class PreemptionMode { kRecompute, kSwap };
+
+struct SchedulerConfig {
+  int32_t max_num_batched_tokens = 512;  // tokens per forward pass
+  int32_t max_num_seqs = 64;             // running requests at once
+  PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
+
+  void add(Request* request);
+  // Drops the request from whichever queue holds it and frees its blocks at once.
+  void remove(Request* request);
+  SchedulerOutput schedule();
+  // After the forward pass: the scheduled chunks' tokens are computed.
+  void on_computed(const SchedulerOutput& output);
+
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_swapped() const { return static_cast<int32_t>(swapped_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  bool has_work() const { return !waiting_.empty() || !running_.empty() || !swapped_.empty(); }
+
+ private:
+  // Reserves slots for the request's next chunk, preempting others (newest first) as needed.
+  // False when the request itself had to be preempted.
+  bool reserve_running(Request* request, int32_t num_new_tokens, SchedulerOutput& output);
+  void preempt(Request* victim, SchedulerOutput& output);
+  void swap_in_what_fits();
+  void admit_waiting(int32_t& budget, SchedulerOutput& output);
+  static bool runs_before(const Request* a, const Request* b);
+
+  SchedulerConfig config_;
+  KvCacheManager& kv_;
+  std::deque<Request*> waiting_;   // in priority, then arrival, order
+  std::vector<Request*> running_;  // in priority, then arrival, order
+  std::deque<Request*> swapped_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace folio
