@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cassert>
 #include <string>
 
 namespace folio {
@@ -47,6 +48,7 @@ Expected<RequestId> Engine::add_request(std::vector<int32_t> prompt, RequestPara
   }
   if (Status s = params.sampling.validate(); !s) return s;
   if (params.max_tokens < 1) return Status::error("max_tokens must be at least 1");
+  if (params.n < 1 || params.n > 256) return Status::error("n must be between 1 and 256");
   const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   if (static_cast<int64_t>(prompt.size()) >= max_model_len_) {
     return Status::error("the prompt has " + std::to_string(prompt.size()) +
@@ -67,10 +69,14 @@ Expected<RequestId> Engine::add_request(std::vector<int32_t> prompt, RequestPara
 }
 
 bool Engine::abort(RequestId id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end() || it->second->finished()) return false;
-  finish(*it->second, FinishReason::kAbort);
-  return true;
+  bool aborted = false;
+  for (auto& [sequence_id, request] : requests_) {
+    if (request->parent_id == id && !request->finished()) {
+      finish(*request, FinishReason::kAbort);
+      aborted = true;
+    }
+  }
+  return aborted;
 }
 
 void Engine::finish(Request& request, FinishReason reason) {
@@ -147,19 +153,48 @@ void Engine::update(const SchedulerOutput& output, const std::vector<float>& log
     }
     if (!chunk.samples) continue;
     const std::span<const float> row(logits.data() + logit_row++ * vocab, vocab);
-    const SampleResult sample = request.sampler.sample(row, request.prompt_tokens, request.output_tokens);
-    request.output_tokens.push_back(sample.token);
-    ++num_generated_tokens_;
-    const auto now = Clock::now();
-    if (!request.first_token_time) request.first_token_time = now;
-    request.last_token_time = now;
-    RequestOutput out;
-    out.id = request.id;
-    out.new_tokens.push_back(sample.token);
-    if (request.params.sampling.logprobs >= 0) out.new_samples.push_back(sample);
-    check_stop(request, sample.token);
-    emit(request, out);
-    outputs.push_back(std::move(out));
+    // Siblings fork before the parent samples: its first token may already finish it.
+    if (request.params.n > 1 && !request.forked) fork_siblings(request, row, outputs);
+    outputs.push_back(sample_and_check(request, row));
+  }
+}
+
+RequestOutput Engine::sample_and_check(Request& request, std::span<const float> logits) {
+  const SampleResult sample = request.sampler.sample(logits, request.prompt_tokens, request.output_tokens);
+  request.output_tokens.push_back(sample.token);
+  ++num_generated_tokens_;
+  const auto now = Clock::now();
+  if (!request.first_token_time) request.first_token_time = now;
+  request.last_token_time = now;
+  RequestOutput out;
+  out.id = request.parent_id;
+  out.index = request.index;
+  out.new_tokens.push_back(sample.token);
+  if (request.params.sampling.logprobs >= 0) out.new_samples.push_back(sample);
+  check_stop(request, sample.token);
+  emit(request, out);
+  return out;
+}
+
+void Engine::fork_siblings(Request& parent, std::span<const float> logits,
+                           std::vector<RequestOutput>& outputs) {
+  parent.forked = true;
+  for (int32_t i = 1; i < parent.params.n; ++i) {
+    RequestParams params = parent.params;
+    if (params.sampling.seed) params.sampling.seed = *params.sampling.seed + static_cast<uint64_t>(i);
+    auto child = std::make_unique<Request>(next_id_++, parent.prompt_tokens, std::move(params), tokenizer_);
+    child->parent_id = parent.parent_id;
+    child->index = i;
+    child->forked = true;
+    child->arrival_order = parent.arrival_order;
+    child->arrival_time = parent.arrival_time;
+    child->num_computed_tokens = static_cast<int32_t>(parent.prompt_tokens.size());
+    // The parent's table now covers the prompt; the child shares every block of it.
+    kv_.fork(parent.sequence_id(), child->sequence_id());
+    Request& sibling = *child;
+    requests_.emplace(sibling.id, std::move(child));
+    scheduler_.add_running(&sibling);
+    outputs.push_back(sample_and_check(sibling, logits));
   }
 }
 
@@ -171,7 +206,8 @@ std::vector<RequestOutput> Engine::step() {
     if (request.finished()) {
       if (request.finish_reason == FinishReason::kAbort) {
         RequestOutput out;
-        out.id = request.id;
+        out.id = request.parent_id;
+        out.index = request.index;
         emit(request, out);
         outputs.push_back(std::move(out));
       }
@@ -201,6 +237,7 @@ EngineMetrics Engine::metrics() const {
 
 std::vector<Generation> Engine::generate(const std::vector<std::vector<int32_t>>& prompts,
                                          const RequestParams& params) {
+  assert(params.n == 1 && "generate() returns one result per prompt");
   std::map<RequestId, size_t> index;
   std::vector<Generation> results(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {

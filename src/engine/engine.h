@@ -31,6 +31,7 @@ struct EngineConfig {
 
 struct RequestOutput {
   RequestId id = 0;
+  int32_t index = 0;                      // which of the request's n parallel samples
   std::vector<int32_t> new_tokens;
   std::vector<SampleResult> new_samples;  // logprobs of new_tokens, when asked for
   std::string text_delta;                 // complete UTF-8 only; stop strings never appear
@@ -72,7 +73,7 @@ class Engine {
   int32_t max_model_len() const { return max_model_len_; }
   int32_t num_kv_blocks() const { return storage_.shape().num_blocks; }
 
-  // Runs the prompts as one continuous batch to completion.
+  // Runs the prompts as one continuous batch to completion (params.n must be 1).
   std::vector<Generation> generate(const std::vector<std::vector<int32_t>>& prompts,
                                    const RequestParams& params);
 
@@ -82,6 +83,10 @@ class Engine {
   bool check_stop(Request& request, int32_t token);
   void emit(Request& request, RequestOutput& out);
   void finish(Request& request, FinishReason reason);
+  // After a request's first sample: n - 1 siblings share its prompt blocks (copy-on-write).
+  void fork_siblings(Request& parent, std::span<const float> logits,
+                     std::vector<RequestOutput>& outputs);
+  RequestOutput sample_and_check(Request& request, std::span<const float> logits);
 
   LlamaModel& model_;
   const Tokenizer& tokenizer_;

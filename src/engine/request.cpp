@@ -15,6 +15,7 @@ const char* finish_reason_name(FinishReason reason) {
 Request::Request(RequestId request_id, std::vector<int32_t> prompt, RequestParams request_params,
                  const Tokenizer& tokenizer)
     : id(request_id),
+      parent_id(request_id),
       prompt_tokens(std::move(prompt)),
       params(std::move(request_params)),
       sampler(params.sampling),

@@ -29,6 +29,7 @@ struct RequestParams {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int32_t priority = 0;                   // lower runs first; ties in arrival order
+  int32_t n = 1;                          // parallel samples: one prefill, n forked continuations
 };
 
 using Clock = std::chrono::steady_clock;
@@ -37,6 +38,9 @@ struct Request {
   Request(RequestId id, std::vector<int32_t> prompt, RequestParams params, const Tokenizer& tokenizer);
 
   RequestId id;
+  RequestId parent_id;   // the user's request: == id for the first sequence, shared by its forks
+  int32_t index = 0;     // which of the n parallel samples
+  bool forked = false;   // the n - 1 siblings have been made
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> output_tokens;
   int32_t num_computed_tokens = 0;  // tokens whose K/V are in the cache

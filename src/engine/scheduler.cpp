@@ -29,6 +29,11 @@ void Scheduler::add(Request* request) {
   waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), request, runs_before), request);
 }
 
+void Scheduler::add_running(Request* request) {
+  request->status = RequestStatus::kRunning;
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), request, runs_before), request);
+}
+
 void Scheduler::remove(Request* request) {
   std::erase(waiting_, request);
   std::erase(running_, request);
@@ -72,8 +77,7 @@ void Scheduler::swap_in_what_fits() {
     if (!kv_.can_swap_in(ids) || kv_.num_free_blocks() < static_cast<int32_t>(kv_.host_block_table(ids[0]).size()) + 1) return;
     kv_.swap_in(ids);
     swapped_.pop_front();
-    request->status = RequestStatus::kRunning;
-    running_.insert(std::upper_bound(running_.begin(), running_.end(), request, runs_before), request);
+    add_running(request);
   }
 }
 

@@ -28,6 +28,8 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
 
   void add(Request* request);
+  // A sequence forked from a running one joins the running set directly (its blocks are shared).
+  void add_running(Request* request);
   // Drops the request from whichever queue holds it and frees its blocks at once.
   void remove(Request* request);
   SchedulerOutput schedule();
