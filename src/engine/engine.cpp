@@ -49,6 +49,8 @@ Expected<RequestId> Engine::add_request(std::vector<int32_t> prompt, RequestPara
   if (Status s = params.sampling.validate(); !s) return s;
   if (params.max_tokens < 1) return Status::error("max_tokens must be at least 1");
   if (params.n < 1 || params.n > 256) return Status::error("n must be between 1 and 256");
+  if (params.beam_width < 1 || params.beam_width > 64) return Status::error("beam width must be between 1 and 64");
+  if (params.beam_width > 1 && params.n > 1) return Status::error("n > 1 and beam search cannot be combined");
   const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   if (static_cast<int64_t>(prompt.size()) >= max_model_len_) {
     return Status::error("the prompt has " + std::to_string(prompt.size()) +
@@ -64,11 +66,15 @@ Expected<RequestId> Engine::add_request(std::vector<int32_t> prompt, RequestPara
   auto request = std::make_unique<Request>(id, std::move(prompt), std::move(params), tokenizer_);
   request->arrival_order = next_arrival_++;
   scheduler_.add(request.get());
+  if (request->params.beam_width > 1) {
+    beam_groups_[id] = BeamGroup{request->params, static_cast<int32_t>(request->prompt_tokens.size()), {request.get()}, {}, 0};
+  }
   requests_.emplace(id, std::move(request));
   return id;
 }
 
 bool Engine::abort(RequestId id) {
+  beam_groups_.erase(id);
   bool aborted = false;
   for (auto& [sequence_id, request] : requests_) {
     if (request->parent_id == id && !request->finished()) {
@@ -153,9 +159,129 @@ void Engine::update(const SchedulerOutput& output, const std::vector<float>& log
     }
     if (!chunk.samples) continue;
     const std::span<const float> row(logits.data() + logit_row++ * vocab, vocab);
+    if (request.params.beam_width > 1) {
+      // Scored now, extended when every live beam of its group has been scored.
+      if (!request.beam_pending) {
+        request.beam_candidates = top_logprobs(row, 2 * request.params.beam_width);
+        request.beam_pending = true;
+      }
+      continue;
+    }
     // Siblings fork before the parent samples: its first token may already finish it.
     if (request.params.n > 1 && !request.forked) fork_siblings(request, row, outputs);
     outputs.push_back(sample_and_check(request, row));
+  }
+}
+
+Request& Engine::fork_request(Request& parent) {
+  auto child = std::make_unique<Request>(next_id_++, parent.prompt_tokens, parent.params, tokenizer_);
+  child->parent_id = parent.parent_id;
+  child->forked = true;
+  child->arrival_order = parent.arrival_order;
+  child->arrival_time = parent.arrival_time;
+  child->output_tokens = parent.output_tokens;
+  child->cum_logprob = parent.cum_logprob;
+  child->num_computed_tokens = parent.num_computed_tokens;
+  kv_.fork(parent.sequence_id(), child->sequence_id());
+  Request& forked = *child;
+  requests_.emplace(forked.id, std::move(child));
+  scheduler_.add_running(&forked);
+  return forked;
+}
+
+bool Engine::beam_group_done(const BeamGroup& group, const RequestParams& params) const {
+  const int32_t width = params.beam_width;
+  if (group.live.empty()) return true;
+  if (static_cast<int32_t>(group.ended.size()) < width) return false;
+  if (params.early_stopping) return true;
+  // Hugging Face's heuristic: stop when the best live beam, scored at its current length,
+  // cannot beat the worst of the best `width` ended hypotheses.
+  std::vector<double> scores;
+  for (const BeamHypothesis& h : group.ended) scores.push_back(h.score);
+  std::sort(scores.rbegin(), scores.rend());
+  double best_live = -1e300;
+  for (const Request* beam : group.live) {
+    best_live = std::max(best_live, beam_score(beam->cum_logprob, static_cast<int32_t>(beam->output_tokens.size()),
+                                               params.length_penalty));
+  }
+  return best_live <= scores[width - 1];
+}
+
+void Engine::advance_beams(BeamGroup& group, std::vector<RequestOutput>& outputs) {
+  const RequestParams& params = group.params;
+  const RequestId id = group.live.front()->parent_id;
+  std::vector<BeamCandidate> candidates, next, ended;
+  for (size_t b = 0; b < group.live.size(); ++b) {
+    for (const auto& [token, logprob] : group.live[b]->beam_candidates) {
+      candidates.push_back({static_cast<int32_t>(b), token, group.live[b]->cum_logprob + logprob});
+    }
+  }
+  auto is_end = [&](int32_t token) {
+    return (!params.ignore_eos && tokenizer_.is_end_of_generation(token)) ||
+           std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), token) != params.stop_token_ids.end();
+  };
+  select_beams(std::move(candidates), params.beam_width, is_end, next, ended);
+  for (const BeamCandidate& c : ended) {
+    BeamHypothesis h{group.live[c.beam]->output_tokens, c.cum_logprob, 0.0, FinishReason::kStop};
+    h.tokens.push_back(c.token);
+    h.score = beam_score(h.cum_logprob, static_cast<int32_t>(h.tokens.size()), params.length_penalty);
+    group.ended.push_back(std::move(h));
+  }
+  // Forks first, from the beams as they are; then every chosen beam takes its token.
+  std::vector<Request*> chosen;
+  std::vector<bool> reused(group.live.size(), false);
+  for (const BeamCandidate& c : next) {
+    Request* beam = group.live[c.beam];
+    chosen.push_back(reused[c.beam] ? &fork_request(*beam) : beam);
+    reused[c.beam] = true;
+  }
+  for (size_t b = 0; b < group.live.size(); ++b) {
+    if (!reused[b]) finish(*group.live[b], FinishReason::kNone);  // pruned
+  }
+  group.live.clear();
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    Request& beam = *chosen[i];
+    beam.output_tokens.push_back(next[i].token);
+    beam.cum_logprob = next[i].cum_logprob;
+    beam.beam_pending = false;
+    ++num_generated_tokens_;
+    if (static_cast<int32_t>(beam.output_tokens.size()) >= params.max_tokens || beam.num_tokens() >= max_model_len_) {
+      group.ended.push_back({beam.output_tokens, beam.cum_logprob,
+                             beam_score(beam.cum_logprob, static_cast<int32_t>(beam.output_tokens.size()), params.length_penalty),
+                             FinishReason::kLength});
+      finish(beam, FinishReason::kLength);
+    } else {
+      group.live.push_back(&beam);
+    }
+  }
+  group.peak_blocks = std::max<int64_t>(group.peak_blocks, kv_.metrics().num_used_blocks);
+  if (beam_group_done(group, params)) finish_beam_group(id, group, outputs);
+}
+
+void Engine::finish_beam_group(RequestId id, BeamGroup& group, std::vector<RequestOutput>& outputs) {
+  const RequestParams& params = group.params;
+  for (Request* beam : group.live) {
+    group.ended.push_back({beam->output_tokens, beam->cum_logprob,
+                           beam_score(beam->cum_logprob, static_cast<int32_t>(beam->output_tokens.size()), params.length_penalty),
+                           FinishReason::kLength});
+    finish(*beam, FinishReason::kLength);
+  }
+  group.live.clear();
+  std::stable_sort(group.ended.begin(), group.ended.end(),
+                   [](const BeamHypothesis& a, const BeamHypothesis& b) { return a.score > b.score; });
+  const int32_t width = params.beam_width;
+  for (int32_t rank = 0; rank < std::min<int32_t>(width, static_cast<int32_t>(group.ended.size())); ++rank) {
+    const BeamHypothesis& h = group.ended[rank];
+    RequestOutput out;
+    out.id = id;
+    out.index = rank;
+    out.new_tokens = h.tokens;
+    out.text_delta = tokenizer_.decode(h.tokens, /*skip_special=*/true);
+    out.finished = true;
+    out.finish_reason = h.reason;
+    out.num_prompt_tokens = group.num_prompt_tokens;
+    out.num_output_tokens = static_cast<int32_t>(h.tokens.size());
+    outputs.push_back(std::move(out));
   }
 }
 
@@ -220,6 +346,15 @@ std::vector<RequestOutput> Engine::step() {
   if (scheduled.empty()) return outputs;
   const std::vector<float>& logits = runner_.execute(scheduled);
   update(scheduled, logits, outputs);
+  // Beam groups whose live beams are all scored (and none swapped out) move on together.
+  for (auto it = beam_groups_.begin(); it != beam_groups_.end();) {
+    BeamGroup& group = it->second;
+    const bool ready = !group.live.empty() && std::all_of(group.live.begin(), group.live.end(), [&](const Request* b) {
+      return b->beam_pending && !kv_.is_swapped(b->sequence_id());
+    });
+    if (ready) advance_beams(group, outputs);
+    it = group.live.empty() ? beam_groups_.erase(it) : std::next(it);
+  }
   return outputs;
 }
 
@@ -251,12 +386,15 @@ std::vector<Generation> Engine::generate(const std::vector<std::vector<int32_t>>
   }
   while (has_unfinished_requests()) {
     for (RequestOutput& out : step()) {
+      if (out.index != 0) continue;  // beam search: the best hypothesis
       Generation& g = results[index.at(out.id)];
       g.tokens.insert(g.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
       g.text += out.text_delta;
       if (out.finished) {
         g.finish_reason = out.finish_reason;
-        const Request& r = *requests_.at(out.id);
+        const auto found = requests_.find(out.id);
+        if (found == requests_.end() || !found->second->first_token_time) continue;  // beam search
+        const Request& r = *found->second;
         g.time_to_first_token_s = std::chrono::duration<double>(*r.first_token_time - r.arrival_time).count();
         if (r.output_tokens.size() > 1) {
           g.time_per_output_token_s = std::chrono::duration<double>(r.last_token_time - *r.first_token_time).count() /

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
+#include "engine/beam_search.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -60,6 +61,22 @@ struct Generation {
   double time_per_output_token_s = 0.0;
 };
 
+struct BeamHypothesis {
+  std::vector<int32_t> tokens;
+  double cum_logprob = 0.0;
+  double score = 0.0;
+  FinishReason reason = FinishReason::kNone;
+};
+
+// The live beams and ended hypotheses of one beam-search request.
+struct BeamGroup {
+  RequestParams params;
+  int32_t num_prompt_tokens = 0;
+  std::vector<Request*> live;
+  std::vector<BeamHypothesis> ended;
+  int64_t peak_blocks = 0;  // for reports against full copies
+};
+
 class Engine {
  public:
   Engine(LlamaModel& model, Backend& backend, const Tokenizer& tokenizer, const EngineConfig& config);
@@ -87,6 +104,10 @@ class Engine {
   void fork_siblings(Request& parent, std::span<const float> logits,
                      std::vector<RequestOutput>& outputs);
   RequestOutput sample_and_check(Request& request, std::span<const float> logits);
+  void advance_beams(BeamGroup& group, std::vector<RequestOutput>& outputs);
+  Request& fork_request(Request& parent);
+  bool beam_group_done(const BeamGroup& group, const RequestParams& params) const;
+  void finish_beam_group(RequestId id, BeamGroup& group, std::vector<RequestOutput>& outputs);
 
   LlamaModel& model_;
   const Tokenizer& tokenizer_;
@@ -97,6 +118,7 @@ class Engine {
   Scheduler scheduler_;
   ModelRunner runner_;
   std::map<RequestId, std::unique_ptr<Request>> requests_;
+  std::map<RequestId, BeamGroup> beam_groups_;
   RequestId next_id_ = 1;
   uint64_t next_arrival_ = 0;
   int64_t num_prompt_tokens_computed_ = 0;

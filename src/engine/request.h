@@ -30,6 +30,9 @@ struct RequestParams {
   bool ignore_eos = false;
   int32_t priority = 0;                   // lower runs first; ties in arrival order
   int32_t n = 1;                          // parallel samples: one prefill, n forked continuations
+  int32_t beam_width = 1;                 // > 1: beam search (greedy over beams; results at the end)
+  float length_penalty = 1.0f;            // beam score = cum logprob / length^length_penalty
+  bool early_stopping = false;            // beam search ends once beam_width hypotheses ended
 };
 
 using Clock = std::chrono::steady_clock;
@@ -41,6 +44,9 @@ struct Request {
   RequestId parent_id;   // the user's request: == id for the first sequence, shared by its forks
   int32_t index = 0;     // which of the n parallel samples
   bool forked = false;   // the n - 1 siblings have been made
+  double cum_logprob = 0.0;  // beam search: sum of the output tokens' logprobs
+  bool beam_pending = false;  // beam search: sampled, waiting for the rest of its group
+  std::vector<std::pair<int32_t, double>> beam_candidates;  // (token, logprob), best first
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> output_tokens;
   int32_t num_computed_tokens = 0;  // tokens whose K/V are in the cache

@@ -108,7 +108,10 @@ SchedulerOutput Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* request = running_[i];
     const int32_t num_new = std::min(request->num_tokens() - request->num_computed_tokens, budget);
-    assert(num_new > 0);
+    if (num_new == 0) {  // a beam waiting for the rest of its group to be scored
+      ++i;
+      continue;
+    }
     if (!reserve_running(request, num_new, output)) break;  // it was the last one left
     output.chunks.push_back({request, request->num_computed_tokens, num_new,
                              request->num_computed_tokens + num_new == request->num_tokens()});
