@@ -142,6 +142,14 @@ void Engine::emit(Request& request, RequestOutput& out) {
   }
   out.finished = request.finished();
   out.finish_reason = request.finish_reason;
+  if (out.finished && request.first_token_time) {
+    out.time_to_first_token_s = std::chrono::duration<double>(*request.first_token_time - request.arrival_time).count();
+    if (request.output_tokens.size() > 1) {
+      out.time_per_output_token_s =
+          std::chrono::duration<double>(request.last_token_time - *request.first_token_time).count() /
+          static_cast<double>(request.output_tokens.size() - 1);
+    }
+  }
   out.num_prompt_tokens = static_cast<int32_t>(request.prompt_tokens.size());
   out.num_output_tokens = static_cast<int32_t>(request.output_tokens.size());
 }
@@ -356,6 +364,30 @@ std::vector<RequestOutput> Engine::step() {
     it = group.live.empty() ? beam_groups_.erase(it) : std::next(it);
   }
   return outputs;
+}
+
+Status Engine::check_invariants() const {
+  if (Status s = kv_.check_invariants(); !s) return s;
+  for (const auto& [id, request] : requests_) {
+    const bool holds = kv_.contains(request->sequence_id());
+    if (request->finished() && holds) {
+      return Status::error("finished request " + std::to_string(id) + " still holds KV blocks");
+    }
+    if (request->status == RequestStatus::kRunning && !holds) {
+      return Status::error("running request " + std::to_string(id) + " has no KV blocks");
+    }
+    if (request->status == RequestStatus::kSwapped && !kv_.is_swapped(request->sequence_id())) {
+      return Status::error("swapped request " + std::to_string(id) + " is not swapped in the KV manager");
+    }
+    if (request->status == RequestStatus::kWaiting && holds) {
+      return Status::error("waiting request " + std::to_string(id) + " holds KV blocks");
+    }
+    if (!request->finished() && kv_.contains(request->sequence_id()) &&
+        kv_.num_tokens(request->sequence_id()) < request->num_computed_tokens) {
+      return Status::error("request " + std::to_string(id) + " has more computed tokens than slots");
+    }
+  }
+  return Status::ok();
 }
 
 EngineMetrics Engine::metrics() const {

@@ -40,6 +40,8 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;
+  double time_to_first_token_s = 0.0;      // set when finished
+  double time_per_output_token_s = 0.0;    // set when finished (mean after the first token)
 };
 
 struct EngineMetrics {
@@ -87,6 +89,10 @@ class Engine {
   std::vector<RequestOutput> step();
   bool has_unfinished_requests() const { return scheduler_.has_work(); }
   EngineMetrics metrics() const;
+  // The KV manager's invariants (every block's ref count equals the tables holding it, ...)
+  // plus the engine's: every unfinished request's sequence is known to the KV manager unless
+  // it waits, and no finished request holds blocks.
+  Status check_invariants() const;
   int32_t max_model_len() const { return max_model_len_; }
   int32_t num_kv_blocks() const { return storage_.shape().num_blocks; }
 
