@@ -42,6 +42,8 @@ class ReferenceLlama:
         # x: (n, heads, head_dim); rotate pairs (2i, 2i+1), or (i, i + d/2) for NeoX layout.
         half = self.rope_dim // 2
         inv_freq = self.rope_base ** (-2.0 * np.arange(half) / self.rope_dim)
+        if "rope_freqs.weight" in self.w:  # Llama-3 scaling: per-pair frequency divisors
+            inv_freq = inv_freq / self.w["rope_freqs.weight"].reshape(-1)
         theta = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
         cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
         out = x.copy()
