@@ -424,14 +424,8 @@ std::vector<Generation> Engine::generate(const std::vector<std::vector<int32_t>>
       g.text += out.text_delta;
       if (out.finished) {
         g.finish_reason = out.finish_reason;
-        const auto found = requests_.find(out.id);
-        if (found == requests_.end() || !found->second->first_token_time) continue;  // beam search
-        const Request& r = *found->second;
-        g.time_to_first_token_s = std::chrono::duration<double>(*r.first_token_time - r.arrival_time).count();
-        if (r.output_tokens.size() > 1) {
-          g.time_per_output_token_s = std::chrono::duration<double>(r.last_token_time - *r.first_token_time).count() /
-                                      static_cast<double>(r.output_tokens.size() - 1);
-        }
+        g.time_to_first_token_s = out.time_to_first_token_s;
+        g.time_per_output_token_s = out.time_per_output_token_s;
       }
     }
   }
