@@ -102,7 +102,11 @@ CommandRunner add_bench_command(CLI::App& app) {
   cmd->add_option("-b,--batch", options->batch, "Tokens per forward pass in ppN")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--json", options->json, "One JSON object per test on stdout");
-  return [options] { return run(*options); };
+  // `folio bench` alone keeps measuring ppN/tgN; `folio bench batch` is the serving benchmark.
+  cmd->require_subcommand(0, 1);
+  CommandRunner run_batch = add_bench_batch_command(*cmd);
+  CLI::App* batch = cmd->get_subcommand("batch");
+  return [options, batch, run_batch] { return batch->parsed() ? run_batch() : run(*options); };
 }
 
 }  // namespace folio::cli

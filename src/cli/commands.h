@@ -11,6 +11,9 @@ using CommandRunner = std::function<int()>;
 
 CommandRunner add_run_command(CLI::App& app);
 CommandRunner add_perplexity_command(CLI::App& app);
+CommandRunner add_serve_command(CLI::App& app);
+// Also registers `bench batch` (add_bench_batch_command) and runs it when it was given.
 CommandRunner add_bench_command(CLI::App& app);
+CommandRunner add_bench_batch_command(CLI::App& bench);
 
 }  // namespace folio::cli

@@ -1,4 +1,4 @@
-// folio: one binary, subcommands run | perplexity | bench.
+// folio: one binary, subcommands run | perplexity | bench [batch].
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   std::map<std::string, folio::cli::CommandRunner> runners;
   runners["run"] = folio::cli::add_run_command(app);
   runners["perplexity"] = folio::cli::add_perplexity_command(app);
+  runners["serve"] = folio::cli::add_serve_command(app);
   runners["bench"] = folio::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);

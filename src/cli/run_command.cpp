@@ -1,13 +1,17 @@
-// `folio run`: generate text from a prompt, streaming it to stdout as it is produced.
-#include <chrono>
+// `folio run`: generate text from one prompt (streamed to stdout as it is produced) or from
+// many (-p repeated, -f one prompt per line), which run through the engine as one continuous
+// batch and print "[i] <text>" as each finishes.
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/engine_options.h"
 #include "cli/model_session.h"
-#include "engine/sampler.h"
-#include "engine/sequence_runner.h"
+#include "cli/request_timing.h"
+#include "engine/engine.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -16,7 +20,8 @@ namespace {
 
 struct RunOptions {
   std::string model;
-  std::string prompt;
+  std::vector<std::string> prompts;
+  std::string prompt_file;
   int max_tokens = 128;
   float temperature = 0.8f;
   int top_k = 40;
@@ -29,37 +34,105 @@ struct RunOptions {
   int threads = 0;
   int context = 0;
   bool quiet = false;
+  EngineOptions engine;
 };
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+// Lines of the file, empty ones (and a Windows line end's \r) dropped.
+Expected<std::vector<std::string>> read_prompt_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::error("cannot read the prompt file '" + path + "'");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
-Expected<std::string> chat_prompt(const ModelSession& session, const RunOptions& options) {
+Expected<std::vector<int32_t>> encode_prompt(const ModelSession& session, const RunOptions& options,
+                                             const std::string& prompt) {
+  const Tokenizer& tok = *session.tokenizer;
+  if (!options.chat) return tok.encode(prompt, /*add_special=*/true, /*parse_special=*/false);
   const std::optional<std::string> source = session.file->get_string("tokenizer.chat_template");
   if (!source) return Status::error("--chat: the model has no chat template (tokenizer.chat_template)");
   Expected<ChatTemplate> chat_template = ChatTemplate::parse(*source);
   if (!chat_template) return chat_template.status();
   std::vector<ChatMessage> messages;
   if (!options.system_prompt.empty()) messages.push_back({"system", options.system_prompt});
-  messages.push_back({"user", options.prompt});
-  const Tokenizer& tok = *session.tokenizer;
+  messages.push_back({"user", prompt});
   nlohmann::json extra = {{"bos_token", tok.token_to_piece(tok.bos_id())},
                           {"eos_token", tok.token_to_piece(tok.eos_id())}};
-  return chat_template->render(messages, /*add_generation_prompt=*/true, extra);
+  Expected<std::string> text = chat_template->render(messages, /*add_generation_prompt=*/true, extra);
+  if (!text) return text.status();
+  // The template already wrote any BOS; special-token texts in it are tokens.
+  return tok.encode(*text, /*add_special=*/false, /*parse_special=*/true);
 }
 
-int run(const RunOptions& options) {
-  SamplingParams params;
-  params.temperature = options.temperature;
-  params.top_k = options.top_k;
-  params.top_p = options.top_p;
-  params.min_p = options.min_p;
-  params.repetition_penalty = options.repetition_penalty;
-  if (options.seed >= 0) params.seed = static_cast<uint64_t>(options.seed);
-  if (Status s = params.validate(); !s) {
+RequestParams request_params(const RunOptions& options) {
+  RequestParams params;
+  params.sampling.temperature = options.temperature;
+  params.sampling.top_k = options.top_k;
+  params.sampling.top_p = options.top_p;
+  params.sampling.min_p = options.min_p;
+  params.sampling.repetition_penalty = options.repetition_penalty;
+  // Every request gets the same seed, as vLLM does with one SamplingParams for a batch.
+  if (options.seed >= 0) params.sampling.seed = static_cast<uint64_t>(options.seed);
+  params.max_tokens = options.max_tokens;
+  return params;
+}
+
+void write(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+// The streaming line of a single prompt, as before the engine: prefill speed from the time to
+// first token, decode speed over the tokens after it.
+void print_single_summary(const RequestTiming& t) {
+  const double ttft = t.time_to_first_token_s();
+  const double tpot = t.time_per_output_token_s();
+  std::fprintf(stderr, "prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s\n",
+               t.num_prompt_tokens, ttft > 0 ? t.num_prompt_tokens / ttft : 0.0, t.num_output_tokens,
+               tpot > 0 ? 1.0 / tpot : 0.0);
+}
+
+void print_batch_summary(const std::vector<RequestTiming>& timings, double seconds, const EngineMetrics& m) {
+  int64_t prompt_tokens = 0, output_tokens = 0;
+  std::vector<double> ttft, tpot;
+  for (const RequestTiming& t : timings) {
+    prompt_tokens += t.num_prompt_tokens;
+    output_tokens += t.num_output_tokens;
+    ttft.push_back(t.time_to_first_token_s());
+    if (t.num_output_tokens > 1) tpot.push_back(t.time_per_output_token_s());
+  }
+  std::fprintf(stderr,
+               "requests: %zu | prompt tokens: %lld | output tokens: %lld | time: %.2f s | "
+               "output: %.1f tok/s | mean TTFT: %.3f s | mean TPOT: %.1f ms | preemptions: %lld | "
+               "prefix-cache hits: %.1f%%\n",
+               timings.size(), static_cast<long long>(prompt_tokens), static_cast<long long>(output_tokens),
+               seconds, seconds > 0 ? output_tokens / seconds : 0.0, spread_of(ttft).mean,
+               spread_of(tpot).mean * 1e3, static_cast<long long>(m.num_preemptions),
+               100.0 * m.kv.prefix_cache.token_hit_rate());
+}
+
+int run(RunOptions options) {
+  if (!options.prompt_file.empty()) {
+    Expected<std::vector<std::string>> lines = read_prompt_lines(options.prompt_file);
+    if (!lines) {
+      std::fprintf(stderr, "folio run: %s\n", lines.error().c_str());
+      return 2;
+    }
+    options.prompts.insert(options.prompts.end(), lines->begin(), lines->end());
+  }
+  if (options.prompts.empty()) {
+    std::fprintf(stderr, "folio run: no prompts (the prompt file has only empty lines)\n");
+    return 2;
+  }
+  const RequestParams params = request_params(options);
+  if (Status s = params.sampling.validate(); !s) {
     std::fprintf(stderr, "folio run: %s\n", s.message().c_str());
+    return 2;
+  }
+  Expected<EngineConfig> config = to_engine_config(options.engine, options.context);
+  if (!config) {
+    std::fprintf(stderr, "folio run: %s\n", config.error().c_str());
     return 2;
   }
 
@@ -68,62 +141,51 @@ int run(const RunOptions& options) {
     std::fprintf(stderr, "folio run: %s\n", session.error().c_str());
     return 1;
   }
-  const Tokenizer& tokenizer = *session->tokenizer;
-  std::vector<int32_t> prompt_tokens;
-  if (options.chat) {
-    Expected<std::string> text = chat_prompt(*session, options);
-    if (!text) {
-      std::fprintf(stderr, "folio run: %s\n", text.error().c_str());
-      return 1;
+  Engine engine(*session->model, *session->backend, *session->tokenizer, *config);
+
+  const bool streaming = options.prompts.size() == 1;
+  std::map<RequestId, size_t> index_of;
+  std::vector<RequestTiming> timings(options.prompts.size());
+  std::vector<std::string> texts(options.prompts.size());
+  const auto start = SteadyClock::now();
+  for (size_t i = 0; i < options.prompts.size(); ++i) {
+    Expected<std::vector<int32_t>> tokens = encode_prompt(*session, options, options.prompts[i]);
+    Expected<RequestId> id = tokens ? engine.add_request(std::move(tokens).value(), params)
+                                    : Expected<RequestId>(tokens.status());
+    if (!id) {
+      std::fprintf(stderr, "folio run: prompt %zu: %s\n", i, id.error().c_str());
+      return 2;
     }
-    // The template already wrote any BOS; special-token texts in it are tokens.
-    prompt_tokens = tokenizer.encode(*text, /*add_special=*/false, /*parse_special=*/true);
-  } else {
-    prompt_tokens = tokenizer.encode(options.prompt, /*add_special=*/true, /*parse_special=*/false);
-  }
-  if (prompt_tokens.empty()) {
-    std::fprintf(stderr, "folio run: the prompt is empty\n");
-    return 2;
-  }
-  const int32_t context = options.context > 0 ? options.context : session->model->config().context_length;
-  if (static_cast<int64_t>(prompt_tokens.size()) >= context) {
-    std::fprintf(stderr, "folio run: the prompt has %zu tokens, more than the context size %d\n",
-                 prompt_tokens.size(), context);
-    return 2;
+    index_of[*id] = i;
+    timings[i].submitted = start;
   }
 
-  SequenceRunner runner(*session->model, *session->backend, context);
-  Sampler sampler(params);
-  IncrementalDetokenizer detokenizer(tokenizer);
-  std::vector<int32_t> output_tokens;
-
-  const auto prompt_start = Clock::now();
-  Expected<std::vector<float>> logits = runner.append(prompt_tokens);
-  const double prompt_seconds = seconds_since(prompt_start);
-  const auto generation_start = Clock::now();
-  while (logits && static_cast<int>(output_tokens.size()) < options.max_tokens) {
-    const SampleResult result = sampler.sample(*logits, prompt_tokens, output_tokens);
-    if (tokenizer.is_end_of_generation(result.token)) break;
-    output_tokens.push_back(result.token);
-    const std::string piece = detokenizer.push(result.token);
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    if (runner.num_tokens() >= runner.capacity()) break;
-    const int32_t next[1] = {result.token};
-    logits = runner.append(next);
+  while (engine.has_unfinished_requests()) {
+    const std::vector<RequestOutput> outputs = engine.step();
+    const auto now = SteadyClock::now();
+    for (const RequestOutput& out : outputs) {
+      const size_t i = index_of.at(out.id);
+      timings[i].record(out, now);
+      if (streaming) {
+        write(out.text_delta);
+        if (out.finished) write("\n");
+        std::fflush(stdout);
+        continue;
+      }
+      texts[i] += out.text_delta;
+      if (out.finished) {
+        std::printf("[%zu] %s\n", i, texts[i].c_str());
+        std::fflush(stdout);
+      }
+    }
   }
-  const std::string tail = detokenizer.flush();
-  std::fwrite(tail.data(), 1, tail.size(), stdout);
-  std::fputc('\n', stdout);
-  const double generation_seconds = seconds_since(generation_start);
-  if (!logits) {
-    std::fprintf(stderr, "folio run: %s\n", logits.error().c_str());
-    return 1;
-  }
+  const double seconds = seconds_between(start, SteadyClock::now());
   if (!options.quiet) {
-    std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | generation: %zu tokens, %.1f tok/s\n",
-                 prompt_tokens.size(), prompt_tokens.size() / prompt_seconds, output_tokens.size(),
-                 output_tokens.empty() ? 0.0 : output_tokens.size() / generation_seconds);
+    if (streaming) {
+      print_single_summary(timings[0]);
+    } else {
+      print_batch_summary(timings, seconds, engine.metrics());
+    }
   }
   return 0;
 }
@@ -132,21 +194,31 @@ int run(const RunOptions& options) {
 
 CommandRunner add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
-  CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt");
+  CLI::App* cmd = app.add_subcommand("run", "Generate text from one prompt (streamed) or many (one continuous batch)");
   cmd->add_option("-m,--model", options->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
-  cmd->add_option("-p,--prompt", options->prompt, "Prompt text")->required();
-  cmd->add_option("-n,--max-tokens", options->max_tokens, "Tokens to generate")->check(CLI::Range(0, 1 << 20));
+  // One argument per -p, so that `-p a -p b` is two prompts and a stray word is an error.
+  cmd->add_option("-p,--prompt", options->prompts, "Prompt text; repeat for several")->allow_extra_args(false);
+  cmd->add_option("-f,--file", options->prompt_file, "Prompts, one per line (empty lines skipped)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-n,--max-tokens", options->max_tokens, "Tokens to generate per prompt")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temp,--temperature", options->temperature, "Sampling temperature (0 = greedy)")->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--top-k", options->top_k, "Top-k (<= 0: off)");
   cmd->add_option("--top-p", options->top_p, "Top-p (nucleus)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--min-p", options->min_p, "Min-p")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--repeat-penalty", options->repetition_penalty, "Repetition penalty")->check(CLI::Range(0.0f, 10.0f));
-  cmd->add_option("--seed", options->seed, "Random seed (-1: random)");
-  cmd->add_flag("--chat", options->chat, "Apply the model's chat template");
+  cmd->add_option("--seed", options->seed, "Random seed (-1: random); every prompt gets the same one");
+  cmd->add_flag("--chat", options->chat, "Apply the model's chat template to every prompt");
   cmd->add_option("--system", options->system_prompt, "System prompt (with --chat)");
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
-  cmd->add_option("-c,--ctx-size", options->context, "Context size (0: the model's)")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-c,--ctx-size", options->context, "Context size per request (0: the model's)")->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("-q,--quiet", options->quiet, "No progress or timing lines on stderr");
+  add_engine_options(*cmd, options->engine);
+  // Checked while parsing, so that a missing prompt gets the usage message like any bad option.
+  cmd->callback([options] {
+    if (options->prompts.empty() && options->prompt_file.empty()) {
+      throw CLI::RequiredError("--prompt (or --file)");
+    }
+  });
   return [options] { return run(*options); };
 }
 

@@ -20,10 +20,14 @@ is_clean_failure() { local code="$1"; [ "$code" -ne 0 ] && [ "$code" -lt 128 ]; 
 
 code=$(exit_code "$folio"); check "no subcommand fails cleanly" is_clean_failure "$code"
 code=$(exit_code "$folio" run); check "run without a prompt fails cleanly" is_clean_failure "$code"
-check "run without a prompt says what is missing" grep -q -- "--prompt is required" "$tmp/err"
+check "run without a prompt says what is missing" grep -q -- "--prompt (or --file) is required" "$tmp/err"
 code=$(exit_code "$folio" run -p hi --temp -1); check "negative temperature is refused" is_clean_failure "$code"
 code=$(exit_code "$folio" run -p hi --top-p 2); check "top-p above 1 is refused" is_clean_failure "$code"
 code=$(exit_code "$folio" run -p hi -n abc); check "non-numeric -n is refused" is_clean_failure "$code"
+code=$(exit_code "$folio" run -p hi --kv-cache-memory 12X); check "bad --kv-cache-memory is refused" is_clean_failure "$code"
+check "bad --kv-cache-memory is explained" grep -q "not a memory size" "$tmp/err"
+code=$(exit_code "$folio" run -p hi --preemption swap); check "swap preemption without swap space is refused" is_clean_failure "$code"
+code=$(exit_code "$folio" run -f "$tmp/none.txt"); check "missing prompt file fails cleanly" is_clean_failure "$code"
 code=$(exit_code "$folio" run -p hi -m "$tmp/none.gguf"); check "missing model fails cleanly" is_clean_failure "$code"
 check "missing model is named" grep -q "does not exist" "$tmp/err"
 
@@ -47,6 +51,20 @@ check "chat generation succeeds" [ "$code" -eq 0 ]
 check "chat prints timings" grep -q "generation:.*tok/s" "$tmp/err"
 check "chat answers" grep -q "4" "$tmp/out"
 
+code=$(exit_code "$folio" run -p "The capital of France is" -p "Once upon a time" -n 8 --temp 0 --kv-cache-memory 64M --block-size 8)
+check "two prompts run as a batch" [ "$code" -eq 0 ]
+check "the first prompt's answer is labelled" grep -q "^\[0\] .*Paris" "$tmp/out"
+check "the second prompt's answer is labelled" grep -q "^\[1\] " "$tmp/out"
+check "a batch prints its summary" grep -q "requests: 2 .*output: .* tok/s .*mean TTFT" "$tmp/err"
+printf 'The capital of France is\n\nOnce upon a time\n' > "$tmp/prompts.txt"
+code=$(exit_code "$folio" run -f "$tmp/prompts.txt" -n 8 --temp 0 -q)
+check "a prompt file runs" [ "$code" -eq 0 ]
+check "a prompt file gives one answer per non-empty line" [ "$(grep -c '^\[[0-9]\] ' "$tmp/out")" -eq 2 ]
+check "a batch answers like a single run" grep -q "^\[0\] .*Paris" "$tmp/out"
+code=$(exit_code "$folio" run --chat -p "What is 2+2?" -p "Say hi." -n 16 --temp 0 -q)
+check "chat works for every prompt" [ "$code" -eq 0 ]
+check "chat batch answers" grep -q "^\[0\] .*4" "$tmp/out"
+
 code=$(exit_code "$folio" perplexity -f "$src/tests/data/perplexity.txt" --ctx 128 --chunks 2)
 check "perplexity succeeds" [ "$code" -eq 0 ]
 check "perplexity is printed" grep -q "^perplexity: " "$tmp/out"
@@ -54,6 +72,13 @@ code=$(exit_code "$folio" perplexity -f "$tmp/none.txt"); check "perplexity of a
 code=$(exit_code "$folio" bench -p 16 -n 4 -r 1 --json)
 check "bench succeeds" [ "$code" -eq 0 ]
 check "bench reports pp and tg" grep -q '"tg4"' "$tmp/out"
+# A budget below the prefix makes the first request take two steps, so that the others,
+# admitted after its first chunk, find that chunk's blocks cached.
+code=$(exit_code "$folio" bench batch --num-requests 4 --scale 0.05 --num-questions 4 --prefix-tokens 96 \
+  --question-output-tokens 4 --max-num-batched-tokens 64 --corpus "$src/tests/data/perplexity.txt" --json)
+check "bench batch succeeds" [ "$code" -eq 0 ]
+check "bench batch reports four rows" [ "$(grep -c '"output_tps_median"' "$tmp/out")" -eq 4 ]
+check "bench batch hits the shared prefix" grep -q '"serving":"batched, prefix cache on".*"prefix_cache_hit_rate":0\.[1-9]' "$tmp/out"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,180 @@
+// `folio bench batch`: issue 3's serving benchmarks in one run, on the CPU.
+//   a) mixed lengths: continuous batching (all requests at once) vs one request at a time;
+//   b) KV utilization on that workload vs contiguous allocation (printed as its own table);
+//   c) shared prefix: one long system prompt + many short questions, prefix cache on vs off.
+// Repetitions alternate the compared modes, so that drift on a shared machine hits both.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "cli/bench_batch_report.h"
+#include "cli/commands.h"
+#include "cli/engine_options.h"
+#include "cli/model_session.h"
+#include "cli/workload_runner.h"
+
+namespace folio::cli {
+namespace {
+
+struct BenchBatchOptions {
+  std::string model;
+  std::string corpus = "tests/data/perplexity.txt";
+  std::string workloads = "all";
+  MixedLengthShape mixed;
+  SharedPrefixShape shared;
+  int repetitions = 1;
+  int threads = 0;
+  bool json = false;
+  EngineOptions engine;
+};
+
+// The corpus's tokens, or none (prompts become random ids) when the file is missing.
+std::vector<int32_t> corpus_tokens(const std::string& path, const Tokenizer& tokenizer) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "bench batch: no corpus at '%s'; prompts are random token ids\n", path.c_str());
+    return {};
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return tokenizer.encode(text.str(), /*add_special=*/false, /*parse_special=*/false);
+}
+
+void describe(const char* name, const std::vector<WorkloadRequest>& requests) {
+  std::vector<double> prompt, output;
+  for (const WorkloadRequest& r : requests) {
+    prompt.push_back(static_cast<double>(r.prompt.size()));
+    output.push_back(r.max_tokens);
+  }
+  const Spread p = spread_of(prompt), o = spread_of(output);
+  std::printf("- %s: %zu requests; prompt tokens mean %.0f, median %.0f, range %.0f-%.0f; "
+              "output tokens mean %.0f, median %.0f, range %.0f-%.0f\n",
+              name, requests.size(), p.mean, p.median, p.min, p.max, o.mean, o.median, o.min, o.max);
+}
+
+// Pages the weights in and lets the thread pool settle before anything is timed.
+void warm_up(ModelSession& session, const EngineConfig& config, int32_t vocab_size) {
+  MixedLengthShape tiny;
+  tiny.num_requests = 4;
+  tiny.scale = 0.2;
+  Engine engine(*session.model, *session.backend, *session.tokenizer, config);
+  (void)run_workload(engine, make_mixed_length_workload(tiny, {}, vocab_size), ServingMode::kContinuousBatching);
+}
+
+// A fresh engine per run: a prefix cache left warm by an earlier run would skew the next.
+Status run_once(ModelSession& session, const EngineConfig& config, const std::vector<WorkloadRequest>& requests,
+                ServingMode mode, BenchRow& row) {
+  Engine engine(*session.model, *session.backend, *session.tokenizer, config);
+  Expected<WorkloadResult> result = run_workload(engine, requests, mode);
+  if (!result) return result.status();
+  std::fprintf(stderr, "bench batch: %s, %s: %.1f s, %.1f output tok/s\n", row.workload.c_str(),
+               row.serving.c_str(), result->seconds, result->output_tokens_per_s());
+  row.runs.push_back(std::move(result).value());
+  return Status::ok();
+}
+
+int run(const BenchBatchOptions& options) {
+  Expected<EngineConfig> config = to_engine_config(options.engine, 0);
+  if (!config) {
+    std::fprintf(stderr, "folio bench batch: %s\n", config.error().c_str());
+    return 2;
+  }
+  Expected<ModelSession> session = open_model_session(options.model, options.threads, options.json);
+  if (!session) {
+    std::fprintf(stderr, "folio bench batch: %s\n", session.error().c_str());
+    return 1;
+  }
+  const int32_t vocab = session->model->config().vocab_size;
+  const std::vector<int32_t> corpus = corpus_tokens(options.corpus, *session->tokenizer);
+  const bool run_mixed = options.workloads != "prefix";
+  const bool run_shared = options.workloads != "mixed";
+  const std::vector<WorkloadRequest> mixed = make_mixed_length_workload(options.mixed, corpus, vocab);
+  const std::vector<WorkloadRequest> shared = make_shared_prefix_workload(options.shared, corpus, vocab);
+
+  EngineConfig cache_on = *config, cache_off = *config;
+  cache_on.enable_prefix_caching = true;
+  cache_off.enable_prefix_caching = false;
+  BenchRow batched{"mixed lengths", serving_mode_name(ServingMode::kContinuousBatching), {}, true};
+  BenchRow one_at_a_time{"mixed lengths", serving_mode_name(ServingMode::kOneAtATime), {}, true};
+  BenchRow prefix_on{"shared prefix", "batched, prefix cache on", {}, false};
+  BenchRow prefix_off{"shared prefix", "batched, prefix cache off", {}, false};
+
+  warm_up(*session, *config, vocab);
+  for (int rep = 0; rep < options.repetitions; ++rep) {
+    std::vector<Status> statuses;
+    if (run_mixed) {
+      statuses.push_back(run_once(*session, *config, mixed, ServingMode::kContinuousBatching, batched));
+      statuses.push_back(run_once(*session, *config, mixed, ServingMode::kOneAtATime, one_at_a_time));
+    }
+    if (run_shared) {
+      statuses.push_back(run_once(*session, cache_on, shared, ServingMode::kContinuousBatching, prefix_on));
+      statuses.push_back(run_once(*session, cache_off, shared, ServingMode::kContinuousBatching, prefix_off));
+    }
+    for (const Status& s : statuses) {
+      if (!s) {
+        std::fprintf(stderr, "folio bench batch: %s\n", s.message().c_str());
+        return 1;
+      }
+    }
+  }
+
+  std::vector<BenchRow> rows;
+  for (BenchRow* row : {&batched, &one_at_a_time, &prefix_on, &prefix_off}) {
+    if (!row->runs.empty()) rows.push_back(*row);
+  }
+  const int32_t max_model_len = session->model->config().context_length;
+  if (options.json) {
+    print_json(rows, max_model_len);
+    return 0;
+  }
+  std::printf("Workloads (seeded; prompts sliced from %s; greedy, ignore_eos):\n",
+              corpus.empty() ? "random token ids" : options.corpus.c_str());
+  if (run_mixed) describe(("mixed lengths, scale " + std::to_string(options.mixed.scale).substr(0, 4)).c_str(), mixed);
+  if (run_shared) describe("shared prefix", shared);
+  const EngineConfig& c = *config;
+  std::printf("Engine: KV pool %.0f MiB, block size %d, max %d batched tokens, max %d sequences, %d threads, "
+              "%d repetition(s)\n\n",
+              c.kv_cache_bytes / 1048576.0, c.block_size, c.scheduler.max_num_batched_tokens, c.scheduler.max_num_seqs,
+              session->backend->num_threads(), options.repetitions);
+  print_markdown(rows, max_model_len);
+  std::printf("\nTTFT counts from submission: for \"one at a time\" that is the request's own service time, "
+              "without the wait behind earlier requests.\n\n");
+  if (run_mixed) std::printf("- %s\n", ratio_text(batched, one_at_a_time).c_str());
+  if (run_shared) std::printf("- %s\n", ratio_text(prefix_on, prefix_off).c_str());
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_bench_batch_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchBatchOptions>();
+  // Large enough for the default workload's 64 requests at once (about 24k tokens), so that
+  // the figures measure batching rather than preemption.
+  options->engine.kv_cache_memory = "1G";
+  CLI::App* cmd = bench.add_subcommand("batch", "Serving benchmarks: continuous batching, KV utilization, prefix caching");
+  cmd->add_option("-m,--model", options->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("--corpus", options->corpus, "Text whose token slices become prompts")->capture_default_str();
+  cmd->add_option("--workloads", options->workloads, "all | mixed | prefix")
+      ->check(CLI::IsMember({"all", "mixed", "prefix"}))->capture_default_str();
+  cmd->add_option("--num-requests", options->mixed.num_requests, "Mixed-length requests")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  cmd->add_option("--scale", options->mixed.scale, "Multiplies mixed prompt and output lengths (means and caps)")
+      ->check(CLI::Range(0.01, 4.0))->capture_default_str();
+  cmd->add_option("--seed", options->mixed.seed, "Seed of the mixed-length workload")->capture_default_str();
+  cmd->add_option("--num-questions", options->shared.num_questions, "Shared-prefix requests")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  cmd->add_option("--prefix-tokens", options->shared.prefix_tokens, "Shared system prompt length")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  cmd->add_option("--question-output-tokens", options->shared.output_tokens, "Output tokens per question")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  cmd->add_option("-r,--repetitions", options->repetitions, "Runs of each row, alternating")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
+  cmd->add_flag("--json", options->json, "One JSON object per row on stdout instead of tables");
+  add_engine_options(*cmd, options->engine);
+  return [options] { return run(*options); };
+}
+
+}  // namespace folio::cli

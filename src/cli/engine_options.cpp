@@ -1,0 +1,54 @@
+#include "cli/engine_options.h"
+
+#include "cli/byte_size.h"
+
+namespace folio::cli {
+namespace {
+
+const CLI::Validator kByteSize(
+    [](std::string& text) {
+      Expected<int64_t> bytes = parse_byte_size(text);
+      return bytes ? std::string() : bytes.error();
+    },
+    "SIZE", "ByteSize");
+
+}  // namespace
+
+void add_engine_options(CLI::App& cmd, EngineOptions& options) {
+  const char* group = "Engine";
+  cmd.add_option("--kv-cache-memory", options.kv_cache_memory,
+                 "KV cache pool, bytes or with K/M/G suffix (binary units)")
+      ->check(kByteSize)->capture_default_str()->group(group);
+  cmd.add_option("--block-size", options.block_size, "Tokens per KV block")
+      ->check(CLI::Range(1, 1024))->capture_default_str()->group(group);
+  cmd.add_option("--max-num-batched-tokens", options.max_num_batched_tokens, "Token budget of one forward pass")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str()->group(group);
+  cmd.add_option("--max-num-seqs", options.max_num_seqs, "Requests running at once")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str()->group(group);
+  cmd.add_flag("--no-prefix-cache", options.no_prefix_cache, "Turn automatic prefix caching off")->group(group);
+  cmd.add_option("--swap-space", options.swap_space_gib, "Host KV pool for preemption by swap, GiB")
+      ->check(CLI::Range(0.0, 1024.0))->capture_default_str()->group(group);
+  cmd.add_option("--preemption", options.preemption, "What a preempted request loses: recompute | swap")
+      ->check(CLI::IsMember({"recompute", "swap"}))->capture_default_str()->group(group);
+}
+
+Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t max_model_len) {
+  // The scheduler quietly falls back to recompute when a swap does not fit; asking for swap
+  // with no pool at all is a mistake worth saying.
+  if (options.preemption == "swap" && options.swap_space_gib <= 0.0) {
+    return Status::error("--preemption swap needs a host pool: add --swap-space GiB");
+  }
+  EngineConfig config;
+  config.kv_cache_bytes = parse_byte_size(options.kv_cache_memory).value();  // checked at parse time
+  config.block_size = options.block_size;
+  config.enable_prefix_caching = !options.no_prefix_cache;
+  config.swap_space_bytes = static_cast<int64_t>(options.swap_space_gib * 1024.0 * 1024.0 * 1024.0);
+  config.max_model_len = max_model_len;
+  config.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;
+  config.scheduler.max_num_seqs = options.max_num_seqs;
+  config.scheduler.preemption_mode =
+      options.preemption == "swap" ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
+  return config;
+}
+
+}  // namespace folio::cli

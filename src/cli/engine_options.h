@@ -1,0 +1,32 @@
+// The engine's knobs as command-line options, shared by `folio run` and `folio bench batch`
+// so that both spell and check them the same way.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "engine/engine.h"
+
+namespace folio::cli {
+
+struct EngineOptions {
+  std::string kv_cache_memory = "256M";
+  int32_t block_size = 16;
+  int32_t max_num_batched_tokens = 512;
+  int32_t max_num_seqs = 64;
+  bool no_prefix_cache = false;
+  double swap_space_gib = 0.0;
+  std::string preemption = "recompute";
+};
+
+// Registers --kv-cache-memory, --block-size, --max-num-batched-tokens, --max-num-seqs,
+// --no-prefix-cache, --swap-space and --preemption; bad values fail at parse time (usage,
+// non-zero exit) rather than after the model has loaded.
+void add_engine_options(CLI::App& cmd, EngineOptions& options);
+
+// max_model_len 0: the model's trained context. Errors for combinations no single option
+// check can see (swap preemption without a swap pool).
+Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t max_model_len);
+
+}  // namespace folio::cli

@@ -1,0 +1,120 @@
+// `folio serve`: the engine behind an OpenAI-compatible HTTP API (src/server/). The engine runs
+// on its own thread (EngineWorker); a few io threads run every connection. SIGINT/SIGTERM stop
+// accepting, abort what is in flight and exit 0.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/engine_options.h"
+#include "cli/model_session.h"
+#include "engine/engine.h"
+#include "server/api_routes.h"
+#include "server/engine_worker.h"
+#include "server/http_server.h"
+
+namespace folio::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  std::string served_model_name;
+  int threads = 0;
+  int context = 0;
+  int http_threads = 2;
+  int64_t max_body_bytes = int64_t{8} << 20;
+  bool quiet = false;
+  EngineOptions engine;
+};
+
+// What clients call the model when --served-model-name is not given: the file's name.
+std::string default_model_name(const std::string& path) {
+  return std::filesystem::path(path.empty() ? default_model_path() : path).stem().string();
+}
+
+Expected<server::ModelInfo> model_info(const ModelSession& session, const Engine& engine, const ServeOptions& options,
+                                       const EngineConfig& config) {
+  server::ModelInfo info;
+  info.tokenizer = session.tokenizer.get();
+  info.name = options.served_model_name.empty() ? default_model_name(options.model) : options.served_model_name;
+  if (const std::optional<std::string> source = session.file->get_string("tokenizer.chat_template")) {
+    Expected<ChatTemplate> chat_template = ChatTemplate::parse(*source);
+    if (!chat_template) return Status::error("the model's chat template does not parse: " + chat_template.error());
+    info.chat_template = std::move(chat_template).value();
+  }
+  // A request must fit the model's context and, whole, the KV pool.
+  const int64_t pool_tokens = static_cast<int64_t>(engine.num_kv_blocks() - 1) * config.block_size;
+  info.context_tokens = static_cast<int32_t>(std::min<int64_t>(engine.max_model_len(), pool_tokens));
+  return info;
+}
+
+int serve(const ServeOptions& options) {
+  Expected<EngineConfig> config = to_engine_config(options.engine, options.context);
+  if (!config) {
+    std::fprintf(stderr, "folio serve: %s\n", config.error().c_str());
+    return 2;
+  }
+  Expected<ModelSession> session = open_model_session(options.model, options.threads, options.quiet);
+  if (!session) {
+    std::fprintf(stderr, "folio serve: %s\n", session.error().c_str());
+    return 1;
+  }
+  Engine engine(*session->model, *session->backend, *session->tokenizer, *config);
+  server::EngineWorker worker(engine);
+  server::ApiContext context;
+  context.worker = &worker;
+  Expected<server::ModelInfo> info = model_info(*session, engine, options, *config);
+  if (!info) {
+    std::fprintf(stderr, "folio serve: %s\n", info.error().c_str());
+    return 1;
+  }
+  context.model = std::move(info).value();
+  context.api_key = options.api_key;
+  context.created = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::system_clock::now().time_since_epoch()).count();
+
+  server::HttpLimits limits;
+  limits.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
+  server::HttpServer http(context, limits);
+  if (Status s = http.listen(options.host, static_cast<uint16_t>(options.port)); !s) {
+    std::fprintf(stderr, "folio serve: %s\n", s.message().c_str());
+    return 1;
+  }
+  worker.start();
+  std::fprintf(stderr, "folio serve: serving '%s' on http://%s:%u (context %d tokens)\n",
+               context.model.name.c_str(), options.host.c_str(), static_cast<unsigned>(http.port()),
+               context.model.context_tokens);
+  std::fflush(stderr);
+  http.run(options.http_threads, [&worker] { worker.stop(); });
+  // The io threads are done; stop() again is a no-op unless stop came another way.
+  worker.stop();
+  if (!options.quiet) std::fprintf(stderr, "folio serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_serve_command(CLI::App& app) {
+  auto options = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
+  cmd->add_option("-m,--model", options->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("--host", options->host, "IP address to listen on")->capture_default_str();
+  cmd->add_option("--port", options->port, "TCP port (0: any free one)")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--api-key", options->api_key, "Require 'Authorization: Bearer KEY' on the API");
+  cmd->add_option("--served-model-name", options->served_model_name, "The model's name in the API (default: the file's)");
+  cmd->add_option("-t,--threads", options->threads, "CPU threads for the model (0: all)")->check(CLI::Range(0, 1024));
+  cmd->add_option("-c,--ctx-size", options->context, "Context size per request (0: the model's)")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--http-threads", options->http_threads, "Threads running the HTTP connections")
+      ->check(CLI::Range(1, 64))->capture_default_str();
+  cmd->add_option("--max-body-bytes", options->max_body_bytes, "Largest request body; larger ones get 413")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30))->capture_default_str();
+  cmd->add_flag("-q,--quiet", options->quiet, "No progress lines on stderr");
+  add_engine_options(*cmd, options->engine);
+  return [options] { return serve(*options); };
+}
+
+}  // namespace folio::cli

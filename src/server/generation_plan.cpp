@@ -1,0 +1,96 @@
+#include "server/generation_plan.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+namespace folio::server {
+namespace {
+
+constexpr int32_t kDefaultCompletionMaxTokens = 16;  // OpenAI's default for /v1/completions
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Expected<GenerationPlan> finish_plan(std::vector<int32_t> prompt, const GenerationOptions& options,
+                                     std::optional<int32_t> default_max_tokens, ApiKind kind,
+                                     const ModelInfo& model) {
+  const int64_t num_prompt = static_cast<int64_t>(prompt.size());
+  if (num_prompt == 0) return Status::error("the prompt is empty");
+  if (num_prompt >= model.context_tokens) {
+    return Status::error("this model's maximum context length is " + std::to_string(model.context_tokens) +
+                         " tokens, but the prompt has " + std::to_string(num_prompt) + " tokens");
+  }
+  const int32_t room = static_cast<int32_t>(model.context_tokens - num_prompt);
+  const int32_t max_tokens = options.max_tokens.value_or(default_max_tokens.value_or(room));
+  if (max_tokens > room) {
+    return Status::error("this model's maximum context length is " + std::to_string(model.context_tokens) +
+                         " tokens; you requested " + std::to_string(num_prompt + max_tokens) + " tokens (" +
+                         std::to_string(num_prompt) + " in the prompt, " + std::to_string(max_tokens) +
+                         " in the completion)");
+  }
+  GenerationPlan plan;
+  plan.prompt = std::move(prompt);
+  plan.params = options.params;
+  plan.params.max_tokens = max_tokens;
+  plan.identity.kind = kind;
+  plan.identity.id = new_response_id(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-");
+  plan.identity.created = unix_seconds();
+  plan.identity.model = model.name;
+  plan.identity.n = options.params.n;
+  plan.identity.stream = options.stream;
+  plan.identity.include_usage = options.include_usage;
+  return plan;
+}
+
+}  // namespace
+
+std::string new_response_id(const char* prefix) {
+  static const uint64_t process_salt = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  const uint64_t n = counter.fetch_add(1);
+  // splitmix64 of salt + counter: distinct for every counter value.
+  uint64_t z = process_salt + n * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  char hex[32];
+  std::snprintf(hex, sizeof(hex), "%016llx%08llx", static_cast<unsigned long long>(z),
+                static_cast<unsigned long long>(n & 0xffffffffull));
+  return std::string(prefix) + hex;
+}
+
+Expected<GenerationPlan> plan_completion(const CompletionRequest& request, const ModelInfo& model) {
+  std::vector<int32_t> prompt;
+  if (request.prompt_tokens) {
+    prompt = *request.prompt_tokens;
+    for (int32_t id : prompt) {
+      if (id >= model.tokenizer->vocab_size()) {
+        return Status::error("prompt token id " + std::to_string(id) + " is out of range (vocabulary size " +
+                             std::to_string(model.tokenizer->vocab_size()) + ")");
+      }
+    }
+  } else {
+    // As `folio run` encodes a prompt: BOS as the model's metadata says, special-token texts
+    // kept as text.
+    prompt = model.tokenizer->encode(*request.prompt_text, /*add_special=*/true, /*parse_special=*/false);
+  }
+  return finish_plan(std::move(prompt), request.options, kDefaultCompletionMaxTokens, ApiKind::kCompletion, model);
+}
+
+Expected<GenerationPlan> plan_chat_completion(const ChatCompletionRequest& request, const ModelInfo& model) {
+  if (!model.chat_template) return Status::error("the model has no chat template; use /v1/completions");
+  const Tokenizer& tok = *model.tokenizer;
+  nlohmann::json extra = {{"bos_token", tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id()) : std::string()},
+                          {"eos_token", tok.eos_id() >= 0 ? tok.token_to_piece(tok.eos_id()) : std::string()}};
+  Expected<std::string> text = model.chat_template->render(request.messages, /*add_generation_prompt=*/true, extra);
+  if (!text) return Status::error("the chat template failed on these messages: " + text.error());
+  // The template already wrote any BOS; special-token texts in it are tokens.
+  std::vector<int32_t> prompt = tok.encode(*text, /*add_special=*/false, /*parse_special=*/true);
+  // No max_tokens in a chat request: as much as the context leaves.
+  return finish_plan(std::move(prompt), request.options, std::nullopt, ApiKind::kChat, model);
+}
+
+}  // namespace folio::server

@@ -1,0 +1,74 @@
+#include "server/prometheus_metrics.h"
+
+#include <cstdio>
+
+namespace folio::server {
+namespace {
+
+// Label values escape backslash, quote and newline.
+std::string escape_label(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& model_name)
+      : model_label_("model_name=\"" + escape_label(model_name) + "\""), labels_("{" + model_label_ + "}") {}
+
+  void add(const char* name, const char* type, const char* help, double value) {
+    char number[64];
+    std::snprintf(number, sizeof(number), "%.17g", value);
+    text_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + labels_ +
+             " " + number + "\n";
+  }
+  void add_finished(const char* reason, int64_t value) {
+    text_ += std::string("folio:request_success_total") + "{" + model_label_ + ",finished_reason=\"" + reason + "\"} " + std::to_string(value) + "\n";
+  }
+  std::string& text() { return text_; }
+
+ private:
+  std::string model_label_;
+  std::string labels_;
+  std::string text_;
+};
+
+}  // namespace
+
+std::string prometheus_metrics_text(const WorkerMetrics& metrics, const std::string& model_name) {
+  const EngineMetrics& e = metrics.engine;
+  MetricsWriter w(model_name);
+  w.add("folio:num_requests_running", "gauge", "Requests in the running batch.", e.num_running);
+  w.add("folio:num_requests_waiting", "gauge", "Requests waiting to be scheduled (submitted ones included).",
+        e.num_waiting + metrics.num_queued_submissions);
+  w.add("folio:num_requests_swapped", "gauge", "Requests swapped out to the host KV pool.", e.num_swapped);
+  w.add("folio:kv_cache_usage_perc", "gauge", "Fraction of device KV blocks in use (1 = full).", e.kv.usage);
+  w.add("folio:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+        static_cast<double>(e.kv.prefix_cache.num_query_tokens));
+  w.add("folio:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
+        static_cast<double>(e.kv.prefix_cache.num_hit_tokens));
+  w.add("folio:num_preemptions_total", "counter", "Preemptions of running requests.",
+        static_cast<double>(e.num_preemptions));
+  w.add("folio:prompt_tokens_total", "counter", "Prompt tokens computed (prefix-cache hits excluded).",
+        static_cast<double>(e.num_prompt_tokens_computed));
+  w.add("folio:generation_tokens_total", "counter", "Tokens generated.", static_cast<double>(e.num_generated_tokens));
+  w.add("folio:request_aborted_total", "counter", "Requests aborted (client gone or server stopping).",
+        static_cast<double>(metrics.counters.num_requests_aborted));
+  w.add("folio:request_rejected_total", "counter", "Requests the engine refused (too long, bad values).",
+        static_cast<double>(metrics.counters.num_requests_rejected));
+  w.text() += "# HELP folio:request_success_total Sequences finished, by reason.\n"
+              "# TYPE folio:request_success_total counter\n";
+  w.add_finished("stop", metrics.counters.num_requests_finished_stop);
+  w.add_finished("length", metrics.counters.num_requests_finished_length);
+  return std::move(w.text());
+}
+
+}  // namespace folio::server
