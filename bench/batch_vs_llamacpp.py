@@ -58,12 +58,17 @@ class LlamaServer:
         self.n_seq = n_seq
         self.batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
 
+    def close(self):
+        llama_cpp.llama_batch_free(self.batch)
+        llama_cpp.llama_free(self.ctx)
+        llama_cpp.llama_model_free(self.model)
+
     def serve(self, requests):
-        """All requests submitted at once; returns (seconds, output tokens)."""
+        """All requests submitted at once; returns (seconds, output tokens, each request's tokens)."""
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.ctx), True)
         memory = llama_cpp.llama_get_memory(self.ctx)
-        waiting = [dict(prompt=r["prompt"], max_tokens=r["max_tokens"], done=0, out=[]) for r in requests]
-        waiting.reverse()  # pop() takes the first
+        states = [dict(prompt=r["prompt"], max_tokens=r["max_tokens"], done=0, out=[]) for r in requests]
+        waiting = states[::-1]  # pop() takes the first
         running, free_seqs, b = [], list(range(self.n_seq - 1, -1, -1)), self.batch
         output_tokens = 0
         start = time.perf_counter()
@@ -113,7 +118,7 @@ class LlamaServer:
                     llama_cpp.llama_memory_seq_rm(memory, req["seq"], -1, -1)
                     free_seqs.append(req["seq"])
                     running.remove(req)
-        return time.perf_counter() - start, output_tokens
+        return time.perf_counter() - start, output_tokens, [r["out"] for r in states]
 
 
 def folio_once(folio, model, args):
@@ -140,36 +145,46 @@ def main():
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--num-requests", type=int, default=64)
     p.add_argument("--n-batch", type=int, default=512)
-    p.add_argument("--kv-unified", action="store_true",
-                   help="one KV buffer for all sequences (default: one stream per sequence, llama.cpp's advice "
-                        "when sequences share no prefix)")
+    # per-sequence: one KV stream per sequence, llama.cpp's advice when sequences share no
+    # prefix; unified: one buffer for all, whose attention spans every cell of every sequence
+    # (masked), several times slower here.
+    p.add_argument("--kv-modes", default="per-sequence")
     args = p.parse_args()
+    modes = args.kv_modes.split(",")
 
     requests = load_workload(args.folio, args.model, args)
     longest = max(len(r["prompt"]) + r["max_tokens"] for r in requests)
     n_seq = min(64, len(requests))
     # Per-sequence context rounded up to 256; a unified cache gets the same total.
-    server = LlamaServer(args.model, args.threads, n_seq, (longest + 255) // 256 * 256, args.n_batch, args.kv_unified)
-    server.serve(requests[:4])  # warm-up, untimed
-    results = {"llama": [], "folio": [], "folio_one": []}
+    results = {"folio": [], "folio_one": [], **{mode: [] for mode in modes}}
     for rep in range(args.reps):
-        seconds, n_out = server.serve(requests)
-        results["llama"].append(n_out / seconds)
+        for mode in modes:
+            # One llama.cpp context at a time: an idle context's threads still poll for work
+            # and would slow the one being measured.
+            server = LlamaServer(args.model, args.threads, n_seq, (longest + 255) // 256 * 256, args.n_batch,
+                                 mode == "unified")
+            server.serve(requests[:4])  # warm-up, untimed
+            seconds, n_out, _ = server.serve(requests)
+            server.close()
+            results[mode].append(n_out / seconds)
+            print(f"rep {rep + 1}/{args.reps}: llama.cpp {mode} KV {n_out / seconds:.1f} output tok/s", file=sys.stderr)
         batched, one = folio_once(args.folio, args.model, args)
         results["folio"].append(batched)
         results["folio_one"].append(one)
-        print(f"rep {rep + 1}/{args.reps}: llama.cpp {n_out / seconds:.1f} | folio batched {batched:.1f}, "
-              f"one at a time {one:.1f} output tok/s", file=sys.stderr)
+        print(f"rep {rep + 1}/{args.reps}: folio batched {batched:.1f}, one at a time {one:.1f} output tok/s",
+              file=sys.stderr)
 
-    ratio = statistics.median(results["folio"]) / statistics.median(results["llama"])
-    print("| engine | serving | output tok/s |")
-    print("|---|---|---|")
-    print(f"| folio | continuous batching | {describe(results['folio'])} |")
-    print(f"| folio | one at a time | {describe(results['folio_one'])} |")
-    print(f"| llama.cpp | parallel decoding, {n_seq} sequences, n_batch {args.n_batch}, "
-          f"{'unified' if args.kv_unified else 'per-sequence'} KV | {describe(results['llama'])} |")
-    print(f"\nfolio continuous batching / llama.cpp parallel = {ratio:.2f}x; {len(requests)} requests, scale "
-          f"{args.scale}, {args.threads} threads, {args.reps} repetition(s), llama-cpp-python {llama_cpp.__version__}")
+    folio = statistics.median(results["folio"])
+    print("| engine | serving | output tok/s | folio batched / this |")
+    print("|---|---|---|---|")
+    print(f"| folio | continuous batching | {describe(results['folio'])} | 1.00 |")
+    print(f"| folio | one at a time | {describe(results['folio_one'])} | "
+          f"{folio / statistics.median(results['folio_one']):.2f} |")
+    for mode in modes:
+        print(f"| llama.cpp | parallel decoding, {n_seq} sequences, n_batch {args.n_batch}, {mode} KV | "
+              f"{describe(results[mode])} | {folio / statistics.median(results[mode]):.2f} |")
+    print(f"\n{len(requests)} requests, scale {args.scale}, {args.threads} threads, {args.reps} repetition(s), "
+          f"llama-cpp-python {llama_cpp.__version__}")
 
 
 if __name__ == "__main__":

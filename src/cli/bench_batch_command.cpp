@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli/bench_batch_report.h"
@@ -22,6 +23,7 @@ struct BenchBatchOptions {
   std::string model;
   std::string corpus = "tests/data/perplexity.txt";
   std::string workloads = "all";
+  std::string dump_path;  // write the workloads here and stop (for baselines run elsewhere)
   MixedLengthShape mixed;
   SharedPrefixShape shared;
   int repetitions = 1;
@@ -40,6 +42,18 @@ std::vector<int32_t> corpus_tokens(const std::string& path, const Tokenizer& tok
   std::stringstream text;
   text << in.rdbuf();
   return tokenizer.encode(text.str(), /*add_special=*/false, /*parse_special=*/false);
+}
+
+// One JSON object per request: {"workload", "prompt": [ids], "max_tokens"}.
+Status dump_workloads(const std::string& path, const std::vector<std::pair<std::string, const std::vector<WorkloadRequest>*>>& sets) {
+  std::ofstream out(path);
+  if (!out) return Status::error("cannot write '" + path + "'");
+  for (const auto& [name, requests] : sets) {
+    for (const WorkloadRequest& r : *requests) {
+      out << nlohmann::json{{"workload", name}, {"prompt", r.prompt}, {"max_tokens", r.max_tokens}}.dump() << '\n';
+    }
+  }
+  return out ? Status::ok() : Status::error("cannot write '" + path + "'");
 }
 
 void describe(const char* name, const std::vector<WorkloadRequest>& requests) {
@@ -92,6 +106,12 @@ int run(const BenchBatchOptions& options) {
   const bool run_shared = options.workloads != "mixed";
   const std::vector<WorkloadRequest> mixed = make_mixed_length_workload(options.mixed, corpus, vocab);
   const std::vector<WorkloadRequest> shared = make_shared_prefix_workload(options.shared, corpus, vocab);
+
+  if (!options.dump_path.empty()) {
+    Status s = dump_workloads(options.dump_path, {{"mixed lengths", &mixed}, {"shared prefix", &shared}});
+    if (!s) std::fprintf(stderr, "folio bench batch: %s\n", s.message().c_str());
+    return s ? 0 : 1;
+  }
 
   EngineConfig cache_on = *config, cache_off = *config;
   cache_on.enable_prefix_caching = true;
@@ -173,6 +193,7 @@ CommandRunner add_bench_batch_command(CLI::App& bench) {
       ->check(CLI::Range(1, 100))->capture_default_str();
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--json", options->json, "One JSON object per row on stdout instead of tables");
+  cmd->add_option("--dump-workload", options->dump_path, "Write the requests as JSON lines to this file and exit");
   add_engine_options(*cmd, options->engine);
   return [options] { return run(*options); };
 }

@@ -189,11 +189,19 @@ Request& Engine::fork_request(Request& parent) {
   child->arrival_time = parent.arrival_time;
   child->output_tokens = parent.output_tokens;
   child->cum_logprob = parent.cum_logprob;
-  child->num_computed_tokens = parent.num_computed_tokens;
-  kv_.fork(parent.sequence_id(), child->sequence_id());
   Request& forked = *child;
   requests_.emplace(forked.id, std::move(child));
-  scheduler_.add_running(&forked);
+  if (parent.status == RequestStatus::kRunning) {
+    // Shares the parent's blocks; copy-on-write on the first write into the shared last one.
+    forked.num_computed_tokens = parent.num_computed_tokens;
+    kv_.fork(parent.sequence_id(), forked.sequence_id());
+    scheduler_.add_running(&forked);
+  } else {
+    // The parent was preempted (recomputed or swapped out) while waiting for its group: the
+    // child starts from nothing and is prefilled like a preempted request.
+    forked.num_computed_tokens = 0;
+    scheduler_.add(&forked);
+  }
   return forked;
 }
 
@@ -218,6 +226,7 @@ bool Engine::beam_group_done(const BeamGroup& group, const RequestParams& params
 void Engine::advance_beams(BeamGroup& group, std::vector<RequestOutput>& outputs) {
   const RequestParams& params = group.params;
   const RequestId id = group.live.front()->parent_id;
+  for (Request* beam : group.live) beam->forked = true;  // the group now has its beams
   std::vector<BeamCandidate> candidates, next, ended;
   for (size_t b = 0; b < group.live.size(); ++b) {
     for (const auto& [token, logprob] : group.live[b]->beam_candidates) {
@@ -351,15 +360,16 @@ std::vector<RequestOutput> Engine::step() {
     }
   }
   const SchedulerOutput scheduled = scheduler_.schedule();
-  if (scheduled.empty()) return outputs;
-  const std::vector<float>& logits = runner_.execute(scheduled);
-  update(scheduled, logits, outputs);
-  // Beam groups whose live beams are all scored (and none swapped out) move on together.
+  if (!scheduled.empty()) {
+    const std::vector<float>& logits = runner_.execute(scheduled);
+    update(scheduled, logits, outputs);
+  }
+  // Beam groups whose live beams are all scored move on together; a group can also become
+  // ready in a step that ran nothing (its last beam was swapped back in, say).
   for (auto it = beam_groups_.begin(); it != beam_groups_.end();) {
     BeamGroup& group = it->second;
-    const bool ready = !group.live.empty() && std::all_of(group.live.begin(), group.live.end(), [&](const Request* b) {
-      return b->beam_pending && !kv_.is_swapped(b->sequence_id());
-    });
+    const bool ready = !group.live.empty() &&
+                       std::all_of(group.live.begin(), group.live.end(), [](const Request* b) { return b->beam_pending; });
     if (ready) advance_beams(group, outputs);
     it = group.live.empty() ? beam_groups_.erase(it) : std::next(it);
   }

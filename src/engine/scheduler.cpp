@@ -81,9 +81,22 @@ void Scheduler::swap_in_what_fits() {
   }
 }
 
+int32_t Scheduler::sequences_of(const Request* request) {
+  return request->forked ? 1 : std::max(request->params.n, request->params.beam_width);
+}
+
+int32_t Scheduler::committed_sequences() const {
+  int32_t total = 0;
+  for (const Request* request : running_) total += sequences_of(request);
+  return total;
+}
+
 void Scheduler::admit_waiting(int32_t& budget, SchedulerOutput& output) {
   while (budget > 0 && !waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Request* request = waiting_.front();
+    // A request with n samples or beams grows to that many sequences: admit it only if they
+    // fit under max_num_seqs (or nothing else runs, so that it cannot starve).
+    if (!running_.empty() && committed_sequences() + sequences_of(request) > config_.max_num_seqs) return;
     const std::vector<int32_t> tokens = request->all_tokens();
     const PrefixMatch prefix = kv_.find_cached_prefix(tokens);
     const int32_t computed = prefix.num_computed_tokens;
@@ -122,6 +135,17 @@ SchedulerOutput Scheduler::schedule() {
   // New requests only when nothing had to give way this step (otherwise they would take the
   // blocks the preempted ones need back).
   if (output.preempted.empty() && swapped_.empty()) admit_waiting(budget, output);
+  // Nothing could run, yet work waits: the running set is made of scored beams holding blocks
+  // while their siblings wait for room. Free the newest of them (it is recomputed later), or
+  // the engine would stall forever.
+  if (output.chunks.empty() && (!waiting_.empty() || !swapped_.empty())) {
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+      if ((*it)->num_computed_tokens == (*it)->num_tokens()) {
+        preempt(*it, output);
+        break;
+      }
+    }
+  }
   return output;
 }
 

@@ -50,6 +50,9 @@ class Scheduler {
   void swap_in_what_fits();
   void admit_waiting(int32_t& budget, SchedulerOutput& output);
   static bool runs_before(const Request* a, const Request* b);
+  // Sequences a request will have once its parallel samples or beams are forked.
+  static int32_t sequences_of(const Request* request);
+  int32_t committed_sequences() const;
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
