@@ -68,6 +68,13 @@ void describe(const char* name, const std::vector<WorkloadRequest>& requests) {
               name, requests.size(), p.mean, p.median, p.min, p.max, o.mean, o.median, o.min, o.max);
 }
 
+// The 1-minute load average: on a shared machine, the context every figure needs.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string first;
+  return in >> first ? first : "unknown";
+}
+
 // Pages the weights in and lets the thread pool settle before anything is timed.
 void warm_up(ModelSession& session, const EngineConfig& config, int32_t vocab_size) {
   MixedLengthShape tiny;
@@ -121,6 +128,7 @@ int run(const BenchBatchOptions& options) {
   BenchRow prefix_on{"shared prefix", "batched, prefix cache on", {}, false};
   BenchRow prefix_off{"shared prefix", "batched, prefix cache off", {}, false};
 
+  const std::string load_before = load_average();
   warm_up(*session, *config, vocab);
   for (int rep = 0; rep < options.repetitions; ++rep) {
     std::vector<Status> statuses;
@@ -155,9 +163,9 @@ int run(const BenchBatchOptions& options) {
   if (run_shared) describe("shared prefix", shared);
   const EngineConfig& c = *config;
   std::printf("Engine: KV pool %.0f MiB, block size %d, max %d batched tokens, max %d sequences, %d threads, "
-              "%d repetition(s)\n\n",
+              "%d repetition(s); load average %s before, %s after\n\n",
               c.kv_cache_bytes / 1048576.0, c.block_size, c.scheduler.max_num_batched_tokens, c.scheduler.max_num_seqs,
-              session->backend->num_threads(), options.repetitions);
+              session->backend->num_threads(), options.repetitions, load_before.c_str(), load_average().c_str());
   print_markdown(rows, max_model_len);
   std::printf("\nTTFT counts from submission: for \"one at a time\" that is the request's own service time, "
               "without the wait behind earlier requests.\n\n");
