@@ -29,6 +29,10 @@ struct RunOptions {
   float min_p = 0.05f;
   float repetition_penalty = 1.0f;
   int64_t seed = -1;
+  int num_samples = 1;
+  int beam_width = 1;
+  float length_penalty = 1.0f;
+  bool early_stopping = false;
   bool chat = false;
   std::string system_prompt;
   int threads = 0;
@@ -78,6 +82,10 @@ RequestParams request_params(const RunOptions& options) {
   // Every request gets the same seed, as vLLM does with one SamplingParams for a batch.
   if (options.seed >= 0) params.sampling.seed = static_cast<uint64_t>(options.seed);
   params.max_tokens = options.max_tokens;
+  params.n = options.num_samples;
+  params.beam_width = options.beam_width;
+  params.length_penalty = options.length_penalty;
+  params.early_stopping = options.early_stopping;
   return params;
 }
 
@@ -143,10 +151,13 @@ int run(RunOptions options) {
   }
   Engine engine(*session->model, *session->backend, *session->tokenizer, *config);
 
-  const bool streaming = options.prompts.size() == 1;
+  // One prompt, one sample: text streams as it comes. Otherwise each result prints whole,
+  // as "[i]" (or "[i.j]" for sample / beam j) when it finishes.
+  const bool several_per_prompt = options.num_samples > 1 || options.beam_width > 1;
+  const bool streaming = options.prompts.size() == 1 && !several_per_prompt;
   std::map<RequestId, size_t> index_of;
   std::vector<RequestTiming> timings(options.prompts.size());
-  std::vector<std::string> texts(options.prompts.size());
+  std::map<std::pair<size_t, int32_t>, std::string> texts;
   const auto start = SteadyClock::now();
   for (size_t i = 0; i < options.prompts.size(); ++i) {
     Expected<std::vector<int32_t>> tokens = encode_prompt(*session, options, options.prompts[i]);
@@ -165,16 +176,21 @@ int run(RunOptions options) {
     const auto now = SteadyClock::now();
     for (const RequestOutput& out : outputs) {
       const size_t i = index_of.at(out.id);
-      timings[i].record(out, now);
+      if (out.index == 0) timings[i].record(out, now);
       if (streaming) {
         write(out.text_delta);
         if (out.finished) write("\n");
         std::fflush(stdout);
         continue;
       }
-      texts[i] += out.text_delta;
+      std::string& text = texts[{i, out.index}];
+      text += out.text_delta;
       if (out.finished) {
-        std::printf("[%zu] %s\n", i, texts[i].c_str());
+        if (several_per_prompt) {
+          std::printf("[%zu.%d] %s\n", i, out.index, text.c_str());
+        } else {
+          std::printf("[%zu] %s\n", i, text.c_str());
+        }
         std::fflush(stdout);
       }
     }
@@ -209,6 +225,10 @@ CommandRunner add_run_command(CLI::App& app) {
   cmd->add_option("--seed", options->seed, "Random seed (-1: random); every prompt gets the same one");
   cmd->add_flag("--chat", options->chat, "Apply the model's chat template to every prompt");
   cmd->add_option("--system", options->system_prompt, "System prompt (with --chat)");
+  cmd->add_option("--num-samples", options->num_samples, "Parallel samples per prompt (one prefill, forked)")->check(CLI::Range(1, 256));
+  cmd->add_option("--beam-width", options->beam_width, "Beam search with this many beams (1: off)")->check(CLI::Range(1, 64));
+  cmd->add_option("--length-penalty", options->length_penalty, "Beam score = logprob / length^penalty")->check(CLI::Range(-10.0f, 10.0f));
+  cmd->add_flag("--early-stopping", options->early_stopping, "Beam search stops once beam-width hypotheses ended");
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("-c,--ctx-size", options->context, "Context size per request (0: the model's)")->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("-q,--quiet", options->quiet, "No progress or timing lines on stderr");

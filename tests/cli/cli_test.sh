@@ -80,5 +80,13 @@ check "bench batch succeeds" [ "$code" -eq 0 ]
 check "bench batch reports four rows" [ "$(grep -c '"output_tps_median"' "$tmp/out")" -eq 4 ]
 check "bench batch hits the shared prefix" grep -q '"serving":"batched, prefix cache on".*"prefix_cache_hit_rate":0\.[1-9]' "$tmp/out"
 
+code=$(exit_code "$folio" run -p "The capital of France is" -n 6 --beam-width 3 -q)
+check "beam search succeeds" [ "$code" -eq 0 ]
+check "beam search prints every beam" [ "$(grep -c '^\[0\.[0-2]\]' "$tmp/out")" -eq 3 ]
+code=$(exit_code "$folio" run -p "Once upon a time" -n 6 --num-samples 3 --temp 1 --seed 3 -q)
+check "parallel sampling succeeds" [ "$code" -eq 0 ]
+check "parallel sampling prints every sample" [ "$(grep -c '^\[0\.[0-2]\]' "$tmp/out")" -eq 3 ]
+code=$(exit_code "$folio" run -p hi --beam-width 0); check "beam width 0 is refused" is_clean_failure "$code"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
