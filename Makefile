@@ -1,19 +1,25 @@
-# The two commands the README opens with:
+# The commands the README opens with:
 #   make run   - install what is missing, fetch the default model, build, generate text
 #   make test  - the same set-up, then every test (Release, then ASan+UBSan)
+#   make serve - the same set-up, then the OpenAI-compatible server with its chat page on PORT
 JOBS ?= $(shell nproc)
 PROMPT ?= Write a haiku about paged memory.
 BUILD := build
 BUILD_SAN := build-sanitize
+# Python packages of the tests (Playwright, openai) live in this venv; ctest runs them with it.
+TEST_VENV := $(BUILD)/test-venv
+MODEL ?= $(or $(FOLIO_MODELS_DIR),$(HOME)/.cache/folio/models)/SmolLM2-135M-Instruct.Q4_1.gguf
+PORT ?= 8080
 
-.PHONY: run test setup build build-sanitize test-release test-sanitize fuzz clean
+.PHONY: run serve test setup build build-sanitize test-release test-sanitize fuzz clean
 
 setup:
 	@bash scripts/setup-deps
 	@bash scripts/fetch-model
+	@FOLIO_TEST_VENV=$(TEST_VENV) bash scripts/setup-test-venv >/dev/null
 
 build: setup
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFOLIO_TEST_PYTHON=$(abspath $(TEST_VENV))/bin/python >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 build-sanitize: setup
@@ -22,6 +28,9 @@ build-sanitize: setup
 
 run: build
 	$(BUILD)/folio run --chat -p "$(PROMPT)" -n 128 --temp 0
+
+serve: build
+	$(BUILD)/folio serve -m "$(MODEL)" --host 127.0.0.1 --port $(PORT)
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -34,7 +43,8 @@ test-sanitize: build-sanitize
 test: test-release test-sanitize
 
 fuzz: setup
-	bash scripts/fuzz-gguf 600
+	bash scripts/fuzz gguf 600
+	bash scripts/fuzz openai_request 600
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN) build-fuzz

@@ -76,19 +76,23 @@ std::string load_average() {
 }
 
 // Pages the weights in and lets the thread pool settle before anything is timed.
-void warm_up(ModelSession& session, const EngineConfig& config, int32_t vocab_size) {
+void warm_up(ModelSession& session, const EngineOptions& engine_options, const EngineConfig& config,
+             int32_t vocab_size) {
   MixedLengthShape tiny;
   tiny.num_requests = 4;
   tiny.scale = 0.2;
-  Engine engine(*session.model, *session.backend, *session.tokenizer, config);
-  (void)run_workload(engine, make_mixed_length_workload(tiny, {}, vocab_size), ServingMode::kContinuousBatching);
+  Expected<std::unique_ptr<Engine>> engine = make_engine(session, engine_options, config, false);
+  if (!engine) return;
+  (void)run_workload(**engine, make_mixed_length_workload(tiny, {}, vocab_size), ServingMode::kContinuousBatching);
 }
 
 // A fresh engine per run: a prefix cache left warm by an earlier run would skew the next.
-Status run_once(ModelSession& session, const EngineConfig& config, const std::vector<WorkloadRequest>& requests,
+Status run_once(ModelSession& session, const EngineOptions& engine_options, const EngineConfig& config,
+                const std::vector<WorkloadRequest>& requests,
                 ServingMode mode, BenchRow& row) {
-  Engine engine(*session.model, *session.backend, *session.tokenizer, config);
-  Expected<WorkloadResult> result = run_workload(engine, requests, mode);
+  Expected<std::unique_ptr<Engine>> engine = make_engine(session, engine_options, config, true);
+  if (!engine) return engine.status();
+  Expected<WorkloadResult> result = run_workload(**engine, requests, mode);
   if (!result) return result.status();
   std::fprintf(stderr, "bench batch: %s, %s: %.1f s, %.1f output tok/s\n", row.workload.c_str(),
                row.serving.c_str(), result->seconds, result->output_tokens_per_s());
@@ -129,16 +133,16 @@ int run(const BenchBatchOptions& options) {
   BenchRow prefix_off{"shared prefix", "batched, prefix cache off", {}, false};
 
   const std::string load_before = load_average();
-  warm_up(*session, *config, vocab);
+  warm_up(*session, options.engine, *config, vocab);
   for (int rep = 0; rep < options.repetitions; ++rep) {
     std::vector<Status> statuses;
     if (run_mixed) {
-      statuses.push_back(run_once(*session, *config, mixed, ServingMode::kContinuousBatching, batched));
-      statuses.push_back(run_once(*session, *config, mixed, ServingMode::kOneAtATime, one_at_a_time));
+      statuses.push_back(run_once(*session, options.engine, *config, mixed, ServingMode::kContinuousBatching, batched));
+      statuses.push_back(run_once(*session, options.engine, *config, mixed, ServingMode::kOneAtATime, one_at_a_time));
     }
     if (run_shared) {
-      statuses.push_back(run_once(*session, cache_on, shared, ServingMode::kContinuousBatching, prefix_on));
-      statuses.push_back(run_once(*session, cache_off, shared, ServingMode::kContinuousBatching, prefix_off));
+      statuses.push_back(run_once(*session, options.engine, cache_on, shared, ServingMode::kContinuousBatching, prefix_on));
+      statuses.push_back(run_once(*session, options.engine, cache_off, shared, ServingMode::kContinuousBatching, prefix_off));
     }
     for (const Status& s : statuses) {
       if (!s) {

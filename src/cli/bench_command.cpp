@@ -102,11 +102,21 @@ CommandRunner add_bench_command(CLI::App& app) {
   cmd->add_option("-b,--batch", options->batch, "Tokens per forward pass in ppN")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--json", options->json, "One JSON object per test on stdout");
-  // `folio bench` alone keeps measuring ppN/tgN; `folio bench batch` is the serving benchmark.
+  // `folio bench` alone keeps measuring ppN/tgN; `folio bench batch` is the engine's serving
+  // benchmark, `folio bench serve` the one against an HTTP server.
   cmd->require_subcommand(0, 1);
   CommandRunner run_batch = add_bench_batch_command(*cmd);
   CLI::App* batch = cmd->get_subcommand("batch");
+#ifdef FOLIO_HAS_SERVER
+  CommandRunner run_serve = add_bench_serve_command(*cmd);
+  CLI::App* serve = cmd->get_subcommand("serve");
+  return [options, batch, run_batch, serve, run_serve] {
+    if (serve->parsed()) return run_serve();
+    return batch->parsed() ? run_batch() : run(*options);
+  };
+#else
   return [options, batch, run_batch] { return batch->parsed() ? run_batch() : run(*options); };
+#endif
 }
 
 }  // namespace folio::cli

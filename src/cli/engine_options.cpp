@@ -16,9 +16,10 @@ const CLI::Validator kByteSize(
 
 void add_engine_options(CLI::App& cmd, EngineOptions& options) {
   const char* group = "Engine";
-  cmd.add_option("--kv-cache-memory", options.kv_cache_memory,
-                 "KV cache pool, bytes or with K/M/G suffix (binary units)")
-      ->check(kByteSize)->capture_default_str()->group(group);
+  options.kv_cache_memory_option =
+      cmd.add_option("--kv-cache-memory", options.kv_cache_memory,
+                     "KV cache pool, bytes or with K/M/G suffix (binary units)")
+          ->check(kByteSize)->capture_default_str()->group(group);
   cmd.add_option("--block-size", options.block_size, "Tokens per KV block")
       ->check(CLI::Range(1, 1024))->capture_default_str()->group(group);
   cmd.add_option("--max-num-batched-tokens", options.max_num_batched_tokens, "Token budget of one forward pass")
@@ -30,6 +31,13 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
       ->check(CLI::Range(0.0, 1024.0))->capture_default_str()->group(group);
   cmd.add_option("--preemption", options.preemption, "What a preempted request loses: recompute | swap")
       ->check(CLI::IsMember({"recompute", "swap"}))->capture_default_str()->group(group);
+  cmd.add_option("--device", options.device, "Where the model runs: cpu | cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str()->group(group);
+  cmd.add_option("--gpu-memory-utilization", options.gpu_memory_utilization,
+                 "With --device cuda: fraction of GPU memory for weights, activations and KV cache")
+      ->check(CLI::Range(0.05, 1.0))->capture_default_str()->group(group);
+  cmd.add_flag("--no-cuda-graphs", options.no_cuda_graphs, "With --device cuda: run decode steps eagerly")
+      ->group(group);
 }
 
 Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t max_model_len) {
@@ -38,6 +46,12 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t ma
   if (options.preemption == "swap" && options.swap_space_gib <= 0.0) {
     return Status::error("--preemption swap needs a host pool: add --swap-space GiB");
   }
+#ifndef FOLIO_HAS_CUDA
+  if (options.device == "cuda") {
+    return Status::error("--device cuda: this folio was built without CUDA (configure with nvcc "
+                         "present, or -DFOLIO_CUDA=ON)");
+  }
+#endif
   EngineConfig config;
   config.kv_cache_bytes = parse_byte_size(options.kv_cache_memory).value();  // checked at parse time
   config.block_size = options.block_size;

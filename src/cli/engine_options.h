@@ -18,15 +18,22 @@ struct EngineOptions {
   bool no_prefix_cache = false;
   double swap_space_gib = 0.0;
   std::string preemption = "recompute";
+  // Where the model runs. With cuda, the KV pool is what --gpu-memory-utilization leaves after
+  // weights and activations, unless --kv-cache-memory is given.
+  std::string device = "cpu";
+  double gpu_memory_utilization = 0.9;
+  bool no_cuda_graphs = false;
+  const CLI::Option* kv_cache_memory_option = nullptr;  // to tell a given size from the default
 };
 
 // Registers --kv-cache-memory, --block-size, --max-num-batched-tokens, --max-num-seqs,
-// --no-prefix-cache, --swap-space and --preemption; bad values fail at parse time (usage,
+// --no-prefix-cache, --swap-space, --preemption, --device, --gpu-memory-utilization and
+// --no-cuda-graphs; bad values fail at parse time (usage,
 // non-zero exit) rather than after the model has loaded.
 void add_engine_options(CLI::App& cmd, EngineOptions& options);
 
 // max_model_len 0: the model's trained context. Errors for combinations no single option
-// check can see (swap preemption without a swap pool).
+// check can see (swap preemption without a swap pool, --device cuda in a build without CUDA).
 Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t max_model_len);
 
 }  // namespace folio::cli

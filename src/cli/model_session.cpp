@@ -6,6 +6,10 @@
 
 #include <unistd.h>
 
+#ifdef FOLIO_HAS_CUDA
+#include "backend/cuda/cuda_executor.h"
+#endif
+
 namespace folio::cli {
 
 std::string models_dir() {
@@ -58,6 +62,34 @@ Expected<ModelSession> open_model_session(const std::string& path, int num_threa
                  session.backend->num_threads(), std::string(cpu::isa_name(session.backend->isa())).c_str());
   }
   return session;
+}
+
+Expected<std::unique_ptr<Engine>> make_engine(ModelSession& session, const EngineOptions& options,
+                                              const EngineConfig& config, bool quiet) {
+  if (options.device != "cuda") {
+    return std::make_unique<Engine>(*session.model, *session.backend, *session.tokenizer, config);
+  }
+#ifdef FOLIO_HAS_CUDA
+  if (!session.executor) {
+    cuda::CudaExecutorOptions cuda_options;
+    cuda_options.gpu_memory_utilization = options.gpu_memory_utilization;
+    const bool size_given = options.kv_cache_memory_option != nullptr && options.kv_cache_memory_option->count() > 0;
+    cuda_options.kv_cache_bytes = size_given ? config.kv_cache_bytes : 0;
+    cuda_options.block_size = config.block_size;
+    cuda_options.swap_space_bytes = config.swap_space_bytes;
+    cuda_options.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
+    cuda_options.max_num_seqs = config.scheduler.max_num_seqs;
+    cuda_options.max_model_len = config.max_model_len;
+    cuda_options.cuda_graphs = !options.no_cuda_graphs;
+    cuda_options.quiet = quiet;
+    Expected<std::unique_ptr<ModelExecutor>> executor = cuda::make_cuda_executor(*session.model, cuda_options);
+    if (!executor) return executor.status();
+    session.executor = std::move(executor).value();
+  }
+  return std::make_unique<Engine>(*session.executor, *session.tokenizer, config);
+#else
+  return Status::error("--device cuda: this folio was built without CUDA");
+#endif
 }
 
 }  // namespace folio::cli

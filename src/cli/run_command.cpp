@@ -149,7 +149,12 @@ int run(RunOptions options) {
     std::fprintf(stderr, "folio run: %s\n", session.error().c_str());
     return 1;
   }
-  Engine engine(*session->model, *session->backend, *session->tokenizer, *config);
+  Expected<std::unique_ptr<Engine>> made = make_engine(*session, options.engine, *config, options.quiet);
+  if (!made) {
+    std::fprintf(stderr, "folio run: %s\n", made.error().c_str());
+    return 1;
+  }
+  Engine& engine = **made;
 
   // One prompt, one sample: text streams as it comes. Otherwise each result prints whole,
   // as "[i]" (or "[i.j]" for sample / beam j) when it finishes.

@@ -1,8 +1,12 @@
 // `folio serve`: the engine behind an OpenAI-compatible HTTP API (src/server/). The engine runs
 // on its own thread (EngineWorker); a few io threads run every connection. SIGINT/SIGTERM stop
 // accepting, abort what is in flight and exit 0.
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -27,6 +31,8 @@ struct ServeOptions {
   int context = 0;
   int http_threads = 2;
   int64_t max_body_bytes = int64_t{8} << 20;
+  int max_queue = 0;
+  std::string chat_template_file;
   bool quiet = false;
   EngineOptions engine;
 };
@@ -41,9 +47,17 @@ Expected<server::ModelInfo> model_info(const ModelSession& session, const Engine
   server::ModelInfo info;
   info.tokenizer = session.tokenizer.get();
   info.name = options.served_model_name.empty() ? default_model_name(options.model) : options.served_model_name;
-  if (const std::optional<std::string> source = session.file->get_string("tokenizer.chat_template")) {
+  std::optional<std::string> source = session.file->get_string("tokenizer.chat_template");
+  std::string origin = "the model's chat template";
+  if (!options.chat_template_file.empty()) {
+    std::ifstream in(options.chat_template_file, std::ios::binary);
+    if (!in) return Status::error("cannot read the chat template file '" + options.chat_template_file + "'");
+    source = std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    origin = "the chat template in '" + options.chat_template_file + "'";
+  }
+  if (source) {
     Expected<ChatTemplate> chat_template = ChatTemplate::parse(*source);
-    if (!chat_template) return Status::error("the model's chat template does not parse: " + chat_template.error());
+    if (!chat_template) return Status::error(origin + " does not parse: " + chat_template.error());
     info.chat_template = std::move(chat_template).value();
   }
   // A request must fit the model's context and, whole, the KV pool.
@@ -52,7 +66,18 @@ Expected<server::ModelInfo> model_info(const ModelSession& session, const Engine
   return info;
 }
 
+// Every open connection is a file descriptor; the usual soft limit of 1,024 would cap the
+// server far below what it can hold, so take whatever the hard limit allows.
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 int serve(const ServeOptions& options) {
+  raise_open_file_limit();
   Expected<EngineConfig> config = to_engine_config(options.engine, options.context);
   if (!config) {
     std::fprintf(stderr, "folio serve: %s\n", config.error().c_str());
@@ -63,8 +88,13 @@ int serve(const ServeOptions& options) {
     std::fprintf(stderr, "folio serve: %s\n", session.error().c_str());
     return 1;
   }
-  Engine engine(*session->model, *session->backend, *session->tokenizer, *config);
-  server::EngineWorker worker(engine);
+  Expected<std::unique_ptr<Engine>> made = make_engine(*session, options.engine, *config, options.quiet);
+  if (!made) {
+    std::fprintf(stderr, "folio serve: %s\n", made.error().c_str());
+    return 1;
+  }
+  Engine& engine = **made;
+  server::EngineWorker worker(engine, options.max_queue);
   server::ApiContext context;
   context.worker = &worker;
   Expected<server::ModelInfo> info = model_info(*session, engine, options, *config);
@@ -112,6 +142,10 @@ CommandRunner add_serve_command(CLI::App& app) {
       ->check(CLI::Range(1, 64))->capture_default_str();
   cmd->add_option("--max-body-bytes", options->max_body_bytes, "Largest request body; larger ones get 413")
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30))->capture_default_str();
+  cmd->add_option("--max-queue", options->max_queue,
+                  "Most requests waiting to run; more get 503 (0: no limit)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
+  cmd->add_option("--chat-template", options->chat_template_file,
+                  "A Jinja chat template file to use instead of the model's");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress lines on stderr");
   add_engine_options(*cmd, options->engine);
   return [options] { return serve(*options); };

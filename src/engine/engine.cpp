@@ -4,6 +4,8 @@
 #include <cassert>
 #include <string>
 
+#include "engine/cpu_model_executor.h"
+
 namespace folio {
 namespace {
 
@@ -11,38 +13,42 @@ int32_t blocks_for_bytes(int64_t bytes, const KvCacheShape& per_block) {
   return static_cast<int32_t>(std::max<int64_t>(0, bytes / static_cast<int64_t>(per_block.bytes_per_block())));
 }
 
-KvCacheShape device_shape(const LlamaModel& model, const EngineConfig& config) {
-  KvCacheShape shape = model.kv_shape(1, config.block_size);
+std::unique_ptr<ModelExecutor> make_cpu_executor(LlamaModel& model, Backend& backend,
+                                                 const EngineConfig& config) {
+  const KvCacheShape per_block = model.kv_shape(1, config.block_size);
   // One more than the budget's blocks: block 0 is the reserved null block.
-  shape.num_blocks = blocks_for_bytes(config.kv_cache_bytes, shape) + 1;
-  return shape;
-}
-
-int32_t host_blocks(const LlamaModel& model, const EngineConfig& config) {
-  if (config.swap_space_bytes <= 0) return 0;
-  return blocks_for_bytes(config.swap_space_bytes, model.kv_shape(1, config.block_size)) + 1;
+  const int32_t num_blocks = blocks_for_bytes(config.kv_cache_bytes, per_block) + 1;
+  const int32_t num_host_blocks =
+      config.swap_space_bytes <= 0 ? 0 : blocks_for_bytes(config.swap_space_bytes, per_block) + 1;
+  return std::make_unique<CpuModelExecutor>(model, backend, num_blocks, config.block_size,
+                                            num_host_blocks);
 }
 
 }  // namespace
 
 Engine::Engine(LlamaModel& model, Backend& backend, const Tokenizer& tokenizer,
                const EngineConfig& config)
-    : model_(model),
+    : Engine(make_cpu_executor(model, backend, config), nullptr, tokenizer, config) {}
+
+Engine::Engine(ModelExecutor& executor, const Tokenizer& tokenizer, const EngineConfig& config)
+    : Engine(std::unique_ptr<ModelExecutor>(), &executor, tokenizer, config) {}
+
+Engine::Engine(std::unique_ptr<ModelExecutor> owned, ModelExecutor* executor,
+               const Tokenizer& tokenizer, const EngineConfig& config)
+    : owned_executor_(std::move(owned)),
+      executor_(executor != nullptr ? *executor : *owned_executor_),
       tokenizer_(tokenizer),
-      max_model_len_(config.max_model_len > 0 ? config.max_model_len : model.config().context_length),
-      storage_(device_shape(model, config)),
-      host_pool_(host_blocks(model, config) > 1
-                     ? std::make_unique<HostKvPool>(storage_.shape(), host_blocks(model, config))
-                     : nullptr),
-      kv_(KvCacheConfig{storage_.shape().num_blocks, config.block_size,
-                        host_pool_ ? host_pool_->num_blocks() : 0, config.enable_prefix_caching}),
+      max_model_len_(config.max_model_len > 0 ? config.max_model_len : executor_.config().context_length),
+      kv_(KvCacheConfig{executor_.num_kv_blocks(), executor_.block_size(),
+                        executor_.num_host_blocks() > 1 ? executor_.num_host_blocks() : 0,
+                        config.enable_prefix_caching}),
       scheduler_(config.scheduler, kv_),
-      runner_(model, backend, kv_, storage_, host_pool_.get()) {}
+      runner_(executor_, kv_) {}
 
 Expected<RequestId> Engine::add_request(std::vector<int32_t> prompt, RequestParams params) {
   if (prompt.empty()) return Status::error("the prompt is empty");
   for (int32_t token : prompt) {
-    if (token < 0 || token >= model_.config().vocab_size) {
+    if (token < 0 || token >= executor_.config().vocab_size) {
       return Status::error("prompt token id " + std::to_string(token) + " is out of range");
     }
   }
@@ -57,7 +63,7 @@ Expected<RequestId> Engine::add_request(std::vector<int32_t> prompt, RequestPara
                          " tokens; the context is " + std::to_string(max_model_len_));
   }
   // A request whose whole context cannot fit in the pool could never finish.
-  const int64_t pool_tokens = static_cast<int64_t>(storage_.shape().num_blocks - 1) * storage_.shape().block_size;
+  const int64_t pool_tokens = static_cast<int64_t>(executor_.num_kv_blocks() - 1) * executor_.block_size();
   if (std::min<int64_t>(total, max_model_len_) > pool_tokens) {
     return Status::error("prompt plus max_tokens (" + std::to_string(total) +
                          " tokens) exceed the KV cache (" + std::to_string(pool_tokens) + " tokens)");
@@ -154,10 +160,10 @@ void Engine::emit(Request& request, RequestOutput& out) {
   out.num_output_tokens = static_cast<int32_t>(request.output_tokens.size());
 }
 
-void Engine::update(const SchedulerOutput& output, const std::vector<float>& logits,
+void Engine::update(const SchedulerOutput& output, std::span<const float> logits,
                     std::vector<RequestOutput>& outputs) {
   scheduler_.on_computed(output);
-  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  const size_t vocab = static_cast<size_t>(executor_.config().vocab_size);
   size_t logit_row = 0;
   for (const ScheduledChunk& chunk : output.chunks) {
     Request& request = *chunk.request;
@@ -361,7 +367,7 @@ std::vector<RequestOutput> Engine::step() {
   }
   const SchedulerOutput scheduled = scheduler_.schedule();
   if (!scheduled.empty()) {
-    const std::vector<float>& logits = runner_.execute(scheduled);
+    const std::span<const float> logits = runner_.execute(scheduled);
     update(scheduled, logits, outputs);
   }
   // Beam groups whose live beams are all scored move on together; a group can also become

@@ -10,12 +10,11 @@
 #include "backend/backend.h"
 #include "core/status.h"
 #include "engine/beam_search.h"
+#include "engine/model_executor.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
-#include "kv/host_kv_pool.h"
 #include "kv/kv_cache_manager.h"
-#include "kv/kv_cache_storage.h"
 #include "model/llama_model.h"
 #include "text/tokenizer.h"
 
@@ -81,7 +80,11 @@ struct BeamGroup {
 
 class Engine {
  public:
+  // The CPU path: the engine owns a KV pool of config.kv_cache_bytes in host memory.
   Engine(LlamaModel& model, Backend& backend, const Tokenizer& tokenizer, const EngineConfig& config);
+  // Any executor (the CUDA model, say), which owns the KV pool and decided its size; of config,
+  // the KV sizes (kv_cache_bytes, block_size, swap_space_bytes) are the executor's business.
+  Engine(ModelExecutor& executor, const Tokenizer& tokenizer, const EngineConfig& config);
 
   Expected<RequestId> add_request(std::vector<int32_t> prompt, RequestParams params);
   // Finishes the request with reason abort and frees its blocks at once; false if unknown.
@@ -94,14 +97,17 @@ class Engine {
   // it waits, and no finished request holds blocks.
   Status check_invariants() const;
   int32_t max_model_len() const { return max_model_len_; }
-  int32_t num_kv_blocks() const { return storage_.shape().num_blocks; }
+  int32_t num_kv_blocks() const { return executor_.num_kv_blocks(); }
 
   // Runs the prompts as one continuous batch to completion (params.n must be 1).
   std::vector<Generation> generate(const std::vector<std::vector<int32_t>>& prompts,
                                    const RequestParams& params);
 
  private:
-  void update(const SchedulerOutput& output, const std::vector<float>& logits,
+  // executor null: the owned one.
+  Engine(std::unique_ptr<ModelExecutor> owned, ModelExecutor* executor, const Tokenizer& tokenizer,
+         const EngineConfig& config);
+  void update(const SchedulerOutput& output, std::span<const float> logits,
               std::vector<RequestOutput>& outputs);
   bool check_stop(Request& request, int32_t token);
   void emit(Request& request, RequestOutput& out);
@@ -115,11 +121,10 @@ class Engine {
   bool beam_group_done(const BeamGroup& group, const RequestParams& params) const;
   void finish_beam_group(RequestId id, BeamGroup& group, std::vector<RequestOutput>& outputs);
 
-  LlamaModel& model_;
+  std::unique_ptr<ModelExecutor> owned_executor_;  // the CPU path's; null for a given executor
+  ModelExecutor& executor_;
   const Tokenizer& tokenizer_;
   int32_t max_model_len_;
-  KvCacheStorage storage_;
-  std::unique_ptr<HostKvPool> host_pool_;
   KvCacheManager kv_;
   Scheduler scheduler_;
   ModelRunner runner_;

@@ -1,18 +1,15 @@
 #include "engine/model_runner.h"
 
-#include "kv/block_copy.h"
-
 namespace folio {
 
-ModelRunner::ModelRunner(LlamaModel& model, Backend& backend, KvCacheManager& kv,
-                         KvCacheStorage& storage, HostKvPool* host_pool)
-    : model_(model), backend_(backend), kv_(kv), storage_(storage), host_pool_(host_pool) {}
+ModelRunner::ModelRunner(ModelExecutor& executor, KvCacheManager& kv)
+    : executor_(executor), kv_(kv) {}
 
-const std::vector<float>& ModelRunner::execute(const SchedulerOutput& output) {
+std::span<const float> ModelRunner::execute(const SchedulerOutput& output) {
   // Copies first, in the order they were decided: a later decision may reuse a block an
   // earlier one emptied.
   const std::vector<BlockCopy> copies = kv_.take_pending_copies();
-  execute_block_copies(copies, storage_, host_pool_);
+  if (!copies.empty()) executor_.copy_blocks(copies);
 
   batch_.tokens.clear();
   batch_.positions.clear();
@@ -33,9 +30,8 @@ const std::vector<float>& ModelRunner::execute(const SchedulerOutput& output) {
                                 kv_.block_table(request.sequence_id())});
     if (chunk.samples) batch_.logit_rows.push_back(batch_.num_tokens() - 1);
   }
-  logits_.resize(batch_.logit_rows.size() * static_cast<size_t>(model_.config().vocab_size));
-  if (!batch_.tokens.empty()) model_.forward(backend_, batch_, storage_, logits_.data());
-  return logits_;
+  if (batch_.tokens.empty()) return {};
+  return executor_.forward(batch_);
 }
 
 }  // namespace folio

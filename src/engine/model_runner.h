@@ -3,33 +3,25 @@
 // logits of the chunks that sample.
 #pragma once
 
-#include <vector>
+#include <span>
 
-#include "backend/backend.h"
+#include "engine/model_executor.h"
 #include "engine/scheduler_output.h"
-#include "kv/host_kv_pool.h"
 #include "kv/kv_cache_manager.h"
-#include "kv/kv_cache_storage.h"
-#include "model/llama_model.h"
 
 namespace folio {
 
 class ModelRunner {
  public:
-  ModelRunner(LlamaModel& model, Backend& backend, KvCacheManager& kv, KvCacheStorage& storage,
-              HostKvPool* host_pool);
+  ModelRunner(ModelExecutor& executor, KvCacheManager& kv);
 
-  // Logits (number of sampling chunks, vocab), in chunk order.
-  const std::vector<float>& execute(const SchedulerOutput& output);
+  // Logits (number of sampling chunks, vocab), in chunk order; valid until the next call.
+  std::span<const float> execute(const SchedulerOutput& output);
 
  private:
-  LlamaModel& model_;
-  Backend& backend_;
+  ModelExecutor& executor_;
   KvCacheManager& kv_;
-  KvCacheStorage& storage_;
-  HostKvPool* host_pool_;
   ForwardBatch batch_;
-  std::vector<float> logits_;
 };
 
 }  // namespace folio

@@ -36,6 +36,13 @@ class LlamaModel {
   uint64_t weight_bytes() const { return weight_bytes_; }
   KvCacheShape kv_shape(int32_t num_blocks, int32_t block_size) const;
 
+  // The weights as loaded, for backends that keep their own copy (the CUDA model uploads them).
+  const WeightTensor& token_embedding() const { return token_embedding_; }
+  const WeightTensor& output() const { return output_; }
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const std::vector<float>& rope_freq_factors() const { return rope_freq_factors_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+
   // Runs the batch through every layer, writing its K/V into `cache`, and fills
   // logits: (batch.logit_rows.size(), vocab_size).
   void forward(Backend& backend, const ForwardBatch& batch, KvCacheStorage& cache,

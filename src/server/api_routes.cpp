@@ -1,7 +1,9 @@
 #include "server/api_routes.h"
 
+#include "server/chat_page.h"
 #include "server/openai_response.h"
 #include "server/prometheus_metrics.h"
+#include "server/tokenize_routes.h"
 
 namespace folio::server {
 namespace {
@@ -52,8 +54,13 @@ ApiResult handle_api_request(const ApiRequest& request, const ApiContext& contex
   const bool get = request.method == "GET";
   const bool post = request.method == "POST";
   if (path == "/health" && get) return ApiResponse{200, "text/plain", ""};
+  // The chat page is public like /health: the API key is typed into the page, which sends it.
+  if ((path == "/" || path == "/index.html") && get) {
+    return ApiResponse{200, "text/html; charset=utf-8", std::string(chat_page_html())};
+  }
   const bool known = path == "/v1/models" || path == "/metrics" || path == "/v1/completions" ||
-                     path == "/v1/chat/completions" || path == "/health";
+                     path == "/v1/chat/completions" || path == "/health" ||
+                     path == "/tokenize" || path == "/detokenize";
   if (!known) return api_error(404, "no route for " + std::string(request.method) + " " + std::string(path));
   if (!authorized(request, context)) return api_error(401, "a valid API key is required (Authorization: Bearer KEY)");
   if (path == "/v1/models" && get) return ApiResponse{200, "application/json", models_body(context.model.name, context.created)};
@@ -67,6 +74,8 @@ ApiResult handle_api_request(const ApiRequest& request, const ApiContext& contex
   if (path == "/v1/chat/completions" && post) {
     return generation<ChatCompletionRequest>(request, context, parse_chat_completion_request, plan_chat_completion);
   }
+  if (path == "/tokenize" && post) return handle_tokenize(request.body, context.model);
+  if (path == "/detokenize" && post) return handle_detokenize(request.body, context.model);
   return api_error(405, std::string(request.method) + " is not allowed on " + std::string(path));
 }
 

@@ -4,7 +4,7 @@
 
 namespace folio::server {
 
-EngineWorker::EngineWorker(Engine& engine) : engine_(engine) {}
+EngineWorker::EngineWorker(Engine& engine, int32_t max_waiting) : engine_(engine), max_waiting_(max_waiting) {}
 
 EngineWorker::~EngineWorker() { stop(); }
 
@@ -22,11 +22,19 @@ void EngineWorker::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-EngineWorker::Ticket EngineWorker::submit(std::vector<int32_t> prompt, RequestParams params, OutputSink sink) {
+std::optional<EngineWorker::Ticket> EngineWorker::submit(std::vector<std::vector<int32_t>> prompts,
+                                                         RequestParams params, OutputSink sink) {
   const Ticket ticket = next_ticket_.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    commands_.push_back(Submission{ticket, std::move(prompt), std::move(params), std::move(sink)});
+    // Waiting = not yet handed to the engine + what the engine had waiting after its last
+    // step. The engine's count lags by at most one step, which only delays a refusal.
+    if (max_waiting_ > 0 && num_queued_submissions_ + metrics_.engine.num_waiting >= max_waiting_) {
+      return std::nullopt;
+    }
+    ++num_queued_submissions_;
+    commands_.push_back(Submission{ticket, std::move(prompts), std::move(params), std::move(sink),
+                                   std::chrono::steady_clock::now()});
   }
   wake_.notify_one();
   return ticket;
@@ -55,6 +63,7 @@ void EngineWorker::loop() {
       wake_.wait(lock, [&] { return stopping_ || !commands_.empty() || engine_.has_unfinished_requests(); });
       if (stopping_) break;
       commands.swap(commands_);
+      num_queued_submissions_ = 0;
     }
     for (Command& command : commands) apply(command);
     // step() also reports (and forgets) requests aborted since the last one, so it runs even
@@ -63,53 +72,69 @@ void EngineWorker::loop() {
     publish_metrics();
   }
   // Shutting down: everything in flight is aborted and its blocks freed; sinks hear nothing.
-  for (auto& [ticket, live] : live_) engine_.abort(live.engine_id);
+  for (auto& [ticket, live] : live_) {
+    for (RequestId id : live.engine_ids) engine_.abort(id);
+  }
   live_.clear();
-  ticket_of_.clear();
+  owner_of_.clear();
   engine_.step();
   publish_metrics();
 }
 
 void EngineWorker::apply(Command& command) {
   if (auto* submission = std::get_if<Submission>(&command)) {
-    const int32_t num_samples = submission->params.n;
-    Expected<RequestId> id = engine_.add_request(std::move(submission->prompt), std::move(submission->params));
-    if (!id) {
-      ++counters_.num_requests_rejected;
-      if (submission->sink.on_rejected) submission->sink.on_rejected(id.status());
-      return;
+    const int32_t n = submission->params.n;
+    std::vector<RequestId> ids;
+    for (std::vector<int32_t>& prompt : submission->prompts) {
+      Expected<RequestId> id = engine_.add_request(std::move(prompt), submission->params);
+      if (!id) {
+        // All prompts or none: the ones already added go again.
+        for (RequestId added : ids) engine_.abort(added);
+        ++counters_.num_requests_rejected;
+        if (submission->sink.on_rejected) submission->sink.on_rejected(id.status());
+        return;
+      }
+      ids.push_back(*id);
     }
-    live_.emplace(submission->ticket, Live{*id, std::move(submission->sink), num_samples});
-    ticket_of_[*id] = submission->ticket;
+    for (size_t i = 0; i < ids.size(); ++i) owner_of_[ids[i]] = Owner{submission->ticket, static_cast<int32_t>(i)};
+    const int32_t num_samples = n * static_cast<int32_t>(ids.size());
+    live_.emplace(submission->ticket, Live{std::move(ids), std::move(submission->sink), num_samples, 0, submission->submitted});
     return;
   }
   const Ticket ticket = std::get<Cancellation>(command).ticket;
   auto it = live_.find(ticket);
   if (it == live_.end()) return;  // already finished (or never accepted)
-  engine_.abort(it->second.engine_id);
+  for (RequestId id : it->second.engine_ids) {
+    engine_.abort(id);
+    owner_of_.erase(id);
+  }
   ++counters_.num_requests_aborted;
-  ticket_of_.erase(it->second.engine_id);
   live_.erase(it);
 }
 
 void EngineWorker::deliver(const std::vector<RequestOutput>& outputs) {
-  for (const RequestOutput& out : outputs) {
-    auto ticket = ticket_of_.find(out.id);
-    if (ticket == ticket_of_.end()) continue;  // cancelled: its sink is gone
-    Live& live = live_.at(ticket->second);
+  for (const RequestOutput& engine_out : outputs) {
+    auto owner = owner_of_.find(engine_out.id);
+    if (owner == owner_of_.end()) continue;  // cancelled: its sink is gone
+    const Ticket ticket = owner->second.ticket;
+    Live& live = live_.at(ticket);
+    RequestOutput out = engine_out;
+    out.index += owner->second.prompt_index * (live.num_samples / static_cast<int32_t>(live.engine_ids.size()));
     const bool last = out.finished && ++live.num_finished == live.num_samples;
     if (out.finished) {
       if (out.finish_reason == FinishReason::kLength) ++counters_.num_requests_finished_length;
       if (out.finish_reason == FinishReason::kStop) ++counters_.num_requests_finished_stop;
+      const double e2e = std::chrono::duration<double>(std::chrono::steady_clock::now() - live.submitted).count();
+      latencies_.observe_finished(out, e2e);
     }
     // The sink may be the last owner of what it captures; move it out before erasing.
     if (last) {
       OutputSink sink = std::move(live.sink);
-      live_.erase(ticket->second);
-      ticket_of_.erase(ticket);
-      if (sink.on_output) sink.on_output(out);
+      for (RequestId id : live.engine_ids) owner_of_.erase(id);
+      live_.erase(ticket);
+      if (sink.on_output) sink.on_output(std::move(out));
     } else if (live.sink.on_output) {
-      live.sink.on_output(out);
+      live.sink.on_output(std::move(out));
     }
   }
 }
@@ -118,8 +143,9 @@ void EngineWorker::publish_metrics() {
   WorkerMetrics snapshot;
   snapshot.engine = engine_.metrics();
   snapshot.counters = counters_;
+  snapshot.latencies = latencies_;
   std::lock_guard<std::mutex> lock(mutex_);
-  snapshot.num_queued_submissions = static_cast<int32_t>(commands_.size());
+  snapshot.num_queued_submissions = num_queued_submissions_;
   metrics_ = snapshot;
 }
 

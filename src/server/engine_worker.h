@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -16,11 +17,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <variant>
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/latency_histogram.h"
 
 namespace folio::server {
 
@@ -42,6 +45,7 @@ struct WorkerCounters {
 struct WorkerMetrics {
   EngineMetrics engine;
   WorkerCounters counters;
+  RequestLatencies latencies;
   int32_t num_queued_submissions = 0;  // submitted, not yet handed to the engine
 };
 
@@ -49,7 +53,9 @@ class EngineWorker {
  public:
   using Ticket = uint64_t;  // the worker's name for a request; engine ids exist only on its thread
 
-  explicit EngineWorker(Engine& engine);
+  // max_waiting: submissions beyond this many not-yet-running requests are refused
+  // (submit returns nothing; the server answers 503). 0: no limit.
+  explicit EngineWorker(Engine& engine, int32_t max_waiting = 0);
   ~EngineWorker();  // stop()s
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -58,7 +64,9 @@ class EngineWorker {
   // Aborts whatever is in flight (sinks get nothing more) and joins the engine thread.
   void stop();
 
-  Ticket submit(std::vector<int32_t> prompt, RequestParams params, OutputSink sink);
+  // Each prompt runs as its own engine request with params (n samples each); outputs reach the
+  // sink with index = prompt * n + sample. Nothing when the waiting queue is full.
+  std::optional<Ticket> submit(std::vector<std::vector<int32_t>> prompts, RequestParams params, OutputSink sink);
   // The request ends at the next pass of the engine loop and frees its KV blocks; its sink is
   // dropped and gets nothing more.
   void cancel(Ticket ticket);
@@ -69,9 +77,10 @@ class EngineWorker {
  private:
   struct Submission {
     Ticket ticket;
-    std::vector<int32_t> prompt;
+    std::vector<std::vector<int32_t>> prompts;
     RequestParams params;
     OutputSink sink;
+    std::chrono::steady_clock::time_point submitted;
   };
   struct Cancellation {
     Ticket ticket;
@@ -79,10 +88,11 @@ class EngineWorker {
   using Command = std::variant<Submission, Cancellation>;
 
   struct Live {
-    RequestId engine_id;
+    std::vector<RequestId> engine_ids;  // one per prompt
     OutputSink sink;
     int32_t num_samples;
     int32_t num_finished = 0;
+    std::chrono::steady_clock::time_point submitted;  // for the end-to-end latency
   };
 
   void loop();
@@ -91,19 +101,26 @@ class EngineWorker {
   void publish_metrics();
 
   Engine& engine_;
+  const int32_t max_waiting_;
   std::thread thread_;
   std::atomic<Ticket> next_ticket_{1};
 
   mutable std::mutex mutex_;  // guards the fields below it
   std::condition_variable wake_;
   std::deque<Command> commands_;
+  int32_t num_queued_submissions_ = 0;  // Submissions in commands_
   bool stopping_ = false;
   WorkerMetrics metrics_;
 
   // Engine thread only.
   std::map<Ticket, Live> live_;
-  std::map<RequestId, Ticket> ticket_of_;
+  struct Owner {
+    Ticket ticket;
+    int32_t prompt_index;
+  };
+  std::map<RequestId, Owner> owner_of_;
   WorkerCounters counters_;
+  RequestLatencies latencies_;
 };
 
 }  // namespace folio::server

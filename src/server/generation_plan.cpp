@@ -1,5 +1,6 @@
 #include "server/generation_plan.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -14,34 +15,48 @@ int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-Expected<GenerationPlan> finish_plan(std::vector<int32_t> prompt, const GenerationOptions& options,
-                                     std::optional<int32_t> default_max_tokens, ApiKind kind,
-                                     const ModelInfo& model) {
-  const int64_t num_prompt = static_cast<int64_t>(prompt.size());
+Status check_fits(int64_t num_prompt, std::optional<int32_t> max_tokens, const ModelInfo& model) {
   if (num_prompt == 0) return Status::error("the prompt is empty");
   if (num_prompt >= model.context_tokens) {
     return Status::error("this model's maximum context length is " + std::to_string(model.context_tokens) +
                          " tokens, but the prompt has " + std::to_string(num_prompt) + " tokens");
   }
-  const int32_t room = static_cast<int32_t>(model.context_tokens - num_prompt);
-  const int32_t max_tokens = options.max_tokens.value_or(default_max_tokens.value_or(room));
-  if (max_tokens > room) {
+  if (max_tokens && *max_tokens > model.context_tokens - num_prompt) {
     return Status::error("this model's maximum context length is " + std::to_string(model.context_tokens) +
-                         " tokens; you requested " + std::to_string(num_prompt + max_tokens) + " tokens (" +
-                         std::to_string(num_prompt) + " in the prompt, " + std::to_string(max_tokens) +
+                         " tokens; you requested " + std::to_string(num_prompt + *max_tokens) + " tokens (" +
+                         std::to_string(num_prompt) + " in the prompt, " + std::to_string(*max_tokens) +
                          " in the completion)");
   }
+  return Status::ok();
+}
+
+// default_max_tokens: the endpoint's default; none means as much as the context leaves (for
+// several prompts, the shortest leftover, so that one limit fits all).
+Expected<GenerationPlan> finish_plan(std::vector<std::vector<int32_t>> prompts, const GenerationOptions& options,
+                                     std::optional<int32_t> default_max_tokens, ApiKind kind,
+                                     const ModelInfo& model) {
+  std::optional<int32_t> max_tokens = options.max_tokens ? options.max_tokens : default_max_tokens;
+  int64_t longest = 0;
+  for (const std::vector<int32_t>& prompt : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(prompt.size()));
+  for (const std::vector<int32_t>& prompt : prompts) {
+    // The endpoint's default shrinks to fit; a limit the client gave must fit as given.
+    const std::optional<int32_t> asked = options.max_tokens;
+    if (Status s = check_fits(static_cast<int64_t>(prompt.size()), asked, model); !s) return s;
+  }
+  const int32_t room = static_cast<int32_t>(model.context_tokens - longest);
   GenerationPlan plan;
-  plan.prompt = std::move(prompt);
+  plan.prompts = std::move(prompts);
   plan.params = options.params;
-  plan.params.max_tokens = max_tokens;
+  plan.params.max_tokens = std::min(max_tokens.value_or(room), room);
   plan.identity.kind = kind;
   plan.identity.id = new_response_id(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-");
   plan.identity.created = unix_seconds();
   plan.identity.model = model.name;
   plan.identity.n = options.params.n;
+  plan.identity.num_prompts = static_cast<int32_t>(plan.prompts.size());
   plan.identity.stream = options.stream;
   plan.identity.include_usage = options.include_usage;
+  plan.identity.logprobs = options.params.sampling.logprobs;
   return plan;
 }
 
@@ -63,34 +78,53 @@ std::string new_response_id(const char* prefix) {
 }
 
 Expected<GenerationPlan> plan_completion(const CompletionRequest& request, const ModelInfo& model) {
-  std::vector<int32_t> prompt;
-  if (request.prompt_tokens) {
-    prompt = *request.prompt_tokens;
-    for (int32_t id : prompt) {
-      if (id >= model.tokenizer->vocab_size()) {
-        return Status::error("prompt token id " + std::to_string(id) + " is out of range (vocabulary size " +
-                             std::to_string(model.tokenizer->vocab_size()) + ")");
+  std::vector<std::vector<int32_t>> prompts;
+  for (const CompletionPrompt& p : request.prompts) {
+    if (!p.text) {
+      for (int32_t id : p.tokens) {
+        if (id >= model.tokenizer->vocab_size()) {
+          return Status::error("prompt token id " + std::to_string(id) + " is out of range (vocabulary size " +
+                               std::to_string(model.tokenizer->vocab_size()) + ")");
+        }
       }
+      prompts.push_back(p.tokens);
+    } else {
+      // As `folio run` encodes a prompt: BOS as the model's metadata says, special-token
+      // texts kept as text.
+      prompts.push_back(model.tokenizer->encode(*p.text, /*add_special=*/true, /*parse_special=*/false));
     }
-  } else {
-    // As `folio run` encodes a prompt: BOS as the model's metadata says, special-token texts
-    // kept as text.
-    prompt = model.tokenizer->encode(*request.prompt_text, /*add_special=*/true, /*parse_special=*/false);
   }
-  return finish_plan(std::move(prompt), request.options, kDefaultCompletionMaxTokens, ApiKind::kCompletion, model);
+  Expected<GenerationPlan> plan =
+      finish_plan(std::move(prompts), request.options, kDefaultCompletionMaxTokens, ApiKind::kCompletion, model);
+  // Echo gives each prompt back as sent: the text itself, or the token ids' text.
+  if (plan && request.options.echo) {
+    for (size_t i = 0; i < request.prompts.size(); ++i) {
+      const CompletionPrompt& p = request.prompts[i];
+      plan->identity.echo.push_back(p.text ? *p.text : model.tokenizer->decode(plan->prompts[i]));
+    }
+  }
+  return plan;
 }
 
-Expected<GenerationPlan> plan_chat_completion(const ChatCompletionRequest& request, const ModelInfo& model) {
+Expected<std::vector<int32_t>> chat_prompt_tokens(const std::vector<ChatMessage>& messages, const ModelInfo& model,
+                                                 bool add_generation_prompt) {
   if (!model.chat_template) return Status::error("the model has no chat template; use /v1/completions");
   const Tokenizer& tok = *model.tokenizer;
   nlohmann::json extra = {{"bos_token", tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id()) : std::string()},
                           {"eos_token", tok.eos_id() >= 0 ? tok.token_to_piece(tok.eos_id()) : std::string()}};
-  Expected<std::string> text = model.chat_template->render(request.messages, /*add_generation_prompt=*/true, extra);
+  Expected<std::string> text = model.chat_template->render(messages, add_generation_prompt, extra);
   if (!text) return Status::error("the chat template failed on these messages: " + text.error());
   // The template already wrote any BOS; special-token texts in it are tokens.
-  std::vector<int32_t> prompt = tok.encode(*text, /*add_special=*/false, /*parse_special=*/true);
+  return tok.encode(*text, /*add_special=*/false, /*parse_special=*/true);
+}
+
+Expected<GenerationPlan> plan_chat_completion(const ChatCompletionRequest& request, const ModelInfo& model) {
+  Expected<std::vector<int32_t>> prompt = chat_prompt_tokens(request.messages, model, /*add_generation_prompt=*/true);
+  if (!prompt) return prompt.status();
   // No max_tokens in a chat request: as much as the context leaves.
-  return finish_plan(std::move(prompt), request.options, std::nullopt, ApiKind::kChat, model);
+  std::vector<std::vector<int32_t>> prompts;
+  prompts.push_back(std::move(prompt).value());
+  return finish_plan(std::move(prompts), request.options, std::nullopt, ApiKind::kChat, model);
 }
 
 }  // namespace folio::server

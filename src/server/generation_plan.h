@@ -25,13 +25,17 @@ struct ModelInfo {
 };
 
 struct GenerationPlan {
-  std::vector<int32_t> prompt;
+  std::vector<std::vector<int32_t>> prompts;  // one sequence group (n samples) each
   RequestParams params;
   ResponseIdentity identity;
 };
 
 Expected<GenerationPlan> plan_completion(const CompletionRequest& request, const ModelInfo& model);
 Expected<GenerationPlan> plan_chat_completion(const ChatCompletionRequest& request, const ModelInfo& model);
+
+// The messages rendered by the model's chat template and tokenized, as a chat completion sees them.
+Expected<std::vector<int32_t>> chat_prompt_tokens(const std::vector<ChatMessage>& messages, const ModelInfo& model,
+                                                 bool add_generation_prompt);
 
 // "cmpl-<24 hex digits>" / "chatcmpl-...": unique within the process, unpredictable across.
 std::string new_response_id(const char* prefix);

@@ -85,7 +85,7 @@ void HttpSession::handle_request() {
 void HttpSession::start_generation(GenerationPlan plan) {
   state_ = State::kResponding;
   headers_sent_ = false;
-  assembler_.emplace(plan.identity);
+  assembler_.emplace(plan.identity, context_.model.tokenizer);
   stream_.expires_never();  // a generation takes as long as it takes; disconnects still end it
   // The worker calls these on the engine thread; they only hop onto this session's strand.
   auto self = shared_from_this();
@@ -96,7 +96,13 @@ void HttpSession::start_generation(GenerationPlan plan) {
   sink.on_rejected = [self](Status status) {
     net::post(self->stream_.get_executor(), [self, status = std::move(status)] { self->on_rejected(status); });
   };
-  ticket_ = context_.worker->submit(std::move(plan.prompt), std::move(plan.params), std::move(sink));
+  ticket_ = context_.worker->submit(std::move(plan.prompts), std::move(plan.params), std::move(sink));
+  if (!ticket_) {
+    assembler_.reset();
+    send_response(api_error(503, "the server is at capacity: too many requests are waiting; retry later"),
+                  /*close_after=*/!keep_alive_);
+    return;
+  }
   start_watch();
 }
 
@@ -207,7 +213,11 @@ void HttpSession::on_write(beast::error_code ec) {
 
 void HttpSession::response_complete() {
   if (!keep_alive_) {
-    close();
+    if (watching_) {
+      close();  // the request was read whole: nothing unread to linger for
+    } else {
+      linger_then_close();
+    }
     return;
   }
   if (watching_) {
@@ -217,6 +227,28 @@ void HttpSession::response_complete() {
     return;
   }
   do_read();
+}
+
+// Closing a socket with unread input makes the kernel answer with a reset, which can destroy
+// the response still on its way (a 413 sent while the client is still uploading its body).
+// So: half-close, read and discard what the client still sends for a moment, then close.
+void HttpSession::linger_then_close() {
+  state_ = State::kLingering;
+  beast::error_code ignored;
+  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
+  stream_.expires_after(std::chrono::seconds(2));
+  drain_buffer_.resize(64 * 1024);
+  drain();
+}
+
+void HttpSession::drain() {
+  stream_.async_read_some(net::buffer(drain_buffer_), [self = shared_from_this()](beast::error_code ec, size_t) {
+    if (ec) {
+      self->close();
+    } else {
+      self->drain();
+    }
+  });
 }
 
 void HttpSession::client_gone() {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "server/api_routes.h"
 #include "server/openai_response.h"
@@ -39,7 +40,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  private:
   // kResponding: a response (maybe a generation) is under way; kAwaitingWatch: it is out and
   // the disconnect watch is being cancelled before the next read.
-  enum class State { kReading, kResponding, kAwaitingWatch, kClosed };
+  // kLingering: a closing response is out; the client's leftover input is being discarded.
+  enum class State { kReading, kResponding, kAwaitingWatch, kLingering, kClosed };
 
   void do_read();
   void on_read(boost::beast::error_code ec);
@@ -55,6 +57,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_write(boost::beast::error_code ec);
   void response_complete();
   void client_gone();
+  void linger_then_close();
+  void drain();
   void close();
 
   boost::beast::tcp_stream stream_;
@@ -77,6 +81,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::deque<PendingWrite> writes_;
   size_t pending_write_bytes_ = 0;
   bool writing_ = false;
+  std::vector<char> drain_buffer_;  // lingering only
 };
 
 }  // namespace folio::server

@@ -106,28 +106,48 @@ Expected<std::vector<int32_t>> read_token_ids(const json& array, const char* key
   return ids;
 }
 
-// Fields folio does not implement yet: refused, so a client never gets less than it asked for.
-Status refuse_unsupported(const json& body, bool chat) {
-  const json* logprobs = field(body, "logprobs");
-  if (logprobs != nullptr && !(logprobs->is_boolean() && !logprobs->get<bool>())) {
-    return Status::error("'logprobs' is not supported yet");
+// Fields folio does not implement: refused, so a client never gets less than it asked for.
+Status refuse_unsupported(const json& body) {
+  for (const char* key : {"suffix", "tools", "functions", "logit_bias"}) {
+    if (field(body, key) != nullptr) return Status::error("'" + std::string(key) + "' is not supported");
   }
-  for (const char* key : {"top_logprobs", "suffix", "tools", "functions", "logit_bias"}) {
-    if (field(body, key) != nullptr) return Status::error("'" + std::string(key) + "' is not supported yet");
-  }
-  const json* echo = field(body, "echo");
-  if (echo != nullptr && !(echo->is_boolean() && !echo->get<bool>())) return Status::error("'echo' is not supported yet");
   const json* best_of = field(body, "best_of");
   if (best_of != nullptr && !(best_of->is_number_integer() && best_of->get<int64_t>() == 1)) {
-    return Status::error("'best_of' other than 1 is not supported yet");
+    return Status::error("'best_of' other than 1 is not supported; use 'n'");
   }
-  (void)chat;
+  return Status::ok();
+}
+
+// Completions: "logprobs": N (the sampled token's logprob and the N most likely), "echo".
+// Chat: "logprobs": true, "top_logprobs": N. Both become the sampler's logprobs = N.
+Status read_logprobs(const json& body, bool chat, GenerationOptions& options) {
+  int& logprobs = options.params.sampling.logprobs;
+  const int64_t max = SamplingParams::kMaxLogprobs;
+  if (!chat) {
+    Expected<std::optional<int64_t>> n = read_integer(body, "logprobs", 0, max);
+    if (!n) return n.status();
+    if (*n) logprobs = static_cast<int>(**n);
+    if (field(body, "top_logprobs") != nullptr) return Status::error("'top_logprobs' is a chat field; use 'logprobs': N");
+    if (Status s = read_bool(body, "echo", options.echo); !s) return s;
+    if (options.echo && logprobs >= 0) {
+      return Status::error("'echo' together with 'logprobs' (prompt logprobs) is not supported");
+    }
+    return Status::ok();
+  }
+  bool wanted = false;
+  if (Status s = read_bool(body, "logprobs", wanted); !s) return s;
+  Expected<std::optional<int64_t>> top = read_integer(body, "top_logprobs", 0, max);
+  if (!top) return top.status();
+  if (*top && !wanted) return Status::error("'top_logprobs' needs 'logprobs': true");
+  if (wanted) logprobs = static_cast<int>(top->value_or(0));
+  if (field(body, "echo") != nullptr) return Status::error("'echo' is a completions field");
   return Status::ok();
 }
 
 Expected<GenerationOptions> parse_options(const json& body, bool chat) {
-  if (Status s = refuse_unsupported(body, chat); !s) return s;
+  if (Status s = refuse_unsupported(body); !s) return s;
   GenerationOptions options;
+  if (Status s = read_logprobs(body, chat, options); !s) return s;
   if (const json* model = field(body, "model")) {
     if (!model->is_string()) return type_error("model", "a string");
     options.model = model->get<std::string>();
@@ -208,6 +228,25 @@ Expected<std::string> message_content(const json& message, size_t i) {
   return text;
 }
 
+Expected<std::vector<ChatMessage>> read_messages(const json& object) {
+  const json* messages = field(object, "messages");
+  if (messages == nullptr) return Status::error("'messages' is required");
+  if (!messages->is_array() || messages->empty()) return type_error("messages", "a non-empty list of messages");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& message = (*messages)[i];
+    if (!message.is_object()) return Status::error("'messages[" + std::to_string(i) + "]' must be an object");
+    const json* role = field(message, "role");
+    if (role == nullptr || !role->is_string()) {
+      return Status::error("'messages[" + std::to_string(i) + "].role' must be a string");
+    }
+    Expected<std::string> content = message_content(message, i);
+    if (!content) return content.status();
+    out.push_back({role->get<std::string>(), std::move(content).value()});
+  }
+  return out;
+}
+
 }  // namespace
 
 Expected<CompletionRequest> parse_completion_request(std::string_view body) {
@@ -221,21 +260,39 @@ Expected<CompletionRequest> parse_completion_request(std::string_view body) {
 
   const json* prompt = field(object, "prompt");
   if (prompt == nullptr) return Status::error("'prompt' is required");
-  // A list of one prompt is the same as the prompt; batches of prompts are not supported yet.
-  if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
-    prompt = &(*prompt)[0];
-  }
-  if (prompt->is_string()) {
-    request.prompt_text = prompt->get<std::string>();
-    if (request.prompt_text->empty()) return Status::error("'prompt' must not be empty");
-  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
-    Expected<std::vector<int32_t>> tokens = read_token_ids(*prompt, "prompt");
-    if (!tokens) return tokens.status();
-    request.prompt_tokens = std::move(tokens).value();
-  } else if (prompt->is_array() && prompt->size() > 1) {
-    return Status::error("'prompt': a list of several prompts is not supported yet; send one per request");
+  // One prompt: a string or a list of token ids. Several: a list of those.
+  auto read_one = [](const json& p) -> Expected<CompletionPrompt> {
+    CompletionPrompt one;
+    if (p.is_string()) {
+      one.text = p.get<std::string>();
+      if (one.text->empty()) return Status::error("'prompt' must not be empty");
+      return one;
+    }
+    if (p.is_array() && !p.empty() && p[0].is_number()) {
+      Expected<std::vector<int32_t>> tokens = read_token_ids(p, "prompt");
+      if (!tokens) return tokens.status();
+      one.tokens = std::move(tokens).value();
+      return one;
+    }
+    return type_error("prompt", "a non-empty string, a list of token ids, or a list of those");
+  };
+  const bool batch = prompt->is_array() && !prompt->empty() && ((*prompt)[0].is_string() || (*prompt)[0].is_array());
+  if (!batch) {
+    Expected<CompletionPrompt> one = read_one(*prompt);
+    if (!one) return one.status();
+    request.prompts.push_back(std::move(one).value());
   } else {
-    return type_error("prompt", "a non-empty string or a list of token ids");
+    if (prompt->size() > kMaxPrompts) {
+      return Status::error("'prompt' may hold at most " + std::to_string(kMaxPrompts) + " prompts");
+    }
+    for (const json& p : *prompt) {
+      Expected<CompletionPrompt> one = read_one(p);
+      if (!one) return one.status();
+      request.prompts.push_back(std::move(one).value());
+    }
+  }
+  if (static_cast<int64_t>(request.prompts.size()) * request.options.params.n > kMaxChoices) {
+    return Status::error("prompts x n may be at most " + std::to_string(kMaxChoices));
   }
   return request;
 }
@@ -249,20 +306,53 @@ Expected<ChatCompletionRequest> parse_chat_completion_request(std::string_view b
   ChatCompletionRequest request;
   request.options = std::move(options).value();
 
-  const json* messages = field(object, "messages");
-  if (messages == nullptr) return Status::error("'messages' is required");
-  if (!messages->is_array() || messages->empty()) return type_error("messages", "a non-empty list of messages");
-  for (size_t i = 0; i < messages->size(); ++i) {
-    const json& message = (*messages)[i];
-    if (!message.is_object()) return Status::error("'messages[" + std::to_string(i) + "]' must be an object");
-    const json* role = field(message, "role");
-    if (role == nullptr || !role->is_string()) {
-      return Status::error("'messages[" + std::to_string(i) + "].role' must be a string");
-    }
-    Expected<std::string> content = message_content(message, i);
-    if (!content) return content.status();
-    request.messages.push_back({role->get<std::string>(), std::move(content).value()});
+  Expected<std::vector<ChatMessage>> messages = read_messages(object);
+  if (!messages) return messages.status();
+  request.messages = std::move(messages).value();
+  return request;
+}
+
+Expected<TokenizeRequest> parse_tokenize_request(std::string_view body) {
+  Expected<json> parsed = parse_body(body);
+  if (!parsed) return parsed.status();
+  const json& object = *parsed;
+  TokenizeRequest request;
+  if (const json* model = field(object, "model")) {
+    if (!model->is_string()) return type_error("model", "a string");
+    request.model = model->get<std::string>();
   }
+  if (Status s = read_bool(object, "add_special_tokens", request.add_special_tokens); !s) return s;
+  if (Status s = read_bool(object, "add_generation_prompt", request.add_generation_prompt); !s) return s;
+  if (Status s = read_bool(object, "return_token_strs", request.return_token_strs); !s) return s;
+  const json* prompt = field(object, "prompt");
+  const bool has_messages = field(object, "messages") != nullptr;
+  if ((prompt != nullptr) == has_messages) return Status::error("give exactly one of 'prompt' and 'messages'");
+  if (prompt != nullptr) {
+    if (!prompt->is_string()) return type_error("prompt", "a string");
+    request.prompt = prompt->get<std::string>();
+    return request;
+  }
+  Expected<std::vector<ChatMessage>> messages = read_messages(object);
+  if (!messages) return messages.status();
+  request.messages = std::move(messages).value();
+  return request;
+}
+
+Expected<DetokenizeRequest> parse_detokenize_request(std::string_view body) {
+  Expected<json> parsed = parse_body(body);
+  if (!parsed) return parsed.status();
+  const json& object = *parsed;
+  DetokenizeRequest request;
+  if (const json* model = field(object, "model")) {
+    if (!model->is_string()) return type_error("model", "a string");
+    request.model = model->get<std::string>();
+  }
+  const json* tokens = field(object, "tokens");
+  if (tokens == nullptr) return Status::error("'tokens' is required");
+  if (!tokens->is_array()) return type_error("tokens", "a list of token ids (integers)");
+  Expected<std::vector<int32_t>> ids = read_token_ids(*tokens, "tokens");
+  if (!ids) return ids.status();
+  request.tokens = std::move(ids).value();
   return request;
 }
 

@@ -1,5 +1,7 @@
 #include "server/openai_response.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace folio::server {
@@ -43,17 +45,64 @@ std::string models_body(const std::string& model_name, int64_t created) {
   return dump(ordered_json{{"object", "list"}, {"data", ordered_json::array({model})}});
 }
 
-ResponseAssembler::ResponseAssembler(ResponseIdentity identity) : identity_(std::move(identity)) {}
+ResponseAssembler::ResponseAssembler(ResponseIdentity identity, const Tokenizer* tokenizer)
+    : identity_(std::move(identity)), tokenizer_(tokenizer) {}
 
-std::string ResponseAssembler::usage_json_text() const {
-  int32_t completion_tokens = 0;
-  for (const auto& [index, choice] : choices_) completion_tokens += choice.num_output_tokens;
-  return dump(ordered_json{{"prompt_tokens", num_prompt_tokens_},
-                           {"completion_tokens", completion_tokens},
-                           {"total_tokens", num_prompt_tokens_ + completion_tokens}});
+// Consumes choice.pending_samples. Completions use OpenAI's legacy shape (parallel lists of
+// tokens, logprobs, top-N maps, text offsets); chat the per-token objects with UTF-8 bytes,
+// which is how a token that is half of a character can still be shown.
+std::string ResponseAssembler::logprobs_json_text(Choice& choice) const {
+  auto piece = [&](int32_t id) -> std::string {
+    return tokenizer_ != nullptr ? tokenizer_->token_to_piece(id) : std::to_string(id);
+  };
+  auto bytes_of = [](const std::string& text) {
+    ordered_json bytes = ordered_json::array();
+    for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+    return bytes;
+  };
+  ordered_json result;
+  if (identity_.kind == ApiKind::kChat) {
+    ordered_json content = ordered_json::array();
+    for (const SampleResult& sample : choice.pending_samples) {
+      const std::string text = piece(sample.token);
+      ordered_json top = ordered_json::array();
+      for (const auto& [id, logprob] : sample.top_logprobs) {
+        const std::string t = piece(id);
+        top.push_back({{"token", t}, {"logprob", logprob}, {"bytes", bytes_of(t)}});
+      }
+      content.push_back({{"token", text}, {"logprob", sample.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
+    }
+    result = {{"content", content}, {"refusal", nullptr}};
+  } else {
+    ordered_json tokens = ordered_json::array(), logprobs = ordered_json::array();
+    ordered_json tops = ordered_json::array(), offsets = ordered_json::array();
+    for (const SampleResult& sample : choice.pending_samples) {
+      const std::string text = piece(sample.token);
+      tokens.push_back(text);
+      logprobs.push_back(sample.logprob);
+      ordered_json top = ordered_json::object();
+      for (const auto& [id, logprob] : sample.top_logprobs) top[piece(id)] = logprob;
+      tops.push_back(identity_.logprobs > 0 ? top : ordered_json(nullptr));
+      offsets.push_back(choice.text_offset);
+      choice.text_offset += static_cast<int64_t>(text.size());
+    }
+    result = {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
+  }
+  choice.pending_samples.clear();
+  return dump(result);
 }
 
-std::string ResponseAssembler::chunk_event(int32_t index, const std::string* text, bool role, FinishReason reason) const {
+std::string ResponseAssembler::usage_json_text() const {
+  int32_t completion_tokens = 0, prompt_tokens = 0;
+  for (const auto& [index, choice] : choices_) completion_tokens += choice.num_output_tokens;
+  for (const auto& [prompt, tokens] : prompt_tokens_) prompt_tokens += tokens;
+  return dump(ordered_json{{"prompt_tokens", prompt_tokens},
+                           {"completion_tokens", completion_tokens},
+                           {"total_tokens", prompt_tokens + completion_tokens}});
+}
+
+std::string ResponseAssembler::chunk_event(int32_t index, const std::string* text, bool role, FinishReason reason,
+                                           Choice* logprobs_from) const {
   const bool chat = identity_.kind == ApiKind::kChat;
   ordered_json choice = {{"index", index}};
   if (chat) {
@@ -65,6 +114,9 @@ std::string ResponseAssembler::chunk_event(int32_t index, const std::string* tex
     choice["text"] = text != nullptr ? *text : std::string();
   }
   choice["logprobs"] = nullptr;
+  if (logprobs_from != nullptr && identity_.logprobs >= 0) {
+    choice["logprobs"] = ordered_json::parse(logprobs_json_text(*logprobs_from));
+  }
   choice["finish_reason"] = finish_reason_json(reason);
   ordered_json chunk = {{"id", identity_.id},
                         {"object", chat ? "chat.completion.chunk" : "text_completion"},
@@ -77,8 +129,18 @@ std::string ResponseAssembler::chunk_event(int32_t index, const std::string* tex
 }
 
 std::string ResponseAssembler::add(const RequestOutput& out) {
-  Choice& choice = choices_[out.index];
-  num_prompt_tokens_ = out.num_prompt_tokens;
+  auto [it, inserted] = choices_.try_emplace(out.index);
+  Choice& choice = it->second;
+  const int32_t prompt = out.index / std::max(1, identity_.n);
+  const std::string* echo = static_cast<size_t>(prompt) < identity_.echo.size() ? &identity_.echo[prompt] : nullptr;
+  if (inserted && echo != nullptr) {
+    if (!identity_.stream) choice.text = *echo;
+    choice.text_offset = static_cast<int64_t>(echo->size());
+  }
+  if (identity_.logprobs >= 0) {
+    choice.pending_samples.insert(choice.pending_samples.end(), out.new_samples.begin(), out.new_samples.end());
+  }
+  prompt_tokens_[prompt] = out.num_prompt_tokens;
   choice.num_output_tokens = out.num_output_tokens;
   if (out.finished) {
     choice.finish_reason = out.finish_reason;
@@ -89,15 +151,20 @@ std::string ResponseAssembler::add(const RequestOutput& out) {
     return {};
   }
   std::string events;
-  if (identity_.kind == ApiKind::kChat && !choice.started) {
+  const bool chat = identity_.kind == ApiKind::kChat;
+  if (chat && !choice.started) {
     const std::string empty;
-    events += chunk_event(out.index, &empty, /*role=*/true, FinishReason::kNone);
+    events += chunk_event(out.index, &empty, /*role=*/true, FinishReason::kNone, nullptr);
+  }
+  // Completions with echo: the prompt goes out first, in a chunk of its own.
+  if (!chat && !choice.started && echo != nullptr && !echo->empty()) {
+    events += chunk_event(out.index, echo, /*role=*/false, FinishReason::kNone, nullptr);
   }
   choice.started = true;
   if (!out.text_delta.empty() || out.finished) {
-    const bool chat = identity_.kind == ApiKind::kChat;
     const std::string* text = (!out.text_delta.empty() || !chat) ? &out.text_delta : nullptr;
-    events += chunk_event(out.index, text, /*role=*/false, out.finished ? out.finish_reason : FinishReason::kNone);
+    events += chunk_event(out.index, text, /*role=*/false, out.finished ? out.finish_reason : FinishReason::kNone,
+                          &choice);
   }
   if (done()) {
     if (identity_.include_usage) {
@@ -115,10 +182,10 @@ std::string ResponseAssembler::add(const RequestOutput& out) {
   return events;
 }
 
-std::string ResponseAssembler::body() const {
+std::string ResponseAssembler::body() {
   const bool chat = identity_.kind == ApiKind::kChat;
   ordered_json choices = ordered_json::array();
-  for (const auto& [index, choice] : choices_) {
+  for (auto& [index, choice] : choices_) {
     ordered_json c = {{"index", index}};
     if (chat) {
       c["message"] = {{"role", "assistant"}, {"content", choice.text}};
@@ -126,6 +193,7 @@ std::string ResponseAssembler::body() const {
       c["text"] = choice.text;
     }
     c["logprobs"] = nullptr;
+    if (identity_.logprobs >= 0) c["logprobs"] = ordered_json::parse(logprobs_json_text(choice));
     c["finish_reason"] = finish_reason_json(choice.finish_reason);
     choices.push_back(std::move(c));
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "text/tokenizer.h"
 
 namespace folio::server {
 
@@ -25,9 +26,12 @@ struct ResponseIdentity {
   std::string id;       // "cmpl-..." / "chatcmpl-..."
   int64_t created = 0;  // Unix seconds
   std::string model;
-  int32_t n = 1;
+  int32_t n = 1;             // samples per prompt
+  int32_t num_prompts = 1;   // completions may carry several; choice index = prompt * n + sample
   bool stream = false;
   bool include_usage = false;
+  int32_t logprobs = -1;  // -1: none; N >= 0: each token's logprob and the N most likely
+  std::vector<std::string> echo;  // completions with echo: each prompt's text, starting its choices
 };
 
 inline constexpr const char* kSystemFingerprint = "fp_folio";
@@ -35,13 +39,14 @@ inline constexpr const char* kSystemFingerprint = "fp_folio";
 // Turns one request's RequestOutputs into what the client reads. Streaming: add() returns the
 // SSE events to write now, the last call also the usage chunk (if asked) and "data: [DONE]".
 // Not streaming: add() gathers and body() is the whole response once done().
+// Logprobs name tokens by their text, so the tokenizer is needed when identity.logprobs >= 0.
 class ResponseAssembler {
  public:
-  explicit ResponseAssembler(ResponseIdentity identity);
+  explicit ResponseAssembler(ResponseIdentity identity, const Tokenizer* tokenizer = nullptr);
 
   std::string add(const RequestOutput& out);
-  bool done() const { return num_finished_ == identity_.n; }
-  std::string body() const;
+  bool done() const { return num_finished_ == identity_.n * identity_.num_prompts; }
+  std::string body();  // consumes the gathered logprobs: call once
   const ResponseIdentity& identity() const { return identity_; }
 
  private:
@@ -49,15 +54,22 @@ class ResponseAssembler {
     std::string text;
     FinishReason finish_reason = FinishReason::kNone;
     int32_t num_output_tokens = 0;
-    bool started = false;  // chat streaming: the role chunk went out
+    bool started = false;  // streaming: the first chunk (chat: the role) went out
+    // Samples not yet sent: a token's text may be held back (a possible stop string) while its
+    // logprob is known, so logprobs ride on the next chunk that goes out.
+    std::vector<SampleResult> pending_samples;
+    int64_t text_offset = 0;  // completions: where the next token's text starts
   };
-  std::string chunk_event(int32_t index, const std::string* text, bool role, FinishReason reason) const;
+  std::string chunk_event(int32_t index, const std::string* text, bool role, FinishReason reason,
+                          Choice* logprobs_from) const;
   std::string usage_json_text() const;
+  std::string logprobs_json_text(Choice& choice) const;
 
   ResponseIdentity identity_;
+  const Tokenizer* tokenizer_;
   std::map<int32_t, Choice> choices_;
   int32_t num_finished_ = 0;
-  int32_t num_prompt_tokens_ = 0;
+  std::map<int32_t, int32_t> prompt_tokens_;  // per prompt
 };
 
 }  // namespace folio::server

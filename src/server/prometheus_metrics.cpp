@@ -33,6 +33,9 @@ class MetricsWriter {
   void add_finished(const char* reason, int64_t value) {
     text_ += std::string("folio:request_success_total") + "{" + model_label_ + ",finished_reason=\"" + reason + "\"} " + std::to_string(value) + "\n";
   }
+  void add_histogram(const char* name, const char* help, const Histogram& histogram) {
+    text_ += histogram.prometheus_text(name, help, model_label_);
+  }
   std::string& text() { return text_; }
 
  private:
@@ -68,6 +71,15 @@ std::string prometheus_metrics_text(const WorkerMetrics& metrics, const std::str
               "# TYPE folio:request_success_total counter\n";
   w.add_finished("stop", metrics.counters.num_requests_finished_stop);
   w.add_finished("length", metrics.counters.num_requests_finished_length);
+  const RequestLatencies& l = metrics.latencies;
+  w.add_histogram("folio:time_to_first_token_seconds", "Time to first token (from arrival at the engine).",
+                  l.time_to_first_token);
+  w.add_histogram("folio:time_per_output_token_seconds", "Mean time per output token after the first, per sequence.",
+                  l.time_per_output_token);
+  w.add_histogram("folio:e2e_request_latency_seconds", "End-to-end latency, from submission to the last token.",
+                  l.e2e_latency);
+  w.add_histogram("folio:request_prompt_tokens", "Prompt tokens per sequence.", l.prompt_tokens);
+  w.add_histogram("folio:request_generation_tokens", "Generated tokens per sequence.", l.generation_tokens);
   return std::move(w.text());
 }
 

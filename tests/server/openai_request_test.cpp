@@ -13,7 +13,8 @@ TEST(OpenAiRequestTest, CompletionWithEveryField) {
     "stream_options": {"include_usage": true}, "user": "u", "unknown_field": [1]})");
   ASSERT_TRUE(r) << r.error();
   EXPECT_EQ(r->options.model, "m");
-  EXPECT_EQ(*r->prompt_text, "hello");
+  ASSERT_EQ(r->prompts.size(), 1u);
+  EXPECT_EQ(*r->prompts[0].text, "hello");
   EXPECT_EQ(r->options.max_tokens, 7);
   const SamplingParams& s = r->options.params.sampling;
   EXPECT_FLOAT_EQ(s.temperature, 0.5f);
@@ -42,14 +43,25 @@ TEST(OpenAiRequestTest, DefaultsFollowOpenAi) {
 TEST(OpenAiRequestTest, PromptForms) {
   Expected<CompletionRequest> ids = parse_completion_request(R"({"prompt": [1, 2, 3]})");
   ASSERT_TRUE(ids) << ids.error();
-  EXPECT_EQ(*ids->prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(ids->prompts.size(), 1u);
+  EXPECT_FALSE(ids->prompts[0].text);
+  EXPECT_EQ(ids->prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
   Expected<CompletionRequest> one = parse_completion_request(R"({"prompt": ["only"]})");
   ASSERT_TRUE(one) << one.error();
-  EXPECT_EQ(*one->prompt_text, "only");
+  ASSERT_EQ(one->prompts.size(), 1u);
+  EXPECT_EQ(*one->prompts[0].text, "only");
   Expected<CompletionRequest> nested = parse_completion_request(R"({"prompt": [[5, 6]]})");
   ASSERT_TRUE(nested) << nested.error();
-  EXPECT_EQ(*nested->prompt_tokens, (std::vector<int32_t>{5, 6}));
-  EXPECT_FALSE(parse_completion_request(R"({"prompt": ["a", "b"]})"));
+  EXPECT_EQ(nested->prompts[0].tokens, (std::vector<int32_t>{5, 6}));
+  Expected<CompletionRequest> several = parse_completion_request(R"({"prompt": ["a", [7], "b"], "n": 2})");
+  ASSERT_TRUE(several) << several.error();
+  ASSERT_EQ(several->prompts.size(), 3u);
+  EXPECT_EQ(*several->prompts[2].text, "b");
+  EXPECT_EQ(several->prompts[1].tokens, (std::vector<int32_t>{7}));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": ["a", ""]})"));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": ["a", 5]})"));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": [["a"]]})"));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": ["a", "b"], "n": 1000})"));  // prompts x n too many
   EXPECT_FALSE(parse_completion_request(R"({"prompt": ""})"));
   EXPECT_FALSE(parse_completion_request(R"({"prompt": []})"));
   EXPECT_FALSE(parse_completion_request(R"({"prompt": [1, -2]})"));
@@ -98,10 +110,72 @@ TEST(OpenAiRequestTest, StreamOptionsNeedStream) {
 }
 
 TEST(OpenAiRequestTest, UnsupportedFeaturesAreRefused) {
-  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "logprobs": 2})"));
-  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "echo": true})"));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "echo": true, "logprobs": 1})"));
   EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "best_of": 3})"));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "logit_bias": {"1": 2}})"));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "suffix": "y"})"));
   EXPECT_TRUE(parse_completion_request(R"({"prompt": "x", "echo": false, "best_of": 1, "logprobs": null})"));
+}
+
+TEST(OpenAiRequestTest, CompletionLogprobsAndEcho) {
+  Expected<CompletionRequest> r = parse_completion_request(R"({"prompt": "x", "logprobs": 3})");
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->options.params.sampling.logprobs, 3);
+  EXPECT_FALSE(r->options.echo);
+  r = parse_completion_request(R"({"prompt": "x", "logprobs": 0})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->options.params.sampling.logprobs, 0);
+  r = parse_completion_request(R"({"prompt": "x"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->options.params.sampling.logprobs, -1);  // nothing computed unless asked
+  r = parse_completion_request(R"({"prompt": "x", "echo": true})");
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->options.echo);
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "logprobs": 21})"));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "logprobs": -1})"));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "logprobs": true})"));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "top_logprobs": 2})"));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "echo": 1})"));
+}
+
+TEST(OpenAiRequestTest, ChatLogprobs) {
+  const char* m = R"("messages": [{"role": "user", "content": "hi"}])";
+  auto chat = [&](const std::string& rest) { return parse_chat_completion_request("{" + std::string(m) + rest + "}"); };
+  Expected<ChatCompletionRequest> r = chat(R"(, "logprobs": true, "top_logprobs": 5)");
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->options.params.sampling.logprobs, 5);
+  r = chat(R"(, "logprobs": true)");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->options.params.sampling.logprobs, 0);
+  r = chat(R"(, "logprobs": false)");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->options.params.sampling.logprobs, -1);
+  EXPECT_FALSE(chat(R"(, "top_logprobs": 2)"));  // needs logprobs: true
+  EXPECT_FALSE(chat(R"(, "logprobs": 2)"));      // a boolean in chat
+  EXPECT_FALSE(chat(R"(, "logprobs": true, "top_logprobs": 21)"));
+  EXPECT_FALSE(chat(R"(, "echo": true)"));
+}
+
+TEST(OpenAiRequestTest, TokenizeAndDetokenize) {
+  Expected<TokenizeRequest> t = parse_tokenize_request(R"({"prompt": "hello", "add_special_tokens": false})");
+  ASSERT_TRUE(t) << t.error();
+  EXPECT_EQ(*t->prompt, "hello");
+  EXPECT_FALSE(t->add_special_tokens);
+  t = parse_tokenize_request(R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": false})");
+  ASSERT_TRUE(t) << t.error();
+  EXPECT_FALSE(t->prompt);
+  ASSERT_EQ(t->messages.size(), 1u);
+  EXPECT_FALSE(t->add_generation_prompt);
+  EXPECT_FALSE(parse_tokenize_request(R"({})"));
+  EXPECT_FALSE(parse_tokenize_request(R"({"prompt": "a", "messages": [{"role": "user", "content": "hi"}]})"));
+  EXPECT_FALSE(parse_tokenize_request(R"({"prompt": 5})"));
+  Expected<DetokenizeRequest> d = parse_detokenize_request(R"({"tokens": [1, 2, 3]})");
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(parse_detokenize_request(R"({"tokens": [1, -2]})"));
+  EXPECT_FALSE(parse_detokenize_request(R"({"tokens": "1 2"})"));
+  EXPECT_FALSE(parse_detokenize_request(R"({"tokens": [1.5]})"));
+  EXPECT_FALSE(parse_detokenize_request(R"([1, 2])"));
 }
 
 TEST(OpenAiRequestTest, ChatMessages) {

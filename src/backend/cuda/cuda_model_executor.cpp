@@ -1,0 +1,331 @@
+#include "backend/cuda/cuda_model_executor.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace folio::cuda {
+namespace {
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+int32_t next_pow2(int32_t v) {
+  int32_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// Graph buckets stop here: past 256 sequences a step's GEMMs dwarf its launch overhead.
+constexpr int32_t kMaxGraphSeqs = 256;
+// Kept free beyond the utilization budget for cuBLASLt, graphs and the CUDA context's growth.
+constexpr size_t kReserveBytes = size_t{512} << 20;
+
+}  // namespace
+
+Expected<std::unique_ptr<CudaModelExecutor>> CudaModelExecutor::create(const LlamaModel& model,
+                                                                       const CudaExecutorOptions& options) {
+  std::unique_ptr<CudaModelExecutor> e(new CudaModelExecutor());
+  e->options_ = options;
+  if (Status s = cuda_status(cudaSetDevice(options.device), "selecting the device"); !s) return s;
+  cudaDeviceProp props{};
+  if (Status s = cuda_status(cudaGetDeviceProperties(&props, options.device), "device properties"); !s) {
+    return s;
+  }
+  e->stats_.device_name = props.name;
+  e->sm_count_ = props.multiProcessorCount;
+  if (Status s = cuda_status(cudaStreamCreateWithFlags(&e->stream_, cudaStreamNonBlocking), "stream"); !s) {
+    return s;
+  }
+  const ModelConfig& c = model.config();
+  const int32_t max_model_len = options.max_model_len > 0 ? options.max_model_len : c.context_length;
+  e->max_blocks_per_seq_ = (max_model_len + options.block_size - 1) / options.block_size;
+  e->max_graph_seqs_ = options.cuda_graphs ? std::min(kMaxGraphSeqs, next_pow2(options.max_num_seqs)) : 0;
+
+  CudaModelLimits limits;
+  limits.max_tokens = std::max(options.max_num_batched_tokens, e->max_graph_seqs_);
+  limits.max_seqs = std::max(options.max_num_seqs, e->max_graph_seqs_);
+  limits.max_logit_rows = std::max(1, std::max(std::min(options.max_num_seqs, kMaxGraphSeqs), e->max_graph_seqs_));
+  limits.max_context_len = e->max_blocks_per_seq_ * options.block_size;
+
+  int last_decile = -1;
+  auto progress = [&](uint64_t done, uint64_t total) {
+    const int decile = total == 0 ? 10 : static_cast<int>(done * 10 / total);
+    if (options.quiet || decile == last_decile) return;
+    last_decile = decile;
+    std::fprintf(stderr, "cuda: uploading weights %3d%% (%.2f GB)\n", decile * 10, done / 1e9);
+    std::fflush(stderr);
+  };
+  Expected<std::unique_ptr<CudaModel>> cuda_model = CudaModel::create(model, limits, e->sm_count_, progress);
+  if (!cuda_model) return cuda_model.status();
+  e->model_ = std::move(cuda_model).value();
+  e->stats_.weight_bytes = static_cast<int64_t>(e->model_->weight_bytes());
+  e->stats_.activation_bytes = static_cast<int64_t>(e->model_->activation_bytes());
+
+  // Static inputs: the small arrays first and the block table last, so that one copy of a
+  // prefix moves a whole step's inputs.
+  const size_t t = static_cast<size_t>(limits.max_tokens);
+  const size_t seqs = static_cast<size_t>(limits.max_seqs);
+  e->inputs_bytes_ = 4 * (4 * t + 2 * seqs + 1) + 4 * seqs * static_cast<size_t>(e->max_blocks_per_seq_);
+  if (Status s = cuda_status(e->inputs_.allocate(e->inputs_bytes_), "step inputs"); !s) return s;
+  if (Status s = cuda_status(e->staging_.allocate(e->inputs_bytes_), "step staging"); !s) return s;
+  int32_t* base = e->inputs_.get<int32_t>();
+  e->d_tokens_ = base;
+  e->d_positions_ = base + t;
+  e->d_slots_ = base + 2 * t;
+  e->d_logit_rows_ = base + 3 * t;
+  e->d_cu_query_starts_ = base + 4 * t;
+  e->d_context_lens_ = base + 4 * t + seqs + 1;
+  e->d_block_tables_ = base + 4 * t + 2 * seqs + 1;
+  e->logits_host_rows_ = static_cast<size_t>(std::max(limits.max_tokens, limits.max_logit_rows));
+  if (Status s = cuda_status(e->logits_host_.allocate(e->logits_host_rows_ * c.vocab_size * sizeof(float)),
+                             "pinned logits");
+      !s) {
+    return s;
+  }
+  if (Status s = e->allocate_kv(options, props.totalGlobalMem); !s) return s;
+  if (!options.quiet) {
+    std::fprintf(stderr,
+                 "cuda: %s, %d SMs; weights %.2f GB (bf16), activations %.2f GB, KV pool %d blocks of %d "
+                 "tokens (%.2f GB), swap %d blocks; graphs %s (up to %d sequences)\n",
+                 props.name, e->sm_count_, e->stats_.weight_bytes / 1e9, e->stats_.activation_bytes / 1e9,
+                 e->num_blocks_, options.block_size, e->stats_.kv_pool_bytes / 1e9, e->num_host_blocks_,
+                 options.cuda_graphs ? "on" : "off", e->max_graph_seqs_);
+  }
+  return Expected<std::unique_ptr<CudaModelExecutor>>(std::move(e));
+}
+
+Status CudaModelExecutor::allocate_kv(const CudaExecutorOptions& options, size_t total_memory) {
+  const ModelConfig& c = model_->config();
+  block_bytes_ = static_cast<size_t>(options.block_size) * c.num_kv_heads * c.head_dim * sizeof(uint16_t);
+  const size_t bytes_per_block = 2 * static_cast<size_t>(c.num_layers) * block_bytes_;
+  if (options.kv_cache_bytes > 0) {
+    num_blocks_ = static_cast<int32_t>(static_cast<size_t>(options.kv_cache_bytes) / bytes_per_block) + 1;
+  } else {
+    size_t free_bytes = 0, total = 0;
+    if (Status s = cuda_status(cudaMemGetInfo(&free_bytes, &total), "memory info"); !s) return s;
+    const double budget = static_cast<double>(total_memory) * options.gpu_memory_utilization -
+                          static_cast<double>(total - free_bytes) - static_cast<double>(kReserveBytes);
+    if (budget < static_cast<double>(bytes_per_block)) {
+      return Status::error("cuda: no memory left for the KV cache after weights and activations (raise "
+                           "--gpu-memory-utilization or lower --max-num-batched-tokens)");
+    }
+    num_blocks_ = static_cast<int32_t>(std::min<double>(budget / static_cast<double>(bytes_per_block), 1 << 30));
+  }
+  num_blocks_ = std::max(num_blocks_, 2);
+  layer_bytes_ = align256(block_bytes_ * static_cast<size_t>(num_blocks_));
+  const size_t pool = 2 * static_cast<size_t>(c.num_layers) * layer_bytes_;
+  if (Status s = cuda_status(kv_pool_.allocate(pool), "allocating the KV pool"); !s) return s;
+  // Zeros: the null block 0 is what padded decode rows read.
+  if (Status s = cuda_status(cudaMemset(kv_pool_.get(), 0, pool), "clearing the KV pool"); !s) return s;
+  stats_.kv_pool_bytes = static_cast<int64_t>(pool);
+  auto* base = kv_pool_.get<uint8_t>();
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    kv_layers_.push_back(KvLayerView{reinterpret_cast<uint16_t*>(base + (2 * l) * layer_bytes_),
+                                     reinterpret_cast<uint16_t*>(base + (2 * l + 1) * layer_bytes_),
+                                     num_blocks_, options.block_size, c.num_kv_heads, c.head_dim});
+  }
+  if (options.swap_space_bytes > 0) {
+    num_host_blocks_ = static_cast<int32_t>(static_cast<size_t>(options.swap_space_bytes) / bytes_per_block) + 1;
+    if (num_host_blocks_ > 1) {
+      if (Status s = cuda_status(host_pool_.allocate(static_cast<size_t>(num_host_blocks_) * bytes_per_block),
+                                 "pinned swap pool");
+          !s) {
+        return s;
+      }
+    } else {
+      num_host_blocks_ = 0;
+    }
+  }
+  return Status::ok();
+}
+
+CudaModelExecutor::~CudaModelExecutor() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+void CudaModelExecutor::copy_blocks(std::span<const BlockCopy> copies) {
+  // A block is 2 * num_layers pieces, one per layer and K/V half, a layer apart on the device
+  // and back to back in a host block: one strided 2-D copy each.
+  const size_t pieces = 2 * kv_layers_.size();
+  auto* device = kv_pool_.get<uint8_t>();
+  auto* host = host_pool_.get<uint8_t>();
+  const size_t host_block = pieces * block_bytes_;
+  for (const BlockCopy& copy : copies) {
+    switch (copy.direction) {
+      case BlockCopyDirection::kDeviceToDevice:
+        if (copy.src_block == copy.dst_block) break;
+        FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(device + copy.dst_block * block_bytes_, layer_bytes_,
+                                           device + copy.src_block * block_bytes_, layer_bytes_, block_bytes_,
+                                           pieces, cudaMemcpyDeviceToDevice, stream_));
+        break;
+      case BlockCopyDirection::kDeviceToHost:
+        FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(host + copy.dst_block * host_block, block_bytes_,
+                                           device + copy.src_block * block_bytes_, layer_bytes_, block_bytes_,
+                                           pieces, cudaMemcpyDeviceToHost, stream_));
+        break;
+      case BlockCopyDirection::kHostToDevice:
+        FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(device + copy.dst_block * block_bytes_, layer_bytes_,
+                                           host + copy.src_block * host_block, block_bytes_, block_bytes_,
+                                           pieces, cudaMemcpyHostToDevice, stream_));
+        break;
+    }
+  }
+}
+
+DeviceBatch CudaModelExecutor::upload(const ForwardBatch& batch, int32_t padded_seqs, int32_t table_width) {
+  const CudaModelLimits& limits = model_->limits();
+  const size_t t = static_cast<size_t>(limits.max_tokens);
+  const size_t seqs = static_cast<size_t>(limits.max_seqs);
+  const int32_t num_seqs = static_cast<int32_t>(batch.sequences.size());
+  const int32_t pad = padded_seqs - num_seqs;  // decode padding: one token per padded sequence
+  const int32_t n = batch.num_tokens() + pad;
+  const int32_t rows = static_cast<int32_t>(batch.logit_rows.size()) + pad;
+  int32_t* s = staging_.get<int32_t>();
+  int32_t* tokens = s;
+  int32_t* positions = s + t;
+  int32_t* slots = s + 2 * t;
+  int32_t* logit_rows = s + 3 * t;
+  int32_t* cu = s + 4 * t;
+  int32_t* context = s + 4 * t + seqs + 1;
+  int32_t* tables = s + 4 * t + 2 * seqs + 1;
+  std::copy(batch.tokens.begin(), batch.tokens.end(), tokens);
+  std::copy(batch.positions.begin(), batch.positions.end(), positions);
+  std::copy(batch.slot_mapping.begin(), batch.slot_mapping.end(), slots);
+  std::copy(batch.logit_rows.begin(), batch.logit_rows.end(), logit_rows);
+  int32_t max_query = 0, max_context = 0;
+  std::fill(tables, tables + static_cast<size_t>(padded_seqs) * table_width, 0);
+  for (int32_t i = 0; i < num_seqs; ++i) {
+    const AttentionSequence& seq = batch.sequences[static_cast<size_t>(i)];
+    cu[i] = seq.query_start;
+    context[i] = seq.context_len;
+    max_query = std::max(max_query, seq.query_len);
+    max_context = std::max(max_context, seq.context_len);
+    std::copy(seq.block_table.begin(), seq.block_table.end(), tables + static_cast<size_t>(i) * table_width);
+  }
+  for (int32_t p = 0; p < pad; ++p) {
+    const int32_t token = batch.num_tokens() + p;
+    tokens[token] = 0;
+    positions[token] = 0;
+    slots[token] = -1;
+    logit_rows[static_cast<int32_t>(batch.logit_rows.size()) + p] = token;
+    cu[num_seqs + p] = token;
+    context[num_seqs + p] = 1;
+  }
+  cu[padded_seqs] = n;
+  const size_t bytes = 4 * (4 * t + 2 * seqs + 1) + 4 * static_cast<size_t>(padded_seqs) * table_width;
+  FOLIO_CUDA_CHECK(cudaMemcpyAsync(inputs_.get(), staging_.get(), bytes, cudaMemcpyHostToDevice, stream_));
+
+  DeviceBatch d;
+  d.tokens = d_tokens_;
+  d.positions = d_positions_;
+  d.slot_mapping = d_slots_;
+  d.cu_query_starts = d_cu_query_starts_;
+  d.context_lens = d_context_lens_;
+  d.block_tables = d_block_tables_;
+  d.logit_rows = d_logit_rows_;
+  d.num_tokens = n;
+  d.num_seqs = padded_seqs;
+  d.max_blocks_per_seq = table_width;
+  d.max_query_len = std::max(max_query, pad > 0 ? 1 : 0);
+  d.max_context_len = max_context;
+  d.num_logit_rows = rows;
+  return d;
+}
+
+cudaGraphExec_t CudaModelExecutor::decode_graph(int32_t seqs, int32_t table_width, const DeviceBatch& batch) {
+  const auto key = std::make_pair(seqs, table_width);
+  if (auto it = graphs_.find(key); it != graphs_.end()) return it->second;
+  // One eager run first: it loads the kernels' modules and lets cuBLASLt pick its algorithms
+  // outside the capture. It does the step's own work, which the replay then repeats exactly
+  // (same K/V written to the same slots, same logits).
+  model_->forward(batch, kv_layers_, stream_);
+  model_->logits(batch, 0, seqs, stream_);
+  FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  cudaGraph_t graph = nullptr;
+  FOLIO_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  model_->forward(batch, kv_layers_, stream_);
+  model_->logits(batch, 0, seqs, stream_);
+  FOLIO_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  FOLIO_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  FOLIO_CUDA_CHECK(cudaGraphDestroy(graph));
+  graphs_.emplace(key, exec);
+  stats_.graphs_captured = static_cast<int32_t>(graphs_.size());
+  return exec;
+}
+
+std::span<const float> CudaModelExecutor::forward(const ForwardBatch& batch) {
+  const CudaModelLimits& limits = model_->limits();
+  const int32_t num_seqs = static_cast<int32_t>(batch.sequences.size());
+  if (batch.num_tokens() > limits.max_tokens || num_seqs > limits.max_seqs) {
+    char message[160];
+    std::snprintf(message, sizeof message, "batch of %d tokens / %d sequences exceeds the executor's %d / %d",
+                  batch.num_tokens(), num_seqs, limits.max_tokens, limits.max_seqs);
+    cuda_fail("CudaModelExecutor::forward", __FILE__, __LINE__, message);
+  }
+  int32_t max_blocks = 1;
+  bool decode_only = true;
+  for (const AttentionSequence& seq : batch.sequences) {
+    max_blocks = std::max(max_blocks, static_cast<int32_t>(seq.block_table.size()));
+    decode_only = decode_only && seq.query_len == 1;
+  }
+  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
+  const int32_t m = static_cast<int32_t>(batch.logit_rows.size());
+  const bool use_graph = decode_only && num_seqs <= max_graph_seqs_ && max_blocks <= max_blocks_per_seq_;
+  if (use_graph) {
+    const int32_t seqs = next_pow2(num_seqs);
+    const int32_t width = std::min(next_pow2(max_blocks), max_blocks_per_seq_);
+    DeviceBatch d = upload(batch, seqs, width);
+    // A graph is captured for the widest context its table width allows; shorter contexts cut
+    // their own splits at run time (kernels.h, paged_attention_decode).
+    d.max_context_len = width * options_.block_size;
+    d.max_query_len = 1;
+    cudaGraphExec_t exec = decode_graph(seqs, width, d);
+    FOLIO_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+    ++stats_.graph_replays;
+    FOLIO_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), model_->logits_buffer(), m * vocab * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream_));
+  } else {
+    DeviceBatch d = upload(batch, num_seqs, max_blocks);
+    model_->forward(d, kv_layers_, stream_);
+    ++stats_.eager_steps;
+    for (int32_t first = 0; first < m; first += limits.max_logit_rows) {
+      const int32_t count = std::min(limits.max_logit_rows, m - first);
+      model_->logits(d, first, count, stream_);
+      FOLIO_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get<float>() + first * vocab, model_->logits_buffer(),
+                                       count * vocab * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    }
+  }
+  FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  FOLIO_CUDA_CHECK(cudaGetLastError());
+  return std::span<const float>(logits_host_.get<float>(), m * vocab);
+}
+
+std::vector<uint16_t> CudaModelExecutor::read_block(int32_t layer, bool values, int32_t block) {
+  std::vector<uint16_t> out(block_bytes_ / sizeof(uint16_t));
+  const KvLayerView& view = kv_layers_[static_cast<size_t>(layer)];
+  const uint16_t* src = (values ? view.v : view.k) + block * (block_bytes_ / sizeof(uint16_t));
+  FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  FOLIO_CUDA_CHECK(cudaMemcpy(out.data(), src, block_bytes_, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+Expected<std::unique_ptr<ModelExecutor>> make_cuda_executor(const LlamaModel& model,
+                                                            const CudaExecutorOptions& options) {
+  Expected<std::unique_ptr<CudaModelExecutor>> e = CudaModelExecutor::create(model, options);
+  if (!e) return e.status();
+  return Expected<std::unique_ptr<ModelExecutor>>(std::unique_ptr<ModelExecutor>(std::move(e).value()));
+}
+
+CudaExecutorStats cuda_executor_stats(const ModelExecutor& executor) {
+  const auto* cuda = dynamic_cast<const CudaModelExecutor*>(&executor);
+  return cuda != nullptr ? cuda->stats() : CudaExecutorStats{};
+}
+
+}  // namespace folio::cuda

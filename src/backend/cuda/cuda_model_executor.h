@@ -1,0 +1,87 @@
+// The CUDA ModelExecutor: a CudaModel, the paged KV pool in device memory (the KvLayerView
+// layout, fp16), a pinned host pool for swapped-out blocks, and the step driver: it packs
+// each ForwardBatch into pinned staging, copies it to static device buffers, runs the forward
+// (a captured CUDA graph when every sequence decodes one token, eagerly otherwise) and copies
+// only the wanted logit rows back.
+//
+// Decode graphs are keyed by (batch bucket, block-table width bucket): batch sizes round up to
+// 1, 2, 4, ..., max_num_seqs and table widths to powers of two, so a handful of graphs cover
+// every decode step. Padding sequences decode token 0 at position 0 against the null block 0
+// (zeros, never allocated) and write no K/V (slot -1).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/cuda_model.h"
+#include "backend/cuda/device_buffer.h"
+
+namespace folio::cuda {
+
+class CudaModelExecutor final : public ModelExecutor {
+ public:
+  static Expected<std::unique_ptr<CudaModelExecutor>> create(const LlamaModel& model,
+                                                             const CudaExecutorOptions& options);
+  ~CudaModelExecutor() override;
+
+  const ModelConfig& config() const override { return model_->config(); }
+  int32_t block_size() const override { return options_.block_size; }
+  int32_t num_kv_blocks() const override { return num_blocks_; }
+  int32_t num_host_blocks() const override { return num_host_blocks_; }
+  void copy_blocks(std::span<const BlockCopy> copies) override;
+  std::span<const float> forward(const ForwardBatch& batch) override;
+
+  const CudaExecutorStats& stats() const { return stats_; }
+  // Copies one layer's K (or V) block to the host, for checks: (block_size, kv_heads, head_dim).
+  std::vector<uint16_t> read_block(int32_t layer, bool values, int32_t block);
+
+ private:
+  CudaModelExecutor() = default;
+  Status allocate_kv(const CudaExecutorOptions& options, size_t total_memory);
+  // Packs the batch (padded to the graph's shape when decode_bucket > 0) into staging and
+  // copies it to the device; returns the device view.
+  DeviceBatch upload(const ForwardBatch& batch, int32_t padded_seqs, int32_t table_width);
+  cudaGraphExec_t decode_graph(int32_t seqs, int32_t table_width, const DeviceBatch& batch);
+
+  CudaExecutorOptions options_;
+  std::unique_ptr<CudaModel> model_;
+  cudaStream_t stream_ = nullptr;
+  int32_t sm_count_ = 0;
+  int32_t max_blocks_per_seq_ = 0;   // ceil(max_model_len / block_size)
+  int32_t max_graph_seqs_ = 0;
+
+  // KV pool: layer l's K at pool + 2l * layer_bytes, its V at pool + (2l + 1) * layer_bytes,
+  // each (num_blocks, block_size, num_kv_heads, head_dim) fp16.
+  DeviceBuffer kv_pool_;
+  size_t block_bytes_ = 0;  // one layer's K (or V) of one block
+  size_t layer_bytes_ = 0;
+  int32_t num_blocks_ = 0;
+  std::vector<KvLayerView> kv_layers_;
+  // Host swap pool, HostKvPool's layout: (num_host_blocks, num_layers, 2, block) contiguous.
+  PinnedBuffer host_pool_;
+  int32_t num_host_blocks_ = 0;
+
+  // Static inputs (graphs read these addresses) and their pinned staging.
+  DeviceBuffer inputs_;
+  PinnedBuffer staging_;
+  size_t inputs_bytes_ = 0;
+  int32_t* d_tokens_ = nullptr;
+  int32_t* d_positions_ = nullptr;
+  int32_t* d_slots_ = nullptr;
+  int32_t* d_cu_query_starts_ = nullptr;
+  int32_t* d_context_lens_ = nullptr;
+  int32_t* d_logit_rows_ = nullptr;
+  int32_t* d_block_tables_ = nullptr;
+  PinnedBuffer logits_host_;  // (max rows, vocab) fp32
+  size_t logits_host_rows_ = 0;
+
+  std::map<std::pair<int32_t, int32_t>, cudaGraphExec_t> graphs_;
+  CudaExecutorStats stats_;
+};
+
+}  // namespace folio::cuda

@@ -1,0 +1,181 @@
+#include "backend/cuda/cuda_weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "backend/cpu/quant/quant_kernels.h"
+#include "backend/cuda/cuda_check.h"
+#include "core/fp16.h"
+
+namespace folio::cuda {
+namespace {
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Converts rows [begin, end) of w to BF16 into dst (row-major, cols per row).
+void rows_to_bf16(const WeightTensor& w, int64_t begin, int64_t end, uint16_t* dst) {
+  const cpu::QuantKernels* kernels = cpu::quant_kernels(w.type);
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  for (int64_t r = begin; r < end; ++r) {
+    kernels->dequantize_row(w.row(r), row.data(), w.cols);
+    uint16_t* out = dst + (r - begin) * w.cols;
+    for (int64_t c = 0; c < w.cols; ++c) out[c] = fp32_to_bf16(row[c]);
+  }
+}
+
+class Uploader {
+ public:
+  Uploader(uint64_t total, const std::function<void(uint64_t, uint64_t)>& progress)
+      : total_(total), progress_(progress) {}
+
+  // Copies matrix w (as BF16) to dst. BF16 goes straight from the mapping; other types are
+  // converted on all cores in chunks through a pinned staging buffer.
+  Status matrix(const WeightTensor& w, uint16_t* dst) {
+    const size_t bytes = static_cast<size_t>(w.rows * w.cols) * 2;
+    if (w.type == DType::BF16) {
+      // Chunked so that progress moves on 16 GB models.
+      const auto* src = static_cast<const uint8_t*>(w.data);
+      for (size_t at = 0; at < bytes; at += kChunk) {
+        const size_t size = std::min(kChunk, bytes - at);
+        if (Status s = cuda_status(cudaMemcpy(reinterpret_cast<uint8_t*>(dst) + at, src + at, size,
+                                              cudaMemcpyHostToDevice), "weight upload"); !s) {
+          return s;
+        }
+        advance(size);
+      }
+      return Status::ok();
+    }
+    if (staging_.bytes() == 0) {
+      if (Status s = cuda_status(staging_.allocate(kChunk), "pinned staging"); !s) return s;
+    }
+    const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kChunk / (w.cols * 2)));
+    const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 32);
+    for (int64_t r0 = 0; r0 < w.rows; r0 += rows_per_chunk) {
+      const int64_t r1 = std::min(w.rows, r0 + rows_per_chunk);
+      uint16_t* stage = staging_.get<uint16_t>();
+      std::vector<std::thread> pool;
+      const int64_t per = (r1 - r0 + threads - 1) / threads;
+      for (int64_t b = r0; b < r1; b += per) {
+        const int64_t e = std::min(r1, b + per);
+        pool.emplace_back([&w, b, e, stage, r0] { rows_to_bf16(w, b, e, stage + (b - r0) * w.cols); });
+      }
+      for (std::thread& t : pool) t.join();
+      const size_t size = static_cast<size_t>((r1 - r0) * w.cols) * 2;
+      if (Status s = cuda_status(cudaMemcpy(dst + r0 * w.cols, stage, size, cudaMemcpyHostToDevice),
+                                 "weight upload"); !s) {
+        return s;
+      }
+      advance(size);
+    }
+    return Status::ok();
+  }
+
+  Status floats(const std::vector<float>& values, float* dst) {
+    if (values.empty()) return Status::ok();
+    const size_t size = values.size() * sizeof(float);
+    Status s = cuda_status(cudaMemcpy(dst, values.data(), size, cudaMemcpyHostToDevice), "upload");
+    advance(size);
+    return s;
+  }
+
+ private:
+  void advance(uint64_t bytes) {
+    done_ += bytes;
+    if (progress_) progress_(std::min(done_, total_), total_);
+  }
+  static constexpr size_t kChunk = size_t{64} << 20;
+  uint64_t total_;
+  uint64_t done_ = 0;
+  const std::function<void(uint64_t, uint64_t)>& progress_;
+  PinnedBuffer staging_;
+};
+
+}  // namespace
+
+Status upload_weights(const LlamaModel& model, DeviceWeights& out,
+                      const std::function<void(uint64_t, uint64_t)>& progress) {
+  const ModelConfig& c = model.config();
+  const size_t hidden = static_cast<size_t>(c.hidden_dim);
+  const size_t qkv_rows = static_cast<size_t>(c.q_dim()) + 2 * static_cast<size_t>(c.kv_dim());
+  const size_t ffn = static_cast<size_t>(c.ffn_dim);
+  const size_t vocab = static_cast<size_t>(c.vocab_size);
+  const bool tied = model.output().data == model.token_embedding().data;
+
+  // Lay out the arena: offsets first, one allocation, then the copies.
+  size_t size = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = size;
+    size += align256(bytes);
+    return at;
+  };
+  const size_t embedding_at = take(vocab * hidden * 2);
+  const size_t output_at = tied ? embedding_at : take(vocab * hidden * 2);
+  const size_t output_norm_at = take(hidden * 4);
+  const size_t rope_at = take(model.rope_freq_factors().size() * 4);
+  struct LayerOffsets {
+    size_t attn_norm, qkv, qkv_bias, o, ffn_norm, gate_up, down;
+  };
+  std::vector<LayerOffsets> offsets;
+  for (const LayerWeights& layer : model.layers()) {
+    const bool bias = !layer.q_bias.empty() || !layer.k_bias.empty() || !layer.v_bias.empty();
+    offsets.push_back({take(hidden * 4), take(qkv_rows * hidden * 2), bias ? take(qkv_rows * 4) : SIZE_MAX,
+                       take(hidden * static_cast<size_t>(c.q_dim()) * 2), take(hidden * 4),
+                       take(2 * ffn * hidden * 2), take(hidden * ffn * 2)});
+  }
+  if (Status s = cuda_status(out.arena.allocate(size), "allocating weights"); !s) return s;
+  out.bytes = size;
+  auto* base = out.arena.get<uint8_t>();
+  auto bf16_at = [&](size_t at) { return reinterpret_cast<uint16_t*>(base + at); };
+  auto f32_at = [&](size_t at) { return reinterpret_cast<float*>(base + at); };
+
+  Uploader up(size, progress);
+  out.embedding = bf16_at(embedding_at);
+  out.output = bf16_at(output_at);
+  out.output_norm = f32_at(output_norm_at);
+  out.rope_freq_factors = model.rope_freq_factors().empty() ? nullptr : f32_at(rope_at);
+  Status s = up.matrix(model.token_embedding(), bf16_at(embedding_at));
+  if (s && !tied) s = up.matrix(model.output(), bf16_at(output_at));
+  if (s) s = up.floats(model.output_norm(), f32_at(output_norm_at));
+  if (s) s = up.floats(model.rope_freq_factors(), f32_at(rope_at));
+  out.layers.clear();
+  for (size_t i = 0; s && i < model.layers().size(); ++i) {
+    const LayerWeights& w = model.layers()[i];
+    const LayerOffsets& o = offsets[i];
+    DeviceLayer d;
+    d.attn_norm = f32_at(o.attn_norm);
+    d.qkv = bf16_at(o.qkv);
+    d.o = bf16_at(o.o);
+    d.ffn_norm = f32_at(o.ffn_norm);
+    d.gate_up = bf16_at(o.gate_up);
+    d.down = bf16_at(o.down);
+    uint16_t* qkv = bf16_at(o.qkv);
+    for (const Status& step : {up.floats(w.attn_norm, f32_at(o.attn_norm)),
+                               up.matrix(w.q, qkv),
+                               up.matrix(w.k, qkv + static_cast<size_t>(c.q_dim()) * hidden),
+                               up.matrix(w.v, qkv + (static_cast<size_t>(c.q_dim()) + c.kv_dim()) * hidden),
+                               up.matrix(w.o, bf16_at(o.o)),
+                               up.floats(w.ffn_norm, f32_at(o.ffn_norm)),
+                               up.matrix(w.gate, bf16_at(o.gate_up)),
+                               up.matrix(w.up, bf16_at(o.gate_up) + ffn * hidden),
+                               up.matrix(w.down, bf16_at(o.down))}) {
+      if (!step) {
+        s = step;
+        break;
+      }
+    }
+    if (s && o.qkv_bias != SIZE_MAX) {
+      // Missing parts of a partial bias are zeros.
+      std::vector<float> bias(qkv_rows, 0.0f);
+      std::copy(w.q_bias.begin(), w.q_bias.end(), bias.begin());
+      std::copy(w.k_bias.begin(), w.k_bias.end(), bias.begin() + c.q_dim());
+      std::copy(w.v_bias.begin(), w.v_bias.end(), bias.begin() + c.q_dim() + c.kv_dim());
+      s = up.floats(bias, f32_at(o.qkv_bias));
+      d.qkv_bias = f32_at(o.qkv_bias);
+    }
+    out.layers.push_back(d);
+  }
+  return s;
+}
+
+}  // namespace folio::cuda

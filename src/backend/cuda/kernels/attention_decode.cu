@@ -1,0 +1,378 @@
+// Paged decode attention (one query token per sequence), split-KV ("flash-decoding").
+//
+// Grid: (num_splits, num_heads / kGroup, num_seqs). A CTA serves kGroup query heads that
+// share one KV head, so each K/V byte it reads is used kGroup times, and it covers one
+// tile-aligned chunk of its sequence's context (attention_plan.h says how chunks are cut).
+//
+// Per tile of kDecodeTileTokens tokens, 128 threads:
+//   1. cp.async copies the next tile's K and V rows (gathered through the block table) into
+//      the other shared-memory stage while this one is computed: 16 bytes per thread-copy,
+//      a half-warp (head_dim 128) or quarter-warp (64) per 256/128-byte token row, so every
+//      warp-wide copy is fully coalesced and 8-16 KB per CTA are in flight at any time.
+//   2. scores: thread (token group tg, lane-in-row li) dots its 8 dims of K with the 8 dims of
+//      each of the kGroup queries it keeps in registers (pre-scaled by scale*log2e), then the
+//      lanes of a row reduce by butterfly shuffles; one lane writes the scores to shared.
+//   3. softmax: warp w owns heads w, w+4: tile max, running max/sum update (exp2), the
+//      probabilities overwrite the scores, the rescale factor goes to shared.
+//   4. P.V: each thread rescales its kGroup x 8 accumulators and adds p * V for its rows.
+// At the end the accumulators of the token groups are summed through shared memory; with one
+// split the CTA writes bf16 output, else normalized partials and (max, sum) to the workspace
+// for the reduce kernel. Each thread reads from shared only the 16-byte chunks it copied
+// itself, and rows of consecutive threads are contiguous: no bank conflicts.
+#include <cassert>
+#include <cmath>
+
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/kernels.h"
+
+namespace folio::cuda {
+namespace {
+
+using namespace detail;
+
+constexpr int kDecodeThreads = 128;
+
+template <int kHeadDim, int kGroup>
+struct DecodeShape {
+  static constexpr int kTile = kDecodeTileTokens;
+  static constexpr int kLanesPerRow = kHeadDim / 8;                    // 16B chunks per row
+  static constexpr int kRowsPerPass = kDecodeThreads / kLanesPerRow;   // 8 or 16
+  static constexpr int kPasses = kTile / kRowsPerPass;                 // 8 or 4
+  static constexpr int kStageHalfs = kTile * kHeadDim;                 // one K (or V) tile
+  static constexpr size_t kKvBytes = 2ull * 2 * kStageHalfs * sizeof(uint16_t);  // K,V x 2 stages
+  static constexpr size_t kReduceBytes =
+      static_cast<size_t>(kRowsPerPass) * kGroup * kHeadDim * sizeof(float);
+  static constexpr size_t kScoreBytes = static_cast<size_t>(kGroup) * kTile * sizeof(float);
+  static constexpr size_t kSmemBytes =
+      (kKvBytes > kReduceBytes ? kKvBytes : kReduceBytes) + kScoreBytes + 2 * kGroup * sizeof(float);
+};
+
+template <int kHeadDim, int kGroup>
+__global__ void __launch_bounds__(kDecodeThreads)
+    decode_kernel(const PagedAttentionArgs args, int32_t num_splits, float* partial_out,
+                  float2* partial_stats) {
+  using S = DecodeShape<kHeadDim, kGroup>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* kv_smem = reinterpret_cast<uint16_t*>(smem);  // [stage][K|V][tile][head_dim]
+  constexpr size_t kFirstRegion = S::kKvBytes > S::kReduceBytes ? S::kKvBytes : S::kReduceBytes;
+  float* scores = reinterpret_cast<float*>(smem + kFirstRegion);      // [group][tile]
+  float* rescale = scores + kGroup * S::kTile;                          // [group]
+  float* final_sum = rescale + kGroup;                                  // [group]
+
+  const int split = blockIdx.x;
+  const int head0 = blockIdx.y * kGroup;
+  const int seq = blockIdx.z;
+  const KvLayerView& cache = args.cache;
+  const int group_size = args.num_heads / cache.num_kv_heads;
+  const int kv_head = head0 / group_size;
+  const int tid = threadIdx.x;
+  const int lane_in_row = tid % S::kLanesPerRow;
+  const int row_group = tid / S::kLanesPerRow;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+
+  const int context_len = args.context_lens[seq];
+  const int token = args.cu_query_starts[seq];  // query_len is 1
+  const int split_tokens = decode_split_tokens(context_len, num_splits);
+  const int begin = split * split_tokens;
+  const int end = min(context_len, begin + split_tokens);
+  const size_t partial_index = (static_cast<size_t>(seq) * args.num_heads + head0) * num_splits + split;
+
+  if (begin >= end) {  // an empty trailing split: contributes nothing
+    if (tid < kGroup) partial_stats[partial_index + static_cast<size_t>(tid) * num_splits] = make_float2(-INFINITY, 0.0f);
+    for (int i = tid; i < kGroup * kHeadDim; i += kDecodeThreads) {
+      const int g = i / kHeadDim;
+      partial_out[(partial_index + static_cast<size_t>(g) * num_splits) * kHeadDim + i % kHeadDim] = 0.0f;
+    }
+    return;
+  }
+
+  // Queries: this thread's 8 dims of each head, pre-scaled so that softmax can use exp2.
+  float q[kGroup][8];
+  const float q_scale = args.scale * kLog2e;
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(
+        args.q + (static_cast<size_t>(token) * args.num_heads + head0 + g) * kHeadDim + lane_in_row * 8);
+    unpack_half8(raw, q[g]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) q[g][j] *= q_scale;
+  }
+
+  const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
+  const size_t token_stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;
+  const int num_tiles = (end - begin + S::kTile - 1) / S::kTile;
+
+  auto load_tile = [&](int tile, int stage) {
+    uint16_t* k_dst = kv_smem + stage * 2 * S::kStageHalfs;
+    uint16_t* v_dst = k_dst + S::kStageHalfs;
+    const int tile_begin = begin + tile * S::kTile;
+#pragma unroll
+    for (int p = 0; p < S::kPasses; ++p) {
+      const int row = row_group + p * S::kRowsPerPass;
+      const int pos = tile_begin + row;
+      const bool valid = pos < end;
+      size_t offset = 0;
+      if (valid) {
+        const int block = block_table[pos / cache.block_size];
+        const size_t slot = static_cast<size_t>(block) * cache.block_size + pos % cache.block_size;
+        offset = slot * token_stride + static_cast<size_t>(kv_head) * kHeadDim + lane_in_row * 8;
+      }
+      const int dst = row * kHeadDim + lane_in_row * 8;
+      cp_async_16(k_dst + dst, cache.k + offset, valid);
+      cp_async_16(v_dst + dst, cache.v + offset, valid);
+    }
+  };
+
+  float acc[kGroup][8];
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
+  // Running max and sum of heads warp and warp + 4 (valid in warp w for g = w + 4i < kGroup).
+  float run_max[2] = {-INFINITY, -INFINITY};
+  float run_sum[2] = {0.0f, 0.0f};
+
+  load_tile(0, 0);
+  cp_async_commit();
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    const int stage = tile & 1;
+    if (tile + 1 < num_tiles) {
+      load_tile(tile + 1, stage ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    const uint16_t* k_tile = kv_smem + stage * 2 * S::kStageHalfs;
+    const uint16_t* v_tile = k_tile + S::kStageHalfs;
+    const int tile_begin = begin + tile * S::kTile;
+
+    // 2. scores
+#pragma unroll
+    for (int p = 0; p < S::kPasses; ++p) {
+      const int row = row_group + p * S::kRowsPerPass;
+      float k[8];
+      unpack_half8(*reinterpret_cast<const uint4*>(k_tile + row * kHeadDim + lane_in_row * 8), k);
+      float dot[kGroup];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        float d = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) d = fmaf(q[g][j], k[j], d);
+        dot[g] = d;
+      }
+#pragma unroll
+      for (int offset = S::kLanesPerRow / 2; offset > 0; offset >>= 1) {
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g) dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], offset);
+      }
+      if (lane_in_row == 0) {
+        const bool valid = tile_begin + row < end;
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g) scores[g * S::kTile + row] = valid ? dot[g] : -INFINITY;
+      }
+    }
+    __syncthreads();
+
+    // 3. softmax bookkeeping, one warp per head (two heads per warp for kGroup > 4)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int g = warp + 4 * i;
+      if (g < kGroup) {
+        float* s = scores + g * S::kTile;
+        float local = -INFINITY;
+        for (int r = lane; r < S::kTile; r += 32) local = fmaxf(local, s[r]);
+        const float new_max = fmaxf(run_max[i], warp_max(local));  // finite: the tile has a valid row
+        float sum = 0.0f;
+        for (int r = lane; r < S::kTile; r += 32) {
+          const float e = exp2f(s[r] - new_max);
+          s[r] = e;
+          sum += e;
+        }
+        sum = warp_sum(sum);
+        const float alpha = exp2f(run_max[i] - new_max);
+        run_sum[i] = run_sum[i] * alpha + sum;
+        run_max[i] = new_max;
+        if (lane == 0) rescale[g] = alpha;
+      }
+    }
+    __syncthreads();
+
+    // 4. P.V
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      const float alpha = rescale[g];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[g][j] *= alpha;
+    }
+#pragma unroll
+    for (int p = 0; p < S::kPasses; ++p) {
+      const int row = row_group + p * S::kRowsPerPass;
+      float v[8];
+      unpack_half8(*reinterpret_cast<const uint4*>(v_tile + row * kHeadDim + lane_in_row * 8), v);
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        const float prob = scores[g * S::kTile + row];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(prob, v[j], acc[g][j]);
+      }
+    }
+    __syncthreads();  // the next iteration overwrites this stage and the scores
+  }
+
+  // Sum the row groups' accumulators (the K/V stages are free now).
+  float* reduce = reinterpret_cast<float*>(smem);  // [row_group][group][head_dim]
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    float4* dst = reinterpret_cast<float4*>(reduce + (row_group * kGroup + g) * kHeadDim + lane_in_row * 8);
+    dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+    dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int g = warp + 4 * i;
+    if (g < kGroup && lane == 0) final_sum[g] = run_sum[i];
+  }
+  // Stats of the split: warp w lane 0 knows heads w, w+4.
+  if (num_splits > 1 && lane == 0) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int g = warp + 4 * i;
+      if (g < kGroup) {
+        partial_stats[partial_index + static_cast<size_t>(g) * num_splits] =
+            make_float2(run_max[i], run_sum[i]);
+      }
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < kGroup * kHeadDim; i += kDecodeThreads) {
+    const int g = i / kHeadDim;
+    const int d = i % kHeadDim;
+    float total = 0.0f;
+#pragma unroll
+    for (int r = 0; r < S::kRowsPerPass; ++r) total += reduce[(r * kGroup + g) * kHeadDim + d];
+    const float value = total / final_sum[g];
+    if (num_splits == 1) {
+      args.out[(static_cast<size_t>(token) * args.num_heads + head0 + g) * kHeadDim + d] =
+          float_to_bf16_bits(value);
+    } else {
+      partial_out[(partial_index + static_cast<size_t>(g) * num_splits) * kHeadDim + d] = value;
+    }
+  }
+}
+
+// Combines the splits of one (sequence, head): weights l_i * 2^(m_i - M), M the largest max.
+template <int kHeadDim>
+__global__ void __launch_bounds__(kHeadDim)
+    decode_reduce_kernel(const PagedAttentionArgs args, int32_t num_splits,
+                         const float* partial_out, const float2* partial_stats) {
+  const int head = blockIdx.x;
+  const int seq = blockIdx.y;
+  const int d = threadIdx.x;
+  const size_t base = (static_cast<size_t>(seq) * args.num_heads + head) * num_splits;
+  float global_max = -INFINITY;
+  for (int s = 0; s < num_splits; ++s) global_max = fmaxf(global_max, partial_stats[base + s].x);
+  float weight_sum = 0.0f;
+  float value = 0.0f;
+  for (int s = 0; s < num_splits; ++s) {
+    const float2 stats = partial_stats[base + s];
+    if (stats.y == 0.0f) continue;  // empty split
+    const float w = stats.y * exp2f(stats.x - global_max);
+    weight_sum += w;
+    value = fmaf(w, partial_out[(base + s) * kHeadDim + d], value);
+  }
+  const int token = args.cu_query_starts[seq];
+  args.out[(static_cast<size_t>(token) * args.num_heads + head) * kHeadDim + d] =
+      detail::float_to_bf16_bits(value / weight_sum);
+}
+
+int largest_group_tile(int group_size) {
+  for (int g = 8; g > 1; --g) {
+    if (group_size % g == 0) return g;
+  }
+  return 1;
+}
+
+template <int kHeadDim, int kGroup>
+void launch_decode(const PagedAttentionArgs& args, int32_t num_splits, float* partial_out,
+                   float2* partial_stats, Stream stream) {
+  using S = DecodeShape<kHeadDim, kGroup>;
+  auto* kernel = decode_kernel<kHeadDim, kGroup>;
+  static const bool attribute_set = [&] {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(S::kSmemBytes));
+    return true;
+  }();
+  (void)attribute_set;
+  const dim3 grid(num_splits, args.num_heads / kGroup, args.num_seqs);
+  kernel<<<grid, kDecodeThreads, S::kSmemBytes, stream>>>(args, num_splits, partial_out,
+                                                          partial_stats);
+}
+
+template <int kHeadDim>
+void launch_decode_for_dim(const PagedAttentionArgs& args, int32_t num_splits, float* partial_out,
+                           float2* partial_stats, Stream stream) {
+  switch (largest_group_tile(args.num_heads / args.cache.num_kv_heads)) {
+    case 1: return launch_decode<kHeadDim, 1>(args, num_splits, partial_out, partial_stats, stream);
+    case 2: return launch_decode<kHeadDim, 2>(args, num_splits, partial_out, partial_stats, stream);
+    case 3: return launch_decode<kHeadDim, 3>(args, num_splits, partial_out, partial_stats, stream);
+    case 4: return launch_decode<kHeadDim, 4>(args, num_splits, partial_out, partial_stats, stream);
+    case 5: return launch_decode<kHeadDim, 5>(args, num_splits, partial_out, partial_stats, stream);
+    case 6: return launch_decode<kHeadDim, 6>(args, num_splits, partial_out, partial_stats, stream);
+    case 7: return launch_decode<kHeadDim, 7>(args, num_splits, partial_out, partial_stats, stream);
+    default: return launch_decode<kHeadDim, 8>(args, num_splits, partial_out, partial_stats, stream);
+  }
+}
+
+}  // namespace
+
+void paged_attention_decode_splits(const PagedAttentionArgs& args, Workspace workspace,
+                                   int32_t num_splits, Stream stream) {
+  const int head_dim = args.cache.head_dim;
+  assert(head_dim == 64 || head_dim == 128);
+  assert(args.num_heads % args.cache.num_kv_heads == 0);
+  assert(num_splits >= 1);
+  if (args.num_seqs == 0) return;
+  float* partial_out = nullptr;
+  float2* partial_stats = nullptr;
+  if (num_splits > 1) {
+    const DecodeWorkspaceLayout layout =
+        decode_workspace_layout(args.num_seqs, args.num_heads, head_dim, num_splits);
+    assert(workspace.ptr != nullptr && workspace.bytes >= layout.total_bytes);
+    auto* base = static_cast<unsigned char*>(workspace.ptr);
+    partial_out = reinterpret_cast<float*>(base + layout.partial_out_offset);
+    partial_stats = reinterpret_cast<float2*>(base + layout.partial_stats_offset);
+  }
+  if (head_dim == 64) {
+    launch_decode_for_dim<64>(args, num_splits, partial_out, partial_stats, stream);
+  } else {
+    launch_decode_for_dim<128>(args, num_splits, partial_out, partial_stats, stream);
+  }
+  if (num_splits > 1) {
+    const dim3 grid(args.num_heads, args.num_seqs);
+    if (head_dim == 64) {
+      decode_reduce_kernel<64><<<grid, 64, 0, stream>>>(args, num_splits, partial_out, partial_stats);
+    } else {
+      decode_reduce_kernel<128><<<grid, 128, 0, stream>>>(args, num_splits, partial_out, partial_stats);
+    }
+  }
+}
+
+void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
+                            int32_t sm_count, Stream stream) {
+  const int32_t splits =
+      plan_decode_splits(args.num_seqs, args.cache.num_kv_heads, args.max_context_len, sm_count);
+  paged_attention_decode_splits(args, workspace, splits, stream);
+}
+
+void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count,
+                     Stream stream) {
+  if (args.max_query_len <= 1) {
+    paged_attention_decode(args, workspace, sm_count, stream);
+  } else {
+    paged_attention_prefill(args, stream);
+  }
+}
+
+}  // namespace folio::cuda

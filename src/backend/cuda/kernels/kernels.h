@@ -1,0 +1,164 @@
+// Host-callable launchers of folio's CUDA kernels. Plain C++: no CUDA header is needed to
+// include this, so model and engine code can call the kernels from .cpp files.
+//
+// Conventions (every launcher):
+//   - all pointers are device pointers, non-owning; shapes are in the comments, rows contiguous;
+//   - fp16 and bf16 tensors are stored as uint16_t bits;
+//   - `stream` is a cudaStream_t (CUstream_st* is its definition); nullptr = legacy stream;
+//   - nothing allocates or synchronizes, so every launcher may be captured in a CUDA graph;
+//   - unsupported shapes fail an assert on the host (head_dim, dims not multiples of 4, ...).
+//   - errors of the launch itself are left to the caller's cudaGetLastError / stream sync.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/attention_batch.h"  // KvLayerView
+#include "backend/backend.h"          // RopeStyle
+#include "backend/cuda/kernels/attention_plan.h"
+
+struct CUstream_st;
+
+namespace folio::cuda {
+
+using Stream = CUstream_st*;  // == cudaStream_t
+
+// ---------------------------------------------------------------------------------------
+// Elementwise and row ops (memory-bound, one pass, 16-byte accesses where shapes allow).
+
+// out[t] = table[tokens[t]] widened to fp32. Tokens outside [0, vocab) give a zero row.
+// table: (vocab, hidden) bf16; tokens: (n,); out: (n, hidden) fp32. hidden % 8 == 0.
+void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens,
+                int64_t n, float* out, Stream stream);
+
+// The fused "residual add, then RMS norm" between blocks:
+//   if add != null: residual += add (written back);  out = residual / rms(residual) * weight.
+// residual: (n, dim) fp32 in/out; add: (n, dim) fp32 or null; weight: (dim,) fp32;
+// out: (n, dim) bf16. dim % 4 == 0. The sum of squares is accumulated in fp32 per thread and
+// reduced as a tree (the CPU uses float64; the difference is far below bf16 rounding).
+void rms_norm(float* residual, const float* add, const float* weight, uint16_t* out,
+              int64_t n, int64_t dim, float eps, Stream stream);
+// Same, fp32 output (the final norm before the vocabulary projection if that GEMM is fp32).
+void rms_norm_f32(float* residual, const float* add, const float* weight, float* out,
+                  int64_t n, int64_t dim, float eps, Stream stream);
+
+// RoPE as the Backend interface defines it (see RopeParams in backend/backend.h), with
+// freq_factors a DEVICE pointer (rotary_dim / 2 floats) or null.
+struct DeviceRope {
+  RopeStyle style = RopeStyle::kAdjacentPairs;
+  int32_t rotary_dim = 0;  // even, <= head_dim
+  float freq_base = 10000.0f;
+  float position_scale = 1.0f;
+  const float* freq_factors = nullptr;  // device, (rotary_dim / 2,) or null
+};
+
+// One kernel for what sits between the QKV GEMM and attention:
+//   x = qkv[t] (+ bias); rope(q heads), rope(k heads); q_out[t] = fp16(q);
+//   cache.k[slot] = fp16(k), cache.v[slot] = fp16(v) where slot = slot_mapping[t].
+// A negative slot skips the K/V write for that token (padding rows of a captured graph);
+// q_out is still written.
+// qkv: (n, (num_heads + 2 * num_kv_heads) * head_dim) fp32 = [q | k | v] per row;
+// bias: same width, fp32, or null; positions, slot_mapping: (n,) int32;
+// q_out: (n, num_heads, head_dim) fp16. head_dim % 8 == 0 and <= 256.
+// Angles: theta = (position * position_scale) * inv_freq[i] in fp32 with inv_freq computed in
+// float64 on the device then rounded to fp32, as the CPU does; sin/cos with sincosf (full
+// precision, not the fast intrinsics).
+void rope_write_kv(const float* qkv, const float* bias, const int32_t* positions,
+                   const int32_t* slot_mapping, int32_t n, int32_t num_heads,
+                   const DeviceRope& rope, uint16_t* q_out, const KvLayerView& cache,
+                   Stream stream);
+
+// out = silu(gate) * up.  gate_up: (n, 2 * ffn) fp32 = [gate | up] per row;
+// out: (n, ffn) bf16. ffn % 4 == 0.
+void swiglu(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream);
+
+// ---------------------------------------------------------------------------------------
+// Paged attention over the fp16 cache (layout in backend/attention_batch.h).
+//
+// Sequence s owns query rows [cu_query_starts[s], cu_query_starts[s+1]); its query_len rows
+// sit at positions context_len - query_len + i and attend causally to cache positions
+// <= their own (context_len already counts the new tokens, whose K/V rope_write_kv wrote).
+// Earlier context (prefix-cache hits, earlier chunks of a chunked prefill) comes from the
+// cache, so one launch serves any mix of prefill chunks and decode tokens.
+struct PagedAttentionArgs {
+  const uint16_t* q = nullptr;      // (num_tokens, num_heads, head_dim) fp16
+  uint16_t* out = nullptr;          // (num_tokens, num_heads, head_dim) bf16
+  KvLayerView cache;                // device pointers; head_dim 64 or 128 (fast kernels)
+  const int32_t* cu_query_starts = nullptr;  // (num_seqs + 1,), [0] = 0, last = num_tokens
+  const int32_t* context_lens = nullptr;     // (num_seqs,), >= query_len of the sequence, >= 1
+  const int32_t* block_tables = nullptr;     // (num_seqs, max_blocks_per_seq) block ids
+  int32_t max_blocks_per_seq = 0;            // row stride of block_tables
+  int32_t num_seqs = 0;
+  int32_t num_tokens = 0;
+  int32_t num_heads = 0;       // multiple of cache.num_kv_heads
+  int32_t max_query_len = 0;   // host-known upper bounds (a graph may pass its capture bounds)
+  int32_t max_context_len = 0;
+  float scale = 1.0f;          // softmax scale, usually 1/sqrt(head_dim)
+};
+
+// Caller-provided scratch for split-KV decode, allocated once (never in the decode loop).
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+// The dispatcher: max_query_len == 1 (all decode) -> paged_attention_decode, else
+// paged_attention_prefill. `sm_count` is the device's multiprocessor count (132 on an H200),
+// read once by the caller with cudaDeviceGetAttribute. The workspace must hold
+// attention_workspace_bytes(...) for the maxima the caller will ever pass (attention_plan.h).
+void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count,
+                     Stream stream);
+
+// Split-KV (flash-decoding) decode; requires every query_len == 1. The split count comes from
+// plan_decode_splits(num_seqs, num_kv_heads, max_context_len, sm_count); each sequence's own
+// context is cut into that many tile-aligned chunks at run time, so a graph captured with
+// max_context_len = the model's maximum stays valid for every shorter context.
+void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
+                            int32_t sm_count, Stream stream);
+// Same with the split count forced (tests and benchmarks); 1 = no reduce kernel.
+void paged_attention_decode_splits(const PagedAttentionArgs& args, Workspace workspace,
+                                   int32_t num_splits, Stream stream);
+
+// FlashAttention-2-style varlen prefill on tensor cores (mma.sync m16n8k16 fp16, fp32
+// accumulate); any query_len / context_len mix, including decode rows.
+void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream);
+
+// Obviously-correct reference: one warp per (query token, head), scalar online softmax in
+// fp32. Any head_dim % 32 == 0 up to 256. Slow; for checks and as a fallback.
+void paged_attention_reference(const PagedAttentionArgs& args, Stream stream);
+
+// ---------------------------------------------------------------------------------------
+// Sampling, one CTA per row. See sample.cu for the algorithm; the semantics are those of
+// engine/sampler.h (order: raw logprob, penalties, greedy, temperature, top-k, top-p, min-p,
+// draw). Greedy is argmax with ties to the lowest id, NaN never wins.
+struct SampleRowParams {
+  float temperature = 1.0f;  // < 1e-5: greedy
+  int32_t top_k = -1;        // <= 0 or >= vocab: off
+  float top_p = 1.0f;        // >= 1: off
+  float min_p = 0.0f;        // <= 0: off
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  uint64_t seed = 0;         // Philox key
+  uint64_t offset = 0;       // Philox counter: use the request's step index, so each step draws anew
+  int32_t penalty_begin = 0; // this row's entries are [penalty_begin, penalty_end) of the lists
+  int32_t penalty_end = 0;
+};
+
+struct SampleArgs {
+  float* logits = nullptr;  // (rows, vocab) fp32; OVERWRITTEN: penalties are applied in place
+  int32_t rows = 0;
+  int32_t vocab = 0;
+  const SampleRowParams* params = nullptr;  // (rows,) device
+  // Penalty entries, each token at most once per row: count > 0 = occurrences in the output
+  // (repetition + frequency + presence); count == 0 = seen only in the prompt (repetition).
+  const int32_t* penalty_tokens = nullptr;  // (num_entries,) device
+  const int32_t* penalty_counts = nullptr;  // (num_entries,) device
+  float* penalty_scratch = nullptr;         // (num_entries,) device scratch (raw logits)
+  int32_t* out_tokens = nullptr;            // (rows,)
+  float* out_logprobs = nullptr;            // (rows,) raw log-softmax of the token, or null
+};
+
+void sample_tokens(const SampleArgs& args, Stream stream);
+
+}  // namespace folio::cuda

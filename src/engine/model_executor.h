@@ -1,0 +1,37 @@
+// What the engine needs from whatever runs the model: the KV pool's size, the block copies the
+// KV manager decided (in their order), and one forward pass over a flat varlen batch. The CPU
+// path (CpuModelExecutor) and the CUDA model (backend/cuda) implement it, so the same
+// scheduler, KV manager and sampler drive both.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kv/block_copy.h"
+#include "model/forward_batch.h"
+#include "model/model_config.h"
+
+namespace folio {
+
+class ModelExecutor {
+ public:
+  virtual ~ModelExecutor() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual int32_t block_size() const = 0;
+  // Device KV blocks, the reserved null block 0 included (= KvCacheConfig::num_blocks).
+  virtual int32_t num_kv_blocks() const = 0;
+  // Host swap blocks, null block included; 0 when there is no swap pool.
+  virtual int32_t num_host_blocks() const = 0;
+
+  // Performs copy-on-write, swap-out and swap-in copies in the order given, before the next
+  // forward pass writes K/V (kv/block_copy.h says why the order matters).
+  virtual void copy_blocks(std::span<const BlockCopy> copies) = 0;
+
+  // Runs the batch, writing its K/V into the pool, and returns the logits of
+  // batch.logit_rows: (logit_rows.size(), vocab) in host memory the executor owns (pinned for a
+  // GPU), valid until the next forward.
+  virtual std::span<const float> forward(const ForwardBatch& batch) = 0;
+};
+
+}  // namespace folio

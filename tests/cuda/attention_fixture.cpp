@@ -1,0 +1,152 @@
+#include "attention_fixture.h"
+
+#include <algorithm>
+#include <numeric>
+#include <span>
+
+#include "backend/cpu/cpu_attention.h"
+
+namespace folio::cuda::check {
+
+std::string AttentionProblem::describe() const {
+  int32_t min_q = 1 << 30, max_q = 0, min_c = 1 << 30, max_c = 0;
+  for (const SeqSpec& s : seqs) {
+    min_q = std::min(min_q, s.query_len);
+    max_q = std::max(max_q, s.query_len);
+    min_c = std::min(min_c, s.context_len);
+    max_c = std::max(max_c, s.context_len);
+  }
+  return "seqs=" + std::to_string(seqs.size()) + " q=" + std::to_string(min_q) + ".." +
+         std::to_string(max_q) + " ctx=" + std::to_string(min_c) + ".." + std::to_string(max_c) +
+         " h=" + std::to_string(num_heads) + "/" + std::to_string(num_kv_heads) +
+         " d=" + std::to_string(head_dim) + " bs=" + std::to_string(block_size);
+}
+
+void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
+  const int32_t num_seqs = static_cast<int32_t>(seqs.size());
+  cu_query_starts.assign(num_seqs + 1, 0);
+  context_lens.resize(num_seqs);
+  max_query_len = max_context_len = max_blocks_per_seq = 0;
+  int32_t needed_blocks = 0;
+  for (int32_t s = 0; s < num_seqs; ++s) {
+    cu_query_starts[s + 1] = cu_query_starts[s] + seqs[s].query_len;
+    context_lens[s] = seqs[s].context_len;
+    max_query_len = std::max(max_query_len, seqs[s].query_len);
+    max_context_len = std::max(max_context_len, seqs[s].context_len);
+    const int32_t blocks = (seqs[s].context_len + block_size - 1) / block_size;
+    max_blocks_per_seq = std::max(max_blocks_per_seq, blocks);
+    needed_blocks += blocks;
+  }
+  num_tokens = cu_query_starts[num_seqs];
+  max_blocks_per_seq += 2;  // padding that must never be read
+  num_blocks = needed_blocks + 1;
+  std::vector<int32_t> ids(num_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  const int32_t poison_block = ids.back();
+  block_tables.assign(static_cast<size_t>(num_seqs) * max_blocks_per_seq, poison_block);
+  size_t next = 0;
+  for (int32_t s = 0; s < num_seqs; ++s) {
+    const int32_t blocks = (seqs[s].context_len + block_size - 1) / block_size;
+    for (int32_t b = 0; b < blocks; ++b) block_tables[static_cast<size_t>(s) * max_blocks_per_seq + b] = ids[next++];
+  }
+
+  // 64k random fp16 values, drawn by a cheap xorshift: filling gigabytes stays fast.
+  std::vector<uint16_t> pool(1 << 16);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  for (uint16_t& h : pool) h = to_half(uni(rng));
+  uint64_t state = rng() | 1;
+  auto next_value = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return pool[state & 0xffff];
+  };
+
+  const size_t token_elems = static_cast<size_t>(num_kv_heads) * head_dim;
+  const size_t cache_elems = static_cast<size_t>(num_blocks) * block_size * token_elems;
+  if (fill_values) {
+    k.assign(cache_elems, 0xffff);  // NaN everywhere no context lives
+    v.assign(cache_elems, 0xffff);
+    for (int32_t s = 0; s < num_seqs; ++s) {
+      for (int32_t pos = 0; pos < seqs[s].context_len; ++pos) {
+        const int32_t block = block_tables[static_cast<size_t>(s) * max_blocks_per_seq + pos / block_size];
+        const size_t base = (static_cast<size_t>(block) * block_size + pos % block_size) * token_elems;
+        for (size_t i = 0; i < token_elems; ++i) {
+          k[base + i] = next_value();
+          v[base + i] = next_value();
+        }
+      }
+    }
+    q.resize(static_cast<size_t>(num_tokens) * num_heads * head_dim);
+    for (uint16_t& x : q) x = to_half(from_half(next_value()) * q_scale);
+    d_k = DeviceBuffer<uint16_t>(k);
+    d_v = DeviceBuffer<uint16_t>(v);
+    d_q = DeviceBuffer<uint16_t>(q);
+  } else {
+    d_k = DeviceBuffer<uint16_t>(cache_elems);
+    d_v = DeviceBuffer<uint16_t>(cache_elems);
+    d_q = DeviceBuffer<uint16_t>(static_cast<size_t>(num_tokens) * num_heads * head_dim);
+    FOLIO_CUDA_OK(cudaMemset(d_k.get(), 0x11, cache_elems * 2));  // small finite fp16 values
+    FOLIO_CUDA_OK(cudaMemset(d_v.get(), 0x11, cache_elems * 2));
+    FOLIO_CUDA_OK(cudaMemset(d_q.get(), 0x11, d_q.size() * 2));
+  }
+  d_out = DeviceBuffer<uint16_t>(static_cast<size_t>(num_tokens) * num_heads * head_dim);
+  d_cu = DeviceBuffer<int32_t>(cu_query_starts);
+  d_ctx = DeviceBuffer<int32_t>(context_lens);
+  d_tables = DeviceBuffer<int32_t>(block_tables);
+}
+
+PagedAttentionArgs AttentionProblem::args() const {
+  PagedAttentionArgs a;
+  a.q = d_q.get();
+  a.out = d_out.get();
+  a.cache = KvLayerView{d_k.get(), d_v.get(), num_blocks, block_size, num_kv_heads, head_dim};
+  a.cu_query_starts = d_cu.get();
+  a.context_lens = d_ctx.get();
+  a.block_tables = d_tables.get();
+  a.max_blocks_per_seq = max_blocks_per_seq;
+  a.num_seqs = static_cast<int32_t>(seqs.size());
+  a.num_tokens = num_tokens;
+  a.num_heads = num_heads;
+  a.max_query_len = max_query_len;
+  a.max_context_len = max_context_len;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  return a;
+}
+
+size_t AttentionProblem::kv_bytes_read() const {
+  size_t tokens = 0;
+  for (const SeqSpec& s : seqs) tokens += s.context_len;
+  return tokens * num_kv_heads * head_dim * 2 * sizeof(uint16_t);
+}
+
+std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<int32_t>& tokens) {
+  // One single-query sequence per requested token: its output depends only on its position
+  // and its sequence's block table.
+  const size_t row_elems = static_cast<size_t>(p.num_heads) * p.head_dim;
+  std::vector<float> q(tokens.size() * row_elems), out(q.size());
+  std::vector<AttentionSequence> sequences;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t t = tokens[i];
+    const int32_t s = static_cast<int32_t>(std::upper_bound(p.cu_query_starts.begin(), p.cu_query_starts.end(), t) -
+                                           p.cu_query_starts.begin()) - 1;
+    const int32_t position = p.context_lens[s] - p.seqs[s].query_len + (t - p.cu_query_starts[s]);
+    for (size_t e = 0; e < row_elems; ++e) q[i * row_elems + e] = from_half(p.q[t * row_elems + e]);
+    AttentionSequence seq;
+    seq.query_start = static_cast<int32_t>(i);
+    seq.query_len = 1;
+    seq.context_len = position + 1;
+    seq.block_table = std::span<const int32_t>(p.block_tables.data() + static_cast<size_t>(s) * p.max_blocks_per_seq,
+                                               (position + p.block_size) / p.block_size);
+    sequences.push_back(seq);
+  }
+  AttentionBatch batch{q.data(), out.data(), static_cast<int32_t>(tokens.size()), p.num_heads,
+                       1.0f / std::sqrt(static_cast<float>(p.head_dim)), sequences};
+  KvLayerView cache{const_cast<uint16_t*>(p.k.data()), const_cast<uint16_t*>(p.v.data()), p.num_blocks,
+                    p.block_size, p.num_kv_heads, p.head_dim};
+  cpu::paged_attention_reference(batch, cache);
+  return std::vector<double>(out.begin(), out.end());
+}
+
+}  // namespace folio::cuda::check

@@ -1,0 +1,45 @@
+// A random paged-attention problem on host and device, shared by the attention checks and the
+// benchmarks: a permuted block pool, padded block tables whose padding and unused slots point
+// at NaN-filled K/V (a kernel that reads past a context or into padding produces NaN), fp16
+// queries, and the argument struct for the kernels.
+#pragma once
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/kernels/kernels.h"
+#include "check_util.h"
+
+namespace folio::cuda::check {
+
+struct SeqSpec {
+  int32_t query_len;
+  int32_t context_len;  // >= query_len
+};
+
+struct AttentionProblem {
+  int32_t head_dim = 128, num_heads = 32, num_kv_heads = 8, block_size = 16;
+  std::vector<SeqSpec> seqs;
+  float q_scale = 1.0f;  // queries ~ U(-q_scale, q_scale); larger = peakier softmax
+
+  // Host data.
+  int32_t num_tokens = 0, num_blocks = 0, max_blocks_per_seq = 0, max_query_len = 0, max_context_len = 0;
+  std::vector<uint16_t> q, k, v;  // fp16 bits
+  std::vector<int32_t> cu_query_starts, context_lens, block_tables;
+  // Device data.
+  DeviceBuffer<uint16_t> d_q, d_k, d_v, d_out;
+  DeviceBuffer<int32_t> d_cu, d_ctx, d_tables;
+
+  std::string describe() const;
+  // Fills host data, uploads it; fill_values = false leaves K/V values unspecified (benchmarks).
+  void build(std::mt19937_64& rng, bool fill_values = true);
+  PagedAttentionArgs args() const;
+  size_t kv_bytes_read() const;  // K and V bytes attention must read (each token once per kv head)
+};
+
+// float64 reference (cpu::paged_attention_reference) for the given query tokens, as a flat
+// (tokens.size(), num_heads, head_dim) array.
+std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<int32_t>& tokens);
+
+}  // namespace folio::cuda::check

@@ -1,0 +1,54 @@
+// Shared pieces of folio_cuda_e2e: a model file opened with its tokenizer, CUDA executors with a
+// fixed small KV pool (so several can live beside other GPU work), and a check tally. Plain
+// main, no GoogleTest: the GPU machine has none.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_executor.h"
+#include "model/gguf_file.h"
+#include "model/llama_model.h"
+#include "text/tokenizer.h"
+
+namespace folio::e2e {
+
+struct LoadedModel {
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+Expected<LoadedModel> load_model(const std::string& path);
+
+// A CUDA executor whose KV pool is kv_blocks blocks (plus the null block) of 16 tokens.
+std::unique_ptr<ModelExecutor> cuda_executor(const LlamaModel& model, int32_t kv_blocks,
+                                             int32_t swap_blocks = 0, int32_t max_num_seqs = 64,
+                                             int32_t max_batched_tokens = 512, bool graphs = true);
+
+// Counts failures; each check prints one PASS/FAIL line.
+struct Tally {
+  int passed = 0;
+  int failed = 0;
+  void check(bool ok, const std::string& what) {
+    std::printf("%s  %s\n", ok ? "PASS" : "FAIL", what.c_str());
+    std::fflush(stdout);
+    (ok ? passed : failed)++;
+  }
+};
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int run_golden(const std::vector<std::string>& args);
+int run_engine(const std::vector<std::string>& args);
+int run_bench(const std::vector<std::string>& args);
+
+// --name value lookup in args; fallback when absent.
+std::string arg_value(const std::vector<std::string>& args, const std::string& name, const std::string& fallback);
+
+}  // namespace folio::e2e

@@ -1,0 +1,64 @@
+// folio_cuda_e2e: the CUDA model and the engine on it, checked against the CPU path, and the
+// GPU benchmarks. Run by scripts/gpu-check on the GPU machine.
+//
+//   folio_cuda_e2e golden --model SmolLM2.gguf   CUDA vs CPU on the golden prompts
+//   folio_cuda_e2e engine [--model FILE]        batch invariance, prefix cache, preemption
+//   folio_cuda_e2e bench --model llama3-8b.gguf  decode tok/s vs bandwidth, offline throughput
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "e2e_common.h"
+
+namespace folio::e2e {
+
+std::string arg_value(const std::vector<std::string>& args, const std::string& name, const std::string& fallback) {
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == name) return args[i + 1];
+  }
+  return fallback;
+}
+
+Expected<LoadedModel> load_model(const std::string& path) {
+  LoadedModel loaded;
+  Expected<GgufFile> file = GgufFile::open(path);
+  if (!file) return file.status();
+  loaded.file = std::make_unique<GgufFile>(std::move(file).value());
+  Expected<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*loaded.file);
+  if (!model) return model.status();
+  loaded.model = std::move(model).value();
+  Expected<Tokenizer> tokenizer = Tokenizer::from_gguf(*loaded.file);
+  if (!tokenizer) return tokenizer.status();
+  loaded.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value());
+  return Expected<LoadedModel>(std::move(loaded));
+}
+
+std::unique_ptr<ModelExecutor> cuda_executor(const LlamaModel& model, int32_t kv_blocks, int32_t swap_blocks,
+                                             int32_t max_num_seqs, int32_t max_batched_tokens, bool graphs) {
+  const int64_t block_bytes = static_cast<int64_t>(model.kv_shape(1, 16).bytes_per_block());
+  cuda::CudaExecutorOptions options;
+  options.kv_cache_bytes = kv_blocks * block_bytes;
+  options.swap_space_bytes = swap_blocks * block_bytes;
+  options.max_num_seqs = max_num_seqs;
+  options.max_num_batched_tokens = max_batched_tokens;
+  options.cuda_graphs = graphs;
+  options.quiet = true;
+  Expected<std::unique_ptr<ModelExecutor>> executor = cuda::make_cuda_executor(model, options);
+  if (!executor) {
+    std::fprintf(stderr, "folio_cuda_e2e: %s\n", executor.error().c_str());
+    std::exit(2);
+  }
+  return std::move(executor).value();
+}
+
+}  // namespace folio::e2e
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string mode = args.empty() ? "" : args[0];
+  if (mode == "golden") return folio::e2e::run_golden(args);
+  if (mode == "engine") return folio::e2e::run_engine(args);
+  if (mode == "bench") return folio::e2e::run_bench(args);
+  std::fprintf(stderr, "usage: folio_cuda_e2e golden|engine|bench [--model FILE] ...\n");
+  return 2;
+}

@@ -1,0 +1,146 @@
+// The engine's scenarios of tests/engine/engine_test.cpp on the CUDA executor: the same
+// scheduler, KV manager and sampler, block copies on the device and swaps through pinned host
+// memory. Greedy tokens must equal each request run alone (with decode steps replayed from
+// CUDA graphs of other batch sizes than the lone run's, this also checks batch invariance).
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "e2e_common.h"
+#include "engine/engine.h"
+#include "model/synth_model.h"
+
+namespace folio::e2e {
+namespace {
+
+RequestParams greedy(int32_t max_tokens) {
+  RequestParams params;
+  params.sampling.temperature = 0.0f;
+  params.max_tokens = max_tokens;
+  params.ignore_eos = true;
+  return params;
+}
+
+bool pool_empty(const Engine& engine) {
+  const EngineMetrics m = engine.metrics();
+  return m.kv.num_used_blocks == 0 && m.kv.num_sequences == 0 && m.num_running + m.num_waiting + m.num_swapped == 0;
+}
+
+}  // namespace
+
+int run_engine(const std::vector<std::string>& args) {
+  std::string path = arg_value(args, "--model", "");
+  if (path.empty()) {
+    // No model given: a random SmolLM2-shaped one (head_dim 64, as the kernels need).
+    path = "/tmp/folio-e2e-smollm2-synth.gguf";
+    if (Status s = write_synth_model(synth_config("smollm2-135m").value(), SynthOptions{}, path); !s) {
+      std::fprintf(stderr, "engine: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
+  Expected<LoadedModel> loaded = load_model(path);
+  if (!loaded) {
+    std::fprintf(stderr, "engine: %s\n", loaded.error().c_str());
+    return 2;
+  }
+  std::ifstream in(std::string(FOLIO_SOURCE_DIR) + "/tests/data/perplexity.txt");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::vector<int32_t> corpus = loaded->tokenizer->encode(text.str(), false, false);
+  auto slice = [&](size_t offset, size_t length) {
+    return std::vector<int32_t>(corpus.begin() + static_cast<std::ptrdiff_t>(offset % (corpus.size() - length)),
+                                corpus.begin() + static_cast<std::ptrdiff_t>(offset % (corpus.size() - length) + length));
+  };
+  const LlamaModel& model = *loaded->model;
+  const Tokenizer& tokenizer = *loaded->tokenizer;
+  std::unique_ptr<ModelExecutor> roomy = cuda_executor(model, 2048);
+  auto alone = [&](const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params) {
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& prompt : prompts) {
+      Engine engine(*roomy, tokenizer, EngineConfig{});
+      out.push_back(engine.generate({prompt}, params)[0].tokens);
+    }
+    return out;
+  };
+  Tally tally;
+
+  {  // Batch invariance: 32 staggered requests, chunked prefill beside decodes.
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 32; ++i) prompts.push_back(slice(97 * i, 3 + (i * 37) % 150));
+    const RequestParams params = greedy(12);
+    const auto reference = alone(prompts, params);
+    EngineConfig config;
+    config.scheduler.max_num_batched_tokens = 128;
+    Engine engine(*roomy, tokenizer, config);
+    std::map<RequestId, size_t> index;
+    std::vector<std::vector<int32_t>> batched(prompts.size());
+    size_t next = 0;
+    int32_t max_running = 0;
+    while (next < prompts.size() || engine.has_unfinished_requests()) {
+      for (int k = 0; k < 3 && next < prompts.size(); ++k, ++next) index[engine.add_request(prompts[next], params).value()] = next;
+      for (const RequestOutput& out : engine.step()) {
+        auto& tokens = batched[index.at(out.id)];
+        tokens.insert(tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      }
+      max_running = std::max(max_running, engine.metrics().num_running);
+    }
+    int same = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) same += batched[i] == reference[i];
+    tally.check(same == static_cast<int>(prompts.size()) && max_running > 8,
+                "batch invariance: " + std::to_string(same) + "/32 requests equal alone (max running " +
+                    std::to_string(max_running) + ")");
+    tally.check(pool_empty(engine), "batch invariance: pool empty after");
+    const cuda::CudaExecutorStats stats = cuda::cuda_executor_stats(*roomy);
+    std::printf("      graphs captured %d, graph replays %lld, eager steps %lld, %.1f s\n", stats.graphs_captured,
+                static_cast<long long>(stats.graph_replays), static_cast<long long>(stats.eager_steps), seconds_since(start));
+  }
+  {  // Prefix cache: the second request computes only what follows the 62 cached blocks.
+    std::vector<int32_t> prefix = slice(1000, 1000);
+    std::vector<int32_t> first = prefix, second = prefix;
+    const auto a = slice(5000, 20), b = slice(6000, 25);
+    first.insert(first.end(), a.begin(), a.end());
+    second.insert(second.end(), b.begin(), b.end());
+    const RequestParams params = greedy(10);
+    Engine engine(*roomy, tokenizer, EngineConfig{});
+    engine.generate({first}, params);
+    const int64_t before = engine.metrics().num_prompt_tokens_computed;
+    const std::vector<int32_t> warm = engine.generate({second}, params)[0].tokens;
+    const int64_t computed = engine.metrics().num_prompt_tokens_computed - before;
+    tally.check(computed == static_cast<int64_t>(second.size()) - 992,
+                "prefix cache: second request computed " + std::to_string(computed) + " tokens, expected " +
+                    std::to_string(second.size() - 992));
+    EngineConfig cold_config;
+    cold_config.enable_prefix_caching = false;
+    Engine cold(*roomy, tokenizer, cold_config);
+    tally.check(warm == cold.generate({second}, params)[0].tokens, "prefix cache: output equals a cold run");
+    tally.check(pool_empty(engine), "prefix cache: pool empty after");
+  }
+  {  // Preemption in a 24-block pool, by recompute and by swap.
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 8; ++i) prompts.push_back(slice(300 * i, 60 + 10 * i));
+    const RequestParams params = greedy(40);
+    const auto reference = alone(prompts, params);
+    for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
+      const bool swap = mode == PreemptionMode::kSwap;
+      std::unique_ptr<ModelExecutor> small = cuda_executor(model, 24, swap ? 200 : 0);
+      EngineConfig config;
+      config.scheduler.preemption_mode = mode;
+      Engine engine(*small, tokenizer, config);
+      const std::vector<Generation> results = engine.generate(prompts, params);
+      int same = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) same += results[i].tokens == reference[i];
+      const EngineMetrics m = engine.metrics();
+      const std::string name = swap ? "preemption by swap" : "preemption by recompute";
+      tally.check(m.num_preemptions > 0 && (!swap || m.kv.num_swapped_out_blocks > 0),
+                  name + ": " + std::to_string(m.num_preemptions) + " preemptions, " +
+                      std::to_string(m.kv.num_swapped_out_blocks) + " blocks swapped out");
+      tally.check(same == 8, name + ": " + std::to_string(same) + "/8 outputs equal unconstrained");
+      tally.check(pool_empty(engine), name + ": pool empty after");
+    }
+  }
+  std::printf("engine: %d passed, %d failed\n", tally.passed, tally.failed);
+  return tally.failed == 0 ? 0 : 1;
+}
+
+}  // namespace folio::e2e

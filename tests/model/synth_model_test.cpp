@@ -1,0 +1,79 @@
+// `folio synth`'s models load and run: a tiny synth GGUF (written to disk, streamed) goes
+// through the loader, the tokenizer and a CPU forward with finite logits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "backend/cpu/cpu_backend.h"
+#include "kv/kv_cache_storage.h"
+#include "model/gguf_file.h"
+#include "model/llama_model.h"
+#include "model/synth_model.h"
+#include "text/tokenizer.h"
+
+namespace folio {
+namespace {
+
+TEST(SynthModel, TinyLoadsAndRunsWithFiniteLogits) {
+  for (DType type : {DType::BF16, DType::Q8_0}) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("folio-synth-test-" + std::to_string(static_cast<int>(type)) + ".gguf")).string();
+    Expected<SynthConfig> config = synth_config("tiny");
+    ASSERT_TRUE(config) << config.error();
+    uint64_t last = 0, total = 0;
+    Status s = write_synth_model(*config, SynthOptions{type, 3, 0}, path, [&](uint64_t done, uint64_t all) {
+      EXPECT_GE(done, last);
+      last = done;
+      total = all;
+    });
+    ASSERT_TRUE(s) << s.message();
+    EXPECT_EQ(last, total);
+
+    Expected<GgufFile> file = GgufFile::open(path);
+    ASSERT_TRUE(file) << file.error();
+    Expected<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file);
+    ASSERT_TRUE(model) << model.error();
+    const ModelConfig& c = (*model)->config();
+    EXPECT_EQ(c.num_layers, 2);
+    EXPECT_EQ(c.vocab_size, 1024);
+    EXPECT_EQ((*model)->rope_freq_factors().size(), static_cast<size_t>(c.head_dim / 2));
+    Expected<Tokenizer> tokenizer = Tokenizer::from_gguf(*file);
+    ASSERT_TRUE(tokenizer) << tokenizer.error();
+    const std::vector<int32_t> tokens = tokenizer->encode("the quick brown fox", false, false);
+    ASSERT_FALSE(tokens.empty());
+    EXPECT_EQ(tokenizer->decode(tokens, false), "the quick brown fox");
+
+    KvCacheStorage cache((*model)->kv_shape(4, 16));
+    ForwardBatch batch;
+    std::vector<int32_t> table = {1, 2};
+    for (int32_t i = 0; i < static_cast<int32_t>(tokens.size()); ++i) {
+      batch.tokens.push_back(tokens[static_cast<size_t>(i)]);
+      batch.positions.push_back(i);
+      batch.slot_mapping.push_back(table[static_cast<size_t>(i / 16)] * 16 + i % 16);
+    }
+    batch.sequences.push_back({0, batch.num_tokens(), batch.num_tokens(), table});
+    batch.logit_rows.push_back(batch.num_tokens() - 1);
+    std::vector<float> logits(static_cast<size_t>(c.vocab_size));
+    cpu::CpuBackend backend(1);
+    (*model)->forward(backend, batch, cache, logits.data());
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+    std::filesystem::remove(path);
+  }
+}
+
+TEST(SynthModel, Llama3RopeFactorsFollowTheScalingBands) {
+  const std::vector<float> f = llama3_rope_freq_factors(128, 500000.0f);
+  ASSERT_EQ(f.size(), 64u);
+  EXPECT_FLOAT_EQ(f.front(), 1.0f);  // short wavelengths kept
+  EXPECT_FLOAT_EQ(f.back(), 8.0f);   // long ones divided by the factor
+}
+
+TEST(SynthModel, UnknownConfigNamesTheKnownOnes) {
+  Expected<SynthConfig> config = synth_config("gpt5");
+  ASSERT_FALSE(config);
+  EXPECT_NE(config.error().find("llama3-8b"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace folio
