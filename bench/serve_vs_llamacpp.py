@@ -185,6 +185,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--llama-n-ctx", type=int, default=2048)
     parser.add_argument("--servers", default="folio,llama.cpp")
+    parser.add_argument("--keep", help="Directory to keep each run's JSON report and server log in")
     args = parser.parse_args()
     rates = args.rates.split(",")
     servers = args.servers.split(",")
@@ -196,7 +197,9 @@ def main():
     print(f"serve_vs_llamacpp: {len(rates)} rates x {len(servers)} servers, {args.num_prompts} requests each",
           file=sys.stderr, flush=True)
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or scratch
+        os.makedirs(tmp, exist_ok=True)
         for i, rate in enumerate(rates):
             for name in (servers if i % 2 == 0 else servers[::-1]):
                 results[(rate, name)] = measure(args, name, rate, tmp)

@@ -22,8 +22,10 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
           ->check(kByteSize)->capture_default_str()->group(group);
   cmd.add_option("--block-size", options.block_size, "Tokens per KV block")
       ->check(CLI::Range(1, 1024))->capture_default_str()->group(group);
-  cmd.add_option("--max-num-batched-tokens", options.max_num_batched_tokens, "Token budget of one forward pass")
-      ->check(CLI::Range(1, 1 << 20))->capture_default_str()->group(group);
+  options.max_num_batched_tokens_option =
+      cmd.add_option("--max-num-batched-tokens", options.max_num_batched_tokens,
+                     "Token budget of one forward pass (default 512; 8192 with --device cuda)")
+          ->check(CLI::Range(1, 1 << 20))->group(group);
   cmd.add_option("--max-num-seqs", options.max_num_seqs, "Requests running at once")
       ->check(CLI::Range(1, 1 << 16))->capture_default_str()->group(group);
   cmd.add_flag("--no-prefix-cache", options.no_prefix_cache, "Turn automatic prefix caching off")->group(group);
@@ -58,7 +60,10 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t ma
   config.enable_prefix_caching = !options.no_prefix_cache;
   config.swap_space_bytes = static_cast<int64_t>(options.swap_space_gib * 1024.0 * 1024.0 * 1024.0);
   config.max_model_len = max_model_len;
-  config.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;
+  const bool tokens_given =
+      options.max_num_batched_tokens_option != nullptr && options.max_num_batched_tokens_option->count() > 0;
+  config.scheduler.max_num_batched_tokens =
+      options.device == "cuda" && !tokens_given ? kCudaBatchedTokens : options.max_num_batched_tokens;
   config.scheduler.max_num_seqs = options.max_num_seqs;
   config.scheduler.preemption_mode =
       options.preemption == "swap" ? PreemptionMode::kSwap : PreemptionMode::kRecompute;

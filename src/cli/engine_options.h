@@ -24,7 +24,12 @@ struct EngineOptions {
   double gpu_memory_utilization = 0.9;
   bool no_cuda_graphs = false;
   const CLI::Option* kv_cache_memory_option = nullptr;  // to tell a given size from the default
+  // Not given: 512 tokens on the CPU, kCudaBatchedTokens with --device cuda (a GPU step of 512
+  // tokens leaves the tensor cores mostly idle).
+  const CLI::Option* max_num_batched_tokens_option = nullptr;
 };
+
+inline constexpr int32_t kCudaBatchedTokens = 8192;
 
 // Registers --kv-cache-memory, --block-size, --max-num-batched-tokens, --max-num-seqs,
 // --no-prefix-cache, --swap-space, --preemption, --device, --gpu-memory-utilization and

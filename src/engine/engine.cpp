@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
+#include <limits>
 #include <string>
 
 #include "engine/cpu_model_executor.h"
@@ -160,8 +162,25 @@ void Engine::emit(Request& request, RequestOutput& out) {
   out.num_output_tokens = static_cast<int32_t>(request.output_tokens.size());
 }
 
+bool Engine::can_sample_on_device(const SchedulerOutput& output) const {
+  if (!executor_.can_sample_greedy()) return false;
+  bool any = false;
+  for (const ScheduledChunk& chunk : output.chunks) {
+    if (!chunk.samples) continue;
+    const RequestParams& params = chunk.request->params;
+    const SamplingParams& sampling = params.sampling;
+    const bool plain = params.beam_width == 1 && (params.n == 1 || chunk.request->forked) &&
+                       sampling.is_greedy() && sampling.repetition_penalty == 1.0f &&
+                       sampling.frequency_penalty == 0.0f && sampling.presence_penalty == 0.0f &&
+                       sampling.logprobs <= 0;
+    if (!plain) return false;
+    any = true;
+  }
+  return any;
+}
+
 void Engine::update(const SchedulerOutput& output, std::span<const float> logits,
-                    std::vector<RequestOutput>& outputs) {
+                    std::span<const GreedySample> greedy, std::vector<RequestOutput>& outputs) {
   scheduler_.on_computed(output);
   const size_t vocab = static_cast<size_t>(executor_.config().vocab_size);
   size_t logit_row = 0;
@@ -172,6 +191,16 @@ void Engine::update(const SchedulerOutput& output, std::span<const float> logits
           chunk.num_new_tokens, static_cast<int32_t>(request.prompt_tokens.size()) - chunk.first_position);
     }
     if (!chunk.samples) continue;
+    if (!greedy.empty()) {
+      // can_sample_on_device() held: no beams, no unforked n > 1, logprobs -1 or 0.
+      const GreedySample& chosen = greedy[logit_row++];
+      SampleResult sample;
+      sample.token = chosen.token;
+      sample.logprob = request.params.sampling.logprobs >= 0 ? chosen.logprob
+                                                             : std::numeric_limits<float>::quiet_NaN();
+      outputs.push_back(take_sample(request, sample));
+      continue;
+    }
     const std::span<const float> row(logits.data() + logit_row++ * vocab, vocab);
     if (request.params.beam_width > 1) {
       // Scored now, extended when every live beam of its group has been scored.
@@ -309,7 +338,10 @@ void Engine::finish_beam_group(RequestId id, BeamGroup& group, std::vector<Reque
 }
 
 RequestOutput Engine::sample_and_check(Request& request, std::span<const float> logits) {
-  const SampleResult sample = request.sampler.sample(logits, request.prompt_tokens, request.output_tokens);
+  return take_sample(request, request.sampler.sample(logits, request.prompt_tokens, request.output_tokens));
+}
+
+RequestOutput Engine::take_sample(Request& request, const SampleResult& sample) {
   request.output_tokens.push_back(sample.token);
   ++num_generated_tokens_;
   const auto now = Clock::now();
@@ -367,8 +399,20 @@ std::vector<RequestOutput> Engine::step() {
   }
   const SchedulerOutput scheduled = scheduler_.schedule();
   if (!scheduled.empty()) {
-    const std::span<const float> logits = runner_.execute(scheduled);
-    update(scheduled, logits, outputs);
+    const auto start = Clock::now();
+    std::span<const float> logits;
+    std::span<const GreedySample> greedy;
+    if (can_sample_on_device(scheduled)) {
+      greedy = runner_.execute_greedy(scheduled);
+      ++num_device_sampled_steps_;
+    } else {
+      logits = runner_.execute(scheduled);
+    }
+    const auto executed = Clock::now();
+    update(scheduled, logits, greedy, outputs);
+    execute_seconds_ += std::chrono::duration<double>(executed - start).count();
+    update_seconds_ += std::chrono::duration<double>(Clock::now() - executed).count();
+    ++num_steps_;
   }
   // Beam groups whose live beams are all scored move on together; a group can also become
   // ready in a step that ran nothing (its last beam was swapped back in, say).
@@ -414,6 +458,10 @@ EngineMetrics Engine::metrics() const {
   m.num_preemptions = scheduler_.num_preemptions();
   m.num_prompt_tokens_computed = num_prompt_tokens_computed_;
   m.num_generated_tokens = num_generated_tokens_;
+  m.execute_seconds = execute_seconds_;
+  m.update_seconds = update_seconds_;
+  m.num_steps = num_steps_;
+  m.num_device_sampled_steps = num_device_sampled_steps_;
   m.kv = kv_.metrics();
   return m;
 }

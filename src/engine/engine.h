@@ -50,6 +50,12 @@ struct EngineMetrics {
   int64_t num_preemptions = 0;
   int64_t num_prompt_tokens_computed = 0;  // prefill work done (prefix-cache hits excluded)
   int64_t num_generated_tokens = 0;
+  // Where step() spends its time (host clock): in the executor (forward, and sampling when
+  // the executor samples), and in update (CPU sampling, detokenizing, stop checks).
+  double execute_seconds = 0.0;
+  double update_seconds = 0.0;
+  int64_t num_steps = 0;
+  int64_t num_device_sampled_steps = 0;  // steps whose tokens the executor chose
   KvCacheMetrics kv;
 };
 
@@ -107,8 +113,13 @@ class Engine {
   // executor null: the owned one.
   Engine(std::unique_ptr<ModelExecutor> owned, ModelExecutor* executor, const Tokenizer& tokenizer,
          const EngineConfig& config);
+  // Exactly one of logits (rows to sample on the host) and greedy (tokens the executor chose)
+  // is non-empty when any chunk samples.
   void update(const SchedulerOutput& output, std::span<const float> logits,
-              std::vector<RequestOutput>& outputs);
+              std::span<const GreedySample> greedy, std::vector<RequestOutput>& outputs);
+  // Whether every sampling chunk of the step is one the executor's greedy sampling serves
+  // exactly as the Sampler would (see ModelExecutor::forward_greedy).
+  bool can_sample_on_device(const SchedulerOutput& output) const;
   bool check_stop(Request& request, int32_t token);
   void emit(Request& request, RequestOutput& out);
   void finish(Request& request, FinishReason reason);
@@ -116,6 +127,7 @@ class Engine {
   void fork_siblings(Request& parent, std::span<const float> logits,
                      std::vector<RequestOutput>& outputs);
   RequestOutput sample_and_check(Request& request, std::span<const float> logits);
+  RequestOutput take_sample(Request& request, const SampleResult& sample);
   void advance_beams(BeamGroup& group, std::vector<RequestOutput>& outputs);
   Request& fork_request(Request& parent);
   bool beam_group_done(const BeamGroup& group, const RequestParams& params) const;
@@ -134,6 +146,10 @@ class Engine {
   uint64_t next_arrival_ = 0;
   int64_t num_prompt_tokens_computed_ = 0;
   int64_t num_generated_tokens_ = 0;
+  double execute_seconds_ = 0.0;
+  double update_seconds_ = 0.0;
+  int64_t num_steps_ = 0;
+  int64_t num_device_sampled_steps_ = 0;
 };
 
 }  // namespace folio

@@ -13,6 +13,13 @@
 
 namespace folio {
 
+// A token the executor chose itself (greedy: argmax with ties to the lowest id, NaN never
+// wins), with its raw logprob (log-softmax of the unpenalized logits).
+struct GreedySample {
+  int32_t token = -1;
+  float logprob = 0.0f;
+};
+
 class ModelExecutor {
  public:
   virtual ~ModelExecutor() = default;
@@ -32,6 +39,17 @@ class ModelExecutor {
   // batch.logit_rows: (logit_rows.size(), vocab) in host memory the executor owns (pinned for a
   // GPU), valid until the next forward.
   virtual std::span<const float> forward(const ForwardBatch& batch) = 0;
+
+  // Optional: forward() followed by greedy sampling where the logits are, so that only the
+  // chosen tokens come back (a GPU's vocab-wide rows stay on the device). The engine calls it
+  // only when every sampling row is greedy without penalties, top logprobs or beams, which
+  // is when the result equals the CPU Sampler's. One GreedySample per logit row, valid until
+  // the next call; executors that return false from can_sample_greedy() never see a call.
+  virtual bool can_sample_greedy() const { return false; }
+  virtual std::span<const GreedySample> forward_greedy(const ForwardBatch& batch) {
+    (void)batch;
+    return {};
+  }
 };
 
 }  // namespace folio

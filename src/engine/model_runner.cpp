@@ -5,7 +5,7 @@ namespace folio {
 ModelRunner::ModelRunner(ModelExecutor& executor, KvCacheManager& kv)
     : executor_(executor), kv_(kv) {}
 
-std::span<const float> ModelRunner::execute(const SchedulerOutput& output) {
+bool ModelRunner::prepare(const SchedulerOutput& output) {
   // Copies first, in the order they were decided: a later decision may reuse a block an
   // earlier one emptied.
   const std::vector<BlockCopy> copies = kv_.take_pending_copies();
@@ -30,8 +30,17 @@ std::span<const float> ModelRunner::execute(const SchedulerOutput& output) {
                                 kv_.block_table(request.sequence_id())});
     if (chunk.samples) batch_.logit_rows.push_back(batch_.num_tokens() - 1);
   }
-  if (batch_.tokens.empty()) return {};
+  return !batch_.tokens.empty();
+}
+
+std::span<const float> ModelRunner::execute(const SchedulerOutput& output) {
+  if (!prepare(output)) return {};
   return executor_.forward(batch_);
+}
+
+std::span<const GreedySample> ModelRunner::execute_greedy(const SchedulerOutput& output) {
+  if (!prepare(output)) return {};
+  return executor_.forward_greedy(batch_);
 }
 
 }  // namespace folio

@@ -17,8 +17,13 @@ class ModelRunner {
 
   // Logits (number of sampling chunks, vocab), in chunk order; valid until the next call.
   std::span<const float> execute(const SchedulerOutput& output);
+  // Same batch, greedy tokens chosen by the executor (ModelExecutor::forward_greedy).
+  std::span<const GreedySample> execute_greedy(const SchedulerOutput& output);
 
  private:
+  // Runs the block copies and fills batch_; false when there is nothing to run.
+  bool prepare(const SchedulerOutput& output);
+
   ModelExecutor& executor_;
   KvCacheManager& kv_;
   ForwardBatch batch_;

@@ -9,34 +9,41 @@ namespace {
 
 constexpr int32_t kH200Sms = 132;
 
-TEST(CudaAttentionPlan, OneSplitWhenSequencesFillTheGpu) {
-  EXPECT_EQ(plan_decode_splits(256, 8, 4096, kH200Sms), 1);
-  EXPECT_EQ(plan_decode_splits(66, 8, 32768, kH200Sms), 1);  // 528 CTAs = 4 per SM already
-}
-
-TEST(CudaAttentionPlan, ManySplitsForOneLongSequence) {
-  const int32_t splits = plan_decode_splits(1, 8, 32768, kH200Sms);
-  EXPECT_GE(splits * 8, kDecodeCtasPerSm * kH200Sms);  // fills the GPU
-  EXPECT_LE(splits, kMaxDecodeSplits);
-  // Every split still gets at least kMinTilesPerSplit tiles.
-  EXPECT_GE(decode_split_tokens(32768, splits), kMinTilesPerSplit * kDecodeTileTokens);
-}
-
-TEST(CudaAttentionPlan, ShortContextsAreNotSplitBelowTheMinimum) {
-  EXPECT_EQ(plan_decode_splits(1, 8, 100, kH200Sms), 1);
-  EXPECT_EQ(plan_decode_splits(1, 8, kMinTilesPerSplit * kDecodeTileTokens * 3, kH200Sms), 3);
-  EXPECT_EQ(plan_decode_splits(0, 8, 4096, kH200Sms), 1);
+TEST(CudaAttentionPlan, SplitsFollowTheContextAlone) {
+  EXPECT_EQ(decode_num_splits(1), 1);
+  EXPECT_EQ(decode_num_splits(kDecodeSplitTokens), 1);
+  EXPECT_EQ(decode_num_splits(kDecodeSplitTokens + 1), 2);
+  EXPECT_EQ(decode_num_splits(4096), 4096 / kDecodeSplitTokens);
+  EXPECT_EQ(decode_num_splits(32768), kMaxDecodeSplits);  // batch 1 at 32k: 64 x 8 kv heads CTAs
+  EXPECT_LE(decode_num_splits(131072), kMaxDecodeSplits);
+  EXPECT_EQ(decode_split_tokens(1000), kDecodeSplitTokens);
 }
 
 TEST(CudaAttentionPlan, SplitTokensCoverTheContextOnTileEdges) {
-  for (int32_t context : {1, 63, 64, 65, 1000, 4096, 32768, 32769}) {
-    for (int32_t splits : {1, 2, 3, 7, 50, 128}) {
-      const int32_t per_split = decode_split_tokens(context, splits);
+  for (const DecodeSplitPolicy policy : {DecodeSplitPolicy{}, DecodeSplitPolicy{64, 1 << 20},
+                                         DecodeSplitPolicy{192, 3}, DecodeSplitPolicy{1 << 24, 1}}) {
+    for (int32_t context : {1, 63, 64, 65, 1000, 4096, 32768, 32769, 100000, 131072}) {
+      const int32_t per_split = decode_split_tokens(context, policy);
+      const int32_t splits = decode_num_splits(context, policy);
       EXPECT_EQ(per_split % kDecodeTileTokens, 0);
+      EXPECT_GE(per_split, policy.min_split_tokens);
       EXPECT_GE(static_cast<int64_t>(per_split) * splits, context);
-      // The chunks are as small as tile alignment allows: one tile less would not cover it.
-      if (per_split > kDecodeTileTokens) {
-        EXPECT_LT(static_cast<int64_t>(per_split - kDecodeTileTokens) * splits, context);
+      EXPECT_LT(static_cast<int64_t>(per_split) * (splits - 1), context);  // no empty split
+      EXPECT_LE(splits, policy.max_splits);
+    }
+  }
+}
+
+TEST(CudaAttentionPlan, GridCoversEveryShorterContext) {
+  for (const DecodeSplitPolicy policy : {DecodeSplitPolicy{}, DecodeSplitPolicy{64, 1 << 20},
+                                         DecodeSplitPolicy{192, 3}}) {
+    for (int32_t max_context : {1, 64, 512, 513, 4096, 32768, 40000, 131072}) {
+      const int32_t grid = decode_grid_splits(max_context, policy);
+      for (int32_t context = 1; context <= max_context; context += 1 + context / 7) {
+        EXPECT_LE(decode_num_splits(context, policy), grid) << context << " " << max_context;
+      }
+      if (static_cast<int64_t>(max_context) <= static_cast<int64_t>(policy.min_split_tokens) * policy.max_splits) {
+        EXPECT_EQ(decode_num_splits(max_context, policy), grid);  // exact below the cap
       }
     }
   }
@@ -49,15 +56,14 @@ TEST(CudaAttentionPlan, WorkspaceLayoutIsAlignedAndLargeEnough) {
   EXPECT_GE(layout.total_bytes, layout.partial_stats_offset + 3u * 32 * 5 * 2 * sizeof(float));
 }
 
-TEST(CudaAttentionPlan, WorkspaceCoversEveryBatchSize) {
+TEST(CudaAttentionPlan, WorkspaceCoversEveryBatch) {
   const size_t bytes = attention_workspace_bytes(256, 32, 8, 128, 32768, kH200Sms);
   for (int32_t seqs = 1; seqs <= 256; ++seqs) {
-    const int32_t splits = plan_decode_splits(seqs, 8, 32768, kH200Sms);
-    if (splits > 1) {
-      EXPECT_LE(decode_workspace_layout(seqs, 32, 128, splits).total_bytes, bytes);
+    for (int32_t context : {600, 4096, 32768}) {
+      EXPECT_LE(decode_workspace_layout(seqs, 32, 128, decode_grid_splits(context)).total_bytes, bytes);
     }
   }
-  EXPECT_EQ(attention_workspace_bytes(256, 32, 8, 128, 64, kH200Sms), 0u);  // never split
+  EXPECT_EQ(attention_workspace_bytes(256, 32, 8, 128, kDecodeSplitTokens, kH200Sms), 0u);  // never split
 }
 
 }  // namespace

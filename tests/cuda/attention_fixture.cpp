@@ -1,8 +1,11 @@
 #include "attention_fixture.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <numeric>
 #include <span>
+#include <thread>
 
 #include "backend/cpu/cpu_attention.h"
 
@@ -123,7 +126,8 @@ size_t AttentionProblem::kv_bytes_read() const {
 
 std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<int32_t>& tokens) {
   // One single-query sequence per requested token: its output depends only on its position
-  // and its sequence's block table.
+  // and its sequence's block table. Rows are handed to host threads one at a time (costs
+  // differ by position), each thread calling the CPU reference on its own row.
   const size_t row_elems = static_cast<size_t>(p.num_heads) * p.head_dim;
   std::vector<float> q(tokens.size() * row_elems), out(q.size());
   std::vector<AttentionSequence> sequences;
@@ -141,12 +145,25 @@ std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<
                                                (position + p.block_size) / p.block_size);
     sequences.push_back(seq);
   }
-  AttentionBatch batch{q.data(), out.data(), static_cast<int32_t>(tokens.size()), p.num_heads,
-                       1.0f / std::sqrt(static_cast<float>(p.head_dim)), sequences};
-  KvLayerView cache{const_cast<uint16_t*>(p.k.data()), const_cast<uint16_t*>(p.v.data()), p.num_blocks,
-                    p.block_size, p.num_kv_heads, p.head_dim};
-  cpu::paged_attention_reference(batch, cache);
+  const KvLayerView cache{const_cast<uint16_t*>(p.k.data()), const_cast<uint16_t*>(p.v.data()), p.num_blocks,
+                          p.block_size, p.num_kv_heads, p.head_dim};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < sequences.size(); i = next++) {
+      const AttentionBatch batch{q.data(), out.data(), static_cast<int32_t>(tokens.size()), p.num_heads, scale,
+                                 std::span<const AttentionSequence>(&sequences[i], 1)};
+      cpu::paged_attention_reference(batch, cache);
+    }
+  };
+  const size_t threads = std::min<size_t>(host_threads(), sequences.size());
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
   return std::vector<double>(out.begin(), out.end());
 }
+
+size_t host_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 }  // namespace folio::cuda::check

@@ -39,7 +39,8 @@ struct AttentionProblem {
 };
 
 // float64 reference (cpu::paged_attention_reference) for the given query tokens, as a flat
-// (tokens.size(), num_heads, head_dim) array.
+// (tokens.size(), num_heads, head_dim) array; rows are spread over host_threads() threads.
 std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<int32_t>& tokens);
+size_t host_threads();
 
 }  // namespace folio::cuda::check

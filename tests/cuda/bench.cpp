@@ -1,5 +1,7 @@
-// --bench: kernel timings after warm-up with CUDA events, against the device-to-device copy
-// bandwidth measured in the same run (memory-bound kernels) or counted FLOPs (prefill).
+// --bench (benchmarks only, no checks): kernel timings after warm-up with CUDA events, against
+// the device-to-device copy bandwidth measured in the same run (memory-bound kernels) or
+// counted FLOPs (prefill). One `RESULT name key=value ...` line per benchmark.
+#include <algorithm>
 #include <cstdio>
 
 #include "attention_fixture.h"
@@ -8,16 +10,18 @@
 namespace folio::cuda::check {
 
 void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
-  std::printf("\n== benchmarks (after 5 warm-up launches, mean of 20) ==\n");
-  std::printf("%-44s %10s %12s %10s\n", "kernel", "ms", "GB/s|TFLOP/s", "% copy");
+  std::printf("\n== benchmarks (CUDA events after warm-up; RESULT lines for scripts/gpu-check) ==\n");
   const size_t copy_bytes = size_t{1} << 30;
   DeviceBuffer<unsigned char> a(copy_bytes), b(copy_bytes);
   FOLIO_CUDA_OK(cudaMemset(a.get(), 1, copy_bytes));
   const double copy_ms = time_ms([&] { cudaMemcpyAsync(b.get(), a.get(), copy_bytes, cudaMemcpyDeviceToDevice); }, 3, 20);
   const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e6);  // read + write
-  std::printf("%-44s %10.3f %12.1f %10s\n", "cudaMemcpy D2D 1 GiB (read+write)", copy_ms, copy_gbs, "100");
+  std::printf("RESULT cuda_copy_d2d bytes=1GiB ms=%.3f gb_per_s=%.0f (read+write)\n", copy_ms, copy_gbs);
+  std::fflush(stdout);
 
-  auto decode = [&](const char* label, int batch, int ctx, int heads, int kv_heads, int dim, int forced_splits) {
+  // Decode through the dispatcher (the batch-invariant split plan, reduce included); GB/s
+  // counts the K/V bytes attention must read, % against the copy's read+write rate.
+  auto decode = [&](const char* name, int batch, int ctx, int heads, int kv_heads, int dim, bool unsplit) {
     AttentionProblem p;
     p.head_dim = dim;
     p.num_heads = heads;
@@ -26,22 +30,26 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     for (int s = 0; s < batch; ++s) p.seqs.push_back({1, ctx});
     p.build(rng, /*fill_values=*/false);
     const PagedAttentionArgs args = p.args();
-    const int splits = forced_splits > 0 ? forced_splits : plan_decode_splits(batch, kv_heads, ctx, opt.sm_count);
-    DeviceBuffer<unsigned char> ws(std::max<size_t>(1, decode_workspace_layout(batch, heads, dim, splits).total_bytes));
-    const double ms = time_ms([&] { paged_attention_decode_splits(args, {ws.get(), ws.size()}, splits, nullptr); }, 5, 20);
+    DeviceBuffer<unsigned char> ws(std::max<size_t>(
+        1, attention_workspace_bytes(batch, heads, kv_heads, dim, ctx, opt.sm_count)));
+    const Workspace workspace{ws.get(), ws.size()};
+    const double ms = unsplit
+        ? time_ms([&] { paged_attention_decode_policy(args, workspace, DecodeSplitPolicy{1 << 30, 1}, nullptr); }, 5, 20)
+        : time_ms([&] { paged_attention(args, workspace, opt.sm_count, nullptr); }, 5, 20);
     const double gbs = p.kv_bytes_read() / (ms * 1e6);
-    char name[128];
-    std::snprintf(name, sizeof name, "%s splits=%d", label, splits);
-    std::printf("%-44s %10.3f %12.1f %10.1f\n", name, ms, gbs, 100.0 * gbs / copy_gbs);
+    std::printf("RESULT %s ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f splits=%d kv_mb=%.1f\n", name, ms, gbs,
+                100.0 * gbs / copy_gbs, unsplit ? 1 : decode_num_splits(ctx), p.kv_bytes_read() / 1e6);
+    std::fflush(stdout);
   };
-  decode("decode B=64 ctx=4k h32/8 d128", 64, 4096, 32, 8, 128, 0);
-  decode("decode B=64 ctx=4k h32/8 d128", 64, 4096, 32, 8, 128, 1);
-  decode("decode B=1 ctx=32k h32/8 d128", 1, 32768, 32, 8, 128, 0);
-  decode("decode B=1 ctx=32k h32/8 d128", 1, 32768, 32, 8, 128, 1);
-  decode("decode B=256 ctx=1k h32/8 d128", 256, 1024, 32, 8, 128, 0);
-  decode("decode B=64 ctx=4k h9/3 d64 (SmolLM2)", 64, 4096, 9, 3, 64, 0);
+  decode("attn_decode_b64_ctx4k", 64, 4096, 32, 8, 128, false);
+  decode("attn_decode_b1_ctx32k", 1, 32768, 32, 8, 128, false);
+  decode("attn_decode_b64_ctx4k_unsplit", 64, 4096, 32, 8, 128, true);
+  decode("attn_decode_b256_ctx1k", 256, 1024, 32, 8, 128, false);
+  decode("attn_decode_b64_ctx4k_smollm_h9_3_d64", 64, 4096, 9, 3, 64, false);
 
-  auto prefill = [&](const char* label, int batch, int seq_len, int heads, int kv_heads, int dim) {
+  // Causal FLOPs exactly as bench/gpu_vs_transformers.py counts torch SDPA's:
+  // 4 * B * H * S * S * D / 2 (QK^T and PV, half the score matrix).
+  auto prefill = [&](const char* name, int batch, int seq_len, int heads, int kv_heads, int dim) {
     AttentionProblem p;
     p.head_dim = dim;
     p.num_heads = heads;
@@ -52,10 +60,11 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     const PagedAttentionArgs args = p.args();
     const double ms = time_ms([&] { paged_attention_prefill(args, nullptr); }, 2, 10);
     const double flops = 4.0 * batch * heads * static_cast<double>(seq_len) * seq_len * dim / 2;
-    std::printf("%-44s %10.3f %12.1f %10s\n", label, ms, flops / (ms * 1e9), "-");
+    std::printf("RESULT %s ms=%.3f tflops=%.0f\n", name, ms, flops / (ms * 1e9));
+    std::fflush(stdout);
   };
-  prefill("prefill causal B=4 S=8k h32/8 d128 (TFLOP/s)", 4, 8192, 32, 8, 128);
-  prefill("prefill causal B=16 S=1k h9/3 d64 (TFLOP/s)", 16, 1024, 9, 3, 64);
+  prefill("attn_prefill_causal_8k_b4", 4, 8192, 32, 8, 128);
+  prefill("attn_prefill_causal_1k_b16_smollm_h9_3_d64", 16, 1024, 9, 3, 64);
 
   {
     const int64_t n = 4096, dim = 4096;
@@ -66,7 +75,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     FOLIO_CUDA_OK(cudaMemset(w.get(), 0, w.size() * 4));
     const double ms = time_ms([&] { rms_norm(x.get(), add.get(), w.get(), out.get(), n, dim, 1e-5f, nullptr); }, 3, 20);
     const double bytes = n * dim * (4.0 * 3 + 2.0);
-    std::printf("%-44s %10.3f %12.1f %10.1f\n", "rms_norm+add 4096x4096 -> bf16", ms, bytes / (ms * 1e6), 100.0 * bytes / (ms * 1e6) / copy_gbs);
+    std::printf("RESULT rms_norm_add_4096x4096 ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f\n", ms, bytes / (ms * 1e6), 100.0 * bytes / (ms * 1e6) / copy_gbs);
   }
   {
     const int64_t n = 4096, ffn = 14336;
@@ -75,7 +84,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     FOLIO_CUDA_OK(cudaMemset(gu.get(), 0, gu.size() * 4));
     const double ms = time_ms([&] { swiglu(gu.get(), n, ffn, out.get(), nullptr); }, 3, 20);
     const double bytes = n * ffn * (8.0 + 2.0);
-    std::printf("%-44s %10.3f %12.1f %10.1f\n", "swiglu 4096x14336 -> bf16", ms, bytes / (ms * 1e6), 100.0 * bytes / (ms * 1e6) / copy_gbs);
+    std::printf("RESULT swiglu_4096x14336 ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f\n", ms, bytes / (ms * 1e6), 100.0 * bytes / (ms * 1e6) / copy_gbs);
   }
   {
     const int rows = 64, vocab = 128256;
@@ -107,7 +116,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
       args.out_logprobs = logprobs.get();
       logits.upload(host);
       const double ms = time_ms([&] { sample_tokens(args, nullptr); }, 3, 20);
-      std::printf("%-44s %10.3f %12s %10s\n", mode == 0 ? "sample greedy 64x128256" : "sample T=.8 k=50 p=.9 64x128256", ms, "-", "-");
+      std::printf("RESULT %s ms=%.4f\n", mode == 0 ? "sample_greedy_64x128256" : "sample_t08_k50_p09_64x128256", ms);
     }
   }
   sync_or_die("benchmarks");

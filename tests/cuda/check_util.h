@@ -112,8 +112,9 @@ uint16_t to_bf16(float x);
 float from_bf16(uint16_t b);
 
 struct Options {
-  bool quick = false;
-  bool bench = false;
+  bool quick = false;  // a smoke subset
+  bool full = false;   // the exhaustive set (every block size and head shape on the large cases)
+  bool bench = false;  // benchmarks only, no checks
   std::string filter;
   uint64_t seed = 1234;
   int sm_count = 132;

@@ -1,10 +1,18 @@
-// GPU benchmarks on a (synth) model: single-stream decode against the bandwidth bound, and
-// offline throughput (256 requests x 512 prompt / 128 output tokens) through the engine.
+// GPU benchmarks on a (synth) model:
+//   - the model's GEMM shapes at n = 1, 256, 8192 rows under both algorithm policies
+//     (cublaslt_gemm.h), and whether a row's bits depend on n;
+//   - single-stream decode against the bandwidth bound, at a short and a 4k context, with the
+//     batch-invariant (pinned) GEMMs and with cuBLASLt's per-shape heuristic;
+//   - offline throughput (256 requests x 512 prompt / 128 output tokens) through the engine,
+//     with a breakdown of where the time went.
 //   bound tok/s = measured copy bandwidth / (weight bytes + KV bytes read per token)
 #include <cuda_runtime.h>
 
+#include <cmath>
+#include <cstring>
 #include <random>
 
+#include "backend/cuda/cublaslt_gemm.h"
 #include "e2e_common.h"
 #include "engine/engine.h"
 
@@ -30,6 +38,8 @@ double copy_bandwidth_gbs() {
   cudaEventElapsedTime(&ms, start, stop);
   cudaFree(a);
   cudaFree(b);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
   return 2.0 * bytes * reps / (ms / 1e3) / 1e9;
 }
 
@@ -40,6 +50,248 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int32_t length, int32_t vo
   return prompt;
 }
 
+// Fills a device bf16 buffer with a random pattern: 16M random values, repeated.
+void fill_random_bf16(uint16_t* device, size_t count, std::mt19937& rng) {
+  const size_t pattern = std::min<size_t>(count, size_t{16} << 20);
+  std::vector<uint16_t> host(pattern);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  for (uint16_t& v : host) {
+    const float f = normal(rng);
+    uint32_t bits = 0;
+    std::memcpy(&bits, &f, sizeof bits);
+    v = static_cast<uint16_t>(bits >> 16);
+  }
+  cudaMemcpy(device, host.data(), pattern * 2, cudaMemcpyHostToDevice);
+  for (size_t at = pattern; at < count; at += pattern) {
+    cudaMemcpy(device + at, device, std::min(pattern, count - at) * 2, cudaMemcpyDeviceToDevice);
+  }
+}
+
+// The model's GEMMs (weights m x k) at n = 1, 256 and 8192 rows: microseconds per call with
+// cuBLASLt's per-shape heuristic and with algorithms pinned at each of pinned_rows, whether
+// rows computed at small n equal, bit for bit, the same rows computed at n = 8192, and what
+// the GEMMs of one whole step would cost (all layers plus the vocabulary projection).
+void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows) {
+  struct Shape {
+    const char* name;
+    int64_t m, k;
+    int64_t per_step;  // calls per forward
+  };
+  const int64_t qkv = c.q_dim() + 2 * static_cast<int64_t>(c.kv_dim());
+  const int64_t layers = c.num_layers;
+  const Shape shapes[] = {{"qkv", qkv, c.hidden_dim, layers},
+                          {"o", c.hidden_dim, c.q_dim(), layers},
+                          {"gate_up", 2 * static_cast<int64_t>(c.ffn_dim), c.hidden_dim, layers},
+                          {"down", c.hidden_dim, c.ffn_dim, layers},
+                          {"lm_head", c.vocab_size, c.hidden_dim, 1}};
+  constexpr int64_t kRows[3] = {1, 256, 8192};
+  const int64_t max_n = kRows[2];
+  int64_t max_k = 0, max_mk = 0, max_m = 0;
+  for (const Shape& s : shapes) {
+    max_k = std::max(max_k, s.k);
+    max_m = std::max(max_m, s.m);
+    max_mk = std::max(max_mk, s.m * s.k);
+  }
+  uint16_t* x = nullptr;
+  uint16_t* w = nullptr;
+  float* y = nullptr;
+  float* y_small = nullptr;
+  auto release = [&] {
+    for (void* p : {static_cast<void*>(x), static_cast<void*>(w), static_cast<void*>(y), static_cast<void*>(y_small)}) {
+      cudaFree(p);
+    }
+  };
+  if (cudaMalloc(&x, static_cast<size_t>(max_n * max_k) * 2) != cudaSuccess ||
+      cudaMalloc(&w, static_cast<size_t>(max_mk) * 2) != cudaSuccess ||
+      cudaMalloc(&y, static_cast<size_t>(max_n * max_m) * 4) != cudaSuccess ||
+      cudaMalloc(&y_small, static_cast<size_t>(256 * max_m) * 4) != cudaSuccess) {
+    std::printf("bench: gemm: not enough device memory, skipped\n");
+    release();
+    return;
+  }
+  std::mt19937 rng(11);
+  fill_random_bf16(x, static_cast<size_t>(max_n * max_k), rng);
+  fill_random_bf16(w, static_cast<size_t>(max_mk), rng);
+  const cuda::GemmPolicy heuristic{false, 0, false};
+  Expected<std::unique_ptr<cuda::CublasLtGemm>> made = cuda::CublasLtGemm::create(size_t{32} << 20, heuristic);
+  Expected<std::unique_ptr<cuda::CublasLtGemm>> made_reference = cuda::CublasLtGemm::create(size_t{32} << 20, heuristic);
+  if (!made || !made_reference) {
+    std::printf("bench: gemm: %s\n", (made ? made_reference : made).error().c_str());
+    release();
+    return;
+  }
+  std::unique_ptr<cuda::CublasLtGemm> gemm = std::move(made).value();
+  std::unique_ptr<cuda::CublasLtGemm> reference = std::move(made_reference).value();
+  cudaStream_t stream = nullptr;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  auto time_us = [&](const Shape& s, int64_t n) {
+    float* out = n <= 256 ? y_small : y;
+    gemm->matmul(x, w, out, n, s.m, s.k, 0.0f, stream);
+    const int reps = n >= 4096 ? 5 : 20;
+    cudaEventRecord(start, stream);
+    for (int i = 0; i < reps; ++i) gemm->matmul(x, w, out, n, s.m, s.k, 0.0f, stream);
+    cudaEventRecord(stop, stream);
+    cudaEventSynchronize(stop);
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, start, stop);
+    return 1e3 * ms / reps;
+  };
+  // Rows of y at n = 8192 against the same rows computed at n in {1, 3, 64, 256}.
+  auto invariant_rows = [&](const Shape& s) {
+    gemm->matmul(x, w, y, max_n, s.m, s.k, 0.0f, stream);
+    cudaStreamSynchronize(stream);
+    std::vector<float> big(static_cast<size_t>(256 * s.m)), small(static_cast<size_t>(256 * s.m));
+    cudaMemcpy(big.data(), y, big.size() * 4, cudaMemcpyDeviceToHost);
+    bool same = true;
+    for (int64_t n : {1, 3, 64, 256}) {
+      gemm->matmul(x, w, y_small, n, s.m, s.k, 0.0f, stream);
+      cudaStreamSynchronize(stream);
+      cudaMemcpy(small.data(), y_small, static_cast<size_t>(n * s.m) * 4, cudaMemcpyDeviceToHost);
+      same = same && std::memcmp(small.data(), big.data(), static_cast<size_t>(n * s.m) * 4) == 0;
+    }
+    return same;
+  };
+  // Rows 1..8 against cuBLASLt's: the largest relative L2 error over n in {1, 3, 8}.
+  auto error_vs_reference = [&](const Shape& s) {
+    std::vector<float> want(static_cast<size_t>(8 * s.m)), got(want.size());
+    double worst = 0.0;
+    for (int64_t n : {1, 3, 8}) {
+      reference->matmul(x, w, y_small, n, s.m, s.k, 0.0f, stream);
+      cudaStreamSynchronize(stream);
+      cudaMemcpy(want.data(), y_small, static_cast<size_t>(n * s.m) * 4, cudaMemcpyDeviceToHost);
+      gemm->matmul(x, w, y_small, n, s.m, s.k, 0.0f, stream);
+      cudaStreamSynchronize(stream);
+      cudaMemcpy(got.data(), y_small, static_cast<size_t>(n * s.m) * 4, cudaMemcpyDeviceToHost);
+      double diff = 0.0, norm = 0.0;
+      for (size_t i = 0; i < static_cast<size_t>(n * s.m); ++i) {
+        diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+        norm += static_cast<double>(want[i]) * want[i];
+      }
+      worst = std::max(worst, std::sqrt(diff / std::max(norm, 1e-30)));
+    }
+    return worst;
+  };
+  // One policy: per-shape times, then a step's GEMM time at each n.
+  auto measure = [&](const char* label) {
+    double step_ms[3] = {};
+    bool invariant = true;
+    double worst_error = 0.0;
+    for (const Shape& s : shapes) {
+      double us[3];
+      for (int i = 0; i < 3; ++i) {
+        us[i] = time_us(s, kRows[i]);
+        step_ms[i] += us[i] * static_cast<double>(s.per_step) / 1e3;
+      }
+      invariant = invariant_rows(s) && invariant;
+      worst_error = std::max(worst_error, error_vs_reference(s));
+      const double weight_gb = static_cast<double>(s.m * s.k) * 2 / 1e9;
+      const double flop = 2.0 * static_cast<double>(max_n * s.m * s.k);
+      std::printf("bench: gemm %-10s %-8s m=%-6lld k=%-6lld n=1 %7.1f us (%4.0f GB/s)  n=256 %7.1f us  "
+                  "n=8192 %8.1f us (%3.0f TFLOP/s)\n",
+                  label, s.name, static_cast<long long>(s.m), static_cast<long long>(s.k), us[0],
+                  weight_gb / (us[0] / 1e6), us[1], us[2], flop / (us[2] / 1e6) / 1e12);
+    }
+    std::printf("RESULT gemm_step %s ms_n1=%.2f ms_n256=%.2f ms_n8192=%.1f row_invariant=%s fallbacks=%d "
+                "relerr_vs_cublaslt_n1-8=%.1e\n",
+                label, step_ms[0], step_ms[1], step_ms[2], invariant ? "yes" : "no", gemm->pinned_fallbacks(),
+                worst_error);
+    std::fflush(stdout);
+  };
+  gemm->set_policy(heuristic);
+  measure("heuristic");
+  gemm->set_policy(cuda::GemmPolicy{false, 0, true});
+  measure("gemv");
+  for (int32_t rows : pinned_rows) {
+    gemm->set_policy(cuda::GemmPolicy{true, rows, false});
+    const std::string label = "pinned" + std::to_string(rows);
+    measure(label.c_str());
+    std::printf("bench: algorithms pinned at n=%d:\n%s", rows, gemm->describe_pinned().c_str());
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaStreamSynchronize(stream);
+  cudaStreamDestroy(stream);
+  gemm.reset();
+  reference.reset();
+  release();
+}
+
+struct DecodeResult {
+  double tok_per_s = 0.0;
+  double bound_tok_per_s = 0.0;
+  double mean_context = 0.0;
+};
+
+// One request: prompt_len random tokens, then output_len greedy tokens; the time per output
+// token excludes the first (prefill) step. A warm-up run captures the batch-1 graphs.
+DecodeResult single_stream(ModelExecutor& executor, const Tokenizer& tokenizer, const EngineConfig& config,
+                           std::mt19937& rng, int32_t prompt_len, int32_t output_len, double bandwidth_gbs) {
+  const ModelConfig& c = executor.config();
+  const cuda::CudaExecutorStats stats = cuda::cuda_executor_stats(executor);
+  const double kv_bytes_per_token = 2.0 * c.num_layers * c.kv_dim() * 2;
+  Engine engine(executor, tokenizer, config);
+  RequestParams params;
+  params.sampling.temperature = 0.0f;
+  params.ignore_eos = true;
+  params.max_tokens = output_len;
+  const std::vector<int32_t> prompt = random_prompt(rng, prompt_len, c.vocab_size);
+  engine.generate({prompt}, params);
+  const std::vector<Generation> out = engine.generate({prompt}, params);
+  DecodeResult r;
+  r.mean_context = prompt_len + output_len / 2.0;
+  const double bytes_per_token = static_cast<double>(stats.weight_bytes) + kv_bytes_per_token * r.mean_context;
+  r.tok_per_s = 1.0 / out[0].time_per_output_token_s;
+  r.bound_tok_per_s = bandwidth_gbs * 1e9 / bytes_per_token;
+  return r;
+}
+
+void print_decode(const char* name, const DecodeResult& r, const char* gemm) {
+  std::printf("RESULT %s tok_per_s=%.1f bound_tok_per_s=%.1f share=%.1f%% (mean context %.0f, %s GEMMs)\n", name,
+              r.tok_per_s, r.bound_tok_per_s, 100.0 * r.tok_per_s / r.bound_tok_per_s, r.mean_context, gemm);
+}
+
+// 256 x 512 / 128 through the engine, with where the time went.
+void offline(ModelExecutor& executor, const Tokenizer& tokenizer, const EngineConfig& config, std::mt19937 rng,
+             int32_t requests, int32_t prompt_len, int32_t output_len, const char* name) {
+  const ModelConfig& c = executor.config();
+  Engine engine(executor, tokenizer, config);
+  RequestParams params;
+  params.sampling.temperature = 0.0f;
+  params.ignore_eos = true;
+  params.max_tokens = output_len;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t i = 0; i < requests; ++i) prompts.push_back(random_prompt(rng, prompt_len, c.vocab_size));
+  engine.generate({prompts[0]}, params);  // warm-up
+  cuda::reset_cuda_executor_stats(executor);
+  const EngineMetrics before = engine.metrics();
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<Generation> out = engine.generate(prompts, params);
+  const double seconds = seconds_since(start);
+  const EngineMetrics after = engine.metrics();
+  const cuda::CudaExecutorStats s = cuda::cuda_executor_stats(executor);
+  int64_t generated = 0;
+  for (const Generation& g : out) generated += static_cast<int64_t>(g.tokens.size());
+  std::printf("RESULT %s requests=%d prompt=%d output=%d seconds=%.2f output_tok_per_s=%.1f total_tok_per_s=%.1f\n",
+              name, requests, prompt_len, output_len, seconds, generated / seconds,
+              (generated + static_cast<double>(requests) * prompt_len) / seconds);
+  const double execute = after.execute_seconds - before.execute_seconds;
+  const double update = after.update_seconds - before.update_seconds;
+  std::printf("RESULT %s_breakdown execute_s=%.2f (gpu layers %.2f, gpu head+sample/copy %.2f, upload %.2f, "
+              "sync wait %.2f, graph capture %.2f) update_s=%.2f schedule_and_rest_s=%.2f\n",
+              name, execute, s.layers_gpu_s, s.head_gpu_s, s.upload_host_s, s.wait_host_s, s.capture_s, update,
+              seconds - execute - update);
+  std::printf("RESULT %s_steps total=%lld prefill=%lld mixed=%lld decode_graph=%lld decode_eager=%lld "
+              "gpu_sampled=%lld logits_to_host_mb=%.1f pinned_gemm_fallbacks=%d\n",
+              name, static_cast<long long>(after.num_steps - before.num_steps), static_cast<long long>(s.prefill_steps),
+              static_cast<long long>(s.mixed_steps), static_cast<long long>(s.graph_replays),
+              static_cast<long long>(s.eager_decode_steps), static_cast<long long>(s.device_sampled_steps),
+              s.logits_bytes_to_host / 1e6, s.gemm_pinned_fallbacks);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int run_bench(const std::vector<std::string>& args) {
@@ -47,6 +299,9 @@ int run_bench(const std::vector<std::string>& args) {
   const int32_t requests = std::stoi(arg_value(args, "--requests", "256"));
   const int32_t prompt_len = std::stoi(arg_value(args, "--prompt", "512"));
   const int32_t output_len = std::stoi(arg_value(args, "--output", "128"));
+  const int32_t batched_tokens = std::stoi(arg_value(args, "--max-num-batched-tokens", "8192"));
+  const int32_t pinned_rows = std::stoi(arg_value(args, "--gemm-pinned-rows", "512"));
+  const bool both_offline = arg_value(args, "--offline-both", "1") == "1";
   auto start = std::chrono::steady_clock::now();
   Expected<LoadedModel> loaded = load_model(path);
   if (!loaded) {
@@ -56,69 +311,61 @@ int run_bench(const std::vector<std::string>& args) {
   std::printf("bench: mapped %s in %.1f s\n", path.c_str(), seconds_since(start));
   const double bandwidth = copy_bandwidth_gbs();
   std::printf("bench: device copy bandwidth %.0f GB/s (read + write)\n", bandwidth);
+  start = std::chrono::steady_clock::now();
+  bench_gemms(loaded->model->config(), {64, 256, 512, 2048});
+  std::printf("bench: gemm shapes in %.1f s\n", seconds_since(start));
+  std::fflush(stdout);
 
   start = std::chrono::steady_clock::now();
   cuda::CudaExecutorOptions options;
   options.gpu_memory_utilization = 0.9;
   options.max_num_seqs = 256;
-  options.max_num_batched_tokens = 8192;
+  options.max_num_batched_tokens = batched_tokens;
   options.max_model_len = 4096;
+  options.gemm.pinned_rows = pinned_rows;
   Expected<std::unique_ptr<ModelExecutor>> made = cuda::make_cuda_executor(*loaded->model, options);
   if (!made) {
     std::fprintf(stderr, "bench: %s\n", made.error().c_str());
     return 2;
   }
   ModelExecutor& executor = **made;
+  const Tokenizer& tokenizer = *loaded->tokenizer;
   std::printf("bench: executor ready in %.1f s (%d KV blocks)\n", seconds_since(start), executor.num_kv_blocks());
-  const ModelConfig& c = executor.config();
-  const cuda::CudaExecutorStats stats = cuda::cuda_executor_stats(executor);
-  const double kv_bytes_per_token = 2.0 * c.num_layers * c.kv_dim() * 2;
+  std::fflush(stdout);
 
   EngineConfig config;
   config.max_model_len = 4096;
   config.scheduler.max_num_seqs = 256;
-  config.scheduler.max_num_batched_tokens = 8192;
+  config.scheduler.max_num_batched_tokens = batched_tokens;
   std::mt19937 rng(7);
-  {  // Single stream: 128-token prompt, then decode; the first step (prefill) is not timed.
-    Engine engine(executor, *loaded->tokenizer, config);
-    RequestParams params;
-    params.sampling.temperature = 0.0f;
-    params.ignore_eos = true;
-    params.max_tokens = 256;
-    const std::vector<int32_t> prompt = random_prompt(rng, 128, c.vocab_size);
-    engine.generate({prompt}, RequestParams{params});  // warm-up: captures the batch-1 graphs
-    const std::vector<Generation> out = engine.generate({prompt}, params);
-    const double tpot = out[0].time_per_output_token_s;
-    const double mean_context = 128 + 256 / 2.0;
-    const double bytes_per_token = static_cast<double>(stats.weight_bytes) + kv_bytes_per_token * mean_context;
-    const double bound = bandwidth * 1e9 / bytes_per_token;
-    std::printf("RESULT decode_single_stream tok_per_s=%.1f bound_tok_per_s=%.1f share=%.1f%% "
-                "(weights %.2f GB + KV %.1f MB per token at mean context %.0f)\n",
-                1.0 / tpot, bound, 100.0 / tpot / bound, stats.weight_bytes / 1e9,
-                kv_bytes_per_token * mean_context / 1e6, mean_context);
+  // Single stream; "decode_single_stream" keeps its name and settings (128 + 256 tokens).
+  print_decode("decode_single_stream", single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth),
+               "pinned");
+  print_decode("decode_single_stream_ctx4k", single_stream(executor, tokenizer, config, rng, 3968, 128, bandwidth),
+               "pinned");
+  const cuda::GemmPolicy pinned{true, pinned_rows, false};
+  const cuda::GemmPolicy fast{false, pinned_rows, true};  // heuristic, GEMV at n <= 8
+  const cuda::GemmPolicy heuristic{false, pinned_rows, false};
+  cuda::set_cuda_gemm_policy(executor, fast);
+  print_decode("decode_single_stream_fast_gemm",
+               single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth), "heuristic+GEMV");
+  print_decode("decode_single_stream_ctx4k_fast_gemm",
+               single_stream(executor, tokenizer, config, rng, 3968, 128, bandwidth), "heuristic+GEMV");
+  cuda::set_cuda_gemm_policy(executor, heuristic);
+  print_decode("decode_single_stream_heuristic_gemm",
+               single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth), "heuristic");
+  std::fflush(stdout);
+
+  cuda::set_cuda_gemm_policy(executor, pinned);
+  start = std::chrono::steady_clock::now();
+  offline(executor, tokenizer, config, rng, requests, prompt_len, output_len, "offline_throughput");
+  std::printf("bench: offline run with warm-up in %.1f s\n", seconds_since(start));
+  std::printf("bench: pinned GEMM algorithms of the executor (chosen at n=%d):\n%s", pinned_rows,
+              cuda::cuda_gemm_description(executor).c_str());
+  if (both_offline) {
+    cuda::set_cuda_gemm_policy(executor, fast);
+    offline(executor, tokenizer, config, rng, requests, prompt_len, output_len, "offline_throughput_fast_gemm");
   }
-  {  // Offline throughput.
-    Engine engine(executor, *loaded->tokenizer, config);
-    RequestParams params;
-    params.sampling.temperature = 0.0f;
-    params.ignore_eos = true;
-    params.max_tokens = output_len;
-    std::vector<std::vector<int32_t>> prompts;
-    for (int32_t i = 0; i < requests; ++i) prompts.push_back(random_prompt(rng, prompt_len, c.vocab_size));
-    engine.generate({prompts[0]}, params);  // warm-up
-    start = std::chrono::steady_clock::now();
-    const std::vector<Generation> out = engine.generate(prompts, params);
-    const double seconds = seconds_since(start);
-    int64_t generated = 0;
-    for (const Generation& g : out) generated += static_cast<int64_t>(g.tokens.size());
-    std::printf("RESULT offline_throughput requests=%d prompt=%d output=%d seconds=%.2f output_tok_per_s=%.1f "
-                "total_tok_per_s=%.1f\n",
-                requests, prompt_len, output_len, seconds, generated / seconds,
-                (generated + static_cast<double>(requests) * prompt_len) / seconds);
-  }
-  const cuda::CudaExecutorStats after = cuda::cuda_executor_stats(executor);
-  std::printf("bench: graphs captured %d, replays %lld, eager steps %lld\n", after.graphs_captured,
-              static_cast<long long>(after.graph_replays), static_cast<long long>(after.eager_steps));
   return 0;
 }
 

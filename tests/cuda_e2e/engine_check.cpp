@@ -92,8 +92,11 @@ int run_engine(const std::vector<std::string>& args) {
                     std::to_string(max_running) + ")");
     tally.check(pool_empty(engine), "batch invariance: pool empty after");
     const cuda::CudaExecutorStats stats = cuda::cuda_executor_stats(*roomy);
-    std::printf("      graphs captured %d, graph replays %lld, eager steps %lld, %.1f s\n", stats.graphs_captured,
-                static_cast<long long>(stats.graph_replays), static_cast<long long>(stats.eager_steps), seconds_since(start));
+    std::printf("      graphs captured %d, graph replays %lld, eager steps %lld, GPU-sampled steps %lld, "
+                "pinned-GEMM fallbacks %d, %.1f s\n",
+                stats.graphs_captured, static_cast<long long>(stats.graph_replays),
+                static_cast<long long>(stats.eager_steps), static_cast<long long>(stats.device_sampled_steps),
+                stats.gemm_pinned_fallbacks, seconds_since(start));
   }
   {  // Prefix cache: the second request computes only what follows the 62 cached blocks.
     std::vector<int32_t> prefix = slice(1000, 1000);

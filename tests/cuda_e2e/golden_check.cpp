@@ -57,6 +57,33 @@ Greedy run_greedy(ModelExecutor& executor, const std::vector<int32_t>& prompt, i
   return out;
 }
 
+// The same greedy run with the executor choosing the tokens on its side (forward_greedy):
+// only token ids and logprobs come back.
+std::vector<GreedySample> run_device_greedy(ModelExecutor& executor, const std::vector<int32_t>& prompt,
+                                            int32_t steps) {
+  std::vector<GreedySample> out;
+  std::vector<int32_t> table;
+  std::vector<int32_t> all = prompt;
+  int32_t done = 0;
+  for (int32_t step = 0; step < steps; ++step) {
+    const int32_t total = static_cast<int32_t>(all.size());
+    while (static_cast<int32_t>(table.size()) * kBlock < total) table.push_back(static_cast<int32_t>(table.size()) + 1);
+    ForwardBatch batch;
+    for (int32_t p = done; p < total; ++p) {
+      batch.tokens.push_back(all[static_cast<size_t>(p)]);
+      batch.positions.push_back(p);
+      batch.slot_mapping.push_back(table[static_cast<size_t>(p / kBlock)] * kBlock + p % kBlock);
+    }
+    batch.sequences.push_back({0, total - done, total, table});
+    batch.logit_rows.push_back(total - done - 1);
+    const std::span<const GreedySample> sampled = executor.forward_greedy(batch);
+    out.push_back(sampled[0]);
+    done = total;
+    all.push_back(sampled[0].token);
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_golden(const std::vector<std::string>& args) {
@@ -81,9 +108,14 @@ int run_golden(const std::vector<std::string>& args) {
     const std::vector<int32_t> prompt = c["prompt_ids"];
     const int32_t blocks = static_cast<int32_t>((prompt.size() + steps) / kBlock + 2);
     CpuModelExecutor cpu_executor(*loaded->model, backend, blocks + 1, kBlock, 0);
-    std::unique_ptr<ModelExecutor> gpu = cuda_executor(*loaded->model, blocks + 4);
+    // Sized for the whole prompt in one forward (the longest golden prompt has 1,184 tokens),
+    // as the check feeds the executor directly, not through the engine's chunked prefill.
+    const int32_t max_tokens = std::max<int32_t>(512, static_cast<int32_t>(prompt.size()));
+    std::unique_ptr<ModelExecutor> gpu = cuda_executor(*loaded->model, blocks + 4, 0, 64, max_tokens);
     const Greedy ref = run_greedy(cpu_executor, prompt, steps);
     const Greedy got = run_greedy(*gpu, prompt, steps);
+    std::unique_ptr<ModelExecutor> sampler_gpu = cuda_executor(*loaded->model, blocks + 4, 0, 64, max_tokens);
+    const std::vector<GreedySample> sampled = run_device_greedy(*sampler_gpu, prompt, steps);
     double diff = 0, norm = 0;
     for (size_t i = 0; i < ref.last_prompt_logits.size(); ++i) {
       const double d = static_cast<double>(got.last_prompt_logits[i]) - ref.last_prompt_logits[i];
@@ -105,6 +137,14 @@ int run_golden(const std::vector<std::string>& args) {
     tally.check(same || margin < 0.5f, name + ": greedy tokens " +
                 (same ? "identical for " + std::to_string(steps) : "part at step " + std::to_string(first) +
                  " where the CPU's top-2 margin is " + std::to_string(margin)));
+    // GPU sampling must pick exactly what the host argmax of the same GPU logits picked.
+    size_t same_sampled = 0;
+    bool logprobs_sane = true;
+    while (same_sampled < sampled.size() && sampled[same_sampled].token == got.tokens[same_sampled]) ++same_sampled;
+    for (const GreedySample& g : sampled) logprobs_sane = logprobs_sane && g.logprob <= 0.0f && std::isfinite(g.logprob);
+    tally.check(same_sampled == sampled.size() && logprobs_sane,
+                name + ": GPU greedy sampling equals the host argmax of GPU logits for " + std::to_string(same_sampled) +
+                    "/" + std::to_string(sampled.size()) + " tokens, logprobs " + (logprobs_sane ? "finite <= 0" : "BAD"));
   }
   std::printf("golden: %d passed, %d failed\n", tally.passed, tally.failed);
   return tally.failed == 0 ? 0 : 1;

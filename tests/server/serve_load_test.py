@@ -182,8 +182,17 @@ async def bad_input(server):
 
 
 async def queue_limit(folio):
-    server = FolioServer(folio, "--max-queue", "2", "--max-num-seqs", "1")
+    # This server also takes its chat template from a file (--chat-template).
+    template = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "plain_chat_template.jinja")
+    server = FolioServer(folio, "--max-queue", "2", "--max-num-seqs", "1", "--chat-template", template)
     try:
+        status, body = server.request("POST", "/tokenize", {"messages": [
+            {"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hi"}]})
+        tokens = json.loads(body)["tokens"]
+        status, body = server.request("POST", "/detokenize", {"tokens": tokens})
+        t.check("--chat-template renders the messages with the given file",
+                json.loads(body)["prompt"] == "[system] Be kind.\n[user] Hi\n[assistant] ", body)
+
         async def one(i):
             return (await post(server.port, "/v1/completions",
                                {"prompt": f"Tell me about {i}", "max_tokens": 24, "ignore_eos": True}))[0]
@@ -215,5 +224,14 @@ async def main():
     await queue_limit(folio)
 
 
+def bad_chat_template(folio):
+    import subprocess
+    result = subprocess.run([folio, "serve", "--port", "0", "-q", "--chat-template", "/nonexistent/template.jinja"],
+                            capture_output=True, text=True, timeout=60)
+    t.check("a missing --chat-template file is a clear error", result.returncode == 1 and
+            "cannot read the chat template file" in result.stderr, result.stderr)
+
+
 asyncio.run(main())
+bad_chat_template(folio)
 t.exit()

@@ -66,6 +66,7 @@ class CudaModel {
   // (count <= max_logit_rows) into logits(): (count, vocab) fp32, device.
   void logits(const DeviceBatch& batch, int32_t first, int32_t count, cudaStream_t stream);
   const float* logits_buffer() const { return logits_; }
+  float* logits_buffer() { return logits_; }
 
  private:
   CudaModel() = default;

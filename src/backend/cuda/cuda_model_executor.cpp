@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_model_executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -62,6 +63,7 @@ Expected<std::unique_ptr<CudaModelExecutor>> CudaModelExecutor::create(const Lla
   e->model_ = std::move(cuda_model).value();
   e->stats_.weight_bytes = static_cast<int64_t>(e->model_->weight_bytes());
   e->stats_.activation_bytes = static_cast<int64_t>(e->model_->activation_bytes());
+  e->model_->gemm().set_policy(options.gemm);
 
   // Static inputs: the small arrays first and the block table last, so that one copy of a
   // prefix moves a whole step's inputs.
@@ -78,11 +80,33 @@ Expected<std::unique_ptr<CudaModelExecutor>> CudaModelExecutor::create(const Lla
   e->d_cu_query_starts_ = base + 4 * t;
   e->d_context_lens_ = base + 4 * t + seqs + 1;
   e->d_block_tables_ = base + 4 * t + 2 * seqs + 1;
-  e->logits_host_rows_ = static_cast<size_t>(std::max(limits.max_tokens, limits.max_logit_rows));
+  // One logit row per sequence at most (the last token of each), so max_seqs rows, not
+  // max_tokens: at 8192 tokens and a 128k vocabulary that would be 4 GB of pinned memory.
+  e->logits_host_rows_ = static_cast<size_t>(std::max(limits.max_seqs, limits.max_logit_rows));
   if (Status s = cuda_status(e->logits_host_.allocate(e->logits_host_rows_ * c.vocab_size * sizeof(float)),
                              "pinned logits");
       !s) {
     return s;
+  }
+  {
+    const size_t rows = static_cast<size_t>(limits.max_logit_rows);
+    std::vector<SampleRowParams> greedy(rows);
+    for (SampleRowParams& p : greedy) p.temperature = 0.0f;
+    if (Status s = cuda_status(e->greedy_params_.allocate(rows * sizeof(SampleRowParams)), "sampling params"); !s) {
+      return s;
+    }
+    if (Status s = cuda_status(cudaMemcpy(e->greedy_params_.get(), greedy.data(), rows * sizeof(SampleRowParams),
+                                          cudaMemcpyHostToDevice),
+                               "sampling params");
+        !s) {
+      return s;
+    }
+    const size_t sampled_bytes = e->logits_host_rows_ * (sizeof(int32_t) + sizeof(float));
+    if (Status s = cuda_status(e->sampled_.allocate(sampled_bytes), "sampled tokens"); !s) return s;
+    if (Status s = cuda_status(e->sampled_host_.allocate(sampled_bytes), "pinned sampled tokens"); !s) return s;
+  }
+  for (cudaEvent_t* event : {&e->step_start_, &e->layers_done_, &e->step_done_}) {
+    if (Status s = cuda_status(cudaEventCreate(event), "timing events"); !s) return s;
   }
   if (Status s = e->allocate_kv(options, props.totalGlobalMem); !s) return s;
   if (!options.quiet) {
@@ -142,11 +166,43 @@ Status CudaModelExecutor::allocate_kv(const CudaExecutorOptions& options, size_t
 }
 
 CudaModelExecutor::~CudaModelExecutor() {
-  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  drop_graphs();
   if (stream_ != nullptr) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
+  for (cudaEvent_t event : {step_start_, layers_done_, step_done_}) {
+    if (event != nullptr) cudaEventDestroy(event);
+  }
+}
+
+void CudaModelExecutor::drop_graphs() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+void CudaModelExecutor::reset_stats() {
+  const CudaExecutorStats fresh;
+  stats_.graph_replays = fresh.graph_replays;
+  stats_.eager_steps = fresh.eager_steps;
+  stats_.prefill_steps = fresh.prefill_steps;
+  stats_.mixed_steps = fresh.mixed_steps;
+  stats_.eager_decode_steps = fresh.eager_decode_steps;
+  stats_.device_sampled_steps = fresh.device_sampled_steps;
+  stats_.upload_host_s = fresh.upload_host_s;
+  stats_.wait_host_s = fresh.wait_host_s;
+  stats_.layers_gpu_s = fresh.layers_gpu_s;
+  stats_.head_gpu_s = fresh.head_gpu_s;
+  stats_.capture_s = fresh.capture_s;
+  stats_.logits_bytes_to_host = fresh.logits_bytes_to_host;
+}
+
+void CudaModelExecutor::set_gemm_policy(const GemmPolicy& policy) {
+  FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  drop_graphs();
+  stats_.graphs_captured = 0;
+  options_.gemm = policy;
+  model_->gemm().set_policy(policy);
 }
 
 void CudaModelExecutor::copy_blocks(std::span<const BlockCopy> copies) {
@@ -241,6 +297,7 @@ DeviceBatch CudaModelExecutor::upload(const ForwardBatch& batch, int32_t padded_
 cudaGraphExec_t CudaModelExecutor::decode_graph(int32_t seqs, int32_t table_width, const DeviceBatch& batch) {
   const auto key = std::make_pair(seqs, table_width);
   if (auto it = graphs_.find(key); it != graphs_.end()) return it->second;
+  const auto start = std::chrono::steady_clock::now();
   // One eager run first: it loads the kernels' modules and lets cuBLASLt pick its algorithms
   // outside the capture. It does the step's own work, which the replay then repeats exactly
   // (same K/V written to the same slots, same logits).
@@ -257,54 +314,120 @@ cudaGraphExec_t CudaModelExecutor::decode_graph(int32_t seqs, int32_t table_widt
   FOLIO_CUDA_CHECK(cudaGraphDestroy(graph));
   graphs_.emplace(key, exec);
   stats_.graphs_captured = static_cast<int32_t>(graphs_.size());
+  stats_.capture_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return exec;
 }
 
-std::span<const float> CudaModelExecutor::forward(const ForwardBatch& batch) {
+void CudaModelExecutor::finish_rows(int32_t first, int32_t count, bool greedy) {
+  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
+  if (!greedy) {
+    FOLIO_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get<float>() + first * vocab, model_->logits_buffer(),
+                                     count * vocab * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    stats_.logits_bytes_to_host += static_cast<int64_t>(count * vocab * sizeof(float));
+    return;
+  }
+  SampleArgs args;
+  args.logits = model_->logits_buffer();  // greedy rows have no penalties: read, not written
+  args.rows = count;
+  args.vocab = static_cast<int32_t>(vocab);
+  args.params = greedy_params_.get<SampleRowParams>();
+  args.out_tokens = sampled_.get<int32_t>() + first;
+  args.out_logprobs = reinterpret_cast<float*>(sampled_.get<int32_t>() + logits_host_rows_) + first;
+  sample_tokens(args, stream_);
+}
+
+int32_t CudaModelExecutor::run(const ForwardBatch& batch, bool greedy) {
   const CudaModelLimits& limits = model_->limits();
   const int32_t num_seqs = static_cast<int32_t>(batch.sequences.size());
-  if (batch.num_tokens() > limits.max_tokens || num_seqs > limits.max_seqs) {
-    char message[160];
-    std::snprintf(message, sizeof message, "batch of %d tokens / %d sequences exceeds the executor's %d / %d",
-                  batch.num_tokens(), num_seqs, limits.max_tokens, limits.max_seqs);
+  const int32_t m = static_cast<int32_t>(batch.logit_rows.size());
+  if (batch.num_tokens() > limits.max_tokens || num_seqs > limits.max_seqs ||
+      static_cast<size_t>(m) > logits_host_rows_) {
+    char message[200];
+    std::snprintf(message, sizeof message,
+                  "batch of %d tokens / %d sequences / %d logit rows exceeds the executor's %d / %d / %zu",
+                  batch.num_tokens(), num_seqs, m, limits.max_tokens, limits.max_seqs, logits_host_rows_);
     cuda_fail("CudaModelExecutor::forward", __FILE__, __LINE__, message);
   }
   int32_t max_blocks = 1;
-  bool decode_only = true;
+  int32_t decode_seqs = 0;
   for (const AttentionSequence& seq : batch.sequences) {
     max_blocks = std::max(max_blocks, static_cast<int32_t>(seq.block_table.size()));
-    decode_only = decode_only && seq.query_len == 1;
+    decode_seqs += seq.query_len == 1 ? 1 : 0;
   }
-  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
-  const int32_t m = static_cast<int32_t>(batch.logit_rows.size());
+  const bool decode_only = decode_seqs == num_seqs;
   const bool use_graph = decode_only && num_seqs <= max_graph_seqs_ && max_blocks <= max_blocks_per_seq_;
+  const auto upload_start = std::chrono::steady_clock::now();
   if (use_graph) {
     const int32_t seqs = next_pow2(num_seqs);
     const int32_t width = std::min(next_pow2(max_blocks), max_blocks_per_seq_);
     DeviceBatch d = upload(batch, seqs, width);
+    stats_.upload_host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - upload_start).count();
     // A graph is captured for the widest context its table width allows; shorter contexts cut
     // their own splits at run time (kernels.h, paged_attention_decode).
     d.max_context_len = width * options_.block_size;
     d.max_query_len = 1;
     cudaGraphExec_t exec = decode_graph(seqs, width, d);
+    FOLIO_CUDA_CHECK(cudaEventRecord(step_start_, stream_));
     FOLIO_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+    FOLIO_CUDA_CHECK(cudaEventRecord(layers_done_, stream_));
     ++stats_.graph_replays;
-    FOLIO_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), model_->logits_buffer(), m * vocab * sizeof(float),
-                                     cudaMemcpyDeviceToHost, stream_));
+    finish_rows(0, m, greedy);
   } else {
     DeviceBatch d = upload(batch, num_seqs, max_blocks);
+    stats_.upload_host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - upload_start).count();
+    FOLIO_CUDA_CHECK(cudaEventRecord(step_start_, stream_));
     model_->forward(d, kv_layers_, stream_);
+    FOLIO_CUDA_CHECK(cudaEventRecord(layers_done_, stream_));
     ++stats_.eager_steps;
+    if (decode_only) {
+      ++stats_.eager_decode_steps;
+    } else if (decode_seqs == 0) {
+      ++stats_.prefill_steps;
+    } else {
+      ++stats_.mixed_steps;
+    }
     for (int32_t first = 0; first < m; first += limits.max_logit_rows) {
       const int32_t count = std::min(limits.max_logit_rows, m - first);
       model_->logits(d, first, count, stream_);
-      FOLIO_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get<float>() + first * vocab, model_->logits_buffer(),
-                                       count * vocab * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+      finish_rows(first, count, greedy);
     }
   }
+  if (greedy) {
+    ++stats_.device_sampled_steps;
+    // Tokens at the start of sampled_, logprobs logits_host_rows_ entries later.
+    auto* tokens = sampled_.get<int32_t>();
+    auto* host = sampled_host_.get<int32_t>();
+    FOLIO_CUDA_CHECK(cudaMemcpyAsync(host, tokens, m * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    FOLIO_CUDA_CHECK(cudaMemcpyAsync(host + logits_host_rows_, tokens + logits_host_rows_, m * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream_));
+  }
+  FOLIO_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
+  const auto wait_start = std::chrono::steady_clock::now();
   FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  stats_.wait_host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   FOLIO_CUDA_CHECK(cudaGetLastError());
+  float layers_ms = 0.0f, head_ms = 0.0f;
+  FOLIO_CUDA_CHECK(cudaEventElapsedTime(&layers_ms, step_start_, layers_done_));
+  FOLIO_CUDA_CHECK(cudaEventElapsedTime(&head_ms, layers_done_, step_done_));
+  stats_.gemm_pinned_fallbacks = model_->gemm().pinned_fallbacks();
+  stats_.layers_gpu_s += layers_ms / 1e3;
+  stats_.head_gpu_s += head_ms / 1e3;
+  return m;
+}
+
+std::span<const float> CudaModelExecutor::forward(const ForwardBatch& batch) {
+  const int32_t m = run(batch, /*greedy=*/false);
+  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
   return std::span<const float>(logits_host_.get<float>(), m * vocab);
+}
+
+std::span<const GreedySample> CudaModelExecutor::forward_greedy(const ForwardBatch& batch) {
+  const int32_t m = run(batch, /*greedy=*/true);
+  const int32_t* tokens = sampled_host_.get<int32_t>();
+  const auto* logprobs = reinterpret_cast<const float*>(tokens + logits_host_rows_);
+  greedy_out_.resize(static_cast<size_t>(m));
+  for (int32_t i = 0; i < m; ++i) greedy_out_[static_cast<size_t>(i)] = GreedySample{tokens[i], logprobs[i]};
+  return greedy_out_;
 }
 
 std::vector<uint16_t> CudaModelExecutor::read_block(int32_t layer, bool values, int32_t block) {
@@ -326,6 +449,19 @@ Expected<std::unique_ptr<ModelExecutor>> make_cuda_executor(const LlamaModel& mo
 CudaExecutorStats cuda_executor_stats(const ModelExecutor& executor) {
   const auto* cuda = dynamic_cast<const CudaModelExecutor*>(&executor);
   return cuda != nullptr ? cuda->stats() : CudaExecutorStats{};
+}
+
+void reset_cuda_executor_stats(ModelExecutor& executor) {
+  if (auto* cuda = dynamic_cast<CudaModelExecutor*>(&executor)) cuda->reset_stats();
+}
+
+void set_cuda_gemm_policy(ModelExecutor& executor, const GemmPolicy& policy) {
+  if (auto* cuda = dynamic_cast<CudaModelExecutor*>(&executor)) cuda->set_gemm_policy(policy);
+}
+
+std::string cuda_gemm_description(ModelExecutor& executor) {
+  auto* cuda = dynamic_cast<CudaModelExecutor*>(&executor);
+  return cuda != nullptr ? cuda->gemm_description() : std::string();
 }
 
 }  // namespace folio::cuda

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <string>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -35,8 +36,13 @@ class CudaModelExecutor final : public ModelExecutor {
   int32_t num_host_blocks() const override { return num_host_blocks_; }
   void copy_blocks(std::span<const BlockCopy> copies) override;
   std::span<const float> forward(const ForwardBatch& batch) override;
+  bool can_sample_greedy() const override { return options_.device_sampling; }
+  std::span<const GreedySample> forward_greedy(const ForwardBatch& batch) override;
 
   const CudaExecutorStats& stats() const { return stats_; }
+  void reset_stats();
+  void set_gemm_policy(const GemmPolicy& policy);
+  std::string gemm_description() { return model_->gemm().describe_pinned(); }
   // Copies one layer's K (or V) block to the host, for checks: (block_size, kv_heads, head_dim).
   std::vector<uint16_t> read_block(int32_t layer, bool values, int32_t block);
 
@@ -47,6 +53,12 @@ class CudaModelExecutor final : public ModelExecutor {
   // copies it to the device; returns the device view.
   DeviceBatch upload(const ForwardBatch& batch, int32_t padded_seqs, int32_t table_width);
   cudaGraphExec_t decode_graph(int32_t seqs, int32_t table_width, const DeviceBatch& batch);
+  void drop_graphs();
+  // The step without its ending: uploads, runs the layers and the vocabulary projection, and
+  // per chunk of logit rows either copies them to logits_host_ or (greedy) samples them into
+  // sampled_. Returns the number of logit rows; the caller synchronizes.
+  int32_t run(const ForwardBatch& batch, bool greedy);
+  void finish_rows(int32_t first, int32_t count, bool greedy);
 
   CudaExecutorOptions options_;
   std::unique_ptr<CudaModel> model_;
@@ -79,6 +91,12 @@ class CudaModelExecutor final : public ModelExecutor {
   int32_t* d_block_tables_ = nullptr;
   PinnedBuffer logits_host_;  // (max rows, vocab) fp32
   size_t logits_host_rows_ = 0;
+  // GPU greedy sampling: every row's params are greedy ones (no penalties), uploaded once.
+  DeviceBuffer greedy_params_;     // (max_logit_rows,) SampleRowParams
+  DeviceBuffer sampled_;           // (max rows,) int32 tokens, then (max rows,) fp32 logprobs
+  PinnedBuffer sampled_host_;      // the same, on the host
+  std::vector<GreedySample> greedy_out_;  // (rows of the last forward_greedy)
+  cudaEvent_t step_start_ = nullptr, layers_done_ = nullptr, step_done_ = nullptr;
 
   std::map<std::pair<int32_t, int32_t>, cudaGraphExec_t> graphs_;
   CudaExecutorStats stats_;

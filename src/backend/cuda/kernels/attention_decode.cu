@@ -1,8 +1,11 @@
 // Paged decode attention (one query token per sequence), split-KV ("flash-decoding").
 //
-// Grid: (num_splits, num_heads / kGroup, num_seqs). A CTA serves kGroup query heads that
+// Grid: (grid_splits, num_heads / kGroup, num_seqs). A CTA serves kGroup query heads that
 // share one KV head, so each K/V byte it reads is used kGroup times, and it covers one
-// tile-aligned chunk of its sequence's context (attention_plan.h says how chunks are cut).
+// tile-aligned chunk of its sequence's context. How a context is cut depends on that context
+// alone (attention_plan.h), never on the batch: a sequence's output is bit-identical in any
+// batch. CTAs whose split lies past their sequence's split count, and CTAs of sequences with
+// query_len != 1 (prefill rows of a mixed batch, served by the prefill kernel), exit at once.
 //
 // Per tile of kDecodeTileTokens tokens, 128 threads:
 //   1. cp.async copies the next tile's K and V rows (gathered through the block table) into
@@ -15,10 +18,10 @@
 //   3. softmax: warp w owns heads w, w+4: tile max, running max/sum update (exp2), the
 //      probabilities overwrite the scores, the rescale factor goes to shared.
 //   4. P.V: each thread rescales its kGroup x 8 accumulators and adds p * V for its rows.
-// At the end the accumulators of the token groups are summed through shared memory; with one
-// split the CTA writes bf16 output, else normalized partials and (max, sum) to the workspace
-// for the reduce kernel. Each thread reads from shared only the 16-byte chunks it copied
-// itself, and rows of consecutive threads are contiguous: no bank conflicts.
+// At the end the accumulators of the token groups are summed through shared memory; when the
+// sequence has one split the CTA writes bf16 output, else normalized partials and (max, sum)
+// to the workspace for the reduce kernel. Each thread reads from shared only the 16-byte
+// chunks it copied itself, and rows of consecutive threads are contiguous: no bank conflicts.
 #include <cassert>
 #include <cmath>
 
@@ -49,8 +52,8 @@ struct DecodeShape {
 
 template <int kHeadDim, int kGroup>
 __global__ void __launch_bounds__(kDecodeThreads)
-    decode_kernel(const PagedAttentionArgs args, int32_t num_splits, float* partial_out,
-                  float2* partial_stats) {
+    decode_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
+                  float* partial_out, float2* partial_stats) {
   using S = DecodeShape<kHeadDim, kGroup>;
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* kv_smem = reinterpret_cast<uint16_t*>(smem);  // [stage][K|V][tile][head_dim]
@@ -71,21 +74,15 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int warp = tid / 32;
   const int lane = tid % 32;
 
+  const int token = args.cu_query_starts[seq];
+  if (args.cu_query_starts[seq + 1] - token != 1) return;  // a prefill row: not ours
   const int context_len = args.context_lens[seq];
-  const int token = args.cu_query_starts[seq];  // query_len is 1
-  const int split_tokens = decode_split_tokens(context_len, num_splits);
+  const int split_tokens = decode_split_tokens(context_len, policy);
+  const int num_splits = (context_len + split_tokens - 1) / split_tokens;
   const int begin = split * split_tokens;
+  if (begin >= context_len) return;  // past this sequence's splits (or an empty context)
   const int end = min(context_len, begin + split_tokens);
-  const size_t partial_index = (static_cast<size_t>(seq) * args.num_heads + head0) * num_splits + split;
-
-  if (begin >= end) {  // an empty trailing split: contributes nothing
-    if (tid < kGroup) partial_stats[partial_index + static_cast<size_t>(tid) * num_splits] = make_float2(-INFINITY, 0.0f);
-    for (int i = tid; i < kGroup * kHeadDim; i += kDecodeThreads) {
-      const int g = i / kHeadDim;
-      partial_out[(partial_index + static_cast<size_t>(g) * num_splits) * kHeadDim + i % kHeadDim] = 0.0f;
-    }
-    return;
-  }
+  const size_t partial_index = (static_cast<size_t>(seq) * args.num_heads + head0) * grid_splits + split;
 
   // Queries: this thread's 8 dims of each head, pre-scaled so that softmax can use exp2.
   float q[kGroup][8];
@@ -240,7 +237,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int i = 0; i < 2; ++i) {
       const int g = warp + 4 * i;
       if (g < kGroup) {
-        partial_stats[partial_index + static_cast<size_t>(g) * num_splits] =
+        partial_stats[partial_index + static_cast<size_t>(g) * grid_splits] =
             make_float2(run_max[i], run_sum[i]);
       }
     }
@@ -257,32 +254,35 @@ __global__ void __launch_bounds__(kDecodeThreads)
       args.out[(static_cast<size_t>(token) * args.num_heads + head0 + g) * kHeadDim + d] =
           float_to_bf16_bits(value);
     } else {
-      partial_out[(partial_index + static_cast<size_t>(g) * num_splits) * kHeadDim + d] = value;
+      partial_out[(partial_index + static_cast<size_t>(g) * grid_splits) * kHeadDim + d] = value;
     }
   }
 }
 
 // Combines the splits of one (sequence, head): weights l_i * 2^(m_i - M), M the largest max.
+// Sequences with one split (their output is written) and prefill rows exit at once.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kHeadDim)
-    decode_reduce_kernel(const PagedAttentionArgs args, int32_t num_splits,
+    decode_reduce_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
                          const float* partial_out, const float2* partial_stats) {
   const int head = blockIdx.x;
   const int seq = blockIdx.y;
   const int d = threadIdx.x;
-  const size_t base = (static_cast<size_t>(seq) * args.num_heads + head) * num_splits;
+  const int token = args.cu_query_starts[seq];
+  if (args.cu_query_starts[seq + 1] - token != 1) return;
+  const int num_splits = decode_num_splits(args.context_lens[seq], policy);
+  if (num_splits <= 1) return;
+  const size_t base = (static_cast<size_t>(seq) * args.num_heads + head) * grid_splits;
   float global_max = -INFINITY;
   for (int s = 0; s < num_splits; ++s) global_max = fmaxf(global_max, partial_stats[base + s].x);
   float weight_sum = 0.0f;
   float value = 0.0f;
   for (int s = 0; s < num_splits; ++s) {
     const float2 stats = partial_stats[base + s];
-    if (stats.y == 0.0f) continue;  // empty split
     const float w = stats.y * exp2f(stats.x - global_max);
     weight_sum += w;
     value = fmaf(w, partial_out[(base + s) * kHeadDim + d], value);
   }
-  const int token = args.cu_query_starts[seq];
   args.out[(static_cast<size_t>(token) * args.num_heads + head) * kHeadDim + d] =
       detail::float_to_bf16_bits(value / weight_sum);
 }
@@ -295,8 +295,8 @@ int largest_group_tile(int group_size) {
 }
 
 template <int kHeadDim, int kGroup>
-void launch_decode(const PagedAttentionArgs& args, int32_t num_splits, float* partial_out,
-                   float2* partial_stats, Stream stream) {
+void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
+                   float* partial_out, float2* partial_stats, Stream stream) {
   using S = DecodeShape<kHeadDim, kGroup>;
   auto* kernel = decode_kernel<kHeadDim, kGroup>;
   static const bool attribute_set = [&] {
@@ -305,73 +305,83 @@ void launch_decode(const PagedAttentionArgs& args, int32_t num_splits, float* pa
     return true;
   }();
   (void)attribute_set;
-  const dim3 grid(num_splits, args.num_heads / kGroup, args.num_seqs);
-  kernel<<<grid, kDecodeThreads, S::kSmemBytes, stream>>>(args, num_splits, partial_out,
+  const dim3 grid(grid_splits, args.num_heads / kGroup, args.num_seqs);
+  kernel<<<grid, kDecodeThreads, S::kSmemBytes, stream>>>(args, policy, grid_splits, partial_out,
                                                           partial_stats);
 }
 
 template <int kHeadDim>
-void launch_decode_for_dim(const PagedAttentionArgs& args, int32_t num_splits, float* partial_out,
-                           float2* partial_stats, Stream stream) {
+void launch_decode_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy,
+                           int32_t grid_splits, float* partial_out, float2* partial_stats,
+                           Stream stream) {
   switch (largest_group_tile(args.num_heads / args.cache.num_kv_heads)) {
-    case 1: return launch_decode<kHeadDim, 1>(args, num_splits, partial_out, partial_stats, stream);
-    case 2: return launch_decode<kHeadDim, 2>(args, num_splits, partial_out, partial_stats, stream);
-    case 3: return launch_decode<kHeadDim, 3>(args, num_splits, partial_out, partial_stats, stream);
-    case 4: return launch_decode<kHeadDim, 4>(args, num_splits, partial_out, partial_stats, stream);
-    case 5: return launch_decode<kHeadDim, 5>(args, num_splits, partial_out, partial_stats, stream);
-    case 6: return launch_decode<kHeadDim, 6>(args, num_splits, partial_out, partial_stats, stream);
-    case 7: return launch_decode<kHeadDim, 7>(args, num_splits, partial_out, partial_stats, stream);
-    default: return launch_decode<kHeadDim, 8>(args, num_splits, partial_out, partial_stats, stream);
+    case 1: return launch_decode<kHeadDim, 1>(args, policy, grid_splits, partial_out, partial_stats, stream);
+    case 2: return launch_decode<kHeadDim, 2>(args, policy, grid_splits, partial_out, partial_stats, stream);
+    case 3: return launch_decode<kHeadDim, 3>(args, policy, grid_splits, partial_out, partial_stats, stream);
+    case 4: return launch_decode<kHeadDim, 4>(args, policy, grid_splits, partial_out, partial_stats, stream);
+    case 5: return launch_decode<kHeadDim, 5>(args, policy, grid_splits, partial_out, partial_stats, stream);
+    case 6: return launch_decode<kHeadDim, 6>(args, policy, grid_splits, partial_out, partial_stats, stream);
+    case 7: return launch_decode<kHeadDim, 7>(args, policy, grid_splits, partial_out, partial_stats, stream);
+    default: return launch_decode<kHeadDim, 8>(args, policy, grid_splits, partial_out, partial_stats, stream);
   }
 }
 
 }  // namespace
 
-void paged_attention_decode_splits(const PagedAttentionArgs& args, Workspace workspace,
-                                   int32_t num_splits, Stream stream) {
+void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace,
+                                   DecodeSplitPolicy policy, Stream stream) {
   const int head_dim = args.cache.head_dim;
   assert(head_dim == 64 || head_dim == 128);
   assert(args.num_heads % args.cache.num_kv_heads == 0);
-  assert(num_splits >= 1);
+  assert(policy.min_split_tokens > 0 && policy.min_split_tokens % kDecodeTileTokens == 0);
   if (args.num_seqs == 0) return;
+  const int32_t grid_splits = decode_grid_splits(args.max_context_len, policy);
   float* partial_out = nullptr;
   float2* partial_stats = nullptr;
-  if (num_splits > 1) {
+  if (grid_splits > 1) {
     const DecodeWorkspaceLayout layout =
-        decode_workspace_layout(args.num_seqs, args.num_heads, head_dim, num_splits);
+        decode_workspace_layout(args.num_seqs, args.num_heads, head_dim, grid_splits);
     assert(workspace.ptr != nullptr && workspace.bytes >= layout.total_bytes);
     auto* base = static_cast<unsigned char*>(workspace.ptr);
     partial_out = reinterpret_cast<float*>(base + layout.partial_out_offset);
     partial_stats = reinterpret_cast<float2*>(base + layout.partial_stats_offset);
   }
   if (head_dim == 64) {
-    launch_decode_for_dim<64>(args, num_splits, partial_out, partial_stats, stream);
+    launch_decode_for_dim<64>(args, policy, grid_splits, partial_out, partial_stats, stream);
   } else {
-    launch_decode_for_dim<128>(args, num_splits, partial_out, partial_stats, stream);
+    launch_decode_for_dim<128>(args, policy, grid_splits, partial_out, partial_stats, stream);
   }
-  if (num_splits > 1) {
+  if (grid_splits > 1) {
     const dim3 grid(args.num_heads, args.num_seqs);
     if (head_dim == 64) {
-      decode_reduce_kernel<64><<<grid, 64, 0, stream>>>(args, num_splits, partial_out, partial_stats);
+      decode_reduce_kernel<64><<<grid, 64, 0, stream>>>(args, policy, grid_splits, partial_out, partial_stats);
     } else {
-      decode_reduce_kernel<128><<<grid, 128, 0, stream>>>(args, num_splits, partial_out, partial_stats);
+      decode_reduce_kernel<128><<<grid, 128, 0, stream>>>(args, policy, grid_splits, partial_out, partial_stats);
     }
   }
 }
 
 void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
                             int32_t sm_count, Stream stream) {
-  const int32_t splits =
-      plan_decode_splits(args.num_seqs, args.cache.num_kv_heads, args.max_context_len, sm_count);
-  paged_attention_decode_splits(args, workspace, splits, stream);
+  (void)sm_count;  // the split plan depends on each sequence's context alone
+  paged_attention_decode_policy(args, workspace, DecodeSplitPolicy{}, stream);
 }
 
 void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count,
                      Stream stream) {
   if (args.max_query_len <= 1) {
     paged_attention_decode(args, workspace, sm_count, stream);
-  } else {
-    paged_attention_prefill(args, stream);
+    return;
+  }
+  // Mixed: the prefill kernel serves the sequences with query_len > 1 and the decode kernel
+  // those with query_len == 1, so a decode row rounds the same way in every batch. When a
+  // single-token sequence cannot exist (every other sequence would have to hold more than
+  // max_query_len tokens), the decode launch is skipped.
+  paged_attention_prefill(args, stream, PrefillRows::kMultiTokenOnly);
+  const int64_t most_tokens_with_a_decode_row =
+      1 + static_cast<int64_t>(args.num_seqs - 1) * args.max_query_len;
+  if (args.num_tokens <= most_tokens_with_a_decode_row) {
+    paged_attention_decode(args, workspace, sm_count, stream);
   }
 }
 

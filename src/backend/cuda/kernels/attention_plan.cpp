@@ -12,22 +12,21 @@ size_t align_up(size_t bytes, size_t alignment) {
 
 }  // namespace
 
-int32_t plan_decode_splits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context_len,
-                           int32_t sm_count) {
-  assert(num_seqs >= 0 && num_kv_heads > 0 && sm_count > 0);
-  if (num_seqs == 0 || max_context_len <= 0) return 1;
-  const int64_t base_ctas = static_cast<int64_t>(num_seqs) * num_kv_heads;
-  const int64_t target_ctas = static_cast<int64_t>(kDecodeCtasPerSm) * sm_count;
-  const int64_t wanted = (target_ctas + base_ctas - 1) / base_ctas;
-  const int32_t tiles = (max_context_len + kDecodeTileTokens - 1) / kDecodeTileTokens;
-  const int32_t most = std::clamp(tiles / kMinTilesPerSplit, 1, kMaxDecodeSplits);
-  return static_cast<int32_t>(std::clamp<int64_t>(wanted, 1, most));
+int32_t decode_grid_splits(int32_t max_context_len, DecodeSplitPolicy policy) {
+  assert(policy.min_split_tokens > 0 && policy.min_split_tokens % kDecodeTileTokens == 0);
+  assert(policy.max_splits >= 1);
+  if (max_context_len <= 0) return 1;
+  // Every context <= max_context_len has splits <= ceil(context / min_split_tokens) and
+  // <= max_splits (decode_split_tokens is never below min_split_tokens).
+  const int64_t by_tokens = (static_cast<int64_t>(max_context_len) + policy.min_split_tokens - 1) /
+                            policy.min_split_tokens;
+  return static_cast<int32_t>(std::clamp<int64_t>(by_tokens, 1, policy.max_splits));
 }
 
 DecodeWorkspaceLayout decode_workspace_layout(int32_t num_seqs, int32_t num_heads,
-                                              int32_t head_dim, int32_t num_splits) {
+                                              int32_t head_dim, int32_t grid_splits) {
   DecodeWorkspaceLayout layout;
-  const size_t partials = static_cast<size_t>(num_seqs) * num_heads * num_splits;
+  const size_t partials = static_cast<size_t>(num_seqs) * num_heads * grid_splits;
   layout.partial_out_offset = 0;
   layout.partial_stats_offset = align_up(partials * head_dim * sizeof(float), 256);
   layout.total_bytes = align_up(layout.partial_stats_offset + partials * 2 * sizeof(float), 256);
@@ -36,13 +35,12 @@ DecodeWorkspaceLayout decode_workspace_layout(int32_t num_seqs, int32_t num_head
 
 size_t attention_workspace_bytes(int32_t max_num_seqs, int32_t num_heads, int32_t num_kv_heads,
                                  int32_t head_dim, int32_t max_context_len, int32_t sm_count) {
-  size_t most = 0;
-  for (int32_t seqs = 1; seqs <= max_num_seqs; ++seqs) {
-    const int32_t splits = plan_decode_splits(seqs, num_kv_heads, max_context_len, sm_count);
-    if (splits == 1) continue;  // one split writes the output directly, no scratch
-    most = std::max(most, decode_workspace_layout(seqs, num_heads, head_dim, splits).total_bytes);
-  }
-  return most;
+  assert(num_kv_heads > 0 && sm_count > 0);
+  (void)num_kv_heads;
+  (void)sm_count;
+  const int32_t grid_splits = decode_grid_splits(max_context_len);
+  if (grid_splits == 1 || max_num_seqs <= 0) return 0;  // one split writes the output directly
+  return decode_workspace_layout(max_num_seqs, num_heads, head_dim, grid_splits).total_bytes;
 }
 
 }  // namespace folio::cuda

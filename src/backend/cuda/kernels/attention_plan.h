@@ -1,5 +1,11 @@
-// Host-side planning for the CUDA attention kernels: how many KV splits a decode launch uses
-// and how much scratch that needs. Pure C++ (compiled into folio_lib too), so CI tests it.
+// Host-side planning for the CUDA attention kernels: how a decode sequence's context is cut
+// into KV splits and how much scratch that needs. Pure C++ (compiled into folio_lib too), so
+// CI tests it; the split functions are also compiled for the device.
+//
+// Batch invariance: a sequence's split count is a function of its OWN context length only
+// (never of the batch size, the other sequences or the launch's maxima), so its attention
+// output is bit-identical whether it runs alone, in a batch of 256 decodes, in a mixed
+// prefill+decode batch, or in a CUDA graph captured for a longer maximum context.
 #pragma once
 
 #include <cstddef>
@@ -15,42 +21,55 @@ namespace folio::cuda {
 
 // Decode CTAs stream the context in tiles of this many tokens; splits are cut on tile edges.
 inline constexpr int32_t kDecodeTileTokens = 64;
-// A split covers at least this many tiles, so that the partial results and the reduce stay
-// small next to the K/V bytes a split reads.
-inline constexpr int32_t kMinTilesPerSplit = 4;
-inline constexpr int32_t kMaxDecodeSplits = 128;
-// Decode CTAs wanted per multiprocessor: enough resident CTAs that each SM keeps several
-// tiles of loads in flight (bandwidth needs ~30 KB in flight per SM on an H200).
-inline constexpr int32_t kDecodeCtasPerSm = 4;
+// A decode sequence is cut into splits of this many tokens (8 tiles): batch 1 at 32k gives
+// 64 splits x 8 kv heads = 512 CTAs, batch 64 at 4k gives 8 x 512 = 4096.
+inline constexpr int32_t kDecodeSplitTokens = 512;
+// Past kDecodeSplitTokens * kMaxDecodeSplits tokens (32k) the splits grow instead, which
+// bounds the workspace (partials are dense in (sequence, head, split)).
+inline constexpr int32_t kMaxDecodeSplits = 64;
 
-// Number of KV splits for a decode launch over num_seqs sequences whose longest context is
-// max_context_len: 1 when the (sequence, kv head) CTAs already fill the GPU, more when they
-// don't (batch 1 at 32k: 8 kv heads x 50 splits), never so many that a split gets fewer than
-// kMinTilesPerSplit tiles. Depends only on host-known maxima, so CUDA graphs can bake it in.
-int32_t plan_decode_splits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context_len,
-                           int32_t sm_count);
+// How contexts are cut. The default is what paged_attention uses; checks and benchmarks may
+// force other granularities through paged_attention_decode_policy.
+struct DecodeSplitPolicy {
+  int32_t min_split_tokens = kDecodeSplitTokens;  // multiple of kDecodeTileTokens
+  int32_t max_splits = kMaxDecodeSplits;          // >= 1
+};
 
-// Tokens per split for one sequence: its context cut into num_splits tile-aligned chunks
-// (trailing splits may be empty). The kernels compute the same thing on the device.
-FOLIO_HOST_DEVICE inline int32_t decode_split_tokens(int32_t context_len, int32_t num_splits) {
-  const int32_t tiles = (context_len + kDecodeTileTokens - 1) / kDecodeTileTokens;
-  const int32_t tiles_per_split = (tiles + num_splits - 1) / num_splits;
-  return tiles_per_split * kDecodeTileTokens;
+// Tokens per split of a sequence with this context: min_split_tokens, or the tile-aligned
+// ceil(context / max_splits) when that is larger.
+FOLIO_HOST_DEVICE inline int32_t decode_split_tokens(int32_t context_len,
+                                                     DecodeSplitPolicy policy = {}) {
+  const int32_t at_cap = (context_len + policy.max_splits - 1) / policy.max_splits;
+  const int32_t at_cap_aligned = (at_cap + kDecodeTileTokens - 1) / kDecodeTileTokens * kDecodeTileTokens;
+  return at_cap_aligned > policy.min_split_tokens ? at_cap_aligned : policy.min_split_tokens;
 }
+
+// Number of splits of a sequence with this context (>= 1, <= policy.max_splits).
+FOLIO_HOST_DEVICE inline int32_t decode_num_splits(int32_t context_len, DecodeSplitPolicy policy = {}) {
+  if (context_len <= 0) return 1;
+  const int32_t per_split = decode_split_tokens(context_len, policy);
+  return (context_len + per_split - 1) / per_split;
+}
+
+// Grid width of a decode launch: the most splits any context <= max_context_len can have.
+// A CUDA graph captured with a larger max_context_len than the replayed contexts only has
+// CTAs that exit at once.
+int32_t decode_grid_splits(int32_t max_context_len, DecodeSplitPolicy policy = {});
 
 // Byte layout of the split-KV scratch: partial outputs then (max, sum) pairs, each region
 // 256-byte aligned.
 struct DecodeWorkspaceLayout {
-  size_t partial_out_offset = 0;  // float (num_seqs, num_heads, num_splits, head_dim)
-  size_t partial_stats_offset = 0;  // float2 (num_seqs, num_heads, num_splits): (max, sum)
+  size_t partial_out_offset = 0;  // float (num_seqs, num_heads, grid_splits, head_dim)
+  size_t partial_stats_offset = 0;  // float2 (num_seqs, num_heads, grid_splits): (max, sum)
   size_t total_bytes = 0;
 };
 DecodeWorkspaceLayout decode_workspace_layout(int32_t num_seqs, int32_t num_heads,
-                                              int32_t head_dim, int32_t num_splits);
+                                              int32_t head_dim, int32_t grid_splits);
 
-// Bytes of workspace that cover every paged_attention call with num_seqs <= max_num_seqs
-// and max_context_len <= the given one (the split count is largest for few sequences, the
-// partial arrays for many, so this takes the maximum over all sequence counts).
+// Bytes of workspace that cover every paged_attention call (decode-only or mixed) with
+// num_seqs <= max_num_seqs and max_context_len <= the given one; 0 when no context that long
+// is ever split. num_kv_heads and sm_count no longer matter (the split count depends on the
+// context alone); they stay in the signature for the callers.
 size_t attention_workspace_bytes(int32_t max_num_seqs, int32_t num_heads, int32_t num_kv_heads,
                                  int32_t head_dim, int32_t max_context_len, int32_t sm_count);
 

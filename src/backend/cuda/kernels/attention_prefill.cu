@@ -3,7 +3,9 @@
 // Grid: (query tiles, num_heads, num_seqs); the query-tile index runs backwards so that the
 // tiles with the most causal work start first. A CTA of 4 warps takes 64 query rows of one
 // (sequence, head); warp w owns rows 16w..16w+15 and keeps their Q fragments, their output
-// accumulators (fp32) and their running max/sum in registers for the whole kernel.
+// accumulators (fp32) and their running max/sum in registers for the whole kernel. With
+// PrefillRows::kMultiTokenOnly the CTAs of query_len == 1 sequences exit at once (the
+// dispatcher sends those rows to the decode kernel, so they round the same in every batch).
 //
 // K/V tiles of 64 tokens are gathered through the block table with cp.async into a
 // double-buffered shared-memory ring (the copy of tile j+1 overlaps the math of tile j). Rows
@@ -47,7 +49,7 @@ __device__ __forceinline__ int swizzled(int row, int chunk) {
 
 template <int kHeadDim>
 __global__ void __launch_bounds__(kPrefillThreads)
-    prefill_kernel(const PagedAttentionArgs args) {
+    prefill_kernel(const PagedAttentionArgs args, bool skip_single_query) {
   using S = PrefillShape<kHeadDim>;
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);
@@ -59,7 +61,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
   const int query_start = args.cu_query_starts[seq];
   const int query_len = args.cu_query_starts[seq + 1] - query_start;
   const int m0 = tile * kBlockM;
-  if (m0 >= query_len) return;
+  if (m0 >= query_len || (skip_single_query && query_len == 1)) return;
 
   const KvLayerView& cache = args.cache;
   const int context_len = args.context_lens[seq];
@@ -244,7 +246,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
 }
 
 template <int kHeadDim>
-void launch_prefill(const PagedAttentionArgs& args, Stream stream) {
+void launch_prefill(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
   using S = PrefillShape<kHeadDim>;
   static const bool attribute_set = [] {
     cudaFuncSetAttribute(prefill_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -253,19 +255,20 @@ void launch_prefill(const PagedAttentionArgs& args, Stream stream) {
   }();
   (void)attribute_set;
   const dim3 grid((args.max_query_len + kBlockM - 1) / kBlockM, args.num_heads, args.num_seqs);
-  prefill_kernel<kHeadDim><<<grid, kPrefillThreads, S::kSmemBytes, stream>>>(args);
+  prefill_kernel<kHeadDim><<<grid, kPrefillThreads, S::kSmemBytes, stream>>>(args, skip_single_query);
 }
 
 }  // namespace
 
-void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream) {
+void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, PrefillRows rows) {
   assert(args.cache.head_dim == 64 || args.cache.head_dim == 128);
   assert(args.num_heads % args.cache.num_kv_heads == 0);
   if (args.num_seqs == 0 || args.max_query_len <= 0) return;
+  const bool skip_single_query = rows == PrefillRows::kMultiTokenOnly;
   if (args.cache.head_dim == 64) {
-    launch_prefill<64>(args, stream);
+    launch_prefill<64>(args, skip_single_query, stream);
   } else {
-    launch_prefill<128>(args, stream);
+    launch_prefill<128>(args, skip_single_query, stream);
   }
 }
 

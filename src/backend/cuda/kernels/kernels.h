@@ -102,26 +102,36 @@ struct Workspace {
   size_t bytes = 0;
 };
 
-// The dispatcher: max_query_len == 1 (all decode) -> paged_attention_decode, else
-// paged_attention_prefill. `sm_count` is the device's multiprocessor count (132 on an H200),
-// read once by the caller with cudaDeviceGetAttribute. The workspace must hold
-// attention_workspace_bytes(...) for the maxima the caller will ever pass (attention_plan.h).
+// The dispatcher. Batch-invariant: a sequence's output does not depend on what else is in
+// the batch (its split plan follows its own context, attention_plan.h), and a query_len == 1
+// row always goes through the decode kernel:
+//   max_query_len <= 1 (all decode) -> paged_attention_decode;
+//   else paged_attention_prefill over the query_len > 1 sequences, then paged_attention_decode
+//   over the query_len == 1 ones (each kernel skips the other's sequences on the device).
+// `sm_count` is no longer used (kept for the callers). The workspace must hold
+// attention_workspace_bytes(...) for the maxima the caller will ever pass (attention_plan.h);
+// mixed batches use it too.
 void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count,
                      Stream stream);
 
-// Split-KV (flash-decoding) decode; requires every query_len == 1. The split count comes from
-// plan_decode_splits(num_seqs, num_kv_heads, max_context_len, sm_count); each sequence's own
-// context is cut into that many tile-aligned chunks at run time, so a graph captured with
-// max_context_len = the model's maximum stays valid for every shorter context.
+// Split-KV (flash-decoding) decode of the query_len == 1 sequences (others are skipped). Each
+// sequence cuts its context by DecodeSplitPolicy{} (a function of that context alone); the
+// grid is sized from max_context_len, so a graph captured with max_context_len = the model's
+// maximum stays valid (and gives the same bits) for every shorter context.
 void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
                             int32_t sm_count, Stream stream);
-// Same with the split count forced (tests and benchmarks); 1 = no reduce kernel.
-void paged_attention_decode_splits(const PagedAttentionArgs& args, Workspace workspace,
-                                   int32_t num_splits, Stream stream);
+// Same with another split policy (checks and benchmarks); DecodeSplitPolicy{1 << 30, 1} never
+// splits. Workspace: decode_workspace_layout(num_seqs, num_heads, head_dim,
+// decode_grid_splits(max_context_len, policy)).total_bytes when that grid is > 1.
+void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace,
+                                   DecodeSplitPolicy policy, Stream stream);
 
 // FlashAttention-2-style varlen prefill on tensor cores (mma.sync m16n8k16 fp16, fp32
-// accumulate); any query_len / context_len mix, including decode rows.
-void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream);
+// accumulate); any query_len / context_len mix, including decode rows (kAll), or only the
+// sequences with query_len > 1 (kMultiTokenOnly: the dispatcher's prefill half).
+enum class PrefillRows { kAll, kMultiTokenOnly };
+void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream,
+                             PrefillRows rows = PrefillRows::kAll);
 
 // Obviously-correct reference: one warp per (query token, head), scalar online softmax in
 // fp32. Any head_dim % 32 == 0 up to 256. Slow; for checks and as a fallback.

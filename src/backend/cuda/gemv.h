@@ -1,0 +1,26 @@
+// y = x W^T + beta y for a handful of rows (decode at batch <= 8), as a weight-streaming GEMV:
+// one warp per output feature reads that weight row once with 16-byte loads and keeps one
+// accumulator per input row. At n = 1 a GEMM's tiles leave most of the SMs idle for the
+// narrow weights (4096 output features); this keeps every SM streaming.
+//
+// Not batch invariant with the GEMM path (the sums run in another order), so CublasLtGemm
+// uses it only under its per-shape policy (cublaslt_gemm.h).
+#pragma once
+
+#include <cstdint>
+
+struct CUstream_st;
+
+namespace folio::cuda {
+
+constexpr int64_t kGemvMaxRows = 8;
+
+// Whether bf16_gemv supports the call: 1 <= n <= kGemvMaxRows, k % 8 == 0, x and w 16-byte
+// aligned (rows of k bf16 then stay aligned).
+bool gemv_supports(const void* x, const void* w, int64_t n, int64_t k);
+
+// x: (n, k) bf16; w: (m, k) bf16; y: (n, m) fp32. beta 0: y is only written.
+void bf16_gemv(const void* x, const void* w, float* y, int64_t n, int64_t m, int64_t k, float beta,
+               CUstream_st* stream);
+
+}  // namespace folio::cuda
