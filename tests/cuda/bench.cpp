@@ -21,7 +21,9 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
 
   // Decode through the dispatcher (the batch-invariant split plan, reduce included); GB/s
   // counts the K/V bytes attention must read, % against the copy's read+write rate.
-  auto decode = [&](const char* name, int batch, int ctx, int heads, int kv_heads, int dim, bool unsplit) {
+  // policy == nullptr: the dispatcher; else paged_attention_decode_policy (tuning sweeps).
+  auto decode = [&](const char* name, int batch, int ctx, int heads, int kv_heads, int dim,
+                    const DecodeSplitPolicy* policy) {
     AttentionProblem p;
     p.head_dim = dim;
     p.num_heads = heads;
@@ -30,22 +32,34 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     for (int s = 0; s < batch; ++s) p.seqs.push_back({1, ctx});
     p.build(rng, /*fill_values=*/false);
     const PagedAttentionArgs args = p.args();
-    DeviceBuffer<unsigned char> ws(std::max<size_t>(
-        1, attention_workspace_bytes(batch, heads, kv_heads, dim, ctx, opt.sm_count)));
+    const DecodeSplitPolicy used = policy != nullptr ? *policy : DecodeSplitPolicy{};
+    const size_t ws_bytes = decode_workspace_layout(batch, heads, dim, decode_grid_splits(ctx, used)).total_bytes;
+    DeviceBuffer<unsigned char> ws(std::max<size_t>(1, ws_bytes));
     const Workspace workspace{ws.get(), ws.size()};
-    const double ms = unsplit
-        ? time_ms([&] { paged_attention_decode_policy(args, workspace, DecodeSplitPolicy{1 << 30, 1}, nullptr); }, 5, 20)
+    const double ms = policy != nullptr
+        ? time_ms([&] { paged_attention_decode_policy(args, workspace, used, nullptr); }, 5, 20)
         : time_ms([&] { paged_attention(args, workspace, opt.sm_count, nullptr); }, 5, 20);
     const double gbs = p.kv_bytes_read() / (ms * 1e6);
-    std::printf("RESULT %s ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f splits=%d kv_mb=%.1f\n", name, ms, gbs,
-                100.0 * gbs / copy_gbs, unsplit ? 1 : decode_num_splits(ctx), p.kv_bytes_read() / 1e6);
+    std::printf("RESULT %s ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f splits=%d split_tokens=%d kv_mb=%.1f\n", name, ms,
+                gbs, 100.0 * gbs / copy_gbs, decode_num_splits(ctx, used), decode_split_tokens(ctx, used),
+                p.kv_bytes_read() / 1e6);
     std::fflush(stdout);
   };
-  decode("attn_decode_b64_ctx4k", 64, 4096, 32, 8, 128, false);
-  decode("attn_decode_b1_ctx32k", 1, 32768, 32, 8, 128, false);
-  decode("attn_decode_b64_ctx4k_unsplit", 64, 4096, 32, 8, 128, true);
-  decode("attn_decode_b256_ctx1k", 256, 1024, 32, 8, 128, false);
-  decode("attn_decode_b64_ctx4k_smollm_h9_3_d64", 64, 4096, 9, 3, 64, false);
+  decode("attn_decode_b64_ctx4k", 64, 4096, 32, 8, 128, nullptr);
+  decode("attn_decode_b1_ctx32k", 1, 32768, 32, 8, 128, nullptr);
+  decode("attn_decode_b256_ctx1k", 256, 1024, 32, 8, 128, nullptr);
+  decode("attn_decode_b64_ctx4k_smollm_h9_3_d64", 64, 4096, 9, 3, 64, nullptr);
+  // Split-granularity sweep for tuning kDecodeSplitTokens / kMaxDecodeSplits.
+  const DecodeSplitPolicy unsplit{1 << 30, 1}, t256{256, 128}, t1024{1024, 64}, t2048{2048, 64};
+  decode("sweep_decode_b64_ctx4k_unsplit", 64, 4096, 32, 8, 128, &unsplit);
+  decode("sweep_decode_b64_ctx4k_split256", 64, 4096, 32, 8, 128, &t256);
+  decode("sweep_decode_b64_ctx4k_split1024", 64, 4096, 32, 8, 128, &t1024);
+  decode("sweep_decode_b64_ctx4k_split2048", 64, 4096, 32, 8, 128, &t2048);
+  decode("sweep_decode_b1_ctx32k_split256", 1, 32768, 32, 8, 128, &t256);
+  decode("sweep_decode_b1_ctx32k_split1024", 1, 32768, 32, 8, 128, &t1024);
+  // At most 49 splits (47 of 704 tokens) x 8 = 376 CTAs: one wave at 3 resident CTAs per SM.
+  const DecodeSplitPolicy one_wave{kDecodeTileTokens, 49};
+  decode("sweep_decode_b1_ctx32k_49splits", 1, 32768, 32, 8, 128, &one_wave);
 
   // Causal FLOPs exactly as bench/gpu_vs_transformers.py counts torch SDPA's:
   // 4 * B * H * S * S * D / 2 (QK^T and PV, half the score matrix).

@@ -71,7 +71,7 @@ void fill_random_bf16(uint16_t* device, size_t count, std::mt19937& rng) {
 // cuBLASLt's per-shape heuristic and with algorithms pinned at each of pinned_rows, whether
 // rows computed at small n equal, bit for bit, the same rows computed at n = 8192, and what
 // the GEMMs of one whole step would cost (all layers plus the vocabulary projection).
-void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows) {
+void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, int32_t default_pinned_rows) {
   struct Shape {
     const char* name;
     int64_t m, k;
@@ -112,7 +112,7 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows) 
   std::mt19937 rng(11);
   fill_random_bf16(x, static_cast<size_t>(max_n * max_k), rng);
   fill_random_bf16(w, static_cast<size_t>(max_mk), rng);
-  const cuda::GemmPolicy heuristic{false, 0, false};
+  const cuda::GemmPolicy heuristic{.batch_invariant = false, .small_batch_gemv = false};
   Expected<std::unique_ptr<cuda::CublasLtGemm>> made = cuda::CublasLtGemm::create(size_t{32} << 20, heuristic);
   Expected<std::unique_ptr<cuda::CublasLtGemm>> made_reference = cuda::CublasLtGemm::create(size_t{32} << 20, heuristic);
   if (!made || !made_reference) {
@@ -174,8 +174,9 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows) 
     }
     return worst;
   };
-  // One policy: per-shape times, then a step's GEMM time at each n.
-  auto measure = [&](const char* label) {
+  // One policy: per-shape times, then a step's GEMM time at each n. Only the first few
+  // policies print RESULT lines (gpu-check's summary keeps 60 lines); the sweep prints bench:.
+  auto measure = [&](const char* label, bool headline) {
     double step_ms[3] = {};
     bool invariant = true;
     double worst_error = 0.0;
@@ -194,21 +195,24 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows) 
                   label, s.name, static_cast<long long>(s.m), static_cast<long long>(s.k), us[0],
                   weight_gb / (us[0] / 1e6), us[1], us[2], flop / (us[2] / 1e6) / 1e12);
     }
-    std::printf("RESULT gemm_step %s ms_n1=%.2f ms_n256=%.2f ms_n8192=%.1f row_invariant=%s fallbacks=%d "
+    std::printf("%s gemm_step %s ms_n1=%.2f ms_n256=%.2f ms_n8192=%.1f row_invariant=%s fallbacks=%d "
                 "relerr_vs_cublaslt_n1-8=%.1e\n",
-                label, step_ms[0], step_ms[1], step_ms[2], invariant ? "yes" : "no", gemm->pinned_fallbacks(),
+                headline ? "RESULT" : "bench:", label, step_ms[0], step_ms[1], step_ms[2], invariant ? "yes" : "no", gemm->pinned_fallbacks(),
                 worst_error);
     std::fflush(stdout);
   };
   gemm->set_policy(heuristic);
-  measure("heuristic");
-  gemm->set_policy(cuda::GemmPolicy{false, 0, true});
-  measure("gemv");
+  measure("heuristic", true);
+  gemm->set_policy(cuda::GemmPolicy{.batch_invariant = false, .small_batch_gemv = true});
+  measure("gemv", true);
   for (int32_t rows : pinned_rows) {
-    gemm->set_policy(cuda::GemmPolicy{true, rows, false});
-    const std::string label = "pinned" + std::to_string(rows);
-    measure(label.c_str());
-    std::printf("bench: algorithms pinned at n=%d:\n%s", rows, gemm->describe_pinned().c_str());
+    for (int32_t candidate = 0; candidate < 4; ++candidate) {
+      gemm->set_policy(cuda::GemmPolicy{.batch_invariant = true, .pinned_rows = rows, .pinned_candidate = candidate});
+      const std::string label = "pinned" + std::to_string(rows) + "c" + std::to_string(candidate);
+      measure(label.c_str(), rows == default_pinned_rows && candidate == 0);
+      std::printf("bench: algorithms pinned at n=%d, candidate %d:\n%s", rows, candidate,
+                  gemm->describe_pinned().c_str());
+    }
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -301,6 +305,8 @@ int run_bench(const std::vector<std::string>& args) {
   const int32_t output_len = std::stoi(arg_value(args, "--output", "128"));
   const int32_t batched_tokens = std::stoi(arg_value(args, "--max-num-batched-tokens", "8192"));
   const int32_t pinned_rows = std::stoi(arg_value(args, "--gemm-pinned-rows", "512"));
+  const int32_t pinned_candidate = std::stoi(arg_value(args, "--gemm-pinned-candidate", "0"));
+  const bool gemm_sweep = arg_value(args, "--gemm-sweep", "1") == "1";
   const bool both_offline = arg_value(args, "--offline-both", "1") == "1";
   auto start = std::chrono::steady_clock::now();
   Expected<LoadedModel> loaded = load_model(path);
@@ -312,7 +318,7 @@ int run_bench(const std::vector<std::string>& args) {
   const double bandwidth = copy_bandwidth_gbs();
   std::printf("bench: device copy bandwidth %.0f GB/s (read + write)\n", bandwidth);
   start = std::chrono::steady_clock::now();
-  bench_gemms(loaded->model->config(), {64, 256, 512, 2048});
+  if (gemm_sweep) bench_gemms(loaded->model->config(), {64, 256, 512, 2048}, pinned_rows);
   std::printf("bench: gemm shapes in %.1f s\n", seconds_since(start));
   std::fflush(stdout);
 
@@ -323,6 +329,7 @@ int run_bench(const std::vector<std::string>& args) {
   options.max_num_batched_tokens = batched_tokens;
   options.max_model_len = 4096;
   options.gemm.pinned_rows = pinned_rows;
+  options.gemm.pinned_candidate = pinned_candidate;
   Expected<std::unique_ptr<ModelExecutor>> made = cuda::make_cuda_executor(*loaded->model, options);
   if (!made) {
     std::fprintf(stderr, "bench: %s\n", made.error().c_str());
@@ -343,9 +350,9 @@ int run_bench(const std::vector<std::string>& args) {
                "pinned");
   print_decode("decode_single_stream_ctx4k", single_stream(executor, tokenizer, config, rng, 3968, 128, bandwidth),
                "pinned");
-  const cuda::GemmPolicy pinned{true, pinned_rows, false};
-  const cuda::GemmPolicy fast{false, pinned_rows, true};  // heuristic, GEMV at n <= 8
-  const cuda::GemmPolicy heuristic{false, pinned_rows, false};
+  const cuda::GemmPolicy pinned{.batch_invariant = true, .pinned_rows = pinned_rows, .pinned_candidate = pinned_candidate};
+  const cuda::GemmPolicy fast{.batch_invariant = false, .small_batch_gemv = true};  // heuristic, GEMV at n <= 8
+  const cuda::GemmPolicy heuristic{.batch_invariant = false, .small_batch_gemv = false};
   cuda::set_cuda_gemm_policy(executor, fast);
   print_decode("decode_single_stream_fast_gemm",
                single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth), "heuristic+GEMV");

@@ -77,7 +77,7 @@ int32_t algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAt
 }  // namespace
 
 Expected<cublasLtMatmulAlgo_t> CublasLtGemm::heuristic_algo(const Plan& p, int64_t n, int64_t m, int64_t k,
-                                                            bool no_split) {
+                                                            bool no_split, int32_t candidate) {
   cublasLtMatmulPreference_t preference = nullptr;
   Status s = lt_status(cublasLtMatmulPreferenceCreate(&preference), "preference");
   if (!s) return s;
@@ -96,9 +96,15 @@ Expected<cublasLtMatmulAlgo_t> CublasLtGemm::heuristic_algo(const Plan& p, int64
                                                                kCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   if (!(s = lt_status(status, "heuristic"))) return s;
+  const cublasLtMatmulAlgo_t* chosen = nullptr;
+  int32_t seen = 0;
   for (int i = 0; i < found; ++i) {
-    if (!no_split || algo_config(results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) <= 1) return results[i].algo;
+    if (!no_split) return results[i].algo;
+    if (algo_config(results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) > 1) continue;
+    chosen = &results[i].algo;
+    if (seen++ == candidate) break;
   }
+  if (chosen != nullptr) return *chosen;
   return Status::error(std::string("cublasLt: no ") + (no_split ? "split-free " : "") +
                        "algorithm for bf16 GEMM n=" + std::to_string(n) + " m=" + std::to_string(m) +
                        " k=" + std::to_string(k));
@@ -113,7 +119,8 @@ Expected<cublasLtMatmulAlgo_t> CublasLtGemm::pinned_algo(int64_t m, int64_t k) {
       !s) {
     return s;
   }
-  Expected<cublasLtMatmulAlgo_t> algo = heuristic_algo(representative, policy_.pinned_rows, m, k, /*no_split=*/true);
+  Expected<cublasLtMatmulAlgo_t> algo =
+      heuristic_algo(representative, policy_.pinned_rows, m, k, /*no_split=*/true, policy_.pinned_candidate);
   if (!algo) return algo;
   cublasLtMatmulAlgo_t pinned = *algo;
   // Explicitly, whatever the heuristic's defaults: one pass over k, no reduction.

@@ -60,8 +60,9 @@ class CublasLtGemm {
   CublasLtGemm() = default;
   Expected<const Plan*> plan(int64_t n, int64_t m, int64_t k);
   Expected<cublasLtMatmulAlgo_t> pinned_algo(int64_t m, int64_t k);
+  // The heuristic's first algorithm, or with no_split its candidate-th split-free one.
   Expected<cublasLtMatmulAlgo_t> heuristic_algo(const Plan& p, int64_t n, int64_t m, int64_t k,
-                                                bool no_split);
+                                                bool no_split, int32_t candidate = 0);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

@@ -11,6 +11,10 @@ struct GemmPolicy {
   // heuristic per (n, m, k), split-K included: faster at small n, batch-dependent bits.
   bool batch_invariant = true;
   int32_t pinned_rows = 512;
+  // Which of the heuristic's split-free candidates at pinned_rows to pin (0: its first choice;
+  // past the last candidate, the last). Benchmarks sweep it to find algorithms that serve
+  // both decode and prefill.
+  int32_t pinned_candidate = 0;
   // Off the invariant policy only: n <= 8 rows go to the weight-streaming GEMV (gemv.h).
   bool small_batch_gemv = true;
 };

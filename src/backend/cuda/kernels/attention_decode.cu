@@ -11,7 +11,8 @@
 //   1. cp.async copies the next tile's K and V rows (gathered through the block table) into
 //      the other shared-memory stage while this one is computed: 16 bytes per thread-copy,
 //      a half-warp (head_dim 128) or quarter-warp (64) per 256/128-byte token row, so every
-//      warp-wide copy is fully coalesced and 8-16 KB per CTA are in flight at any time.
+//      warp-wide copy is fully coalesced and 8-16 KB per CTA are in flight at any time. The
+//      block ids of a tile are read a tile earlier, so issuing the copies never waits on them.
 //   2. scores: thread (token group tg, lane-in-row li) dots its 8 dims of K with the 8 dims of
 //      each of the kGroup queries it keeps in registers (pre-scaled by scale*log2e), then the
 //      lanes of a row reduce by butterfly shuffles; one lane writes the scores to shared.
@@ -98,9 +99,22 @@ __global__ void __launch_bounds__(kDecodeThreads)
 
   const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
   const size_t token_stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;
+  const BlockIndexer indexer(cache.block_size);
   const int num_tiles = (end - begin + S::kTile - 1) / S::kTile;
 
-  auto load_tile = [&](int tile, int stage) {
+  // Block ids of this thread's rows in the tile copied next. They are read one tile ahead of
+  // their cp.async (while the current tile is computed), so the copy's issue never waits on a
+  // block-table load.
+  int blocks[S::kPasses];
+  auto fetch_blocks = [&](int tile) {
+    const int tile_begin = begin + tile * S::kTile;
+#pragma unroll
+    for (int p = 0; p < S::kPasses; ++p) {
+      const int pos = tile_begin + row_group + p * S::kRowsPerPass;
+      blocks[p] = pos < end ? block_table[indexer.block(pos)] : 0;
+    }
+  };
+  auto load_tile = [&](int tile, int stage) {  // uses blocks[] of fetch_blocks(tile)
     uint16_t* k_dst = kv_smem + stage * 2 * S::kStageHalfs;
     uint16_t* v_dst = k_dst + S::kStageHalfs;
     const int tile_begin = begin + tile * S::kTile;
@@ -111,8 +125,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
       const bool valid = pos < end;
       size_t offset = 0;
       if (valid) {
-        const int block = block_table[pos / cache.block_size];
-        const size_t slot = static_cast<size_t>(block) * cache.block_size + pos % cache.block_size;
+        const size_t slot = static_cast<size_t>(blocks[p]) * cache.block_size + indexer.offset(pos);
         offset = slot * token_stride + static_cast<size_t>(kv_head) * kHeadDim + lane_in_row * 8;
       }
       const int dst = row * kHeadDim + lane_in_row * 8;
@@ -130,13 +143,16 @@ __global__ void __launch_bounds__(kDecodeThreads)
   float run_max[2] = {-INFINITY, -INFINITY};
   float run_sum[2] = {0.0f, 0.0f};
 
+  fetch_blocks(0);
   load_tile(0, 0);
   cp_async_commit();
+  if (num_tiles > 1) fetch_blocks(1);
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int stage = tile & 1;
     if (tile + 1 < num_tiles) {
       load_tile(tile + 1, stage ^ 1);
       cp_async_commit();
+      if (tile + 2 < num_tiles) fetch_blocks(tile + 2);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();

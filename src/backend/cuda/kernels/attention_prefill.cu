@@ -71,6 +71,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
   const int num_tiles = (kv_end + kBlockN - 1) / kBlockN;
   const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
   const size_t token_stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;
+  const BlockIndexer indexer(cache.block_size);
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -104,8 +105,8 @@ __global__ void __launch_bounds__(kPrefillThreads)
       const bool valid = key < kv_end;
       size_t offset = 0;
       if (valid) {
-        const int block = block_table[key / cache.block_size];
-        const size_t slot = static_cast<size_t>(block) * cache.block_size + key % cache.block_size;
+        const int block = block_table[indexer.block(key)];
+        const size_t slot = static_cast<size_t>(block) * cache.block_size + indexer.offset(key);
         offset = slot * token_stride + static_cast<size_t>(kv_head) * kHeadDim + chunk * 8;
       }
       const int dst = swizzled<kHeadDim>(row, chunk);

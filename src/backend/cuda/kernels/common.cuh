@@ -70,6 +70,19 @@ __device__ __forceinline__ float block_sum(float x, float* scratch) {
   return warp_sum(x);
 }
 
+// Position -> (block, offset in block) of the paged cache without an integer division per
+// lookup when block_size is a power of two (every size folio uses); any other size divides.
+struct BlockIndexer {
+  int size, shift;
+  bool pow2;
+  __device__ __forceinline__ explicit BlockIndexer(int block_size)
+      : size(block_size), shift(0), pow2((block_size & (block_size - 1)) == 0) {
+    while ((1 << shift) < block_size) ++shift;  // once per CTA, at most ~10 steps
+  }
+  __device__ __forceinline__ int block(int pos) const { return pow2 ? pos >> shift : pos / size; }
+  __device__ __forceinline__ int offset(int pos) const { return pow2 ? pos & (size - 1) : pos % size; }
+};
+
 // --- sm_80+ asynchronous copies, matrix loads and tensor-core MMA ------------------------
 
 __device__ __forceinline__ uint32_t smem_address(const void* p) {
