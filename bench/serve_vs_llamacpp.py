@@ -217,8 +217,9 @@ def main():
           f"{first['total_requested_output_tokens'] / max(1, first['completed']):.0f} mean; greedy; "
           f"Poisson arrivals (seed {args.seed}), inf = all at once; streaming /v1/completions.")
     print("Latencies in ms. Output tokens: folio's usage counts; llama-cpp-python streams no usage, so its "
-          "generated text is re-encoded with the same tokenizer (vLLM's fallback), which can differ slightly "
-          "from the tokens generated.")
+          "content chunks are counted (one per token, except a token ending inside a UTF-8 character, which "
+          f"it holds back and sends with the next). req/s can exceed the rate: {args.num_prompts} Poisson "
+          "arrivals are a small sample, and both servers get the same ones.")
     print()
     print(table(results, rates, servers))
     print()

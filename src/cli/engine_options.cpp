@@ -40,6 +40,12 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
       ->check(CLI::Range(0.05, 1.0))->capture_default_str()->group(group);
   cmd.add_flag("--no-cuda-graphs", options.no_cuda_graphs, "With --device cuda: run decode steps eagerly")
       ->group(group);
+  cmd.add_flag("--batch-invariant", options.batch_invariant,
+               "With --device cuda: a request's output does not depend on what else is batched with it "
+               "(one split-K-free GEMM algorithm per weight shape, timed at start; decode at small batches is "
+               "slower than the default's per-shape heuristic and GEMV). No-op with --device cpu, which is batch "
+               "invariant already")
+      ->group(group);
 }
 
 Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t max_model_len) {

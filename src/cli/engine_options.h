@@ -23,6 +23,9 @@ struct EngineOptions {
   std::string device = "cpu";
   double gpu_memory_utilization = 0.9;
   bool no_cuda_graphs = false;
+  // With cuda: pinned, split-K-free GEMM algorithms (tuned at start) instead of the faster
+  // per-shape heuristic and GEMV; the CPU backend is batch invariant either way.
+  bool batch_invariant = false;
   const CLI::Option* kv_cache_memory_option = nullptr;  // to tell a given size from the default
   // Not given: 512 tokens on the CPU, kCudaBatchedTokens with --device cuda (a GPU step of 512
   // tokens leaves the tensor cores mostly idle).
@@ -32,8 +35,8 @@ struct EngineOptions {
 inline constexpr int32_t kCudaBatchedTokens = 8192;
 
 // Registers --kv-cache-memory, --block-size, --max-num-batched-tokens, --max-num-seqs,
-// --no-prefix-cache, --swap-space, --preemption, --device, --gpu-memory-utilization and
-// --no-cuda-graphs; bad values fail at parse time (usage,
+// --no-prefix-cache, --swap-space, --preemption, --device, --gpu-memory-utilization,
+// --no-cuda-graphs and --batch-invariant; bad values fail at parse time (usage,
 // non-zero exit) rather than after the model has loaded.
 void add_engine_options(CLI::App& cmd, EngineOptions& options);
 

@@ -81,6 +81,7 @@ Expected<std::unique_ptr<Engine>> make_engine(ModelSession& session, const Engin
     cuda_options.max_num_seqs = config.scheduler.max_num_seqs;
     cuda_options.max_model_len = config.max_model_len;
     cuda_options.cuda_graphs = !options.no_cuda_graphs;
+    cuda_options.gemm.batch_invariant = options.batch_invariant;
     cuda_options.quiet = quiet;
     Expected<std::unique_ptr<ModelExecutor>> executor = cuda::make_cuda_executor(*session.model, cuda_options);
     if (!executor) return executor.status();

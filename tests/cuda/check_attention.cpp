@@ -16,6 +16,7 @@
 // CUDA reference (both rounded to bf16): atol 4e-3, rtol 2^-6.
 #include <algorithm>
 #include <future>
+#include <optional>
 #include <set>
 
 #include "attention_fixture.h"
@@ -146,8 +147,19 @@ void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rn
                  "splits<=" + std::to_string(decode_grid_splits(p.max_context_len, f.policy)));
     }
     run_kernel("prefill_on_decode", [&] { paged_attention_prefill(args, nullptr); }, "prefill kernel");
-  } else if (opt.full) {
-    run_kernel("prefill_all_rows", [&] { paged_attention_prefill(args, nullptr); }, "prefill kernel, decode rows too");
+    run_kernel("prefill128_on_decode",
+               [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, PrefillKernel::kRows128); },
+               "128-row prefill kernel");
+  } else {
+    if (opt.full) {
+      run_kernel("prefill_all_rows", [&] { paged_attention_prefill(args, nullptr); }, "prefill kernel, decode rows too");
+    }
+    // Both prefill shapes on every prefill case, whichever one the dispatcher uses.
+    for (const PrefillKernel kernel : {PrefillKernel::kRows64, PrefillKernel::kRows128}) {
+      run_kernel(kernel == PrefillKernel::kRows64 ? "prefill64_all_rows" : "prefill128_all_rows",
+                 [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, kernel); },
+                 std::string(kernel == PrefillKernel::kRows64 ? "64" : "128") + "-row prefill kernel, decode rows too");
+    }
   }
 
   const std::vector<double> ref = ref_future.get();
@@ -280,9 +292,12 @@ void check_prefill(const Options& opt, std::mt19937_64& rng) {
 // Runs the dispatcher over a sub-batch of p's sequences (in the given order, K/V shared with
 // p), plus `padding` executor-style padding sequences (query 1, context 1), with
 // max_context_len raised to at least `graph_max_context` as a captured graph would pass.
-// Returns each listed sequence's output rows (bf16 bits), indexed like `order`.
+// With `prefill_only`, only that prefill kernel's half of the dispatcher runs (the rows of
+// query_len == 1 sequences stay poisoned). Returns each listed sequence's output rows (bf16
+// bits), indexed like `order`.
 std::vector<std::vector<uint16_t>> run_sub_batch(const AttentionProblem& p, const std::vector<int32_t>& order,
-                                                 int32_t padding, int32_t graph_max_context, const Options& opt) {
+                                                 int32_t padding, int32_t graph_max_context, const Options& opt,
+                                                 std::optional<PrefillKernel> prefill_only = std::nullopt) {
   const size_t row_elems = static_cast<size_t>(p.num_heads) * p.head_dim;
   std::vector<int32_t> cu = {0}, ctx, tables;
   std::vector<uint16_t> q;
@@ -315,7 +330,11 @@ std::vector<std::vector<uint16_t>> run_sub_batch(const AttentionProblem& p, cons
   DeviceBuffer<unsigned char> workspace(attention_workspace_bytes(a.num_seqs, p.num_heads, p.num_kv_heads,
                                                                   p.head_dim, a.max_context_len, opt.sm_count));
   d_out.poison();
-  paged_attention(a, Workspace{workspace.get(), workspace.size()}, opt.sm_count, nullptr);
+  if (prefill_only) {
+    paged_attention_prefill(a, nullptr, PrefillRows::kMultiTokenOnly, *prefill_only);
+  } else {
+    paged_attention(a, Workspace{workspace.get(), workspace.size()}, opt.sm_count, nullptr);
+  }
   sync_or_die("paged_attention (invariance)");
   const std::vector<uint16_t> out = d_out.download();
   std::vector<std::vector<uint16_t>> per_seq;
@@ -376,6 +395,22 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
       report_flag("invariance.prefill", shape + " q=" + std::to_string(p.seqs[t].query_len) + " ctx=" +
                       std::to_string(p.seqs[t].context_len), finite && same,
                   std::string("alone == mixed batch: ") + (same ? "bit-identical" : "DIFFER") + (finite ? "" : " (NaN output)"));
+    }
+    // Each prefill kernel shape on its own (the dispatcher above uses the default one).
+    for (const PrefillKernel kernel : {PrefillKernel::kRows64, PrefillKernel::kRows128}) {
+      const char* kernel_name = kernel == PrefillKernel::kRows64 ? "64" : "128";
+      const auto mixed_k = run_sub_batch(p, mixed, 0, 0, opt, kernel);
+      const auto mixed_graph_k = run_sub_batch(p, mixed, 3, 65536, opt, kernel);
+      for (int32_t t : prefill_targets) {
+        const auto alone = run_sub_batch(p, {t}, 0, 0, opt, kernel);
+        const bool finite = std::none_of(alone[0].begin(), alone[0].end(), [](uint16_t b) { return std::isnan(from_bf16(b)); });
+        const bool same = mixed_k[find_in(mixed, t)] == alone[0] && mixed_graph_k[find_in(mixed, t)] == alone[0];
+        report_flag(std::string("invariance.prefill") + kernel_name,
+                    shape + " q=" + std::to_string(p.seqs[t].query_len) + " ctx=" + std::to_string(p.seqs[t].context_len),
+                    finite && same,
+                    std::string(kernel_name) + "-row prefill kernel alone == mixed batch: " +
+                        (same ? "bit-identical" : "DIFFER") + (finite ? "" : " (NaN output)"));
+      }
     }
   }
 }

@@ -102,6 +102,9 @@ int failures_so_far();
 
 // Times fn (which launches work on the default stream) with CUDA events.
 double time_ms(const std::function<void()>& fn, int warmup, int iterations);
+// Vectorized device copy (copy_bandwidth.cu): the memory roofline the benchmarks compare to.
+// `bytes` a multiple of 16, both pointers 16-byte aligned.
+void copy_kernel_16(void* dst, const void* src, size_t bytes, int sm_count, cudaStream_t stream);
 // Synchronizes and fails the program on any sticky CUDA error.
 void sync_or_die(const char* where);
 

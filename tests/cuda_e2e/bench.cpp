@@ -1,8 +1,10 @@
 // GPU benchmarks on a (synth) model:
 //   - the model's GEMM shapes at n = 1, 256, 8192 rows under both algorithm policies
 //     (cublaslt_gemm.h), and whether a row's bits depend on n;
+//   - the executor's --batch-invariant tuning (CublasLtGemm::tune_pinned) on the same shapes;
 //   - single-stream decode against the bandwidth bound, at a short and a 4k context, with the
-//     batch-invariant (pinned) GEMMs and with cuBLASLt's per-shape heuristic;
+//     batch-invariant (pinned, tuned; and untuned at n = 512) GEMMs and with cuBLASLt's
+//     per-shape heuristic (with and without the GEMV: the fast default);
 //   - offline throughput (256 requests x 512 prompt / 128 output tokens) through the engine,
 //     with a breakdown of where the time went.
 //   bound tok/s = measured copy bandwidth / (weight bytes + KV bytes read per token)
@@ -203,6 +205,21 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
   };
   gemm->set_policy(heuristic);
   measure("heuristic", true);
+  {  // What the executor does under --batch-invariant: candidates timed at n = 1, 256, 8192.
+    gemm->set_policy(cuda::GemmPolicy{.batch_invariant = true});
+    for (const Shape& s : shapes) {
+      Expected<cuda::PinnedTuning> t = gemm->tune_pinned(x, w, y, max_n, s.m, s.k, 0.0f, stream);
+      if (!t) {
+        std::printf("bench: tuning %s: %s\n", s.name, t.error().c_str());
+        continue;
+      }
+      std::printf("bench: tuned %-8s %2d candidates, pinned %s: n=1 %.1f us (best %.1f), n=256 %.1f us (best %.1f), "
+                  "n=8192 %.1f us (best %.1f); %.0f ms\n",
+                  s.name, t->candidates, t->algorithm.c_str(), t->chosen_us[0], t->best_us[0], t->chosen_us[1],
+                  t->best_us[1], t->chosen_us[2], t->best_us[2], 1e3 * t->seconds);
+    }
+    measure("tuned", true);
+  }
   gemm->set_policy(cuda::GemmPolicy{.batch_invariant = false, .small_batch_gemv = true});
   measure("gemv", true);
   for (int32_t rows : pinned_rows) {
@@ -308,6 +325,7 @@ int run_bench(const std::vector<std::string>& args) {
   const int32_t pinned_candidate = std::stoi(arg_value(args, "--gemm-pinned-candidate", "0"));
   const bool gemm_sweep = arg_value(args, "--gemm-sweep", "1") == "1";
   const bool both_offline = arg_value(args, "--offline-both", "1") == "1";
+  const bool tune = arg_value(args, "--gemm-tune", "1") == "1";
   auto start = std::chrono::steady_clock::now();
   Expected<LoadedModel> loaded = load_model(path);
   if (!loaded) {
@@ -328,8 +346,12 @@ int run_bench(const std::vector<std::string>& args) {
   options.max_num_seqs = 256;
   options.max_num_batched_tokens = batched_tokens;
   options.max_model_len = 4096;
+  // The bench starts on the batch-invariant policy (tuned unless --gemm-tune 0), as its
+  // headline decode_single_stream has always been measured there.
+  options.gemm.batch_invariant = true;
   options.gemm.pinned_rows = pinned_rows;
   options.gemm.pinned_candidate = pinned_candidate;
+  options.gemm.tune_pinned = tune;
   Expected<std::unique_ptr<ModelExecutor>> made = cuda::make_cuda_executor(*loaded->model, options);
   if (!made) {
     std::fprintf(stderr, "bench: %s\n", made.error().c_str());
@@ -346,11 +368,19 @@ int run_bench(const std::vector<std::string>& args) {
   config.scheduler.max_num_batched_tokens = batched_tokens;
   std::mt19937 rng(7);
   // Single stream; "decode_single_stream" keeps its name and settings (128 + 256 tokens).
+  const char* pinned_name = tune ? "pinned (tuned)" : "pinned (untuned)";
   print_decode("decode_single_stream", single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth),
-               "pinned");
+               pinned_name);
   print_decode("decode_single_stream_ctx4k", single_stream(executor, tokenizer, config, rng, 3968, 128, bandwidth),
-               "pinned");
-  const cuda::GemmPolicy pinned{.batch_invariant = true, .pinned_rows = pinned_rows, .pinned_candidate = pinned_candidate};
+               pinned_name);
+  const cuda::GemmPolicy pinned{.batch_invariant = true, .pinned_rows = pinned_rows, .pinned_candidate = pinned_candidate,
+                                .tune_pinned = tune};
+  if (tune) {  // the previous default, for comparison: the heuristic's first split-free pick at n = 512
+    cuda::set_cuda_gemm_policy(executor, cuda::GemmPolicy{.batch_invariant = true, .pinned_rows = pinned_rows,
+                                                          .pinned_candidate = pinned_candidate, .tune_pinned = false});
+    print_decode("decode_single_stream_untuned_pinned",
+                 single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth), "pinned (untuned)");
+  }
   const cuda::GemmPolicy fast{.batch_invariant = false, .small_batch_gemv = true};  // heuristic, GEMV at n <= 8
   const cuda::GemmPolicy heuristic{.batch_invariant = false, .small_batch_gemv = false};
   cuda::set_cuda_gemm_policy(executor, fast);
@@ -367,7 +397,8 @@ int run_bench(const std::vector<std::string>& args) {
   start = std::chrono::steady_clock::now();
   offline(executor, tokenizer, config, rng, requests, prompt_len, output_len, "offline_throughput");
   std::printf("bench: offline run with warm-up in %.1f s\n", seconds_since(start));
-  std::printf("bench: pinned GEMM algorithms of the executor (chosen at n=%d):\n%s", pinned_rows,
+  std::printf("bench: pinned GEMM algorithms of the executor (%s):\n%s",
+              tune ? "tuned at n = 1, 256, 8192" : ("chosen at n=" + std::to_string(pinned_rows)).c_str(),
               cuda::cuda_gemm_description(executor).c_str());
   if (both_offline) {
     cuda::set_cuda_gemm_policy(executor, fast);

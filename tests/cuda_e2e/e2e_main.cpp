@@ -34,7 +34,8 @@ Expected<LoadedModel> load_model(const std::string& path) {
 }
 
 std::unique_ptr<ModelExecutor> cuda_executor(const LlamaModel& model, int32_t kv_blocks, int32_t swap_blocks,
-                                             int32_t max_num_seqs, int32_t max_batched_tokens, bool graphs) {
+                                             int32_t max_num_seqs, int32_t max_batched_tokens, bool graphs,
+                                             const cuda::GemmPolicy& gemm) {
   const int64_t block_bytes = static_cast<int64_t>(model.kv_shape(1, 16).bytes_per_block());
   cuda::CudaExecutorOptions options;
   options.kv_cache_bytes = kv_blocks * block_bytes;
@@ -42,6 +43,7 @@ std::unique_ptr<ModelExecutor> cuda_executor(const LlamaModel& model, int32_t kv
   options.max_num_seqs = max_num_seqs;
   options.max_num_batched_tokens = max_batched_tokens;
   options.cuda_graphs = graphs;
+  options.gemm = gemm;
   options.quiet = true;
   Expected<std::unique_ptr<ModelExecutor>> executor = cuda::make_cuda_executor(model, options);
   if (!executor) {

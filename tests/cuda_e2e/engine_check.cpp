@@ -1,7 +1,9 @@
 // The engine's scenarios of tests/engine/engine_test.cpp on the CUDA executor: the same
 // scheduler, KV manager and sampler, block copies on the device and swaps through pinned host
-// memory. Greedy tokens must equal each request run alone (with decode steps replayed from
-// CUDA graphs of other batch sizes than the lone run's, this also checks batch invariance).
+// memory. With the pinned GEMM policy (--batch-invariant, tuned), greedy tokens must equal
+// each request run alone (with decode steps replayed from CUDA graphs of other batch sizes
+// than the lone run's, this also checks batch invariance); with the fast default the counts
+// of equal outputs are printed for the record.
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -53,7 +55,15 @@ int run_engine(const std::vector<std::string>& args) {
   };
   const LlamaModel& model = *loaded->model;
   const Tokenizer& tokenizer = *loaded->tokenizer;
-  std::unique_ptr<ModelExecutor> roomy = cuda_executor(model, 2048);
+  // Exact equality of tokens across batch compositions is what the pinned (batch-invariant)
+  // policy guarantees, so it is pass/fail there. Under the fast policy (the default) a row's
+  // bits depend on n (split-K heuristics, the GEMV at n <= 8), and a greedy near-tie can flip a
+  // token: its equality counts are reported (RESULT engine_fast_gemm), not checked.
+  const cuda::GemmPolicy fast;
+  cuda::GemmPolicy pinned;
+  pinned.batch_invariant = true;
+  std::unique_ptr<ModelExecutor> roomy = cuda_executor(model, 2048, 0, 64, 512, true, pinned);
+  pinned = cuda::cuda_gemm_policy(*roomy);  // with the tuned algorithms: other executors pin the same
   auto alone = [&](const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params) {
     std::vector<std::vector<int32_t>> out;
     for (const auto& prompt : prompts) {
@@ -63,9 +73,15 @@ int run_engine(const std::vector<std::string>& args) {
     return out;
   };
   Tally tally;
+  std::string fast_summary;  // equality counts under the fast policy, informational
 
-  {  // Batch invariance: 32 staggered requests, chunked prefill beside decodes.
-    const auto start = std::chrono::steady_clock::now();
+  // Batch invariance: 32 staggered requests, chunked prefill beside decodes, against each alone.
+  struct Invariance {
+    int same = 0;
+    int32_t max_running = 0;
+    bool pool_empty = false;
+  };
+  auto batch_invariance = [&]() {
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < 32; ++i) prompts.push_back(slice(97 * i, 3 + (i * 37) % 150));
     const RequestParams params = greedy(12);
@@ -76,21 +92,26 @@ int run_engine(const std::vector<std::string>& args) {
     std::map<RequestId, size_t> index;
     std::vector<std::vector<int32_t>> batched(prompts.size());
     size_t next = 0;
-    int32_t max_running = 0;
+    Invariance r;
     while (next < prompts.size() || engine.has_unfinished_requests()) {
       for (int k = 0; k < 3 && next < prompts.size(); ++k, ++next) index[engine.add_request(prompts[next], params).value()] = next;
       for (const RequestOutput& out : engine.step()) {
         auto& tokens = batched[index.at(out.id)];
         tokens.insert(tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
       }
-      max_running = std::max(max_running, engine.metrics().num_running);
+      r.max_running = std::max(r.max_running, engine.metrics().num_running);
     }
-    int same = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) same += batched[i] == reference[i];
-    tally.check(same == static_cast<int>(prompts.size()) && max_running > 8,
-                "batch invariance: " + std::to_string(same) + "/32 requests equal alone (max running " +
-                    std::to_string(max_running) + ")");
-    tally.check(pool_empty(engine), "batch invariance: pool empty after");
+    for (size_t i = 0; i < prompts.size(); ++i) r.same += batched[i] == reference[i];
+    r.pool_empty = pool_empty(engine);
+    return r;
+  };
+  {  // Pinned: the --batch-invariant guarantee.
+    const auto start = std::chrono::steady_clock::now();
+    const Invariance r = batch_invariance();
+    tally.check(r.same == 32 && r.max_running > 8,
+                "batch invariance [pinned GEMMs]: " + std::to_string(r.same) + "/32 requests equal alone (max running " +
+                    std::to_string(r.max_running) + ")");
+    tally.check(r.pool_empty, "batch invariance: pool empty after");
     const cuda::CudaExecutorStats stats = cuda::cuda_executor_stats(*roomy);
     std::printf("      graphs captured %d, graph replays %lld, eager steps %lld, GPU-sampled steps %lld, "
                 "pinned-GEMM fallbacks %d, %.1f s\n",
@@ -98,7 +119,16 @@ int run_engine(const std::vector<std::string>& args) {
                 static_cast<long long>(stats.eager_steps), static_cast<long long>(stats.device_sampled_steps),
                 stats.gemm_pinned_fallbacks, seconds_since(start));
   }
-  {  // Prefix cache: the second request computes only what follows the 62 cached blocks.
+  cuda::set_cuda_gemm_policy(*roomy, fast);
+  {  // Fast: how many still match, for the record.
+    const Invariance r = batch_invariance();
+    tally.check(r.pool_empty, "batch invariance [fast GEMMs]: pool empty after");
+    fast_summary += " batch_invariance=" + std::to_string(r.same) + "/32";
+  }
+
+  // Prefix cache: the second request computes only what follows the 62 cached blocks. The warm
+  // run computes its 33 new tokens in one 33-row step, the cold run inside 512-row chunks.
+  auto prefix_cache = [&](const std::string& label, bool check_equal) {
     std::vector<int32_t> prefix = slice(1000, 1000);
     std::vector<int32_t> first = prefix, second = prefix;
     const auto a = slice(5000, 20), b = slice(6000, 25);
@@ -111,22 +141,37 @@ int run_engine(const std::vector<std::string>& args) {
     const std::vector<int32_t> warm = engine.generate({second}, params)[0].tokens;
     const int64_t computed = engine.metrics().num_prompt_tokens_computed - before;
     tally.check(computed == static_cast<int64_t>(second.size()) - 992,
-                "prefix cache: second request computed " + std::to_string(computed) + " tokens, expected " +
-                    std::to_string(second.size() - 992));
+                "prefix cache " + label + ": second request computed " + std::to_string(computed) +
+                    " tokens, expected " + std::to_string(second.size() - 992));
     EngineConfig cold_config;
     cold_config.enable_prefix_caching = false;
     Engine cold(*roomy, tokenizer, cold_config);
-    tally.check(warm == cold.generate({second}, params)[0].tokens, "prefix cache: output equals a cold run");
-    tally.check(pool_empty(engine), "prefix cache: pool empty after");
-  }
-  {  // Preemption in a 24-block pool, by recompute and by swap.
+    const bool equal = warm == cold.generate({second}, params)[0].tokens;
+    if (check_equal) {
+      tally.check(equal, "prefix cache " + label + ": output equals a cold run");
+    } else {
+      fast_summary += std::string(" prefix_cache_equal=") + (equal ? "yes" : "no");
+    }
+    tally.check(pool_empty(engine), "prefix cache " + label + ": pool empty after");
+  };
+  prefix_cache("[fast GEMMs]", /*check_equal=*/false);
+  cuda::set_cuda_gemm_policy(*roomy, pinned);
+  prefix_cache("[pinned GEMMs]", /*check_equal=*/true);
+
+  // Preemption in a 24-block pool, by recompute and by swap, against unconstrained runs. A
+  // recompute prefills what had been decoded a row at a time, and a swap changes the batches
+  // the others run in: equal tokens are pass/fail with pinned GEMMs only (see above).
+  for (const cuda::GemmPolicy& policy : {fast, pinned}) {
+    const bool invariant = policy.batch_invariant;
+    const std::string label = invariant ? " [pinned GEMMs]" : " [fast GEMMs]";
+    cuda::set_cuda_gemm_policy(*roomy, policy);
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < 8; ++i) prompts.push_back(slice(300 * i, 60 + 10 * i));
     const RequestParams params = greedy(40);
     const auto reference = alone(prompts, params);
     for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
       const bool swap = mode == PreemptionMode::kSwap;
-      std::unique_ptr<ModelExecutor> small = cuda_executor(model, 24, swap ? 200 : 0);
+      std::unique_ptr<ModelExecutor> small = cuda_executor(model, 24, swap ? 200 : 0, 64, 512, true, policy);
       EngineConfig config;
       config.scheduler.preemption_mode = mode;
       Engine engine(*small, tokenizer, config);
@@ -134,14 +179,21 @@ int run_engine(const std::vector<std::string>& args) {
       int same = 0;
       for (size_t i = 0; i < prompts.size(); ++i) same += results[i].tokens == reference[i];
       const EngineMetrics m = engine.metrics();
-      const std::string name = swap ? "preemption by swap" : "preemption by recompute";
+      const std::string name = (swap ? "preemption by swap" : "preemption by recompute") + label;
       tally.check(m.num_preemptions > 0 && (!swap || m.kv.num_swapped_out_blocks > 0),
                   name + ": " + std::to_string(m.num_preemptions) + " preemptions, " +
                       std::to_string(m.kv.num_swapped_out_blocks) + " blocks swapped out");
-      tally.check(same == 8, name + ": " + std::to_string(same) + "/8 outputs equal unconstrained");
+      if (invariant) {
+        tally.check(same == 8, name + ": " + std::to_string(same) + "/8 outputs equal unconstrained");
+      } else {
+        fast_summary += std::string(swap ? " preemption_swap=" : " preemption_recompute=") + std::to_string(same) + "/8";
+      }
       tally.check(pool_empty(engine), name + ": pool empty after");
     }
   }
+  std::printf("RESULT engine_fast_gemm%s (informational: equal tokens across batch compositions, "
+              "guaranteed with --batch-invariant only)\n",
+              fast_summary.c_str());
   std::printf("engine: %d passed, %d failed\n", tally.passed, tally.failed);
   return tally.failed == 0 ? 0 : 1;
 }

@@ -1,5 +1,9 @@
 #include "backend/cuda/cublaslt_gemm.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -34,7 +38,7 @@ struct CublasLtGemm::Plan {
 
 Expected<std::unique_ptr<CublasLtGemm>> CublasLtGemm::create(size_t workspace_bytes, const GemmPolicy& policy) {
   std::unique_ptr<CublasLtGemm> gemm(new CublasLtGemm());
-  gemm->policy_ = policy;
+  gemm->set_policy(policy);
   if (Status s = lt_status(cublasLtCreate(&gemm->handle_), "create"); !s) return s;
   if (Status s = cuda_status(gemm->workspace_.allocate(workspace_bytes), "gemm workspace"); !s) return s;
   return Expected<std::unique_ptr<CublasLtGemm>>(std::move(gemm));
@@ -45,11 +49,30 @@ CublasLtGemm::~CublasLtGemm() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
+static_assert(sizeof(cublasLtMatmulAlgo_t) == sizeof(PinnedGemmAlgo::algo), "cublasLtMatmulAlgo_t is 64 bytes");
+
 void CublasLtGemm::set_policy(const GemmPolicy& policy) {
   plans_.clear();
   pinned_.clear();
   pinned_fallbacks_ = 0;
   policy_ = policy;
+  for (const PinnedGemmAlgo& given : policy.pinned) {
+    cublasLtMatmulAlgo_t algo{};
+    std::memcpy(&algo, given.algo.data(), sizeof(algo));
+    pinned_[std::make_pair(given.m, given.k)] = algo;
+  }
+}
+
+std::vector<PinnedGemmAlgo> CublasLtGemm::pinned_algorithms() const {
+  std::vector<PinnedGemmAlgo> out;
+  for (const auto& [shape, algo] : pinned_) {
+    PinnedGemmAlgo p;
+    p.m = shape.first;
+    p.k = shape.second;
+    std::memcpy(p.algo.data(), &algo, sizeof(algo));
+    out.push_back(p);
+  }
+  return out;
 }
 
 namespace {
@@ -74,10 +97,26 @@ int32_t algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAt
   return static_cast<int32_t>(value);
 }
 
+// Explicitly, whatever the heuristic's defaults: one pass over k, no reduction.
+cublasLtMatmulAlgo_t without_split(cublasLtMatmulAlgo_t algo) {
+  const int32_t one_split = 1;
+  const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+  cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one_split, sizeof(one_split));
+  cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &no_reduction,
+                                       sizeof(no_reduction));
+  return algo;
+}
+
+std::string describe(const cublasLtMatmulAlgo_t& algo) {
+  return "id " + std::to_string(algo_config(algo, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
+         std::to_string(algo_config(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
+         std::to_string(algo_config(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " cluster " +
+         std::to_string(algo_config(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+}
+
 }  // namespace
 
-Expected<cublasLtMatmulAlgo_t> CublasLtGemm::heuristic_algo(const Plan& p, int64_t n, int64_t m, int64_t k,
-                                                            bool no_split, int32_t candidate) {
+Expected<std::vector<cublasLtMatmulAlgo_t>> CublasLtGemm::heuristic_results(const Plan& p, bool no_split) {
   cublasLtMatmulPreference_t preference = nullptr;
   Status s = lt_status(cublasLtMatmulPreferenceCreate(&preference), "preference");
   if (!s) return s;
@@ -96,15 +135,22 @@ Expected<cublasLtMatmulAlgo_t> CublasLtGemm::heuristic_algo(const Plan& p, int64
                                                                kCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   if (!(s = lt_status(status, "heuristic"))) return s;
-  const cublasLtMatmulAlgo_t* chosen = nullptr;
-  int32_t seen = 0;
+  std::vector<cublasLtMatmulAlgo_t> out;
   for (int i = 0; i < found; ++i) {
-    if (!no_split) return results[i].algo;
-    if (algo_config(results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) > 1) continue;
-    chosen = &results[i].algo;
-    if (seen++ == candidate) break;
+    if (no_split && algo_config(results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) > 1) continue;
+    out.push_back(results[i].algo);
   }
-  if (chosen != nullptr) return *chosen;
+  return out;
+}
+
+Expected<cublasLtMatmulAlgo_t> CublasLtGemm::heuristic_algo(const Plan& p, int64_t n, int64_t m, int64_t k,
+                                                            bool no_split, int32_t candidate) {
+  Expected<std::vector<cublasLtMatmulAlgo_t>> results = heuristic_results(p, no_split);
+  if (!results) return results.status();
+  if (!results->empty()) {
+    const size_t index = no_split ? std::min<size_t>(static_cast<size_t>(std::max(candidate, 0)), results->size() - 1) : 0;
+    return (*results)[index];
+  }
   return Status::error(std::string("cublasLt: no ") + (no_split ? "split-free " : "") +
                        "algorithm for bf16 GEMM n=" + std::to_string(n) + " m=" + std::to_string(m) +
                        " k=" + std::to_string(k));
@@ -122,13 +168,7 @@ Expected<cublasLtMatmulAlgo_t> CublasLtGemm::pinned_algo(int64_t m, int64_t k) {
   Expected<cublasLtMatmulAlgo_t> algo =
       heuristic_algo(representative, policy_.pinned_rows, m, k, /*no_split=*/true, policy_.pinned_candidate);
   if (!algo) return algo;
-  cublasLtMatmulAlgo_t pinned = *algo;
-  // Explicitly, whatever the heuristic's defaults: one pass over k, no reduction.
-  const int32_t one_split = 1;
-  const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
-  cublasLtMatmulAlgoConfigSetAttribute(&pinned, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one_split, sizeof(one_split));
-  cublasLtMatmulAlgoConfigSetAttribute(&pinned, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &no_reduction,
-                                       sizeof(no_reduction));
+  const cublasLtMatmulAlgo_t pinned = without_split(*algo);
   pinned_.emplace(key, pinned);
   return pinned;
 }
@@ -158,14 +198,130 @@ Expected<const CublasLtGemm::Plan*> CublasLtGemm::plan(int64_t n, int64_t m, int
   return raw;
 }
 
+Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const void* w, float* y, int64_t max_n, int64_t m,
+                                                 int64_t k, float beta, cudaStream_t stream) {
+  const auto start = std::chrono::steady_clock::now();
+  PinnedTuning tuning;
+  tuning.m = m;
+  tuning.k = k;
+  if (pinned_.count(std::make_pair(m, k)) > 0) {
+    tuning.reused = true;
+    return tuning;
+  }
+  std::vector<int64_t> rows;
+  for (int64_t n : {int64_t{1}, int64_t{256}, int64_t{8192}}) {
+    n = std::max<int64_t>(1, std::min(n, max_n));
+    if (rows.empty() || rows.back() != n) rows.push_back(n);
+  }
+  const size_t num_rows = rows.size();
+  std::vector<std::unique_ptr<Plan>> plans;
+  for (int64_t n : rows) {
+    plans.push_back(std::make_unique<Plan>());
+    Plan& p = *plans.back();
+    if (Status s = make_descriptors(p.desc, p.a, p.b, p.d, n, m, k); !s) return s;
+  }
+  // Candidates from the largest n first: the heuristic's prefill pick leads, so that near-ties
+  // (see the 3% below) resolve the same way from run to run.
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  for (size_t i = num_rows; i-- > 0;) {
+    Expected<std::vector<cublasLtMatmulAlgo_t>> found = heuristic_results(*plans[i], /*no_split=*/true);
+    if (!found) return found.status();
+    for (const cublasLtMatmulAlgo_t& raw : *found) {
+      const cublasLtMatmulAlgo_t algo = without_split(raw);
+      const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](const cublasLtMatmulAlgo_t& c) {
+        return std::memcmp(&c, &algo, sizeof(algo)) == 0;
+      });
+      if (!seen) candidates.push_back(algo);
+    }
+  }
+  if (candidates.empty()) {
+    return Status::error("cublasLt: no split-free algorithm for bf16 GEMM m=" + std::to_string(m) +
+                         " k=" + std::to_string(k));
+  }
+  cudaEvent_t begin = nullptr, end = nullptr;
+  if (Status s = cuda_status(cudaEventCreate(&begin), "tuning events"); !s) return s;
+  if (Status s = cuda_status(cudaEventCreate(&end), "tuning events"); !s) {
+    cudaEventDestroy(begin);
+    return s;
+  }
+  const float alpha = 1.0f;
+  auto launch = [&](const Plan& p, const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &algo,
+                          workspace_.get(), workspace_.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
+  };
+  // Mean microseconds of reps back-to-back calls; infinity when a call fails.
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  auto time_us = [&](const Plan& p, const cublasLtMatmulAlgo_t& algo, int reps) {
+    bool ok = cudaEventRecord(begin, stream) == cudaSuccess;
+    for (int r = 0; r < reps && ok; ++r) ok = launch(p, algo);
+    ok = ok && cudaEventRecord(end, stream) == cudaSuccess && cudaEventSynchronize(end) == cudaSuccess;
+    float ms = 0.0f;
+    ok = ok && cudaEventElapsedTime(&ms, begin, end) == cudaSuccess;
+    return ok ? 1e3 * ms / reps : kNever;
+  };
+  {  // About 10 ms of work first: an idle GPU raises its clocks over the first milliseconds,
+     // which would make the first candidates look slow.
+    const double once = time_us(*plans.back(), candidates.front(), 1);
+    if (once < kNever) time_us(*plans.back(), candidates.front(), static_cast<int>(std::clamp(1e4 / once, 1.0, 200.0)));
+  }
+  std::vector<std::array<double, 3>> us(candidates.size());
+  std::array<double, 3> best{kNever, kNever, kNever};
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    us[c].fill(kNever);
+    bool usable = true;
+    for (size_t i = 0; i < num_rows && usable; ++i) {
+      cublasLtMatmulHeuristicResult_t check{};
+      usable = cublasLtMatmulAlgoCheck(handle_, plans[i]->desc, plans[i]->a, plans[i]->b, plans[i]->d,
+                                       plans[i]->d, &candidates[c], &check) == CUBLAS_STATUS_SUCCESS &&
+               check.workspaceSize <= workspace_.bytes();
+    }
+    for (size_t i = 0; i < num_rows && usable; ++i) {
+      const Plan& p = *plans[i];
+      if (!launch(p, candidates[c])) break;  // warm-up: loads the kernel
+      const double probe = time_us(p, candidates[c], 1);
+      // Far behind the best so far: that one call is estimate enough (some candidates take
+      // 100x the best, and n = 8192 calls last milliseconds).
+      us[c][i] = probe > 4.0 * best[i] ? probe : time_us(p, candidates[c], rows[i] >= 4096 ? 3 : 10);
+      best[i] = std::min(best[i], us[c][i]);
+    }
+  }
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  // A candidate that failed to launch scored infinity; its error must not outlive the tuning.
+  (void)cudaGetLastError();
+  std::vector<double> score(candidates.size(), kNever);
+  double least = kNever;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    double sum = 0.0;
+    // Prefill-sized n counts double: offline runs spend about half their GPU time there, and
+    // equal weights would trade +17% there for -35% at n = 1 (the last run's sweep).
+    for (size_t i = 0; i < num_rows; ++i) sum += (rows[i] >= 4096 ? 2.0 : 1.0) * us[c][i] / best[i];
+    score[c] = sum;
+    least = std::min(least, sum);
+  }
+  if (!(least < kNever)) {
+    return Status::error("cublasLt: no split-free algorithm ran for bf16 GEMM m=" + std::to_string(m) +
+                         " k=" + std::to_string(k));
+  }
+  size_t chosen = 0;
+  while (!(score[chosen] <= 1.03 * least)) ++chosen;
+  pinned_.emplace(std::make_pair(m, k), candidates[chosen]);
+  tuning.algorithm = describe(candidates[chosen]);
+  tuning.candidates = static_cast<int32_t>(candidates.size());
+  tuning.num_rows = static_cast<int32_t>(num_rows);
+  for (size_t i = 0; i < num_rows; ++i) {
+    tuning.rows[i] = rows[i];
+    tuning.chosen_us[i] = us[chosen][i];
+    tuning.best_us[i] = best[i];
+  }
+  tuning.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return tuning;
+}
+
 std::string CublasLtGemm::describe_pinned() const {
   std::string out;
   for (const auto& [shape, algo] : pinned_) {
-    out += "m=" + std::to_string(shape.first) + " k=" + std::to_string(shape.second) +
-           ": id " + std::to_string(algo_config(algo, CUBLASLT_ALGO_CONFIG_ID)) +
-           " tile " + std::to_string(algo_config(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)) +
-           " stages " + std::to_string(algo_config(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID)) +
-           " cluster " + std::to_string(algo_config(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)) +
+    out += "m=" + std::to_string(shape.first) + " k=" + std::to_string(shape.second) + ": " + describe(algo) +
            " split " + std::to_string(algo_config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + "\n";
   }
   return out;

@@ -4,31 +4,47 @@
 // CUDA graph.
 //
 // Algorithms, two policies:
-//   - batch invariant (the default): one algorithm per weight shape (m, k), chosen once by
-//     cuBLASLt's heuristic at n = pinned_rows with split-K off (SPLITK_NUM 1, reduction scheme
-//     none) and used for every n. A fixed tile with no split of k computes each output element
-//     by the same sequence of MMAs whatever n is, so a row's result does not depend on the
-//     batch it is in (the engine's outputs do not change with load).
-//   - per shape: cuBLASLt's heuristic for every (n, m, k), split-K included, and n <= 8 on the
-//     weight-streaming GEMV (gemv.h) when policy.small_batch_gemv; faster at small n (decode),
-//     but a row's bits depend on n.
+//   - per shape (the default): cuBLASLt's heuristic for every (n, m, k), split-K included, and
+//     n <= 8 on the weight-streaming GEMV (gemv.h) when policy.small_batch_gemv; fast at small
+//     n (decode), but a row's bits depend on n.
+//   - batch invariant: one algorithm per weight shape (m, k), split-K off (SPLITK_NUM 1,
+//     reduction scheme none), used for every n. A fixed tile with no split of k computes each
+//     output element by the same sequence of MMAs whatever n is, so a row's result does not
+//     depend on the batch it is in (the engine's outputs do not change with load). Which
+//     algorithm: tune_pinned's timed choice, else the policy's pinned list, else the
+//     heuristic's split-free candidate at n = pinned_rows.
 #pragma once
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <tuple>
+#include <vector>
 
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm_policy.h"
 #include "core/status.h"
 
 namespace folio::cuda {
+
+// What tune_pinned measured for one weight shape, for logs.
+struct PinnedTuning {
+  int64_t m = 0, k = 0;
+  int32_t candidates = 0;         // split-free algorithms timed (after removing duplicates)
+  int32_t num_rows = 0;           // entries of rows / chosen_us / best_us
+  std::array<int64_t, 3> rows{};  // n of each timing
+  std::array<double, 3> chosen_us{};  // the pinned algorithm at each n
+  std::array<double, 3> best_us{};    // the fastest candidate at each n (may differ per n)
+  double seconds = 0.0;           // the tuning's wall time
+  bool reused = false;            // already pinned (the policy's list): nothing timed
+  std::string algorithm;          // the chosen one: "id .. tile .. stages .. cluster .."
+};
 
 class CublasLtGemm {
  public:
@@ -46,7 +62,19 @@ class CublasLtGemm {
   // Picks and caches the algorithm for a shape ahead of time (before graph capture).
   Status prepare(int64_t n, int64_t m, int64_t k);
 
-  // Switches the policy; cached plans are dropped (graphs that captured calls must be too).
+  // Batch-invariant policy: pins the algorithm of weight shape (m, k) by timing cuBLASLt's
+  // split-free candidates (the heuristic's, at n = 1, 256 and 8192, deduplicated) at those n
+  // (capped at max_n), and choosing the least weighted sum over n of time / fastest
+  // candidate's time (weight 1, 2 for n >= 4096: relative slowdowns count, not absolute
+  // times); among candidates within 3% of that, the first found. Runs the products on stream with x (max_n, k), w (m, k), y (max_n, m),
+  // whose contents it overwrites (y) and does not care about. A shape already pinned is kept.
+  Expected<PinnedTuning> tune_pinned(const void* x, const void* w, float* y, int64_t max_n, int64_t m,
+                                     int64_t k, float beta, cudaStream_t stream);
+  // The pinned algorithms (tuned, given or picked so far), for GemmPolicy::pinned.
+  std::vector<PinnedGemmAlgo> pinned_algorithms() const;
+
+  // Switches the policy; cached plans are dropped (graphs that captured calls must be too),
+  // and the pinned algorithms become the policy's list.
   void set_policy(const GemmPolicy& policy);
   const GemmPolicy& policy() const { return policy_; }
   // Shapes for which the pinned algorithm failed cuBLASLt's check and the heuristic's was used
@@ -60,6 +88,8 @@ class CublasLtGemm {
   CublasLtGemm() = default;
   Expected<const Plan*> plan(int64_t n, int64_t m, int64_t k);
   Expected<cublasLtMatmulAlgo_t> pinned_algo(int64_t m, int64_t k);
+  // The heuristic's algorithms in its order (up to 8), with no_split only split-free ones.
+  Expected<std::vector<cublasLtMatmulAlgo_t>> heuristic_results(const Plan& p, bool no_split);
   // The heuristic's first algorithm, or with no_split its candidate-th split-free one.
   Expected<cublasLtMatmulAlgo_t> heuristic_algo(const Plan& p, int64_t n, int64_t m, int64_t k,
                                                 bool no_split, int32_t candidate = 0);

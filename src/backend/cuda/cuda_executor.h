@@ -27,8 +27,9 @@ struct CudaExecutorOptions {
   int32_t max_num_seqs = 64;             // decode graphs are captured up to this batch
   int32_t max_model_len = 0;             // 0: the model's trained context
   bool cuda_graphs = true;               // decode-only steps replay captured graphs
-  // Batch invariant by default: a row's result does not depend on what else is in the batch
-  // (gemm_policy.h, cublaslt_gemm.h).
+  // Fast by default (cuBLASLt's heuristic per shape, GEMV at n <= 8); gemm.batch_invariant
+  // (`--batch-invariant`): a row's result does not depend on what else is in the batch, with
+  // algorithms tuned at start (gemm_policy.h, cublaslt_gemm.h).
   GemmPolicy gemm;
   bool device_sampling = true;           // greedy rows are sampled on the GPU (forward_greedy)
   bool quiet = false;                    // no progress or summary on stderr
@@ -70,8 +71,12 @@ CudaExecutorStats cuda_executor_stats(const ModelExecutor& executor);
 void reset_cuda_executor_stats(ModelExecutor& executor);
 
 // Switches the GEMM policy (CudaExecutorOptions::gemm) and drops the captured graphs, which
-// hold the old kernels. For benchmarks comparing policies.
+// hold the old kernels. For benchmarks and checks comparing policies. A tuned invariant policy
+// without a pinned list reuses the executor's earlier tuning, if any, else tunes.
 void set_cuda_gemm_policy(ModelExecutor& executor, const GemmPolicy& policy);
+// The executor's policy; with tuned pinning, .pinned lists the tuned algorithms, so that
+// another executor given this policy computes the same bits.
+GemmPolicy cuda_gemm_policy(const ModelExecutor& executor);
 // The pinned GEMM algorithms, one line per weight shape (empty before the first forward).
 std::string cuda_gemm_description(ModelExecutor& executor);
 

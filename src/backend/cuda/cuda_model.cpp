@@ -68,6 +68,41 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(
   return Expected<std::unique_ptr<CudaModel>>(std::move(m));
 }
 
+Status CudaModel::tune_pinned_gemms(cudaStream_t stream,
+                                    const std::function<void(const PinnedTuning&)>& on_shape) {
+  const ModelConfig& c = config_;
+  const DeviceLayer& layer = weights_.layers.front();
+  const int64_t t = limits_.max_tokens;
+  const int64_t qkv_dim = c.q_dim() + 2 * static_cast<int64_t>(c.kv_dim());
+  struct Shape {
+    const void* x;
+    const void* w;
+    float* y;
+    int64_t max_n, m, k;
+    float beta;  // as forward() calls it: O and down add into the residual stream
+  };
+  const Shape shapes[] = {
+      {normed_, layer.qkv, qkv_, t, qkv_dim, c.hidden_dim, 0.0f},
+      {attn_, layer.o, x_, t, c.hidden_dim, c.q_dim(), 1.0f},
+      {normed_, layer.gate_up, gate_up_, t, 2 * static_cast<int64_t>(c.ffn_dim), c.hidden_dim, 0.0f},
+      {act_, layer.down, x_, t, c.hidden_dim, c.ffn_dim, 1.0f},
+      {final_normed_, weights_.output, logits_, limits_.max_logit_rows, c.vocab_size, c.hidden_dim, 0.0f}};
+  // Inputs of about 0.01 (bf16 0x3c3c): timings on live-looking values, not on zeros.
+  if (Status s = cuda_status(cudaMemsetAsync(activations_.get(), 0x3c, activations_.bytes(), stream), "tuning");
+      !s) {
+    return s;
+  }
+  for (const Shape& s : shapes) {
+    Expected<PinnedTuning> tuning = gemm_->tune_pinned(s.x, s.w, s.y, s.max_n, s.m, s.k, s.beta, stream);
+    if (!tuning) return tuning.status();
+    if (on_shape) on_shape(*tuning);
+  }
+  if (Status s = cuda_status(cudaMemsetAsync(activations_.get(), 0, activations_.bytes(), stream), "tuning"); !s) {
+    return s;
+  }
+  return cuda_status(cudaStreamSynchronize(stream), "tuning GEMMs");
+}
+
 void CudaModel::forward(const DeviceBatch& batch, std::span<const KvLayerView> kv, cudaStream_t stream) {
   const ModelConfig& c = config_;
   const int32_t n = batch.num_tokens;

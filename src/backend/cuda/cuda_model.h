@@ -59,6 +59,10 @@ class CudaModel {
   uint64_t weight_bytes() const { return weights_.bytes; }
   uint64_t activation_bytes() const { return activations_.bytes(); }
   CublasLtGemm& gemm() { return *gemm_; }
+  // Pins the batch-invariant algorithm of each weight shape (qkv, o, gate_up, down, lm_head) by
+  // timing (CublasLtGemm::tune_pinned) on layer 0's weights and the activation buffers, which
+  // it leaves zeroed; on_shape reports each shape as it is done. Call before any forward.
+  Status tune_pinned_gemms(cudaStream_t stream, const std::function<void(const PinnedTuning&)>& on_shape);
 
   // Every layer over the batch; K/V of the new tokens go to kv[layer] at their slots.
   void forward(const DeviceBatch& batch, std::span<const KvLayerView> kv, cudaStream_t stream);

@@ -64,6 +64,7 @@ Expected<std::unique_ptr<CudaModelExecutor>> CudaModelExecutor::create(const Lla
   e->stats_.weight_bytes = static_cast<int64_t>(e->model_->weight_bytes());
   e->stats_.activation_bytes = static_cast<int64_t>(e->model_->activation_bytes());
   e->model_->gemm().set_policy(options.gemm);
+  if (Status s = e->tune_gemms(); !s) return s;
 
   // Static inputs: the small arrays first and the block table last, so that one copy of a
   // prefix moves a whole step's inputs.
@@ -197,12 +198,53 @@ void CudaModelExecutor::reset_stats() {
   stats_.logits_bytes_to_host = fresh.logits_bytes_to_host;
 }
 
+Status CudaModelExecutor::tune_gemms() {
+  GemmPolicy& policy = options_.gemm;
+  if (!policy.batch_invariant || !policy.tune_pinned) return Status::ok();
+  const auto start = std::chrono::steady_clock::now();
+  const bool quiet = options_.quiet;
+  bool announced = false;
+  auto report = [&](const PinnedTuning& t) {
+    if (quiet || t.reused) return;
+    if (!announced) {
+      std::fprintf(stderr, "cuda: --batch-invariant: timing the split-K-free GEMM algorithms of each weight shape\n");
+      announced = true;
+    }
+    std::string times;
+    for (int32_t i = 0; i < t.num_rows; ++i) {
+      char part[96];
+      std::snprintf(part, sizeof part, "%s n=%lld %.1f us (best %.1f)", i == 0 ? "" : ",",
+                    static_cast<long long>(t.rows[static_cast<size_t>(i)]), t.chosen_us[static_cast<size_t>(i)],
+                    t.best_us[static_cast<size_t>(i)]);
+      times += part;
+    }
+    std::fprintf(stderr, "cuda:   m=%lld k=%lld: %d candidates, pinned %s:%s; %.0f ms\n",
+                 static_cast<long long>(t.m), static_cast<long long>(t.k), t.candidates, t.algorithm.c_str(),
+                 times.c_str(), 1e3 * t.seconds);
+    std::fflush(stderr);
+  };
+  if (Status s = model_->tune_pinned_gemms(stream_, report); !s) {
+    // Still batch invariant: the shapes not tuned get the heuristic's pick at pinned_rows.
+    std::fprintf(stderr, "cuda: warning: GEMM tuning stopped (%s); untuned shapes pin the heuristic's pick\n",
+                 s.message().c_str());
+  }
+  policy.pinned = model_->gemm().pinned_algorithms();
+  tuned_ = policy.pinned;
+  if (announced) {
+    std::fprintf(stderr, "cuda: GEMMs tuned in %.2f s\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return Status::ok();
+}
+
 void CudaModelExecutor::set_gemm_policy(const GemmPolicy& policy) {
   FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
   drop_graphs();
   stats_.graphs_captured = 0;
   options_.gemm = policy;
-  model_->gemm().set_policy(policy);
+  if (policy.batch_invariant && policy.tune_pinned && policy.pinned.empty()) options_.gemm.pinned = tuned_;
+  model_->gemm().set_policy(options_.gemm);
+  if (Status s = tune_gemms(); !s) cuda_fail("CudaModelExecutor::set_gemm_policy", __FILE__, __LINE__, s.message().c_str());
 }
 
 void CudaModelExecutor::copy_blocks(std::span<const BlockCopy> copies) {
@@ -457,6 +499,11 @@ void reset_cuda_executor_stats(ModelExecutor& executor) {
 
 void set_cuda_gemm_policy(ModelExecutor& executor, const GemmPolicy& policy) {
   if (auto* cuda = dynamic_cast<CudaModelExecutor*>(&executor)) cuda->set_gemm_policy(policy);
+}
+
+GemmPolicy cuda_gemm_policy(const ModelExecutor& executor) {
+  const auto* cuda = dynamic_cast<const CudaModelExecutor*>(&executor);
+  return cuda != nullptr ? cuda->gemm_policy() : GemmPolicy{};
 }
 
 std::string cuda_gemm_description(ModelExecutor& executor) {

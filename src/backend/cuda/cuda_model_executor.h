@@ -42,6 +42,8 @@ class CudaModelExecutor final : public ModelExecutor {
   const CudaExecutorStats& stats() const { return stats_; }
   void reset_stats();
   void set_gemm_policy(const GemmPolicy& policy);
+  // The policy in use; with tuned pinning, .pinned holds the tuned algorithms.
+  const GemmPolicy& gemm_policy() const { return options_.gemm; }
   std::string gemm_description() { return model_->gemm().describe_pinned(); }
   // Copies one layer's K (or V) block to the host, for checks: (block_size, kv_heads, head_dim).
   std::vector<uint16_t> read_block(int32_t layer, bool values, int32_t block);
@@ -49,6 +51,11 @@ class CudaModelExecutor final : public ModelExecutor {
  private:
   CudaModelExecutor() = default;
   Status allocate_kv(const CudaExecutorOptions& options, size_t total_memory);
+  // Batch-invariant policy with tune_pinned: pins each weight shape's algorithm by timing
+  // (CudaModel::tune_pinned_gemms), shapes already in options_.gemm.pinned excepted, and
+  // records the result there and in tuned_. Progress and the chosen times go to stderr; a
+  // tuning that fails is a warning (the rest pin the heuristic's pick), not an error.
+  Status tune_gemms();
   // Packs the batch (padded to the graph's shape when decode_bucket > 0) into staging and
   // copies it to the device; returns the device view.
   DeviceBatch upload(const ForwardBatch& batch, int32_t padded_seqs, int32_t table_width);
@@ -99,6 +106,9 @@ class CudaModelExecutor final : public ModelExecutor {
   cudaEvent_t step_start_ = nullptr, layers_done_ = nullptr, step_done_ = nullptr;
 
   std::map<std::pair<int32_t, int32_t>, cudaGraphExec_t> graphs_;
+  // The last tuning's choices: switching away from the invariant policy and back reuses them
+  // (a second tuning would cost time and, on near-ties, could choose differently).
+  std::vector<PinnedGemmAlgo> tuned_;
   CudaExecutorStats stats_;
 };
 

@@ -1,22 +1,38 @@
 // How CublasLtGemm picks the kernel of a product (plain C++: the executor's options carry it).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <vector>
 
 namespace folio::cuda {
 
+// One pinned algorithm: a weight shape and the bytes of its cublasLtMatmulAlgo_t (64, opaque).
+// Handing an executor's choices to another one makes both compute the same bits.
+struct PinnedGemmAlgo {
+  int64_t m = 0;
+  int64_t k = 0;
+  std::array<uint64_t, 8> algo{};
+};
+
 struct GemmPolicy {
-  // One cuBLASLt algorithm per weight shape, chosen at n = pinned_rows with split-K off, used
-  // for every n: a row's result does not depend on the batch it is in. Off: cuBLASLt's
-  // heuristic per (n, m, k), split-K included: faster at small n, batch-dependent bits.
-  bool batch_invariant = true;
+  // On (`--batch-invariant`): one cuBLASLt algorithm per weight shape, split-K off, used for
+  // every n: a row's result does not depend on the batch it is in. Off (the default):
+  // cuBLASLt's heuristic per (n, m, k), split-K included, and the GEMV at n <= 8: about twice
+  // the single-stream decode speed, batch-dependent bits.
+  bool batch_invariant = false;
+  // Untuned pinning (tune_pinned off, or a CublasLtGemm nobody tuned): the heuristic's
+  // split-free candidate pinned_candidate (0: its first choice; past the last, the last) at
+  // n = pinned_rows. Benchmarks sweep both.
   int32_t pinned_rows = 512;
-  // Which of the heuristic's split-free candidates at pinned_rows to pin (0: its first choice;
-  // past the last candidate, the last). Benchmarks sweep it to find algorithms that serve
-  // both decode and prefill.
   int32_t pinned_candidate = 0;
   // Off the invariant policy only: n <= 8 rows go to the weight-streaming GEMV (gemv.h).
   bool small_batch_gemv = true;
+  // Invariant policy: the executor times the split-free candidates of each weight shape at
+  // n = 1, 256 and 8192 when it starts (CublasLtGemm::tune_pinned) and pins the best.
+  bool tune_pinned = true;
+  // Algorithms already chosen (an earlier executor's tuning): used as they are, not tuned.
+  std::vector<PinnedGemmAlgo> pinned = {};
 };
 
 }  // namespace folio::cuda

@@ -21,12 +21,14 @@ namespace folio::cuda {
 
 // Decode CTAs stream the context in tiles of this many tokens; splits are cut on tile edges.
 inline constexpr int32_t kDecodeTileTokens = 64;
-// A decode sequence is cut into splits of this many tokens (8 tiles): batch 1 at 32k gives
-// 64 splits x 8 kv heads = 512 CTAs, batch 64 at 4k gives 8 x 512 = 4096.
+// A decode sequence is cut into splits of this many tokens (8 tiles): batch 64 at 4k gives
+// 8 splits x 8 kv heads x 64 = 4096 CTAs.
 inline constexpr int32_t kDecodeSplitTokens = 512;
-// Past kDecodeSplitTokens * kMaxDecodeSplits tokens (32k) the splits grow instead, which
-// bounds the workspace (partials are dense in (sequence, head, split)).
-inline constexpr int32_t kMaxDecodeSplits = 64;
+// Past kDecodeSplitTokens * kMaxDecodeSplits tokens (20k) the splits grow instead, which
+// bounds the workspace (partials are dense in (sequence, head, split)) and keeps a lone long
+// sequence in one wave: batch 1 at 32k gives 40 splits of 832 tokens x 8 kv heads = 320 CTAs
+// (H200 sweep: 64 x 512 tokens 1,844 GB/s, 32 x 1024 2,179, 47 x 704 2,312).
+inline constexpr int32_t kMaxDecodeSplits = 40;
 
 // How contexts are cut. The default is what paged_attention uses; checks and benchmarks may
 // force other granularities through paged_attention_decode_policy.

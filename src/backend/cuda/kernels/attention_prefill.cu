@@ -246,6 +246,279 @@ __global__ void __launch_bounds__(kPrefillThreads)
   }
 }
 
+// --- PrefillKernel::kRows128 ----------------------------------------------------------------
+//
+// The same algorithm with 128 query rows per CTA: 8 warps of 16 rows share each K/V tile, so
+// a tile crosses L2 -> shared memory once per 128 rows instead of once per 64 (at 8k causal
+// the 64-row kernel moves ~35 GB through L2). A 3-stage ring: the copy of tile j+2 is issued
+// right after the one barrier of iteration j, which also proves that every warp is done with
+// the stage it overwrites (tile j-1's), so no trailing barrier. Softmax: the max is kept in
+// raw-score units and the scale is folded into one FMA before ex2.approx.ftz. Causal work is
+// cut per warp: a warp skips a K/V tile that lies wholly after its last row (the CTA's last
+// tiles), and warps whose rows are all past query_len skip the math. A row's bits depend
+// only on its own position, query_len and context_len (tile boundaries are fixed multiples
+// of 64 keys; a skipped or fully masked tile leaves the row's state unchanged), so batch
+// invariance holds as for the 64-row kernel.
+constexpr int kWideBlockM = 128;
+constexpr int kWideThreads = 256;
+constexpr int kWideStages = 3;
+
+template <int kHeadDim>
+struct WidePrefillShape {
+  static constexpr int kChunks = kHeadDim / 8;
+  static constexpr int kQHalfs = kWideBlockM * kHeadDim;
+  static constexpr int kKvHalfs = kBlockN * kHeadDim;
+  static constexpr size_t kSmemBytes = (kQHalfs + 2ull * kWideStages * kKvHalfs) * sizeof(uint16_t);
+};
+
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <int kHeadDim>
+__global__ void __launch_bounds__(kWideThreads, kHeadDim <= 64 ? 2 : 1)
+    prefill_wide_kernel(const PagedAttentionArgs args, bool skip_single_query) {
+  using S = WidePrefillShape<kHeadDim>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* kv_smem = q_smem + S::kQHalfs;  // [stage][K|V][kBlockN][kHeadDim], swizzled
+
+  const int tile = gridDim.x - 1 - blockIdx.x;
+  const int head = blockIdx.y;
+  const int seq = blockIdx.z;
+  const int query_start = args.cu_query_starts[seq];
+  const int query_len = args.cu_query_starts[seq + 1] - query_start;
+  const int m0 = tile * kWideBlockM;
+  if (m0 >= query_len || (skip_single_query && query_len == 1)) return;
+
+  const KvLayerView& cache = args.cache;
+  const int context_len = args.context_lens[seq];
+  const int pos0 = context_len - query_len + m0;  // position of the tile's first row
+  const int kv_head = head / (args.num_heads / cache.num_kv_heads);
+  const int kv_end = min(context_len, pos0 + kWideBlockM);  // keys the last row can see
+  const int num_tiles = (kv_end + kBlockN - 1) / kBlockN;
+  const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
+  const size_t token_stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;
+  const BlockIndexer indexer(cache.block_size);
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int group_row = lane / 4;
+  const int quad_lane = lane % 4;
+
+#pragma unroll
+  for (int i = 0; i < S::kQHalfs / 8 / kWideThreads; ++i) {
+    const int c = tid + i * kWideThreads;
+    const int row = c / S::kChunks;
+    const int chunk = c % S::kChunks;
+    const bool valid = m0 + row < query_len;
+    const uint16_t* src = args.q;
+    if (valid) {
+      src += (static_cast<size_t>(query_start + m0 + row) * args.num_heads + head) * kHeadDim + chunk * 8;
+    }
+    cp_async_16(q_smem + swizzled<kHeadDim>(row, chunk), src, valid);
+  }
+
+  // A thread copies chunk `kv_chunk` of rows kv_row + i * kKvRowsPerPass of every K/V tile.
+  // The block table is read one tile ahead into registers (slot_delta: slot - key, so the copy
+  // needs no division and no dependent global load), and all of a tile's reads are issued
+  // back to back: a lookup then never stalls the copy that overlaps the math.
+  constexpr int kKvPasses = S::kKvHalfs / 8 / kWideThreads;
+  constexpr int kKvRowsPerPass = kWideThreads / S::kChunks;
+  const int kv_row = tid / S::kChunks;
+  const int kv_chunk = tid % S::kChunks;
+  const size_t head_offset = static_cast<size_t>(kv_head) * kHeadDim + kv_chunk * 8;
+  auto fetch_slots = [&](int kv_tile, int (&slot_delta)[kKvPasses]) {
+    if (indexer.pow2) {
+#pragma unroll
+      for (int i = 0; i < kKvPasses; ++i) {
+        const int key = kv_tile * kBlockN + kv_row + i * kKvRowsPerPass;
+        const int logical = key >> indexer.shift;
+        slot_delta[i] = key < kv_end ? (__ldg(block_table + logical) - logical) * indexer.size : 0;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kKvPasses; ++i) {
+        const int key = kv_tile * kBlockN + kv_row + i * kKvRowsPerPass;
+        const int logical = key / indexer.size;
+        slot_delta[i] = key < kv_end ? (__ldg(block_table + logical) - logical) * indexer.size : 0;
+      }
+    }
+  };
+  auto load_kv = [&](int kv_tile, int stage, const int (&slot_delta)[kKvPasses]) {
+    uint16_t* k_dst = kv_smem + stage * 2 * S::kKvHalfs;
+    uint16_t* v_dst = k_dst + S::kKvHalfs;
+#pragma unroll
+    for (int i = 0; i < kKvPasses; ++i) {
+      const int row = kv_row + i * kKvRowsPerPass;
+      const int key = kv_tile * kBlockN + row;
+      const bool valid = key < kv_end;
+      const size_t offset =
+          valid ? static_cast<size_t>(key + slot_delta[i]) * token_stride + head_offset : 0;
+      const int dst = swizzled<kHeadDim>(row, kv_chunk);
+      cp_async_16(k_dst + dst, cache.k + offset, valid);
+      cp_async_16(v_dst + dst, cache.v + offset, valid);
+    }
+  };
+
+  // Group g holds K/V tile g (group 0 also Q); a group is committed even when empty so that
+  // "all but the newest group done" always means "tile j landed".
+  int slots[kKvPasses];
+  fetch_slots(0, slots);
+  load_kv(0, 0, slots);
+  cp_async_commit();
+  fetch_slots(1, slots);
+  if (num_tiles > 1) load_kv(1, 1, slots);
+  cp_async_commit();
+  fetch_slots(2, slots);  // slots always holds tile j+2's at the top of iteration j
+
+  uint32_t q_frag[kHeadDim / 16][4];
+  float o[kHeadDim / 8][4];
+#pragma unroll
+  for (int nb = 0; nb < kHeadDim / 8; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[nb][e] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};  // raw (unscaled) scores
+  float row_sum[2] = {0.0f, 0.0f};            // this thread's share; the quad is summed at the end
+  const float score_scale = args.scale * kLog2e;
+  const int row_lo = warp * 16 + group_row;  // this thread's rows: row_lo and row_lo + 8
+  const int warp_pos0 = pos0 + warp * 16;    // position of the warp's first row
+  const bool warp_has_rows = m0 + warp * 16 < query_len;
+
+  int stage = 0;  // j % kWideStages
+  for (int j = 0; j < num_tiles; ++j) {
+    cp_async_wait<1>();
+    __syncthreads();  // tile j visible to all; every warp is done with tile j-1's stage
+    {
+      const int next = j + 2;
+      const int next_stage = stage == 0 ? 2 : stage - 1;  // (j + 2) % 3
+      if (next < num_tiles) load_kv(next, next_stage, slots);
+      cp_async_commit();
+      fetch_slots(j + 3, slots);  // lands while this tile's math runs
+    }
+    if (j == 0) {
+#pragma unroll
+      for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+        ldmatrix_x4(q_frag[ks], q_smem + swizzled<kHeadDim>(warp * 16 + lane % 16, ks * 2 + lane / 16));
+      }
+    }
+    const int key0 = j * kBlockN;
+    // Warp-uniform: tile 0 is never skipped by a warp with rows (key 0 is visible to all).
+    if (warp_has_rows && key0 <= warp_pos0 + 15) {
+      const uint16_t* k_tile = kv_smem + stage * 2 * S::kKvHalfs;
+      const uint16_t* v_tile = k_tile + S::kKvHalfs;
+
+      float s[kBlockN / 8][4];
+#pragma unroll
+      for (int nb = 0; nb < kBlockN / 8; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nb][e] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+#pragma unroll
+        for (int p = 0; p < kBlockN / 16; ++p) {
+          uint32_t b[4];
+          ldmatrix_x4(b, k_tile + swizzled<kHeadDim>(16 * p + lane % 8 + (lane / 16) * 8,
+                                                     ks * 2 + (lane / 8) % 2));
+          mma_16816(s[2 * p], q_frag[ks], b[0], b[1]);
+          mma_16816(s[2 * p + 1], q_frag[ks], b[2], b[3]);
+        }
+      }
+
+      if (key0 + kBlockN - 1 > warp_pos0 || key0 + kBlockN > context_len) {
+#pragma unroll
+        for (int nb = 0; nb < kBlockN / 8; ++nb) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = key0 + nb * 8 + 2 * quad_lane + (e & 1);
+            const int position = pos0 + row_lo + (e >= 2 ? 8 : 0);
+            if (key > position || key >= context_len) s[nb][e] = -INFINITY;
+          }
+        }
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int nb = 0; nb < kBlockN / 8; ++nb) {
+          tile_max = fmaxf(tile_max, fmaxf(s[nb][2 * half], s[nb][2 * half + 1]));
+        }
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        // Finite: key 0 is visible to every row in tile 0, and row_max carries it afterwards.
+        const float new_max = fmaxf(row_max[half], tile_max);
+        // Exactly 1 when the max did not move; 0 on the first tile (row_max = -inf).
+        const float alpha = exp2_ftz((row_max[half] - new_max) * score_scale);
+        row_max[half] = new_max;
+        const float neg_max_scaled = -new_max * score_scale;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nb = 0; nb < kBlockN / 8; ++nb) {
+          s[nb][2 * half] = exp2_ftz(fmaf(s[nb][2 * half], score_scale, neg_max_scaled));
+          s[nb][2 * half + 1] = exp2_ftz(fmaf(s[nb][2 * half + 1], score_scale, neg_max_scaled));
+          sum += s[nb][2 * half] + s[nb][2 * half + 1];
+        }
+        row_sum[half] = row_sum[half] * alpha + sum;
+#pragma unroll
+        for (int nb = 0; nb < kHeadDim / 8; ++nb) {
+          o[nb][2 * half] *= alpha;
+          o[nb][2 * half + 1] *= alpha;
+        }
+      }
+
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        const uint32_t a[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]),
+                               pack_half2(s[2 * kk][2], s[2 * kk][3]),
+                               pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                               pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, v_tile + swizzled<kHeadDim>(16 * kk + lane % 8 + ((lane / 8) % 2) * 8,
+                                                           dp * 2 + lane / 16));
+          mma_16816(o[2 * dp], a, b[0], b[1]);
+          mma_16816(o[2 * dp + 1], a, b[2], b[3]);
+        }
+      }
+    }
+    stage = stage == kWideStages - 1 ? 0 : stage + 1;
+  }
+  cp_async_wait<0>();  // no copy may outlive the CTA's shared memory
+
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = row_sum[half];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = 1.0f / sum;
+    const int row = row_lo + half * 8;
+    if (m0 + row >= query_len) continue;
+    uint16_t* dst = args.out + (static_cast<size_t>(query_start + m0 + row) * args.num_heads + head) * kHeadDim;
+#pragma unroll
+    for (int nb = 0; nb < kHeadDim / 8; ++nb) {
+      *reinterpret_cast<uint32_t*>(dst + nb * 8 + 2 * quad_lane) =
+          pack_bf162(o[nb][2 * half] * inv, o[nb][2 * half + 1] * inv);
+    }
+  }
+}
+
+template <int kHeadDim>
+void launch_prefill_wide(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
+  using S = WidePrefillShape<kHeadDim>;
+  static const bool attribute_set = [] {
+    cudaFuncSetAttribute(prefill_wide_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(S::kSmemBytes));
+    return true;
+  }();
+  (void)attribute_set;
+  const dim3 grid((args.max_query_len + kWideBlockM - 1) / kWideBlockM, args.num_heads, args.num_seqs);
+  prefill_wide_kernel<kHeadDim><<<grid, kWideThreads, S::kSmemBytes, stream>>>(args, skip_single_query);
+}
+
 template <int kHeadDim>
 void launch_prefill(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
   using S = PrefillShape<kHeadDim>;
@@ -261,11 +534,20 @@ void launch_prefill(const PagedAttentionArgs& args, bool skip_single_query, Stre
 
 }  // namespace
 
-void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, PrefillRows rows) {
+void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, PrefillRows rows,
+                             PrefillKernel kernel) {
   assert(args.cache.head_dim == 64 || args.cache.head_dim == 128);
   assert(args.num_heads % args.cache.num_kv_heads == 0);
   if (args.num_seqs == 0 || args.max_query_len <= 0) return;
   const bool skip_single_query = rows == PrefillRows::kMultiTokenOnly;
+  if (kernel == PrefillKernel::kRows128) {
+    if (args.cache.head_dim == 64) {
+      launch_prefill_wide<64>(args, skip_single_query, stream);
+    } else {
+      launch_prefill_wide<128>(args, skip_single_query, stream);
+    }
+    return;
+  }
   if (args.cache.head_dim == 64) {
     launch_prefill<64>(args, skip_single_query, stream);
   } else {
