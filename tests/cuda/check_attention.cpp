@@ -93,6 +93,10 @@ const ForcedPolicy kForcedPolicies[] = {
     {"unsplit", {1 << 30, 1}},                  // one CTA streams the whole context
 };
 
+// Set while the attention.prefill_v2 group runs: run_case and check_invariance then exercise
+// only PrefillKernel::kRows128v2 (the other kernels' results are already reported).
+bool g_v2_pass = false;
+
 void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rng, const Options& opt) {
   p.build(rng);
   const PagedAttentionArgs args = p.args();
@@ -138,6 +142,13 @@ void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rn
     report(vs_gpu);
   };
 
+  if (g_v2_pass) {
+    // Only the new prefill variant (its own check group, run last: a fault there cannot hide
+    // the results of the others).
+    run_kernel(decode_only ? "prefill128v2_on_decode" : "prefill128v2_all_rows",
+               [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, PrefillKernel::kRows128v2); },
+               "128-row v2 prefill kernel (4 warps x 32 rows)" + std::string(decode_only ? "" : ", decode rows too"));
+  } else {
   const int32_t most_splits = decode_num_splits(p.max_context_len);
   run_kernel("dispatch", [&] { paged_attention(args, ws, opt.sm_count, nullptr); },
              decode_only ? "decode splits<=" + std::to_string(most_splits) : "prefill+decode");
@@ -161,10 +172,13 @@ void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rn
                  std::string(kernel == PrefillKernel::kRows64 ? "64" : "128") + "-row prefill kernel, decode rows too");
     }
   }
+  }  // !g_v2_pass
 
   const std::vector<double> ref = ref_future.get();
   const std::string rows_note = " vs float64 (" + std::to_string(sampled.size()) + " rows)";
-  report(outcome_of(label + ".reference", shape, rows_of(gpu_ref, p, sampled), ref, kAtolRef, kRtolRef, ref_ms));
+  if (!g_v2_pass) {
+    report(outcome_of(label + ".reference", shape, rows_of(gpu_ref, p, sampled), ref, kAtolRef, kRtolRef, ref_ms));
+  }
   for (const Run& r : runs) {
     Outcome vs_ref = outcome_of(label + "." + r.name, shape, rows_of(r.out, p, sampled), ref, kAtolRef, kRtolRef, r.ms);
     vs_ref.note = r.note + rows_note;
@@ -372,6 +386,7 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
     auto find_in = [](const std::vector<int32_t>& order, int32_t s) {
       return static_cast<size_t>(std::find(order.begin(), order.end(), s) - order.begin());
     };
+    if (!g_v2_pass) {
     const auto batch64 = run_sub_batch(p, decodes, 0, 0, opt);
     const auto graph128 = run_sub_batch(p, decodes, 64, 65536, opt);  // a 128-sequence graph bucket
     const auto mixed_out = run_sub_batch(p, mixed, 0, 0, opt);
@@ -396,9 +411,13 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
                       std::to_string(p.seqs[t].context_len), finite && same,
                   std::string("alone == mixed batch: ") + (same ? "bit-identical" : "DIFFER") + (finite ? "" : " (NaN output)"));
     }
+    }  // !g_v2_pass
     // Each prefill kernel shape on its own (the dispatcher above uses the default one).
-    for (const PrefillKernel kernel : {PrefillKernel::kRows64, PrefillKernel::kRows128}) {
-      const char* kernel_name = kernel == PrefillKernel::kRows64 ? "64" : "128";
+    const std::vector<PrefillKernel> kernels =
+        g_v2_pass ? std::vector<PrefillKernel>{PrefillKernel::kRows128v2}
+                  : std::vector<PrefillKernel>{PrefillKernel::kRows64, PrefillKernel::kRows128};
+    for (const PrefillKernel kernel : kernels) {
+      const char* kernel_name = kernel == PrefillKernel::kRows64 ? "64" : kernel == PrefillKernel::kRows128 ? "128" : "128v2";
       const auto mixed_k = run_sub_batch(p, mixed, 0, 0, opt, kernel);
       const auto mixed_graph_k = run_sub_batch(p, mixed, 3, 65536, opt, kernel);
       for (int32_t t : prefill_targets) {
@@ -418,6 +437,15 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
 Register r1("attention.decode", check_decode);
 Register r2("attention.prefill", check_prefill);
 Register r3("attention.invariance", check_invariance);
+// The v2 prefill kernel on every prefill case and the prefill invariance runs. Its name ends
+// in "_v2", so check_main runs it after every other group.
+void check_prefill_v2(const Options& opt, std::mt19937_64& rng) {
+  g_v2_pass = true;
+  check_prefill(opt, rng);
+  check_invariance(opt, rng);
+  g_v2_pass = false;
+}
+Register r4("attention.prefill_v2", check_prefill_v2);
 
 }  // namespace
 }  // namespace folio::cuda::check

@@ -130,11 +130,14 @@ void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace wor
 // accumulate); any query_len / context_len mix, including decode rows (kAll), or only the
 // sequences with query_len > 1 (kMultiTokenOnly: the dispatcher's prefill half).
 // Kernel shapes: kRows64 (4 warps x 16 query rows per CTA, 2-stage K/V ring) and kRows128
-// (8 warps x 16 rows sharing each K/V tile, 3-stage ring). folio_cuda_check checks and
-// benchmarks both; kDefaultPrefillKernel is what the dispatcher and the executor use.
+// (8 warps x 16 rows sharing each K/V tile, 3-stage ring), kRows128v2 (4 warps x 32 rows,
+// FA2's register blocking, 2-stage ring, 2 CTAs per SM, heaviest tiles first over the whole
+// grid). folio_cuda_check checks and benchmarks all of them (kRows128v2 in its own group
+// attention.prefill_v2, run last, and last in --bench); kDefaultPrefillKernel is what the
+// dispatcher and the executor use.
 enum class PrefillRows { kAll, kMultiTokenOnly };
-enum class PrefillKernel { kRows64, kRows128 };
-inline constexpr PrefillKernel kDefaultPrefillKernel = PrefillKernel::kRows128;  // 199 vs 144 TFLOP/s at 8k on the H200
+enum class PrefillKernel { kRows64, kRows128, kRows128v2 };
+inline constexpr PrefillKernel kDefaultPrefillKernel = PrefillKernel::kRows128v2;  // H200, 8k causal: 318 TFLOP/s (kRows128 289, kRows64 230)
 void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream,
                              PrefillRows rows = PrefillRows::kAll,
                              PrefillKernel kernel = kDefaultPrefillKernel);
