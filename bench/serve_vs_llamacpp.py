@@ -3,7 +3,10 @@
 (llama-cpp-python's `llama_cpp.server`), both driven by `folio bench serve`.
 
   /tmp/refvenv/bin/python bench/serve_vs_llamacpp.py [--folio build/folio] [--rates 0.25,0.5,1,2,inf]
-                                                     [--num-prompts 20] [--scale 0.5]
+                                                     [--num-prompts 20] [--scale 0.5] [--keep DIR]
+
+About 5 minutes on a quiet 2-vCPU machine with the defaults; more when other work competes for
+the cores (the load average is recorded per row). --keep keeps every run's JSON and server log.
 
 Same GGUF, same thread count, same prompts (ShareGPT-like lengths from a fixed seed, texts built
 with the model's tokenizer), same Poisson arrival times per rate, greedy, every request
@@ -157,7 +160,12 @@ def measure(args, server_name, rate, tmp):
     return report
 
 
-def table(results, rates, servers):
+def busy(report, threads):
+    """A mark for rows measured while other work competed for the cores (load above the server's threads)."""
+    return " (busy)" if max(report["load_before"], report["load_after"]) > threads + 0.5 else ""
+
+
+def table(results, rates, servers, threads):
     lines = ["| rate (req/s) | server | ok / failed | output tokens (asked) | req/s | output tok/s "
              "| TTFT mean | TTFT median | TTFT P99 | TPOT mean | TPOT median | TPOT P99 | load avg |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -169,7 +177,7 @@ def table(results, rates, servers):
                 f"({r['total_requested_output_tokens']:,}) | {r['request_throughput']:.2f} | "
                 f"**{r['output_throughput']:.1f}** | {r['ttft']['mean_ms']:,.0f} | {r['ttft']['median_ms']:,.0f} | "
                 f"{r['ttft']['p99_ms']:,.0f} | {r['tpot']['mean_ms']:.1f} | {r['tpot']['median_ms']:.1f} | "
-                f"{r['tpot']['p99_ms']:.1f} | {r['load_before']:.1f} -> {r['load_after']:.1f} |")
+                f"{r['tpot']['p99_ms']:.1f} | {r['load_before']:.1f} -> {r['load_after']:.1f}{busy(r, threads)} |")
     return "\n".join(lines)
 
 
@@ -211,7 +219,8 @@ def main():
           f"{started:%Y-%m-%d %H:%M}-{finished:%H:%M} UTC ({(finished - started).total_seconds() / 60:.1f} min); "
           f"commit {commit()}.")
     print("The machine is shared with other sessions (builds, tests): absolute figures vary with its load "
-          "(the last column, 1-minute load average before -> after each run); compare within a rate.")
+          "(the last column, 1-minute load average before -> after each run; \"(busy)\" where it "
+          "exceeded the server's threads + 0.5, i.e. other work competed for the cores); compare within a rate.")
     print(f"Workload: {first['dataset']}, {args.num_prompts} requests per rate, prompt tokens "
           f"{first['total_input_tokens'] / max(1, first['completed']):.0f} mean, output tokens asked "
           f"{first['total_requested_output_tokens'] / max(1, first['completed']):.0f} mean; greedy; "
@@ -221,7 +230,7 @@ def main():
           f"it holds back and sends with the next). req/s can exceed the rate: {args.num_prompts} Poisson "
           "arrivals are a small sample, and both servers get the same ones.")
     print()
-    print(table(results, rates, servers))
+    print(table(results, rates, servers, args.threads))
     print()
     if "folio" in servers and "llama.cpp" in servers:
         for rate in rates:

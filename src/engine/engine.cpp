@@ -4,6 +4,7 @@
 #include <cassert>
 #include <chrono>
 #include <limits>
+#include <random>
 #include <string>
 
 #include "engine/cpu_model_executor.h"
@@ -26,6 +27,13 @@ std::unique_ptr<ModelExecutor> make_cpu_executor(LlamaModel& model, Backend& bac
                                             num_host_blocks);
 }
 
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 }  // namespace
 
 Engine::Engine(LlamaModel& model, Backend& backend, const Tokenizer& tokenizer,
@@ -45,7 +53,10 @@ Engine::Engine(std::unique_ptr<ModelExecutor> owned, ModelExecutor* executor,
                         executor_.num_host_blocks() > 1 ? executor_.num_host_blocks() : 0,
                         config.enable_prefix_caching}),
       scheduler_(config.scheduler, kv_),
-      runner_(executor_, kv_) {}
+      runner_(executor_, kv_) {
+  std::random_device device;
+  random_base_ = (static_cast<uint64_t>(device()) << 32) ^ static_cast<uint64_t>(device());
+}
 
 Expected<RequestId> Engine::add_request(std::vector<int32_t> prompt, RequestParams params) {
   if (prompt.empty()) return Status::error("the prompt is empty");
@@ -179,6 +190,69 @@ bool Engine::can_sample_on_device(const SchedulerOutput& output) const {
   return any;
 }
 
+uint64_t Engine::device_seed(const Request& request) const {
+  if (request.params.sampling.seed) return *request.params.sampling.seed;
+  return splitmix64(random_base_ ^ splitmix64(static_cast<uint64_t>(request.id)));
+}
+
+bool Engine::prepare_device_sampling(const SchedulerOutput& output) {
+  sample_rows_.clear();
+  penalty_tokens_.clear();
+  penalty_counts_.clear();
+  for (const ScheduledChunk& chunk : output.chunks) {
+    if (!chunk.samples) continue;
+    const Request& request = *chunk.request;
+    const RequestParams& params = request.params;
+    const SamplingParams& sampling = params.sampling;
+    // Top logprobs, beams and the fork of n > 1 (siblings sample the parent's logits) need
+    // the logit rows on the host.
+    if (params.beam_width != 1 || (params.n > 1 && !request.forked) || sampling.logprobs > 0 ||
+        !executor_.can_sample(sampling)) {
+      return false;
+    }
+    RowSampleParams row;
+    row.temperature = sampling.temperature;
+    row.top_k = sampling.top_k;
+    row.top_p = sampling.top_p;
+    row.min_p = sampling.min_p;
+    row.repetition_penalty = sampling.repetition_penalty;
+    row.frequency_penalty = sampling.frequency_penalty;
+    row.presence_penalty = sampling.presence_penalty;
+    row.seed = device_seed(request);
+    row.offset = static_cast<uint64_t>(request.output_tokens.size());
+    row.penalty_begin = static_cast<int32_t>(penalty_tokens_.size());
+    const bool repetition = sampling.repetition_penalty != 1.0f;
+    const bool output_penalties = repetition || sampling.frequency_penalty != 0.0f || sampling.presence_penalty != 0.0f;
+    if (output_penalties) {
+      // One entry per distinct token: output count, or 0 for prompt-only (repetition only).
+      const int32_t vocab = executor_.config().vocab_size;
+      if (token_counts_.size() != static_cast<size_t>(vocab)) token_counts_.assign(static_cast<size_t>(vocab), -1);
+      auto note = [&](int32_t token, int32_t add) {
+        if (token < 0 || token >= vocab) return;
+        int32_t& c = token_counts_[static_cast<size_t>(token)];
+        if (c < 0) {
+          c = 0;
+          touched_.push_back(token);
+        }
+        c += add;
+      };
+      for (int32_t token : request.output_tokens) note(token, 1);
+      if (repetition) {
+        for (int32_t token : request.prompt_tokens) note(token, 0);
+      }
+      for (int32_t token : touched_) {
+        penalty_tokens_.push_back(token);
+        penalty_counts_.push_back(token_counts_[static_cast<size_t>(token)]);
+        token_counts_[static_cast<size_t>(token)] = -1;
+      }
+      touched_.clear();
+    }
+    row.penalty_end = static_cast<int32_t>(penalty_tokens_.size());
+    sample_rows_.push_back(row);
+  }
+  return !sample_rows_.empty();
+}
+
 void Engine::update(const SchedulerOutput& output, std::span<const float> logits,
                     std::span<const GreedySample> greedy, std::vector<RequestOutput>& outputs) {
   scheduler_.on_computed(output);
@@ -192,7 +266,8 @@ void Engine::update(const SchedulerOutput& output, std::span<const float> logits
     }
     if (!chunk.samples) continue;
     if (!greedy.empty()) {
-      // can_sample_on_device() held: no beams, no unforked n > 1, logprobs -1 or 0.
+      // can_sample_on_device() or prepare_device_sampling() held: no beams, no unforked n > 1,
+      // logprobs -1 or 0.
       const GreedySample& chosen = greedy[logit_row++];
       SampleResult sample;
       sample.token = chosen.token;
@@ -402,7 +477,11 @@ std::vector<RequestOutput> Engine::step() {
     const auto start = Clock::now();
     std::span<const float> logits;
     std::span<const GreedySample> greedy;
-    if (can_sample_on_device(scheduled)) {
+    if (prepare_device_sampling(scheduled)) {
+      greedy = runner_.execute_sample(
+          scheduled, SampleBatch{sample_rows_, penalty_tokens_, penalty_counts_});
+      ++num_device_sampled_steps_;
+    } else if (can_sample_on_device(scheduled)) {
       greedy = runner_.execute_greedy(scheduled);
       ++num_device_sampled_steps_;
     } else {

@@ -120,6 +120,11 @@ class Engine {
   // Whether every sampling chunk of the step is one the executor's greedy sampling serves
   // exactly as the Sampler would (see ModelExecutor::forward_greedy).
   bool can_sample_on_device(const SchedulerOutput& output) const;
+  // The general form (ModelExecutor::forward_sample): true when the executor can sample every
+  // sampling chunk of the step, with sample_rows_ and the penalty lists filled for it.
+  bool prepare_device_sampling(const SchedulerOutput& output);
+  // The seed of a request's random stream on the executor: its own, else one drawn for it.
+  uint64_t device_seed(const Request& request) const;
   bool check_stop(Request& request, int32_t token);
   void emit(Request& request, RequestOutput& out);
   void finish(Request& request, FinishReason reason);
@@ -150,6 +155,14 @@ class Engine {
   double update_seconds_ = 0.0;
   int64_t num_steps_ = 0;
   int64_t num_device_sampled_steps_ = 0;
+  // Executor sampling (forward_sample): drawn once; unseeded requests' seeds derive from it
+  // and their ids. Per-step rows and penalty entries, and per-token scratch, reused.
+  uint64_t random_base_ = 0;
+  std::vector<RowSampleParams> sample_rows_;
+  std::vector<int32_t> penalty_tokens_;
+  std::vector<int32_t> penalty_counts_;
+  std::vector<int32_t> token_counts_;  // (vocab) -1: unseen; zero between steps
+  std::vector<int32_t> touched_;
 };
 
 }  // namespace folio

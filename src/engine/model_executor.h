@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "engine/sampling_params.h"
 #include "kv/block_copy.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
@@ -18,6 +19,36 @@ namespace folio {
 struct GreedySample {
   int32_t token = -1;
   float logprob = 0.0f;
+};
+
+// One logit row's sampling settings for ModelExecutor::forward_sample: plain numbers, the
+// Sampler's semantics (sampler.h), no device types. The engine fills them from the request.
+struct RowSampleParams {
+  float temperature = 1.0f;  // < SamplingParams::kGreedyTemperature: greedy
+  int32_t top_k = -1;        // <= 0 or >= vocab: off
+  float top_p = 1.0f;        // >= 1: off
+  float min_p = 0.0f;        // <= 0: off
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  // The random stream: seed = the request's (or one drawn once for an unseeded request),
+  // offset = the request's step (its number of output tokens so far), so a request's draws
+  // depend on neither its row nor the rest of the batch.
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  // This row's penalty entries are [penalty_begin, penalty_end) of SampleBatch's lists.
+  int32_t penalty_begin = 0;
+  int32_t penalty_end = 0;
+};
+
+// The sampling side of one forward_sample call: one RowSampleParams per logit row and the
+// penalty entries of all rows. An entry is a token at most once per row: count > 0 is its
+// number of occurrences in the output (repetition, frequency and presence penalties apply);
+// count == 0 means it was seen only in the prompt (repetition penalty only).
+struct SampleBatch {
+  std::span<const RowSampleParams> rows;
+  std::span<const int32_t> penalty_tokens;
+  std::span<const int32_t> penalty_counts;
 };
 
 class ModelExecutor {
@@ -48,6 +79,23 @@ class ModelExecutor {
   virtual bool can_sample_greedy() const { return false; }
   virtual std::span<const GreedySample> forward_greedy(const ForwardBatch& batch) {
     (void)batch;
+    return {};
+  }
+
+  // Optional, the general form: forward() followed by sampling every logit row where the
+  // logits are, with its own temperature, top-k, top-p, min-p, penalties and random stream.
+  // The engine calls it when can_sample(p) holds for every sampling row's params and no row
+  // asks for top logprobs or beams. Tokens follow the Sampler's rules but not its random
+  // numbers (the executor's generator is its own); the logprob of each chosen token is raw
+  // (log-softmax of the unpenalized logits). One GreedySample per logit row, valid until the
+  // next call. Preferred over forward_greedy when both apply.
+  virtual bool can_sample(const SamplingParams& params) const {
+    (void)params;
+    return false;
+  }
+  virtual std::span<const GreedySample> forward_sample(const ForwardBatch& batch, const SampleBatch& sampling) {
+    (void)batch;
+    (void)sampling;
     return {};
   }
 };

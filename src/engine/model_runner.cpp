@@ -43,4 +43,10 @@ std::span<const GreedySample> ModelRunner::execute_greedy(const SchedulerOutput&
   return executor_.forward_greedy(batch_);
 }
 
+std::span<const GreedySample> ModelRunner::execute_sample(const SchedulerOutput& output,
+                                                          const SampleBatch& sampling) {
+  if (!prepare(output)) return {};
+  return executor_.forward_sample(batch_, sampling);
+}
+
 }  // namespace folio

@@ -19,6 +19,9 @@ class ModelRunner {
   std::span<const float> execute(const SchedulerOutput& output);
   // Same batch, greedy tokens chosen by the executor (ModelExecutor::forward_greedy).
   std::span<const GreedySample> execute_greedy(const SchedulerOutput& output);
+  // Same batch, tokens sampled by the executor (ModelExecutor::forward_sample); sampling holds
+  // one row per sampling chunk, in chunk order.
+  std::span<const GreedySample> execute_sample(const SchedulerOutput& output, const SampleBatch& sampling);
 
  private:
   // Runs the block copies and fills batch_; false when there is nothing to run.

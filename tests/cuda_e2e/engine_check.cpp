@@ -3,7 +3,8 @@
 // memory. With the pinned GEMM policy (--batch-invariant, tuned), greedy tokens must equal
 // each request run alone (with decode steps replayed from CUDA graphs of other batch sizes
 // than the lone run's, this also checks batch invariance); with the fast default the counts
-// of equal outputs are printed for the record.
+// of equal outputs are printed for the record. Sampling on the GPU (temperature, top-p,
+// penalties, a seed) must likewise give a seeded request the same tokens alone and in a batch.
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -118,6 +119,89 @@ int run_engine(const std::vector<std::string>& args) {
                 stats.graphs_captured, static_cast<long long>(stats.graph_replays),
                 static_cast<long long>(stats.eager_steps), static_cast<long long>(stats.device_sampled_steps),
                 stats.gemm_pinned_fallbacks, seconds_since(start));
+  }
+  {  // Sampling on the GPU (pinned GEMMs, so a row's logits do not depend on the batch):
+     // temperature 0.8, top-p 0.9, repetition penalty 1.1, seed 42 gives the same tokens on two
+     // runs and alone vs in a batch of 8 beside other sampling settings; every step samples on
+     // the device and every token is in the vocabulary.
+    RequestParams seeded = greedy(32);
+    seeded.sampling.temperature = 0.8f;
+    seeded.sampling.top_p = 0.9f;
+    seeded.sampling.repetition_penalty = 1.1f;
+    seeded.sampling.seed = 42;
+    const std::vector<int32_t> prompt = slice(4242, 40);
+    const int32_t vocab = model.config().vocab_size;
+    bool all_device = true, in_vocab = true;
+    // No logit row reaches the host: every sampling step sampled on the device.
+    const int64_t host_bytes_before = cuda::cuda_executor_stats(*roomy).logits_bytes_to_host;
+    auto note = [&](const Engine& engine, const std::vector<std::vector<int32_t>>& outputs) {
+      const EngineMetrics m = engine.metrics();
+      all_device = all_device && m.num_device_sampled_steps > 0 &&
+                   cuda::cuda_executor_stats(*roomy).logits_bytes_to_host == host_bytes_before;
+      for (const auto& tokens : outputs) {
+        for (int32_t t : tokens) in_vocab = in_vocab && t >= 0 && t < vocab;
+      }
+    };
+    std::vector<std::vector<int32_t>> runs;
+    for (int run = 0; run < 2; ++run) {
+      Engine engine(*roomy, tokenizer, EngineConfig{});
+      runs.push_back(engine.generate({prompt}, seeded)[0].tokens);
+      note(engine, {runs.back()});
+    }
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<RequestParams> params;
+    for (int i = 0; i < 8; ++i) {
+      prompts.push_back(slice(733 * i + 11, 10 + 17 * i));
+      RequestParams p = greedy(12 + 5 * i);
+      p.sampling.temperature = i % 4 == 0 ? 0.0f : 0.6f + 0.2f * static_cast<float>(i % 3);
+      if (i % 3 == 1) p.sampling.top_k = 40;
+      if (i % 3 == 2) p.sampling.min_p = 0.05f;
+      if (i % 2 == 1) p.sampling.frequency_penalty = 0.4f;
+      if (i == 6) p.sampling.seed = 7;
+      p.sampling.logprobs = i % 2 == 0 ? 0 : -1;
+      params.push_back(p);
+    }
+    prompts[5] = prompt;
+    params[5] = seeded;
+    std::vector<std::vector<int32_t>> batched(prompts.size());
+    const int64_t sampled_before = cuda::cuda_executor_stats(*roomy).device_sampled_steps;
+    int32_t max_running = 0;
+    {
+      EngineConfig config;
+      config.scheduler.max_num_batched_tokens = 128;  // chunked prefills beside decodes
+      Engine engine(*roomy, tokenizer, config);
+      std::map<RequestId, size_t> index;
+      for (size_t i = 0; i < prompts.size(); ++i) index[engine.add_request(prompts[i], params[i]).value()] = i;
+      while (engine.has_unfinished_requests()) {
+        for (const RequestOutput& out : engine.step()) {
+          auto& tokens = batched[index.at(out.id)];
+          tokens.insert(tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+        }
+        max_running = std::max(max_running, engine.metrics().num_running);
+      }
+      note(engine, batched);
+      tally.check(pool_empty(engine), "GPU sampling: pool empty after");
+    }
+    const int64_t sampled_steps = cuda::cuda_executor_stats(*roomy).device_sampled_steps - sampled_before;
+    int greedy_equal = 0;  // how many of the seeded request's tokens the greedy choice equals
+    {
+      Engine engine(*roomy, tokenizer, EngineConfig{});
+      RequestParams plain = greedy(32);
+      const std::vector<int32_t> g = engine.generate({prompt}, plain)[0].tokens;
+      for (size_t t = 0; t < std::min(g.size(), runs[0].size()); ++t) greedy_equal += g[t] == runs[0][t];
+    }
+    tally.check(runs[0].size() == 32 && runs[0] == runs[1],
+                "GPU sampling [T 0.8, top-p 0.9, rep 1.1, seed 42]: two runs give the same " +
+                    std::to_string(runs[0].size()) + " tokens");
+    tally.check(batched[5] == runs[0], "GPU sampling: the seeded request in a batch of 8 (max running " +
+                                           std::to_string(max_running) + ") equals it alone");
+    tally.check(in_vocab, "GPU sampling: every token in [0, vocab)");
+    tally.check(all_device && sampled_steps > 0,
+                "GPU sampling: every step sampled on the device (" + std::to_string(sampled_steps) + " in the batch run)");
+    std::printf("RESULT engine_gpu_sampling same_two_runs=%s batch_equals_alone=%s in_vocab=%s "
+                "tokens_equal_to_greedy=%d/%zu\n",
+                runs[0] == runs[1] ? "yes" : "no", batched[5] == runs[0] ? "yes" : "no", in_vocab ? "yes" : "no",
+                greedy_equal, runs[0].size());
   }
   cuda::set_cuda_gemm_policy(*roomy, fast);
   {  // Fast: how many still match, for the record.

@@ -1,14 +1,19 @@
-// The engine's executor-side greedy sampling (ModelExecutor::forward_greedy, what the CUDA
-// executor does on the GPU so that vocab-wide logit rows stay on the device), checked on the
-// CPU: an executor that picks greedy tokens itself must give the engine exactly the tokens,
-// and the logprobs, that the engine's own Sampler gives; steps with any row the executor cannot
-// serve (temperature, penalties, top logprobs, beams) must fall back to the Sampler.
+// The engine's executor-side sampling, checked on the CPU. Greedy (ModelExecutor::
+// forward_greedy): an executor that picks greedy tokens itself must give the engine exactly the
+// tokens, and the logprobs, that the engine's own Sampler gives; steps with any row it cannot
+// serve (temperature, penalties, top logprobs, beams) must fall back to the Sampler. General
+// (forward_sample, what the CUDA executor's sample_tokens kernel does): every row but top
+// logprobs, beams and the fork step of n > 1 goes through the executor, with the penalty lists
+// the Sampler would use and a random stream per request (seed, step) that makes a seeded
+// request's tokens independent of the batch it runs in.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <numeric>
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/cpu_model_executor.h"
@@ -68,6 +73,141 @@ class GreedySamplingExecutor final : public ModelExecutor {
 
  private:
   CpuModelExecutor inner_;
+  std::vector<GreedySample> samples_;
+};
+
+
+// The CPU executor plus general sampling of its own (ModelExecutor::forward_sample), standing
+// in for the GPU's sample_tokens kernel: penalties from the engine's (token, count) lists, in
+// the Sampler's float operations; greedy argmax; else temperature, top-k, top-p, min-p and a
+// draw whose uniform number is a hash of (seed, offset) alone, so a row's token depends only
+// on its logits and its random stream. Logprobs are raw, in double.
+class FullSamplingExecutor final : public ModelExecutor {
+ public:
+  FullSamplingExecutor(LlamaModel& model, Backend& backend, int32_t num_blocks)
+      : inner_(model, backend, num_blocks, 16, 0) {}
+
+  const ModelConfig& config() const override { return inner_.config(); }
+  int32_t block_size() const override { return inner_.block_size(); }
+  int32_t num_kv_blocks() const override { return inner_.num_kv_blocks(); }
+  int32_t num_host_blocks() const override { return inner_.num_host_blocks(); }
+  void copy_blocks(std::span<const BlockCopy> copies) override { inner_.copy_blocks(copies); }
+  std::span<const float> forward(const ForwardBatch& batch) override {
+    ++host_rows_steps;
+    return inner_.forward(batch);
+  }
+  bool can_sample(const SamplingParams& params) const override {
+    (void)params;
+    return true;
+  }
+  std::span<const GreedySample> forward_sample(const ForwardBatch& batch, const SampleBatch& sampling) override {
+    ++sample_steps;
+    EXPECT_EQ(sampling.rows.size(), batch.logit_rows.size());
+    EXPECT_EQ(sampling.penalty_tokens.size(), sampling.penalty_counts.size());
+    const std::span<const float> logits = inner_.forward(batch);
+    const size_t vocab = static_cast<size_t>(config().vocab_size);
+    samples_.clear();
+    for (size_t row = 0; row < batch.logit_rows.size(); ++row) {
+      const RowSampleParams& p = sampling.rows[row];
+      const std::span<const float> raw = logits.subspan(row * vocab, vocab);
+      work_.assign(raw.begin(), raw.end());
+      std::vector<int32_t> seen;
+      for (int32_t e = p.penalty_begin; e < p.penalty_end; ++e) {
+        const int32_t token = sampling.penalty_tokens[static_cast<size_t>(e)];
+        const int32_t count = sampling.penalty_counts[static_cast<size_t>(e)];
+        EXPECT_TRUE(token >= 0 && static_cast<size_t>(token) < vocab);
+        EXPECT_GE(count, 0);
+        seen.push_back(token);
+        float& logit = work_[static_cast<size_t>(token)];
+        if (p.repetition_penalty != 1.0f) {
+          logit = logit > 0.0f ? logit / p.repetition_penalty : logit * p.repetition_penalty;
+        }
+        if (count > 0) {
+          logit -= p.frequency_penalty * static_cast<float>(count);
+          logit -= p.presence_penalty;
+        }
+      }
+      std::sort(seen.begin(), seen.end());
+      EXPECT_TRUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end()) << "a token twice in one row";
+      if (p.penalty_end > p.penalty_begin) ++penalized_rows;
+      if (p.temperature >= SamplingParams::kGreedyTemperature) ++random_rows;
+      const int32_t token = p.temperature < SamplingParams::kGreedyTemperature ? argmax(work_) : draw(p);
+      float max_value = -INFINITY;
+      for (float x : raw) max_value = std::fmax(max_value, x);
+      double sum = 0.0;
+      for (float x : raw) {
+        if (x == x) sum += std::exp(static_cast<double>(x) - max_value);
+      }
+      samples_.push_back({token, static_cast<float>(raw[static_cast<size_t>(token)] - (max_value + std::log(sum)))});
+    }
+    return samples_;
+  }
+
+  int64_t sample_steps = 0;
+  int64_t host_rows_steps = 0;
+  int64_t penalized_rows = 0;
+  int64_t random_rows = 0;
+
+ private:
+  static int32_t argmax(const std::vector<float>& x) {
+    int32_t best = 0;
+    float best_value = -INFINITY;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (x[i] > best_value) {
+        best_value = x[i];
+        best = static_cast<int32_t>(i);
+      }
+    }
+    return best;
+  }
+  static uint64_t mix(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  }
+  // Sorted by scaled logit, descending (ties: lower id first), then the truncations, then an
+  // inverse-CDF draw with u = hash(seed, offset).
+  int32_t draw(const RowSampleParams& p) {
+    const size_t vocab = work_.size();
+    std::vector<int32_t> order(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::vector<double> scaled(vocab);
+    for (size_t i = 0; i < vocab; ++i) scaled[i] = static_cast<double>(work_[i]) / p.temperature;
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return scaled[a] > scaled[b]; });
+    size_t keep = vocab;
+    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < vocab) {
+      keep = static_cast<size_t>(p.top_k);
+      while (keep < vocab && scaled[order[keep]] == scaled[order[keep - 1]]) ++keep;
+    }
+    const double top = scaled[order[0]];
+    std::vector<double> w(keep);
+    double total = 0.0;
+    for (size_t i = 0; i < keep; ++i) total += (w[i] = std::exp(scaled[order[i]] - top));
+    if (p.top_p < 1.0f) {
+      double above = 0.0;
+      size_t i = 0;
+      while (i < keep && above < p.top_p * total) above += w[i++];
+      keep = std::max<size_t>(i, 1);
+    }
+    if (p.min_p > 0.0f) {
+      size_t i = 1;
+      while (i < keep && w[i] >= p.min_p * w[0]) ++i;
+      keep = i;
+    }
+    total = 0.0;
+    for (size_t i = 0; i < keep; ++i) total += w[i];
+    const double u = static_cast<double>(mix(p.seed ^ mix(p.offset)) >> 11) * 0x1.0p-53 * total;
+    double acc = 0.0;
+    for (size_t i = 0; i < keep; ++i) {
+      acc += w[i];
+      if (u < acc) return order[i];
+    }
+    return order[keep - 1];
+  }
+
+  CpuModelExecutor inner_;
+  std::vector<float> work_;
   std::vector<GreedySample> samples_;
 };
 
@@ -196,6 +336,153 @@ TEST_F(EngineDeviceSamplingTest, StepsWithRowsTheExecutorCannotServeUseTheSample
   for (size_t t = 0; t < got.samples[3].size(); ++t) {
     EXPECT_EQ(got.samples[3][t].top_logprobs, want.samples[3][t].top_logprobs);
   }
+}
+
+// Greedy rows with penalties through the executor's sampling: the engine's (token, count)
+// lists must penalize exactly what the Sampler penalizes, so the tokens are the Sampler's.
+TEST_F(EngineDeviceSamplingTest, PenalizedGreedyRowsThroughTheExecutorEqualTheSamplers) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestParams> params;
+  for (int i = 0; i < 6; ++i) {
+    prompts.push_back(slice(173 * i, 12 + 11 * i));
+    params.push_back(greedy(12));
+    params.back().sampling.logprobs = i % 2 == 0 ? 0 : -1;
+  }
+  params[0].sampling.repetition_penalty = 1.3f;
+  params[1].sampling.repetition_penalty = 0.8f;
+  params[2].sampling.frequency_penalty = 0.7f;
+  params[3].sampling.presence_penalty = 1.1f;
+  params[4].sampling.repetition_penalty = 1.2f;
+  params[4].sampling.frequency_penalty = -0.5f;
+  params[4].sampling.presence_penalty = 0.4f;
+  EngineConfig config;
+  config.scheduler.max_num_batched_tokens = 48;  // chunked prefills beside decodes
+  Engine reference(*model_, *backend_, *tokenizer_, config);
+  const Outcome want = run(reference, prompts, params);
+
+  FullSamplingExecutor executor(*model_, *backend_, num_blocks());
+  Engine engine(executor, *tokenizer_, config);
+  const Outcome got = run(engine, prompts, params);
+
+  EXPECT_EQ(got.tokens, want.tokens);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(got.samples[i].size(), want.samples[i].size()) << "request " << i;
+    for (size_t t = 0; t < got.samples[i].size(); ++t) {
+      EXPECT_NEAR(got.samples[i][t].logprob, want.samples[i][t].logprob, 1e-4) << "request " << i << " token " << t;
+    }
+  }
+  EXPECT_EQ(executor.host_rows_steps, 0);
+  EXPECT_GT(executor.sample_steps, 0);
+  EXPECT_GT(executor.penalized_rows, 0);
+  EXPECT_EQ(engine.metrics().num_device_sampled_steps, executor.sample_steps);
+}
+
+// Temperature, top-k, top-p, min-p and penalties, seeded or not: every step on the executor.
+TEST_F(EngineDeviceSamplingTest, RandomAndPenalizedRowsGoThroughTheExecutor) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestParams> params;
+  for (int i = 0; i < 6; ++i) {
+    prompts.push_back(slice(97 * i, 10 + 13 * i));
+    params.push_back(greedy(10));
+    params.back().sampling.temperature = 0.7f + 0.1f * static_cast<float>(i);
+    params.back().sampling.logprobs = i % 2 == 0 ? 0 : -1;
+  }
+  params[0].sampling.top_k = 20;
+  params[1].sampling.top_p = 0.9f;
+  params[1].sampling.seed = 3;
+  params[2].sampling.min_p = 0.05f;
+  params[3].sampling.repetition_penalty = 1.1f;
+  params[3].sampling.seed = 42;
+  params[4].sampling.frequency_penalty = 0.5f;
+  params[4].sampling.presence_penalty = 0.5f;
+  params[5].n = 3;  // the fork step samples on the host; the siblings then on the executor
+  params[5].sampling.seed = 9;
+  FullSamplingExecutor executor(*model_, *backend_, num_blocks());
+  Engine engine(executor, *tokenizer_, EngineConfig{});
+  const Outcome got = run(engine, prompts, params);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got.tokens[i].size(), static_cast<size_t>(i == 5 ? 30 : 10)) << "request " << i;
+    for (int32_t token : got.tokens[i]) EXPECT_TRUE(token >= 0 && token < model_->config().vocab_size);
+    for (const SampleResult& s : got.samples[i]) {
+      EXPECT_TRUE(std::isfinite(s.logprob));
+      EXPECT_LE(s.logprob, 0.0f);
+    }
+  }
+  EXPECT_GT(executor.sample_steps, 0);
+  EXPECT_GT(executor.random_rows, 0);
+  EXPECT_GT(executor.penalized_rows, 0);
+  EXPECT_EQ(executor.host_rows_steps, 1);  // only the n = 3 request's fork
+  EXPECT_EQ(engine.metrics().num_device_sampled_steps, executor.sample_steps);
+}
+
+// A row asking for top logprobs needs the logits on the host: its steps fall back to the
+// Sampler (for every row of the step); the other steps stay on the executor.
+TEST_F(EngineDeviceSamplingTest, TopLogprobRowsFallBackToTheSampler) {
+  std::vector<std::vector<int32_t>> prompts = {slice(0, 30), slice(300, 25)};
+  std::vector<RequestParams> params = {greedy(4), greedy(12)};
+  params[0].sampling.logprobs = 3;
+  params[0].sampling.repetition_penalty = 1.2f;
+  params[1].sampling.temperature = 0.8f;
+  params[1].sampling.seed = 11;
+  Engine reference(*model_, *backend_, *tokenizer_, EngineConfig{});
+  const Outcome want = run(reference, prompts, params);
+
+  FullSamplingExecutor executor(*model_, *backend_, num_blocks());
+  Engine engine(executor, *tokenizer_, EngineConfig{});
+  const Outcome got = run(engine, prompts, params);
+  EXPECT_EQ(got.tokens[0], want.tokens[0]);
+  ASSERT_EQ(got.samples[0].size(), want.samples[0].size());
+  for (size_t t = 0; t < got.samples[0].size(); ++t) {
+    EXPECT_EQ(got.samples[0][t].top_logprobs, want.samples[0][t].top_logprobs);
+    EXPECT_EQ(got.samples[0][t].top_logprobs.size(), 3u);
+  }
+  EXPECT_EQ(got.tokens[1].size(), 12u);
+  EXPECT_EQ(executor.host_rows_steps, 4);  // the steps where request 0 samples
+  EXPECT_EQ(executor.sample_steps, 8);     // request 1's last 8, alone
+}
+
+// A seeded request's tokens depend on its seed and logits only: the same alone, again alone,
+// and in a batch of 8 beside other (seeded, unseeded, penalized) requests. Unseeded requests
+// get a seed each: two of them with the same prompt in one batch differ.
+TEST_F(EngineDeviceSamplingTest, SeededRowsAreReproducibleAcrossBatchCompositions) {
+  RequestParams seeded = greedy(16);
+  seeded.sampling.temperature = 0.8f;
+  seeded.sampling.top_p = 0.9f;
+  seeded.sampling.repetition_penalty = 1.1f;
+  seeded.sampling.seed = 42;
+  const std::vector<int32_t> prompt = slice(500, 24);
+  auto alone = [&]() {
+    FullSamplingExecutor executor(*model_, *backend_, num_blocks());
+    Engine engine(executor, *tokenizer_, EngineConfig{});
+    const Outcome out = run(engine, {prompt}, {seeded});
+    EXPECT_EQ(executor.host_rows_steps, 0);
+    return out.tokens[0];
+  };
+  const std::vector<int32_t> first = alone();
+  EXPECT_EQ(first.size(), 16u);
+  EXPECT_EQ(alone(), first);
+
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestParams> params;
+  for (int i = 0; i < 8; ++i) {
+    prompts.push_back(slice(61 * i, 8 + 9 * i));
+    params.push_back(greedy(6 + 3 * i));
+    params.back().sampling.temperature = 1.0f;
+    params.back().sampling.top_k = 50;
+    if (i % 3 == 0) params.back().sampling.seed = 100 + i;
+    if (i % 2 == 0) params.back().sampling.presence_penalty = 0.5f;
+  }
+  prompts[3] = prompt;  // the seeded request lands in row 3 (and rows shift as others end)
+  params[3] = seeded;
+  prompts[5] = prompts[6] = slice(700, 20);  // two unseeded twins
+  params[5] = params[6] = greedy(16);
+  params[5].sampling.temperature = params[6].sampling.temperature = 1.5f;
+  FullSamplingExecutor executor(*model_, *backend_, num_blocks());
+  Engine engine(executor, *tokenizer_, EngineConfig{});
+  const Outcome batched = run(engine, prompts, params);
+  EXPECT_EQ(batched.tokens[3], first);
+  EXPECT_NE(batched.tokens[5], batched.tokens[6]);
+  EXPECT_EQ(executor.host_rows_steps, 0);
 }
 
 }  // namespace

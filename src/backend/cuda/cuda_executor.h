@@ -31,7 +31,7 @@ struct CudaExecutorOptions {
   // (`--batch-invariant`): a row's result does not depend on what else is in the batch, with
   // algorithms tuned at start (gemm_policy.h, cublaslt_gemm.h).
   GemmPolicy gemm;
-  bool device_sampling = true;           // greedy rows are sampled on the GPU (forward_greedy)
+  bool device_sampling = true;           // rows are sampled on the GPU (forward_sample / forward_greedy)
   bool quiet = false;                    // no progress or summary on stderr
 };
 

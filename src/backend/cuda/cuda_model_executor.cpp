@@ -102,6 +102,11 @@ Expected<std::unique_ptr<CudaModelExecutor>> CudaModelExecutor::create(const Lla
         !s) {
       return s;
     }
+    if (Status s = cuda_status(e->sample_params_.allocate(e->logits_host_rows_ * sizeof(SampleRowParams)),
+                               "sampling params");
+        !s) {
+      return s;
+    }
     const size_t sampled_bytes = e->logits_host_rows_ * (sizeof(int32_t) + sizeof(float));
     if (Status s = cuda_status(e->sampled_.allocate(sampled_bytes), "sampled tokens"); !s) return s;
     if (Status s = cuda_status(e->sampled_host_.allocate(sampled_bytes), "pinned sampled tokens"); !s) return s;
@@ -369,10 +374,22 @@ void CudaModelExecutor::finish_rows(int32_t first, int32_t count, bool greedy) {
     return;
   }
   SampleArgs args;
-  args.logits = model_->logits_buffer();  // greedy rows have no penalties: read, not written
+  // Greedy rows have no penalties: read, not written. With penalties the kernel overwrites
+  // the rows in place, which is fine: the next step recomputes them.
+  args.logits = model_->logits_buffer();
   args.rows = count;
   args.vocab = static_cast<int32_t>(vocab);
-  args.params = greedy_params_.get<SampleRowParams>();
+  if (active_params_ != nullptr) {
+    args.params = active_params_ + first;
+    if (active_penalties_ > 0) {
+      const size_t cap = penalty_capacity_;
+      args.penalty_tokens = penalties_.get<int32_t>();
+      args.penalty_counts = penalties_.get<int32_t>() + cap;
+      args.penalty_scratch = reinterpret_cast<float*>(penalties_.get<int32_t>() + 2 * cap);
+    }
+  } else {
+    args.params = greedy_params_.get<SampleRowParams>();
+  }
   args.out_tokens = sampled_.get<int32_t>() + first;
   args.out_logprobs = reinterpret_cast<float*>(sampled_.get<int32_t>() + logits_host_rows_) + first;
   sample_tokens(args, stream_);
@@ -465,11 +482,74 @@ std::span<const float> CudaModelExecutor::forward(const ForwardBatch& batch) {
 
 std::span<const GreedySample> CudaModelExecutor::forward_greedy(const ForwardBatch& batch) {
   const int32_t m = run(batch, /*greedy=*/true);
+  return read_samples(m);
+}
+
+void CudaModelExecutor::upload_sampling(const SampleBatch& sampling, int32_t rows) {
+  if (sampling.rows.size() != static_cast<size_t>(rows) || static_cast<size_t>(rows) > logits_host_rows_ ||
+      sampling.penalty_tokens.size() != sampling.penalty_counts.size()) {
+    cuda_fail("CudaModelExecutor::forward_sample", __FILE__, __LINE__,
+              "one RowSampleParams per logit row and one count per penalty token are required");
+  }
+  sample_params_host_.resize(static_cast<size_t>(rows));
+  for (int32_t i = 0; i < rows; ++i) {
+    const RowSampleParams& r = sampling.rows[static_cast<size_t>(i)];
+    SampleRowParams& p = sample_params_host_[static_cast<size_t>(i)];
+    p.temperature = r.temperature;
+    p.top_k = r.top_k;
+    p.top_p = r.top_p;
+    p.min_p = r.min_p;
+    p.repetition_penalty = r.repetition_penalty;
+    p.frequency_penalty = r.frequency_penalty;
+    p.presence_penalty = r.presence_penalty;
+    p.seed = r.seed;
+    p.offset = r.offset;
+    p.penalty_begin = r.penalty_begin;
+    p.penalty_end = r.penalty_end;
+  }
+  const size_t entries = sampling.penalty_tokens.size();
+  if (entries > penalty_capacity_) {
+    size_t cap = std::max<size_t>(penalty_capacity_ * 2, 4096);
+    while (cap < entries) cap *= 2;
+    FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    FOLIO_CUDA_CHECK(penalties_.allocate(3 * cap * sizeof(int32_t)));
+    penalty_capacity_ = cap;
+  }
+  // Pageable sources: each copy returns once its source has been staged, and the stream
+  // orders it before the kernel that reads it.
+  FOLIO_CUDA_CHECK(cudaMemcpyAsync(sample_params_.get(), sample_params_host_.data(),
+                                   static_cast<size_t>(rows) * sizeof(SampleRowParams), cudaMemcpyHostToDevice,
+                                   stream_));
+  if (entries > 0) {
+    penalties_host_.resize(2 * entries);
+    std::copy(sampling.penalty_tokens.begin(), sampling.penalty_tokens.end(), penalties_host_.begin());
+    std::copy(sampling.penalty_counts.begin(), sampling.penalty_counts.end(),
+              penalties_host_.begin() + static_cast<std::ptrdiff_t>(entries));
+    int32_t* d = penalties_.get<int32_t>();
+    FOLIO_CUDA_CHECK(cudaMemcpyAsync(d, penalties_host_.data(), entries * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                     stream_));
+    FOLIO_CUDA_CHECK(cudaMemcpyAsync(d + penalty_capacity_, penalties_host_.data() + entries,
+                                     entries * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  }
+  active_params_ = sample_params_.get<SampleRowParams>();
+  active_penalties_ = static_cast<int32_t>(entries);
+}
+
+std::span<const GreedySample> CudaModelExecutor::read_samples(int32_t m) {
   const int32_t* tokens = sampled_host_.get<int32_t>();
   const auto* logprobs = reinterpret_cast<const float*>(tokens + logits_host_rows_);
   greedy_out_.resize(static_cast<size_t>(m));
   for (int32_t i = 0; i < m; ++i) greedy_out_[static_cast<size_t>(i)] = GreedySample{tokens[i], logprobs[i]};
   return greedy_out_;
+}
+
+std::span<const GreedySample> CudaModelExecutor::forward_sample(const ForwardBatch& batch,
+                                                                const SampleBatch& sampling) {
+  upload_sampling(sampling, static_cast<int32_t>(batch.logit_rows.size()));
+  const int32_t m = run(batch, /*greedy=*/true);
+  active_params_ = nullptr;
+  active_penalties_ = 0;
+  return read_samples(m);
 }
 
 std::vector<uint16_t> CudaModelExecutor::read_block(int32_t layer, bool values, int32_t block) {

@@ -38,6 +38,13 @@ class CudaModelExecutor final : public ModelExecutor {
   std::span<const float> forward(const ForwardBatch& batch) override;
   bool can_sample_greedy() const override { return options_.device_sampling; }
   std::span<const GreedySample> forward_greedy(const ForwardBatch& batch) override;
+  // Every SamplingParams the sample_tokens kernel implements (all of them; top logprobs and
+  // beams are the engine's to route to the host).
+  bool can_sample(const SamplingParams& params) const override {
+    (void)params;
+    return options_.device_sampling;
+  }
+  std::span<const GreedySample> forward_sample(const ForwardBatch& batch, const SampleBatch& sampling) override;
 
   const CudaExecutorStats& stats() const { return stats_; }
   void reset_stats();
@@ -66,6 +73,10 @@ class CudaModelExecutor final : public ModelExecutor {
   // sampled_. Returns the number of logit rows; the caller synchronizes.
   int32_t run(const ForwardBatch& batch, bool greedy);
   void finish_rows(int32_t first, int32_t count, bool greedy);
+  // Copies a SampleBatch's rows and penalty entries to the device (forward_sample) and points
+  // finish_rows at them; greedy runs otherwise use greedy_params_.
+  void upload_sampling(const SampleBatch& sampling, int32_t rows);
+  std::span<const GreedySample> read_samples(int32_t rows);
 
   CudaExecutorOptions options_;
   std::unique_ptr<CudaModel> model_;
@@ -103,6 +114,15 @@ class CudaModelExecutor final : public ModelExecutor {
   DeviceBuffer sampled_;           // (max rows,) int32 tokens, then (max rows,) fp32 logprobs
   PinnedBuffer sampled_host_;      // the same, on the host
   std::vector<GreedySample> greedy_out_;  // (rows of the last forward_greedy)
+  // General GPU sampling (forward_sample): per-row params, and the penalty lists
+  // [tokens | counts | scratch] grown on demand; null pointers while greedy_params_ serve.
+  DeviceBuffer sample_params_;     // (max rows,) SampleRowParams
+  DeviceBuffer penalties_;         // 3 * penalty_capacity_ int32/fp32
+  size_t penalty_capacity_ = 0;
+  std::vector<SampleRowParams> sample_params_host_;
+  std::vector<int32_t> penalties_host_;
+  const SampleRowParams* active_params_ = nullptr;
+  int32_t active_penalties_ = 0;
   cudaEvent_t step_start_ = nullptr, layers_done_ = nullptr, step_done_ = nullptr;
 
   std::map<std::pair<int32_t, int32_t>, cudaGraphExec_t> graphs_;

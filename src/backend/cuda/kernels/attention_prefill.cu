@@ -784,6 +784,308 @@ __global__ void __launch_bounds__(kV2Threads, 2)
   }
 }
 
+// --- PrefillKernel::kRows128v3 --------------------------------------------------------------
+//
+// kRows128v2 with its register spills removed. v2 keeps S for a whole 64-key tile live next to
+// O (2 x 64 + 2 x 128 fp32 per thread at head_dim 128: 255 registers and ~124 B of spills).
+// v3 copies K/V in the same 64-key tiles (same ring, same one barrier per tile, same slot
+// staging) but computes each tile as two 32-key sub-steps: S is 2 x 32 fp32 registers, the
+// K/V fragments still feed 4 mma.sync each (two m16 row tiles x two n8 halves of an x4
+// ldmatrix), and Q fragments are reloaded per sub-step. P is packed to fp16 right after its
+// exp2, so the fp32 scores die before P V. A warp skips a 32-key sub-step that lies wholly
+// after its last row or at/after context_len (finer causal cut than v2's 64 keys).
+// Numerics: online softmax over 32-key steps from key 0 (raw-score max, one FMA, then
+// ex2.approx.ftz), so a row's bits depend only on its own position, query_len and
+// context_len (a skipped sub-step is one that would leave the row's state unchanged): batch
+// invariance holds. The bits differ from v2's (different softmax step), not the accuracy.
+constexpr int kV3SubN = 32;
+
+// ldmatrix from a precomputed shared-memory address (the kernel folds the swizzle into a
+// per-lane base plus compile-time offsets instead of recomputing it from pointers).
+__device__ __forceinline__ void ldmatrix_x4_addr(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans_addr(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+
+template <int kHeadDim>
+__global__ void __launch_bounds__(kV2Threads, 2)
+    prefill_v3_kernel(const PagedAttentionArgs args, bool skip_single_query) {
+  using S = V2PrefillShape<kHeadDim>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* kv_smem = q_smem + S::kQHalfs;  // [stage][K|V][kBlockN][kHeadDim], swizzled
+
+  const int head = blockIdx.x;
+  const int seq = blockIdx.y;
+  const int tile = gridDim.z - 1 - blockIdx.z;
+  const int query_start = args.cu_query_starts[seq];
+  const int query_len = args.cu_query_starts[seq + 1] - query_start;
+  const int m0 = tile * kV2BlockM;
+  if (m0 >= query_len || (skip_single_query && query_len == 1)) return;
+
+  const KvLayerView& cache = args.cache;
+  const int context_len = args.context_lens[seq];
+  const int pos0 = context_len - query_len + m0;
+  const int kv_head = head / (args.num_heads / cache.num_kv_heads);
+  const int kv_end = min(context_len, pos0 + kV2BlockM);
+  const int num_tiles = (kv_end + kBlockN - 1) / kBlockN;
+  const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
+  const BlockIndexer indexer(cache.block_size);
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int group_row = lane / 4;
+  const int quad_lane = lane % 4;
+
+#pragma unroll
+  for (int i = 0; i < S::kQHalfs / 8 / kV2Threads; ++i) {
+    const int c = tid + i * kV2Threads;
+    const int row = c / S::kChunks;
+    const int chunk = c % S::kChunks;
+    const bool valid = m0 + row < query_len;
+    const uint16_t* src = args.q;
+    if (valid) {
+      src += (static_cast<size_t>(query_start + m0 + row) * args.num_heads + head) * kHeadDim + chunk * 8;
+    }
+    cp_async_16(q_smem + swizzled<kHeadDim>(row, chunk), src, valid);
+  }
+
+  constexpr int kKvPasses = S::kKvHalfs / 8 / kV2Threads;
+  constexpr int kKvRowsPerPass = kV2Threads / S::kChunks;
+  const int kv_row = tid / S::kChunks;
+  const int kv_chunk = tid % S::kChunks;
+  int* slot_smem = reinterpret_cast<int*>(kv_smem + 2 * 2 * S::kKvHalfs);  // [2][kBlockN]
+  auto slot_delta_of = [&](int kv_tile) {
+    const int key = kv_tile * kBlockN + tid;
+    if (tid >= kBlockN || key >= kv_end) return 0;
+    const int logical = indexer.pow2 ? key >> indexer.shift : key / indexer.size;
+    return (__ldg(block_table + logical) - logical) * indexer.size;
+  };
+  // Copy of one K/V tile. Everything but the row's slot is recomputed from kernel arguments
+  // (cheap integer math once per tile) instead of being kept live across the loop.
+  auto load_kv = [&](int kv_tile, int stage) {
+    const size_t token_stride = static_cast<size_t>(args.cache.num_kv_heads) * kHeadDim;
+    const size_t head_offset = static_cast<size_t>(kv_head) * kHeadDim + kv_chunk * 8;
+    uint16_t* k_dst = kv_smem + stage * 2 * S::kKvHalfs;
+    uint16_t* v_dst = k_dst + S::kKvHalfs;
+    const int* slot_delta = slot_smem + stage * kBlockN;
+#pragma unroll
+    for (int i = 0; i < kKvPasses; ++i) {
+      const int row = kv_row + i * kKvRowsPerPass;
+      const int key = kv_tile * kBlockN + row;
+      const bool valid = key < kv_end;
+      const size_t offset =
+          valid ? static_cast<size_t>(key + slot_delta[row]) * token_stride + head_offset : 0;
+      const int dst = swizzled<kHeadDim>(row, kv_chunk);
+      cp_async_16(k_dst + dst, args.cache.k + offset, valid);
+      cp_async_16(v_dst + dst, args.cache.v + offset, valid);
+    }
+  };
+
+  if (tid < kBlockN) {
+    slot_smem[tid] = slot_delta_of(0);
+    slot_smem[kBlockN + tid] = slot_delta_of(1);
+  }
+  int next_slot = slot_delta_of(2);  // tile j+2's at the top of iteration j
+  __syncthreads();
+  load_kv(0, 0);
+  cp_async_commit();  // group 0: Q and K/V tile 0
+
+  float o[kV2MTiles][kHeadDim / 8][4];
+#pragma unroll
+  for (int mt = 0; mt < kV2MTiles; ++mt)
+#pragma unroll
+    for (int nb = 0; nb < kHeadDim / 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][nb][e] = 0.0f;
+  float row_max[kV2MTiles][2];
+  float row_sum[kV2MTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kV2MTiles; ++mt) {
+    row_max[mt][0] = row_max[mt][1] = -INFINITY;
+    row_sum[mt][0] = row_sum[mt][1] = 0.0f;
+  }
+  const float score_scale = args.scale * kLog2e;
+  const int warp_row0 = warp * kV2WarpRows;
+  const int warp_pos0 = pos0 + warp_row0;
+  // Keys this warp can see: < min(context_len, its last row's position + 1); 0 if no rows.
+  const int warp_key_end = m0 + warp_row0 < query_len ? min(context_len, warp_pos0 + kV2WarpRows) : 0;
+  // Per-lane shared-memory byte offsets of the fragments (swizzle folded in; ks / p / kk / dp
+  // are compile-time and (row & 7) is the same for every row a lane touches in one ldmatrix).
+  const uint32_t q_base = smem_address(q_smem) +
+      2u * static_cast<uint32_t>((warp_row0 + lane % 16) * kHeadDim);
+  const int q_chunk = lane / 16;
+  const int q_xor = lane % 8;  // (warp_row0 + mt * 16 + lane % 16) & 7
+  const int k_row = lane % 8 + (lane / 16) * 8;
+  const int k_chunk = (lane / 8) % 2;
+  const int v_row = lane % 8 + ((lane / 8) % 2) * 8;
+  const int v_chunk = lane / 16;
+  const int lane_xor = lane % 8;  // == k_row & 7 == v_row & 7
+
+  for (int j = 0; j < num_tiles; ++j) {
+    const int stage = j & 1;
+    cp_async_wait<0>();
+    __syncthreads();  // tile j (and Q) visible to all; every warp is done with tile j-1
+    if (j + 1 < num_tiles) load_kv(j + 1, stage ^ 1);
+    cp_async_commit();
+    // Stage `stage`'s slots (tile j's) were last read before this barrier: refill with j+2's.
+    if (tid < kBlockN) slot_smem[stage * kBlockN + tid] = next_slot;
+    next_slot = slot_delta_of(j + 3);
+
+    const uint32_t k_base = smem_address(kv_smem) + 2u * static_cast<uint32_t>(stage * 2 * S::kKvHalfs);
+    const uint32_t v_base = k_base + 2u * S::kKvHalfs;
+#pragma unroll 1
+    for (int h = 0; h < kBlockN / kV3SubN; ++h) {
+      const int key0 = j * kBlockN + h * kV3SubN;
+      if (key0 >= warp_key_end) continue;  // wholly after the warp's rows (or no rows)
+
+      float s[kV2MTiles][kV3SubN / 8][4];
+#pragma unroll
+      for (int mt = 0; mt < kV2MTiles; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < kV3SubN / 8; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nb][e] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+        uint32_t qa[kV2MTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < kV2MTiles; ++mt) {
+          ldmatrix_x4_addr(qa[mt], q_base + 2u * (mt * 16 * kHeadDim) +
+                                       16u * static_cast<uint32_t>((ks * 2 + q_chunk) ^ q_xor));
+        }
+#pragma unroll
+        for (int p = 0; p < kV3SubN / 16; ++p) {
+          uint32_t b[4];
+          ldmatrix_x4_addr(b, k_base + 2u * static_cast<uint32_t>((h * kV3SubN + 16 * p + k_row) * kHeadDim) +
+                                  16u * static_cast<uint32_t>((ks * 2 + k_chunk) ^ lane_xor));
+#pragma unroll
+          for (int mt = 0; mt < kV2MTiles; ++mt) {
+            mma_16816(s[mt][2 * p], qa[mt], b[0], b[1]);
+            mma_16816(s[mt][2 * p + 1], qa[mt], b[2], b[3]);
+          }
+        }
+      }
+
+      if (key0 + kV3SubN - 1 > warp_pos0 || key0 + kV3SubN > context_len) {
+#pragma unroll
+        for (int mt = 0; mt < kV2MTiles; ++mt) {
+#pragma unroll
+          for (int nb = 0; nb < kV3SubN / 8; ++nb) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int key = key0 + nb * 8 + 2 * quad_lane + (e & 1);
+              const int position = warp_pos0 + mt * 16 + group_row + (e >= 2 ? 8 : 0);
+              if (key > position || key >= context_len) s[mt][nb][e] = -INFINITY;
+            }
+          }
+        }
+      }
+      float alphas[kV2MTiles][2];
+      bool max_moved = false;
+      uint32_t pa[kV2MTiles][kV3SubN / 16][4];  // P as fp16 A fragments
+#pragma unroll
+      for (int mt = 0; mt < kV2MTiles; ++mt) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float tile_max = -INFINITY;
+#pragma unroll
+          for (int nb = 0; nb < kV3SubN / 8; ++nb) {
+            tile_max = fmaxf(tile_max, fmaxf(s[mt][nb][2 * half], s[mt][nb][2 * half + 1]));
+          }
+          tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+          tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+          // Finite: key 0 is visible to every row in sub-step 0, and row_max carries it after.
+          const float new_max = fmaxf(row_max[mt][half], tile_max);
+          const float alpha = exp2_ftz((row_max[mt][half] - new_max) * score_scale);
+          row_max[mt][half] = new_max;
+          const float neg_max_scaled = -new_max * score_scale;
+          float sum = 0.0f;
+#pragma unroll
+          for (int nb = 0; nb < kV3SubN / 8; ++nb) {
+            const float p0 = exp2_ftz(fmaf(s[mt][nb][2 * half], score_scale, neg_max_scaled));
+            const float p1 = exp2_ftz(fmaf(s[mt][nb][2 * half + 1], score_scale, neg_max_scaled));
+            sum += p0 + p1;
+            // A fragment of k-step nb / 2: regs {row lo k0-7, row hi k0-7, row lo k8-15, row hi k8-15}.
+            pa[mt][nb / 2][(nb % 2) * 2 + half] = pack_half2(p0, p1);
+          }
+          row_sum[mt][half] = row_sum[mt][half] * alpha + sum;
+          alphas[mt][half] = alpha;
+          max_moved |= alpha != 1.0f;
+        }
+      }
+      // Rescale O only when some row's max moved (x * 1.0f == x, so skipping is exact).
+      if (__any_sync(0xffffffffu, max_moved)) {
+#pragma unroll
+        for (int mt = 0; mt < kV2MTiles; ++mt)
+#pragma unroll
+          for (int nb = 0; nb < kHeadDim / 8; ++nb) {
+            o[mt][nb][0] *= alphas[mt][0];
+            o[mt][nb][1] *= alphas[mt][0];
+            o[mt][nb][2] *= alphas[mt][1];
+            o[mt][nb][3] *= alphas[mt][1];
+          }
+      }
+
+#pragma unroll
+      for (int kk = 0; kk < kV3SubN / 16; ++kk) {
+#pragma unroll
+        for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+          uint32_t b[4];
+          ldmatrix_x4_trans_addr(b, v_base + 2u * static_cast<uint32_t>((h * kV3SubN + 16 * kk + v_row) * kHeadDim) +
+                                        16u * static_cast<uint32_t>((dp * 2 + v_chunk) ^ lane_xor));
+#pragma unroll
+          for (int mt = 0; mt < kV2MTiles; ++mt) {
+            mma_16816(o[mt][2 * dp], pa[mt][kk], b[0], b[1]);
+            mma_16816(o[mt][2 * dp + 1], pa[mt][kk], b[2], b[3]);
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // no copy may outlive the CTA's shared memory
+
+#pragma unroll
+  for (int mt = 0; mt < kV2MTiles; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float sum = row_sum[mt][half];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = 1.0f / sum;
+      const int row = warp_row0 + mt * 16 + group_row + half * 8;
+      if (m0 + row >= query_len) continue;
+      uint16_t* dst = args.out + (static_cast<size_t>(query_start + m0 + row) * args.num_heads + head) * kHeadDim;
+#pragma unroll
+      for (int nb = 0; nb < kHeadDim / 8; ++nb) {
+        *reinterpret_cast<uint32_t*>(dst + nb * 8 + 2 * quad_lane) =
+            pack_bf162(o[mt][nb][2 * half] * inv, o[mt][nb][2 * half + 1] * inv);
+      }
+    }
+  }
+}
+
+template <int kHeadDim>
+void launch_prefill_v3(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
+  using S = V2PrefillShape<kHeadDim>;
+  static const bool attribute_set = [] {
+    cudaFuncSetAttribute(prefill_v3_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(S::kSmemBytes));
+    return true;
+  }();
+  (void)attribute_set;
+  const dim3 grid(args.num_heads, args.num_seqs, (args.max_query_len + kV2BlockM - 1) / kV2BlockM);
+  prefill_v3_kernel<kHeadDim><<<grid, kV2Threads, S::kSmemBytes, stream>>>(args, skip_single_query);
+}
+
 template <int kHeadDim>
 void launch_prefill_v2(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
   using S = V2PrefillShape<kHeadDim>;
@@ -831,6 +1133,14 @@ void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, Pref
   assert(args.num_heads % args.cache.num_kv_heads == 0);
   if (args.num_seqs == 0 || args.max_query_len <= 0) return;
   const bool skip_single_query = rows == PrefillRows::kMultiTokenOnly;
+  if (kernel == PrefillKernel::kRows128v3) {
+    if (args.cache.head_dim == 64) {
+      launch_prefill_v3<64>(args, skip_single_query, stream);
+    } else {
+      launch_prefill_v3<128>(args, skip_single_query, stream);
+    }
+    return;
+  }
   if (kernel == PrefillKernel::kRows128v2) {
     if (args.cache.head_dim == 64) {
       launch_prefill_v2<64>(args, skip_single_query, stream);

@@ -136,7 +136,7 @@ void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace wor
 // attention.prefill_v2, run last, and last in --bench); kDefaultPrefillKernel is what the
 // dispatcher and the executor use.
 enum class PrefillRows { kAll, kMultiTokenOnly };
-enum class PrefillKernel { kRows64, kRows128, kRows128v2 };
+enum class PrefillKernel { kRows64, kRows128, kRows128v2, kRows128v3 };
 inline constexpr PrefillKernel kDefaultPrefillKernel = PrefillKernel::kRows128v2;  // H200, 8k causal: 318 TFLOP/s (kRows128 289, kRows64 230)
 void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream,
                              PrefillRows rows = PrefillRows::kAll,
