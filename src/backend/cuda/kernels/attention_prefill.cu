@@ -920,15 +920,16 @@ __global__ void __launch_bounds__(kV2Threads, 2)
   const int warp_key_end = m0 + warp_row0 < query_len ? min(context_len, warp_pos0 + kV2WarpRows) : 0;
   // Per-lane shared-memory byte offsets of the fragments (swizzle folded in; ks / p / kk / dp
   // are compile-time and (row & 7) is the same for every row a lane touches in one ldmatrix).
-  const uint32_t q_base = smem_address(q_smem) +
-      2u * static_cast<uint32_t>((warp_row0 + lane % 16) * kHeadDim);
-  const int q_chunk = lane / 16;
-  const int q_xor = lane % 8;  // (warp_row0 + mt * 16 + lane % 16) & 7
-  const int k_row = lane % 8 + (lane / 16) * 8;
-  const int k_chunk = (lane / 8) % 2;
-  const int v_row = lane % 8 + ((lane / 8) % 2) * 8;
-  const int v_chunk = lane / 16;
-  const int lane_xor = lane % 8;  // == k_row & 7 == v_row & 7
+  // Chunk 2 * step + c of row r sits at byte 16 * ((2 * step + c) ^ (r & 7)) of its row, which is
+  // (16 * (c ^ (r & 7))) ^ (32 * step): one per-lane offset per operand, XORed with a
+  // compile-time constant per k-step (the row term lies above bit 7, the XOR cannot reach it).
+  const uint32_t q_base = smem_address(q_smem);
+  const uint32_t q_lane = 2u * static_cast<uint32_t>((warp_row0 + lane % 16) * kHeadDim) +
+                          16u * static_cast<uint32_t>((lane / 16) ^ (lane % 8));
+  const uint32_t k_lane = 2u * static_cast<uint32_t>((lane % 8 + (lane / 16) * 8) * kHeadDim) +
+                          16u * static_cast<uint32_t>(((lane / 8) % 2) ^ (lane % 8));
+  const uint32_t v_lane = 2u * static_cast<uint32_t>((lane % 8 + ((lane / 8) % 2) * 8) * kHeadDim) +
+                          16u * static_cast<uint32_t>((lane / 16) ^ (lane % 8));
 
   for (int j = 0; j < num_tiles; ++j) {
     const int stage = j & 1;
@@ -946,6 +947,8 @@ __global__ void __launch_bounds__(kV2Threads, 2)
     for (int h = 0; h < kBlockN / kV3SubN; ++h) {
       const int key0 = j * kBlockN + h * kV3SubN;
       if (key0 >= warp_key_end) continue;  // wholly after the warp's rows (or no rows)
+      const uint32_t k_sub = k_base + 2u * static_cast<uint32_t>(h * kV3SubN * kHeadDim);
+      const uint32_t v_sub = v_base + 2u * static_cast<uint32_t>(h * kV3SubN * kHeadDim);
 
       float s[kV2MTiles][kV3SubN / 8][4];
 #pragma unroll
@@ -959,14 +962,12 @@ __global__ void __launch_bounds__(kV2Threads, 2)
         uint32_t qa[kV2MTiles][4];
 #pragma unroll
         for (int mt = 0; mt < kV2MTiles; ++mt) {
-          ldmatrix_x4_addr(qa[mt], q_base + 2u * (mt * 16 * kHeadDim) +
-                                       16u * static_cast<uint32_t>((ks * 2 + q_chunk) ^ q_xor));
+          ldmatrix_x4_addr(qa[mt], q_base + 2u * (mt * 16 * kHeadDim) + (q_lane ^ (32u * ks)));
         }
 #pragma unroll
         for (int p = 0; p < kV3SubN / 16; ++p) {
           uint32_t b[4];
-          ldmatrix_x4_addr(b, k_base + 2u * static_cast<uint32_t>((h * kV3SubN + 16 * p + k_row) * kHeadDim) +
-                                  16u * static_cast<uint32_t>((ks * 2 + k_chunk) ^ lane_xor));
+          ldmatrix_x4_addr(b, k_sub + 2u * (16 * p * kHeadDim) + (k_lane ^ (32u * ks)));
 #pragma unroll
           for (int mt = 0; mt < kV2MTiles; ++mt) {
             mma_16816(s[mt][2 * p], qa[mt], b[0], b[1]);
@@ -1040,8 +1041,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
 #pragma unroll
         for (int dp = 0; dp < kHeadDim / 16; ++dp) {
           uint32_t b[4];
-          ldmatrix_x4_trans_addr(b, v_base + 2u * static_cast<uint32_t>((h * kV3SubN + 16 * kk + v_row) * kHeadDim) +
-                                        16u * static_cast<uint32_t>((dp * 2 + v_chunk) ^ lane_xor));
+          ldmatrix_x4_trans_addr(b, v_sub + 2u * (16 * kk * kHeadDim) + (v_lane ^ (32u * dp)));
 #pragma unroll
           for (int mt = 0; mt < kV2MTiles; ++mt) {
             mma_16816(o[mt][2 * dp], pa[mt][kk], b[0], b[1]);
