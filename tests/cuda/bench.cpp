@@ -79,7 +79,8 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     const bool is_default = kernel == kDefaultPrefillKernel;
     const char* kernel_name = kernel == PrefillKernel::kRows64    ? "rows64"
                               : kernel == PrefillKernel::kRows128 ? "rows128"
-                                                                  : "rows128v2";
+                              : kernel == PrefillKernel::kRows128v2 ? "rows128v2"
+                                                                    : "rows128v3";
     const std::string name = is_default ? std::string(base_name) : std::string(base_name) + "_" + kernel_name;
     AttentionProblem p;
     p.head_dim = dim;
@@ -95,7 +96,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
                 is_default ? " (default)" : "");
     std::fflush(stdout);
   };
-  // The new variant (kRows128v2) runs at the very end of the benchmarks, so that a fault in it
+  // The new variants (kRows128v2, then kRows128v3) run at the very end of the benchmarks, so that a fault in it
   // cannot hide the other results; the established kernels (and the default, if it is not v2)
   // run here.
   for (const PrefillKernel kernel : {PrefillKernel::kRows64, PrefillKernel::kRows128}) {
@@ -161,6 +162,11 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   prefill("attn_prefill_causal_8k_b4", 4, 8192, 32, 8, 128, PrefillKernel::kRows128v2);
   prefill("attn_prefill_causal_1k_b16_smollm_h9_3_d64", 16, 1024, 9, 3, 64, PrefillKernel::kRows128v2);
   sync_or_die("benchmarks (v2 prefill)");
+  std::fflush(stdout);
+  // kRows128v3 last of all (a fault there cannot hide the v2 numbers either).
+  prefill("attn_prefill_causal_8k_b4", 4, 8192, 32, 8, 128, PrefillKernel::kRows128v3);
+  prefill("attn_prefill_causal_1k_b16_smollm_h9_3_d64", 16, 1024, 9, 3, 64, PrefillKernel::kRows128v3);
+  sync_or_die("benchmarks (v3 prefill)");
 }
 
 }  // namespace folio::cuda::check

@@ -94,8 +94,11 @@ const ForcedPolicy kForcedPolicies[] = {
 };
 
 // Set while the attention.prefill_v2 group runs: run_case and check_invariance then exercise
-// only PrefillKernel::kRows128v2 (the other kernels' results are already reported).
+// only g_new_kernel (kRows128v2 or kRows128v3; the other kernels' results are already reported).
 bool g_v2_pass = false;
+// The kernel that pass exercises: kRows128v2 (attention.prefill_v2) or kRows128v3
+// (attention.prefill_v3, registered after it, so it runs last of all).
+PrefillKernel g_new_kernel = PrefillKernel::kRows128v2;
 
 void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rng, const Options& opt) {
   p.build(rng);
@@ -145,9 +148,13 @@ void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rn
   if (g_v2_pass) {
     // Only the new prefill variant (its own check group, run last: a fault there cannot hide
     // the results of the others).
-    run_kernel(decode_only ? "prefill128v2_on_decode" : "prefill128v2_all_rows",
-               [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, PrefillKernel::kRows128v2); },
-               "128-row v2 prefill kernel (4 warps x 32 rows)" + std::string(decode_only ? "" : ", decode rows too"));
+    const bool v3 = g_new_kernel == PrefillKernel::kRows128v3;
+    const std::string tag = v3 ? "prefill128v3" : "prefill128v2";
+    run_kernel(tag + (decode_only ? "_on_decode" : "_all_rows"),
+               [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, g_new_kernel); },
+               std::string(v3 ? "128-row v3 prefill kernel (4 warps x 32 rows, 32-key steps)"
+                              : "128-row v2 prefill kernel (4 warps x 32 rows)") +
+                   (decode_only ? "" : ", decode rows too"));
   } else {
   const int32_t most_splits = decode_num_splits(p.max_context_len);
   run_kernel("dispatch", [&] { paged_attention(args, ws, opt.sm_count, nullptr); },
@@ -414,10 +421,11 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
     }  // !g_v2_pass
     // Each prefill kernel shape on its own (the dispatcher above uses the default one).
     const std::vector<PrefillKernel> kernels =
-        g_v2_pass ? std::vector<PrefillKernel>{PrefillKernel::kRows128v2}
+        g_v2_pass ? std::vector<PrefillKernel>{g_new_kernel}
                   : std::vector<PrefillKernel>{PrefillKernel::kRows64, PrefillKernel::kRows128};
     for (const PrefillKernel kernel : kernels) {
-      const char* kernel_name = kernel == PrefillKernel::kRows64 ? "64" : kernel == PrefillKernel::kRows128 ? "128" : "128v2";
+      const char* kernel_name = kernel == PrefillKernel::kRows64 ? "64" : kernel == PrefillKernel::kRows128 ? "128"
+                              : kernel == PrefillKernel::kRows128v2 ? "128v2" : "128v3";
       const auto mixed_k = run_sub_batch(p, mixed, 0, 0, opt, kernel);
       const auto mixed_graph_k = run_sub_batch(p, mixed, 3, 65536, opt, kernel);
       for (int32_t t : prefill_targets) {
@@ -441,11 +449,23 @@ Register r3("attention.invariance", check_invariance);
 // in "_v2", so check_main runs it after every other group.
 void check_prefill_v2(const Options& opt, std::mt19937_64& rng) {
   g_v2_pass = true;
+  g_new_kernel = PrefillKernel::kRows128v2;
   check_prefill(opt, rng);
   check_invariance(opt, rng);
   g_v2_pass = false;
 }
 Register r4("attention.prefill_v2", check_prefill_v2);
+// The same for kRows128v3 (name ends in "_v3": also run after the established groups, and
+// after prefill_v2 since it registers later).
+void check_prefill_v3(const Options& opt, std::mt19937_64& rng) {
+  g_v2_pass = true;
+  g_new_kernel = PrefillKernel::kRows128v3;
+  check_prefill(opt, rng);
+  check_invariance(opt, rng);
+  g_new_kernel = PrefillKernel::kRows128v2;
+  g_v2_pass = false;
+}
+Register r5("attention.prefill_v3", check_prefill_v3);
 
 }  // namespace
 }  // namespace folio::cuda::check

@@ -56,10 +56,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   int ran = 0;
-  // Groups whose name ends in "_v2" (new kernel variants) run after all the others, so that
+  // Groups whose name ends in "_v2" or "_v3" (new kernel variants) run after all the others, so that
   // a fault in a new kernel (which aborts the run) cannot hide the established results.
   auto is_new = [](const std::string& name) {
-    return name.size() >= 3 && name.compare(name.size() - 3, 3, "_v2") == 0;
+    return name.size() >= 3 && (name.compare(name.size() - 3, 3, "_v2") == 0 ||
+                                name.compare(name.size() - 3, 3, "_v3") == 0);
   };
   for (int pass = 0; pass < 2; ++pass)
   for (const Check& c : registry()) {

@@ -20,6 +20,7 @@
 // the last key the tile's last row can see.
 #include <cassert>
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
@@ -786,18 +787,22 @@ __global__ void __launch_bounds__(kV2Threads, 2)
 
 // --- PrefillKernel::kRows128v3 --------------------------------------------------------------
 //
-// kRows128v2 with its register spills removed. v2 keeps S for a whole 64-key tile live next to
-// O (2 x 64 + 2 x 128 fp32 per thread at head_dim 128: 255 registers and ~124 B of spills).
-// v3 copies K/V in the same 64-key tiles (same ring, same one barrier per tile, same slot
-// staging) but computes each tile as two 32-key sub-steps: S is 2 x 32 fp32 registers, the
-// K/V fragments still feed 4 mma.sync each (two m16 row tiles x two n8 halves of an x4
-// ldmatrix), and Q fragments are reloaded per sub-step. P is packed to fp16 right after its
-// exp2, so the fp32 scores die before P V. A warp skips a 32-key sub-step that lies wholly
-// after its last row or at/after context_len (finer causal cut than v2's 64 keys).
+// kRows128v2 reworked for register pressure and for softmax / tensor-core overlap. Same CTA
+// shape (4 warps x 32 rows), same 64-key K/V tiles, 2-stage ring, one barrier per tile, slot
+// staging and heaviest-first grid. Per tile, each warp works in two 32-key halves: S is
+// 2 x 32 fp32 registers instead of v2's 2 x 64 (v2: 255 registers and 124 B of spills at
+// head_dim 128; v3: 4 B), every K/V fragment still feeds 4 mma.sync, Q fragments are
+// reloaded per half. Order per tile: S0 = Q K0^T, softmax(S0), S1 = Q K1^T, then P0 V and
+// softmax(S1) in one basic block (independent, so ptxas interleaves the exp2 / max / pack
+// work of half 1 with the mma.sync of half 0), then P1 V. P is packed to fp16 right after its
+// exp2. Fragment addresses are a per-lane offset XORed with a compile-time constant per
+// k-step (the swizzle folded in), not recomputed from pointers. Masking only on the diagonal
+// / context-edge tiles (uniform branch).
 // Numerics: online softmax over 32-key steps from key 0 (raw-score max, one FMA, then
 // ex2.approx.ftz), so a row's bits depend only on its own position, query_len and
-// context_len (a skipped sub-step is one that would leave the row's state unchanged): batch
-// invariance holds. The bits differ from v2's (different softmax step), not the accuracy.
+// context_len: batch invariance holds. (A warp skips a 64-key tile wholly after its rows; a
+// half wholly after its rows is computed fully masked, which leaves the rows' state
+// unchanged.) The bits differ from v2's (other softmax step), not the accuracy.
 constexpr int kV3SubN = 32;
 
 // ldmatrix from a precomputed shared-memory address (the kernel folds the swizzle into a
@@ -943,14 +948,9 @@ __global__ void __launch_bounds__(kV2Threads, 2)
 
     const uint32_t k_base = smem_address(kv_smem) + 2u * static_cast<uint32_t>(stage * 2 * S::kKvHalfs);
     const uint32_t v_base = k_base + 2u * S::kKvHalfs;
-#pragma unroll 1
-    for (int h = 0; h < kBlockN / kV3SubN; ++h) {
-      const int key0 = j * kBlockN + h * kV3SubN;
-      if (key0 >= warp_key_end) continue;  // wholly after the warp's rows (or no rows)
-      const uint32_t k_sub = k_base + 2u * static_cast<uint32_t>(h * kV3SubN * kHeadDim);
-      const uint32_t v_sub = v_base + 2u * static_cast<uint32_t>(h * kV3SubN * kHeadDim);
-
-      float s[kV2MTiles][kV3SubN / 8][4];
+    const int key0 = j * kBlockN;
+    if (key0 >= warp_key_end) continue;  // wholly after the warp's rows (or no rows)
+    auto qk = [&](float (&s)[kV2MTiles][kV3SubN / 8][4], uint32_t k_sub) {
 #pragma unroll
       for (int mt = 0; mt < kV2MTiles; ++mt)
 #pragma unroll
@@ -975,24 +975,24 @@ __global__ void __launch_bounds__(kV2Threads, 2)
           }
         }
       }
-
-      if (key0 + kV3SubN - 1 > warp_pos0 || key0 + kV3SubN > context_len) {
+    };
+    auto mask = [&](float (&s)[kV2MTiles][kV3SubN / 8][4], int sub_key0) {
 #pragma unroll
-        for (int mt = 0; mt < kV2MTiles; ++mt) {
+      for (int mt = 0; mt < kV2MTiles; ++mt)
 #pragma unroll
-          for (int nb = 0; nb < kV3SubN / 8; ++nb) {
+        for (int nb = 0; nb < kV3SubN / 8; ++nb)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int key = key0 + nb * 8 + 2 * quad_lane + (e & 1);
-              const int position = warp_pos0 + mt * 16 + group_row + (e >= 2 ? 8 : 0);
-              if (key > position || key >= context_len) s[mt][nb][e] = -INFINITY;
-            }
+          for (int e = 0; e < 4; ++e) {
+            const int key = sub_key0 + nb * 8 + 2 * quad_lane + (e & 1);
+            const int position = warp_pos0 + mt * 16 + group_row + (e >= 2 ? 8 : 0);
+            if (key > position || key >= context_len) s[mt][nb][e] = -INFINITY;
           }
-        }
-      }
-      float alphas[kV2MTiles][2];
+    };
+    // Online-softmax update of the running max / sum; P (fp16 A fragments) into pa, the O
+    // factors into alphas; returns whether any row of the warp moved its max.
+    auto softmax = [&](float (&s)[kV2MTiles][kV3SubN / 8][4], uint32_t (&pa)[kV2MTiles][kV3SubN / 16][4],
+                       float (&alphas)[kV2MTiles][2]) {
       bool max_moved = false;
-      uint32_t pa[kV2MTiles][kV3SubN / 16][4];  // P as fp16 A fragments
 #pragma unroll
       for (int mt = 0; mt < kV2MTiles; ++mt) {
 #pragma unroll
@@ -1004,7 +1004,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
           }
           tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
           tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-          // Finite: key 0 is visible to every row in sub-step 0, and row_max carries it after.
+          // Finite: key 0 is visible to every row in half 0 of tile 0, and row_max carries it.
           const float new_max = fmaxf(row_max[mt][half], tile_max);
           const float alpha = exp2_ftz((row_max[mt][half] - new_max) * score_scale);
           row_max[mt][half] = new_max;
@@ -1015,7 +1015,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
             const float p0 = exp2_ftz(fmaf(s[mt][nb][2 * half], score_scale, neg_max_scaled));
             const float p1 = exp2_ftz(fmaf(s[mt][nb][2 * half + 1], score_scale, neg_max_scaled));
             sum += p0 + p1;
-            // A fragment of k-step nb / 2: regs {row lo k0-7, row hi k0-7, row lo k8-15, row hi k8-15}.
+            // A fragment of k-step nb / 2: {row lo k0-7, row hi k0-7, row lo k8-15, row hi k8-15}.
             pa[mt][nb / 2][(nb % 2) * 2 + half] = pack_half2(p0, p1);
           }
           row_sum[mt][half] = row_sum[mt][half] * alpha + sum;
@@ -1023,19 +1023,21 @@ __global__ void __launch_bounds__(kV2Threads, 2)
           max_moved |= alpha != 1.0f;
         }
       }
-      // Rescale O only when some row's max moved (x * 1.0f == x, so skipping is exact).
-      if (__any_sync(0xffffffffu, max_moved)) {
+      return __any_sync(0xffffffffu, max_moved);
+    };
+    // Rescale O only when some row's max moved (x * 1.0f == x, so skipping is exact).
+    auto rescale = [&](const float (&alphas)[kV2MTiles][2]) {
 #pragma unroll
-        for (int mt = 0; mt < kV2MTiles; ++mt)
+      for (int mt = 0; mt < kV2MTiles; ++mt)
 #pragma unroll
-          for (int nb = 0; nb < kHeadDim / 8; ++nb) {
-            o[mt][nb][0] *= alphas[mt][0];
-            o[mt][nb][1] *= alphas[mt][0];
-            o[mt][nb][2] *= alphas[mt][1];
-            o[mt][nb][3] *= alphas[mt][1];
-          }
-      }
-
+        for (int nb = 0; nb < kHeadDim / 8; ++nb) {
+          o[mt][nb][0] *= alphas[mt][0];
+          o[mt][nb][1] *= alphas[mt][0];
+          o[mt][nb][2] *= alphas[mt][1];
+          o[mt][nb][3] *= alphas[mt][1];
+        }
+    };
+    auto pv = [&](const uint32_t (&pa)[kV2MTiles][kV3SubN / 16][4], uint32_t v_sub) {
 #pragma unroll
       for (int kk = 0; kk < kV3SubN / 16; ++kk) {
 #pragma unroll
@@ -1049,7 +1051,22 @@ __global__ void __launch_bounds__(kV2Threads, 2)
           }
         }
       }
-    }
+    };
+    constexpr uint32_t kSubBytes = 2u * kV3SubN * kHeadDim;
+    // Masking only on the diagonal / context-edge tiles (a uniform branch; it ends no basic
+    // block that the overlap needs: S1's mask sits between QK1 and P0 V).
+    const bool masked = key0 + kBlockN - 1 > warp_pos0 || key0 + kBlockN > context_len;
+    float s0[kV2MTiles][kV3SubN / 8][4], s1[kV2MTiles][kV3SubN / 8][4];
+    uint32_t pa0[kV2MTiles][kV3SubN / 16][4], pa1[kV2MTiles][kV3SubN / 16][4];
+    float alphas0[kV2MTiles][2], alphas1[kV2MTiles][2];
+    qk(s0, k_base);
+    if (masked) mask(s0, key0);
+    if (softmax(s0, pa0, alphas0)) rescale(alphas0);
+    qk(s1, k_base + kSubBytes);
+    if (masked) mask(s1, key0 + kV3SubN);
+    pv(pa0, v_base);  // same basic block as the softmax of S1: ptxas interleaves them
+    if (softmax(s1, pa1, alphas1)) rescale(alphas1);
+    pv(pa1, v_base + kSubBytes);
   }
   cp_async_wait<0>();  // no copy may outlive the CTA's shared memory
 
