@@ -19,6 +19,7 @@
 #include "engine/cpu_model_executor.h"
 #include "engine/engine.h"
 #include "model/gguf_file.h"
+#include "support/default_model_fixture.h"
 #include "support/test_paths.h"
 
 namespace folio {
@@ -211,38 +212,8 @@ class FullSamplingExecutor final : public ModelExecutor {
   std::vector<GreedySample> samples_;
 };
 
-class EngineDeviceSamplingTest : public ::testing::Test {
+class EngineDeviceSamplingTest : public testing::DefaultModelTest {
  protected:
-  static void SetUpTestSuite() {
-    const std::string path = testing::default_model_path();
-    ASSERT_TRUE(std::filesystem::exists(path)) << testing::missing_model_message(path);
-    file_ = new GgufFile(std::move(GgufFile::open(path)).value());
-    model_ = LlamaModel::load(*file_).value().release();
-    tokenizer_ = new Tokenizer(std::move(Tokenizer::from_gguf(*file_)).value());
-    backend_ = new cpu::CpuBackend();
-    text_tokens_ = new std::vector<int32_t>(tokenizer_->encode(
-        testing::read_file(testing::source_dir() + "/tests/data/perplexity.txt"), false, false));
-  }
-  static void TearDownTestSuite() {
-    delete text_tokens_;
-    delete backend_;
-    delete tokenizer_;
-    delete model_;
-    delete file_;
-  }
-
-  static std::vector<int32_t> slice(size_t offset, size_t length) {
-    return {text_tokens_->begin() + offset, text_tokens_->begin() + offset + length};
-  }
-
-  static RequestParams greedy(int32_t max_tokens) {
-    RequestParams params;
-    params.sampling.temperature = 0.0f;
-    params.max_tokens = max_tokens;
-    params.ignore_eos = true;
-    return params;
-  }
-
   static int32_t num_blocks() {
     const int64_t per_block = static_cast<int64_t>(model_->kv_shape(1, 16).bytes_per_block());
     return static_cast<int32_t>((int64_t{256} << 20) / per_block) + 1;
@@ -268,11 +239,6 @@ class EngineDeviceSamplingTest : public ::testing::Test {
     return out;
   }
 
-  static inline GgufFile* file_ = nullptr;
-  static inline LlamaModel* model_ = nullptr;
-  static inline Tokenizer* tokenizer_ = nullptr;
-  static inline cpu::CpuBackend* backend_ = nullptr;
-  static inline std::vector<int32_t>* text_tokens_ = nullptr;
 };
 
 TEST_F(EngineDeviceSamplingTest, GreedyTokensAndLogprobsEqualTheSamplers) {

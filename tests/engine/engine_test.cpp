@@ -13,43 +13,14 @@
 #include "engine/engine.h"
 #include "engine/sequence_runner.h"
 #include "model/gguf_file.h"
+#include "support/default_model_fixture.h"
 #include "support/test_paths.h"
 
 namespace folio {
 namespace {
 
-class EngineTest : public ::testing::Test {
+class EngineTest : public testing::DefaultModelTest {
  protected:
-  static void SetUpTestSuite() {
-    const std::string path = testing::default_model_path();
-    ASSERT_TRUE(std::filesystem::exists(path)) << testing::missing_model_message(path);
-    file_ = new GgufFile(std::move(GgufFile::open(path)).value());
-    model_ = LlamaModel::load(*file_).value().release();
-    tokenizer_ = new Tokenizer(std::move(Tokenizer::from_gguf(*file_)).value());
-    backend_ = new cpu::CpuBackend();
-    text_tokens_ = new std::vector<int32_t>(tokenizer_->encode(
-        testing::read_file(testing::source_dir() + "/tests/data/perplexity.txt"), false, false));
-  }
-  static void TearDownTestSuite() {
-    delete text_tokens_;
-    delete backend_;
-    delete tokenizer_;
-    delete model_;
-    delete file_;
-  }
-
-  static std::vector<int32_t> slice(size_t offset, size_t length) {
-    return {text_tokens_->begin() + offset, text_tokens_->begin() + offset + length};
-  }
-
-  static RequestParams greedy(int32_t max_tokens) {
-    RequestParams params;
-    params.sampling.temperature = 0.0f;
-    params.max_tokens = max_tokens;
-    params.ignore_eos = true;  // fixed lengths make the comparison complete
-    return params;
-  }
-
   // Each prompt alone, in a fresh engine with room to spare.
   static std::vector<std::vector<int32_t>> run_alone(const std::vector<std::vector<int32_t>>& prompts,
                                                      const RequestParams& params) {
@@ -68,11 +39,6 @@ class EngineTest : public ::testing::Test {
     EXPECT_EQ(m.num_running + m.num_waiting + m.num_swapped, 0);
   }
 
-  static inline GgufFile* file_ = nullptr;
-  static inline LlamaModel* model_ = nullptr;
-  static inline Tokenizer* tokenizer_ = nullptr;
-  static inline cpu::CpuBackend* backend_ = nullptr;
-  static inline std::vector<int32_t>* text_tokens_ = nullptr;
 };
 
 TEST_F(EngineTest, StaggeredContinuousBatchEqualsEachRequestAlone) {
