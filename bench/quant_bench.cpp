@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/quant/quant_kernels.h"
+#include "quant/formats.h"
 
 using namespace folio;
 using namespace folio::cpu;
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
       std::vector<float> x(cols);
       for (int64_t r = 0; r < rows; ++r) {
         for (float& v : x) v = normal(rng);
-        quantize_row_reference(type, x.data(), weights.data() + r * wrow, cols);
+        quant::quantize_row_reference(type, x.data(), weights.data() + r * wrow, cols);
       }
       for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
         if (!isa_supported(isa)) continue;

@@ -1,6 +1,7 @@
-// The Backend interface: the handful of ops a transformer forward pass is made of. Model code
-// calls these layer by layer; the CPU backend (backend/cpu) is the reference implementation
-// and other backends are checked against it. Buffers are plain float arrays in the backend's
+// The Backend interface: the handful of ops a transformer forward pass is made of, on host
+// memory. The CPU executor runs the transformer recipe (model/transformer_recipe.h) through these
+// ops; the CPU backend (backend/cpu) is the reference implementation every CUDA kernel is checked
+// against. Buffers are plain float arrays in the backend's
 // memory; shapes are in the comments, rows contiguous.
 #pragma once
 
@@ -9,14 +10,10 @@
 #include <string_view>
 
 #include "backend/attention_batch.h"
-#include "backend/weight_tensor.h"
+#include "model/rope.h"
+#include "model/weight_tensor.h"
 
 namespace folio {
-
-enum class RopeStyle {
-  kAdjacentPairs,  // rotate (x[2i], x[2i+1]): GGUF llama layout (weights permuted at conversion)
-  kHalves,         // rotate (x[i], x[i + d/2]): NeoX / Qwen2 layout
-};
 
 struct RopeParams {
   RopeStyle style = RopeStyle::kAdjacentPairs;

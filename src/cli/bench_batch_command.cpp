@@ -76,23 +76,20 @@ std::string load_average() {
 }
 
 // Pages the weights in and lets the thread pool settle before anything is timed.
-void warm_up(ModelSession& session, const EngineOptions& engine_options, const EngineConfig& config,
-             int32_t vocab_size) {
+void warm_up(Executor& executor, const Tokenizer& tokenizer, const EngineConfig& config, int32_t vocab_size) {
   MixedLengthShape tiny;
   tiny.num_requests = 4;
   tiny.scale = 0.2;
-  Expected<std::unique_ptr<Engine>> engine = make_engine(session, engine_options, config, false);
-  if (!engine) return;
-  (void)run_workload(**engine, make_mixed_length_workload(tiny, {}, vocab_size), ServingMode::kContinuousBatching);
+  Engine engine(executor, tokenizer, config);
+  (void)run_workload(engine, make_mixed_length_workload(tiny, {}, vocab_size), ServingMode::kContinuousBatching);
 }
 
-// A fresh engine per run: a prefix cache left warm by an earlier run would skew the next.
-Status run_once(ModelSession& session, const EngineOptions& engine_options, const EngineConfig& config,
-                const std::vector<WorkloadRequest>& requests,
-                ServingMode mode, BenchRow& row) {
-  Expected<std::unique_ptr<Engine>> engine = make_engine(session, engine_options, config, true);
-  if (!engine) return engine.status();
-  Expected<WorkloadResult> result = run_workload(**engine, requests, mode);
+// A fresh engine per run over the one executor: a prefix cache left warm by an earlier run
+// would skew the next.
+Status run_once(Executor& executor, const Tokenizer& tokenizer, const EngineConfig& config,
+                const std::vector<WorkloadRequest>& requests, ServingMode mode, BenchRow& row) {
+  Engine engine(executor, tokenizer, config);
+  Expected<WorkloadResult> result = run_workload(engine, requests, mode);
   if (!result) return result.status();
   std::fprintf(stderr, "bench batch: %s, %s: %.1f s, %.1f output tok/s\n", row.workload.c_str(),
                row.serving.c_str(), result->seconds, result->output_tokens_per_s());
@@ -111,7 +108,15 @@ int run(const BenchBatchOptions& options) {
     std::fprintf(stderr, "folio bench batch: %s\n", session.error().c_str());
     return 1;
   }
-  const int32_t vocab = session->model->config().vocab_size;
+  const ExecutorRequest executor_request = to_executor_request(options.engine, *config);
+  Expected<std::unique_ptr<Executor>> made = make_executor(*session, executor_request, options.json);
+  if (!made) {
+    std::fprintf(stderr, "folio bench batch: %s\n", made.error().c_str());
+    return 1;
+  }
+  Executor& executor = **made;
+  const Tokenizer& tokenizer = *session->tokenizer;
+  const int32_t vocab = session->weights->config().vocab_size;
   const std::vector<int32_t> corpus = corpus_tokens(options.corpus, *session->tokenizer);
   const bool run_mixed = options.workloads != "prefix";
   const bool run_shared = options.workloads != "mixed";
@@ -133,16 +138,16 @@ int run(const BenchBatchOptions& options) {
   BenchRow prefix_off{"shared prefix", "batched, prefix cache off", {}, false};
 
   const std::string load_before = load_average();
-  warm_up(*session, options.engine, *config, vocab);
+  warm_up(executor, tokenizer, *config, vocab);
   for (int rep = 0; rep < options.repetitions; ++rep) {
     std::vector<Status> statuses;
     if (run_mixed) {
-      statuses.push_back(run_once(*session, options.engine, *config, mixed, ServingMode::kContinuousBatching, batched));
-      statuses.push_back(run_once(*session, options.engine, *config, mixed, ServingMode::kOneAtATime, one_at_a_time));
+      statuses.push_back(run_once(executor, tokenizer, *config, mixed, ServingMode::kContinuousBatching, batched));
+      statuses.push_back(run_once(executor, tokenizer, *config, mixed, ServingMode::kOneAtATime, one_at_a_time));
     }
     if (run_shared) {
-      statuses.push_back(run_once(*session, options.engine, cache_on, shared, ServingMode::kContinuousBatching, prefix_on));
-      statuses.push_back(run_once(*session, options.engine, cache_off, shared, ServingMode::kContinuousBatching, prefix_off));
+      statuses.push_back(run_once(executor, tokenizer, cache_on, shared, ServingMode::kContinuousBatching, prefix_on));
+      statuses.push_back(run_once(executor, tokenizer, cache_off, shared, ServingMode::kContinuousBatching, prefix_off));
     }
     for (const Status& s : statuses) {
       if (!s) {
@@ -156,7 +161,7 @@ int run(const BenchBatchOptions& options) {
   for (BenchRow* row : {&batched, &one_at_a_time, &prefix_on, &prefix_off}) {
     if (!row->runs.empty()) rows.push_back(*row);
   }
-  const int32_t max_model_len = session->model->config().context_length;
+  const int32_t max_model_len = session->weights->config().context_length;
   if (options.json) {
     print_json(rows, max_model_len);
     return 0;
@@ -166,10 +171,12 @@ int run(const BenchBatchOptions& options) {
   if (run_mixed) describe(("mixed lengths, scale " + std::to_string(options.mixed.scale).substr(0, 4)).c_str(), mixed);
   if (run_shared) describe("shared prefix", shared);
   const EngineConfig& c = *config;
-  std::printf("Engine: KV pool %.0f MiB, block size %d, max %d batched tokens, max %d sequences, %d threads, "
+  const KvPoolLayout pool = executor.kv_pool();
+  std::printf("Engine: KV pool %.0f MiB, block size %d, max %d batched tokens, max %d sequences, %s, "
               "%d repetition(s); load average %s before, %s after\n\n",
-              c.kv_cache_bytes / 1048576.0, c.block_size, c.scheduler.max_num_batched_tokens, c.scheduler.max_num_seqs,
-              session->backend->num_threads(), options.repetitions, load_before.c_str(), load_average().c_str());
+              static_cast<double>(pool.num_blocks - 1) * static_cast<double>(pool.bytes_per_block) / 1048576.0,
+              pool.block_size, c.scheduler.max_num_batched_tokens, c.scheduler.max_num_seqs,
+              executor.capabilities().device.c_str(), options.repetitions, load_before.c_str(), load_average().c_str());
   print_markdown(rows, max_model_len);
   std::printf("\nTTFT counts from submission: for \"one at a time\" that is the request's own service time, "
               "without the wait behind earlier requests.\n\n");

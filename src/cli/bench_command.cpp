@@ -8,8 +8,10 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/engine_options.h"
 #include "cli/model_session.h"
 #include "engine/sequence_runner.h"
+#include "executor/kv_pool_sizing.h"
 
 namespace folio::cli {
 namespace {
@@ -22,6 +24,7 @@ struct BenchOptions {
   int threads = 0;
   int batch = 512;
   bool json = false;
+  DeviceOptions device;
 };
 
 struct Figures {
@@ -36,16 +39,40 @@ double median(std::vector<double> v) {
 }
 
 int run(const BenchOptions& options) {
+  if (Status s = check_device(options.device); !s) {
+    std::fprintf(stderr, "folio bench: %s\n", s.message().c_str());
+    return 2;
+  }
   Expected<ModelSession> session = open_model_session(options.model, options.threads, options.json);
   if (!session) {
     std::fprintf(stderr, "folio bench: %s\n", session.error().c_str());
     return 1;
   }
-  const int32_t vocab = session->model->config().vocab_size;
+  const ModelConfig& config = session->weights->config();
+  const int32_t vocab = config.vocab_size;
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> random_token(0, vocab - 1);
-  SequenceRunner runner(*session->model, *session->backend,
-                        std::max(options.prompt_tokens, options.generation_tokens) + 1, options.batch);
+  const int32_t max_tokens = std::max(options.prompt_tokens, options.generation_tokens) + 1;
+  // A pool for the one sequence, ppN in batches of -b tokens, tgN one token a step (on the GPU
+  // a decode graph of one sequence).
+  ExecutorRequest request;
+  request.device = options.device.device;
+  request.kv.kv_cache_bytes = ((max_tokens + request.kv.block_size - 1) / request.kv.block_size) *
+                              kv_bytes_per_block(config, request.kv.block_size);
+  request.kv_size_given = true;
+  request.max_num_batched_tokens = options.batch;
+  request.max_num_seqs = 1;
+  request.max_model_len = std::max(max_tokens, config.context_length);
+  request.cuda_graphs = !options.device.no_cuda_graphs;
+  request.batch_invariant = options.device.batch_invariant;
+  request.gpu_memory_utilization = options.device.gpu_memory_utilization;
+  Expected<std::unique_ptr<Executor>> executor = make_executor(*session, request, options.json);
+  if (!executor) {
+    std::fprintf(stderr, "folio bench: %s\n", executor.error().c_str());
+    return 1;
+  }
+  const std::string device = (*executor)->capabilities().device;
+  SequenceRunner runner(**executor, max_tokens, options.batch);
   using Clock = std::chrono::steady_clock;
 
   Figures pp{"pp" + std::to_string(options.prompt_tokens), {}};
@@ -78,13 +105,13 @@ int run(const BenchOptions& options) {
     if (f->tokens_per_second.empty()) continue;
     const auto [lo, hi] = std::minmax_element(f->tokens_per_second.begin(), f->tokens_per_second.end());
     if (options.json) {
-      std::printf("{\"test\": \"%s\", \"median_tps\": %.3f, \"min_tps\": %.3f, \"max_tps\": %.3f, \"runs\": %zu, \"threads\": %d}\n",
+      std::printf("{\"test\": \"%s\", \"median_tps\": %.3f, \"min_tps\": %.3f, \"max_tps\": %.3f, \"runs\": %zu, "
+                  "\"threads\": %d, \"device\": \"%s\"}\n",
                   f->test.c_str(), median(f->tokens_per_second), *lo, *hi, f->tokens_per_second.size(),
-                  session->backend->num_threads());
+                  session->backend->num_threads(), device.c_str());
     } else {
-      std::printf("%-8s %10.2f tok/s (median of %zu; min %.2f, max %.2f), %d threads\n", f->test.c_str(),
-                  median(f->tokens_per_second), f->tokens_per_second.size(), *lo, *hi,
-                  session->backend->num_threads());
+      std::printf("%-8s %10.2f tok/s (median of %zu; min %.2f, max %.2f), %s\n", f->test.c_str(),
+                  median(f->tokens_per_second), f->tokens_per_second.size(), *lo, *hi, device.c_str());
     }
   }
   return 0;
@@ -102,6 +129,7 @@ CommandRunner add_bench_command(CLI::App& app) {
   cmd->add_option("-b,--batch", options->batch, "Tokens per forward pass in ppN")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--json", options->json, "One JSON object per test on stdout");
+  add_device_options(*cmd, options->device);
   // `folio bench` alone keeps measuring ppN/tgN; `folio bench batch` is the engine's serving
   // benchmark, `folio bench serve` the one against an HTTP server.
   cmd->require_subcommand(0, 1);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "model/gguf_tokenizer.h"
 #include "cli/bench_serve_dataset.h"
 #include "cli/bench_serve_http_client.h"
 #include "cli/bench_serve_metrics.h"
@@ -170,7 +171,7 @@ int run(const BenchServeOptions& options) {
     std::fprintf(stderr, "folio bench serve: %s\n", file.error().c_str());
     return 1;
   }
-  Expected<Tokenizer> tokenizer = Tokenizer::from_gguf(*file);
+  Expected<Tokenizer> tokenizer = tokenizer_from_gguf(*file);
   if (!tokenizer) {
     std::fprintf(stderr, "folio bench serve: %s\n", tokenizer.error().c_str());
     return 1;

@@ -14,6 +14,23 @@ const CLI::Validator kByteSize(
 
 }  // namespace
 
+void add_device_options(CLI::App& cmd, DeviceOptions& options) {
+  const char* group = "Device";
+  cmd.add_option("--device", options.device, "Where the model runs: cpu | cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str()->group(group);
+  cmd.add_option("--gpu-memory-utilization", options.gpu_memory_utilization,
+                 "With --device cuda: fraction of GPU memory for weights, activations and KV cache")
+      ->check(CLI::Range(0.05, 1.0))->capture_default_str()->group(group);
+  cmd.add_flag("--no-cuda-graphs", options.no_cuda_graphs, "With --device cuda: run decode steps eagerly")
+      ->group(group);
+  cmd.add_flag("--batch-invariant", options.batch_invariant,
+               "With --device cuda: a request's output does not depend on what else is batched with it "
+               "(one split-K-free GEMM algorithm per weight shape, timed at start; decode at small batches is "
+               "slower than the default's per-shape heuristic and GEMV). No-op with --device cpu, which is batch "
+               "invariant already")
+      ->group(group);
+}
+
 void add_engine_options(CLI::App& cmd, EngineOptions& options) {
   const char* group = "Engine";
   options.kv_cache_memory_option =
@@ -33,19 +50,19 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
       ->check(CLI::Range(0.0, 1024.0))->capture_default_str()->group(group);
   cmd.add_option("--preemption", options.preemption, "What a preempted request loses: recompute | swap")
       ->check(CLI::IsMember({"recompute", "swap"}))->capture_default_str()->group(group);
-  cmd.add_option("--device", options.device, "Where the model runs: cpu | cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str()->group(group);
-  cmd.add_option("--gpu-memory-utilization", options.gpu_memory_utilization,
-                 "With --device cuda: fraction of GPU memory for weights, activations and KV cache")
-      ->check(CLI::Range(0.05, 1.0))->capture_default_str()->group(group);
-  cmd.add_flag("--no-cuda-graphs", options.no_cuda_graphs, "With --device cuda: run decode steps eagerly")
-      ->group(group);
-  cmd.add_flag("--batch-invariant", options.batch_invariant,
-               "With --device cuda: a request's output does not depend on what else is batched with it "
-               "(one split-K-free GEMM algorithm per weight shape, timed at start; decode at small batches is "
-               "slower than the default's per-shape heuristic and GEMV). No-op with --device cpu, which is batch "
-               "invariant already")
-      ->group(group);
+  add_device_options(cmd, options.device);
+}
+
+Status check_device(const DeviceOptions& options) {
+#ifndef FOLIO_HAS_CUDA
+  if (options.device == "cuda") {
+    return Status::error("--device cuda: this folio was built without CUDA (configure with nvcc "
+                         "present, or -DFOLIO_CUDA=ON)");
+  }
+#else
+  (void)options;
+#endif
+  return Status::ok();
 }
 
 Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t max_model_len) {
@@ -54,26 +71,34 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t ma
   if (options.preemption == "swap" && options.swap_space_gib <= 0.0) {
     return Status::error("--preemption swap needs a host pool: add --swap-space GiB");
   }
-#ifndef FOLIO_HAS_CUDA
-  if (options.device == "cuda") {
-    return Status::error("--device cuda: this folio was built without CUDA (configure with nvcc "
-                         "present, or -DFOLIO_CUDA=ON)");
-  }
-#endif
+  if (Status s = check_device(options.device); !s) return s;
   EngineConfig config;
-  config.kv_cache_bytes = parse_byte_size(options.kv_cache_memory).value();  // checked at parse time
-  config.block_size = options.block_size;
   config.enable_prefix_caching = !options.no_prefix_cache;
-  config.swap_space_bytes = static_cast<int64_t>(options.swap_space_gib * 1024.0 * 1024.0 * 1024.0);
   config.max_model_len = max_model_len;
   const bool tokens_given =
       options.max_num_batched_tokens_option != nullptr && options.max_num_batched_tokens_option->count() > 0;
   config.scheduler.max_num_batched_tokens =
-      options.device == "cuda" && !tokens_given ? kCudaBatchedTokens : options.max_num_batched_tokens;
+      options.device.device == "cuda" && !tokens_given ? kCudaBatchedTokens : options.max_num_batched_tokens;
   config.scheduler.max_num_seqs = options.max_num_seqs;
   config.scheduler.preemption_mode =
       options.preemption == "swap" ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
   return config;
+}
+
+ExecutorRequest to_executor_request(const EngineOptions& options, const EngineConfig& config) {
+  ExecutorRequest request;
+  request.device = options.device.device;
+  request.kv.kv_cache_bytes = parse_byte_size(options.kv_cache_memory).value();  // checked at parse time
+  request.kv.block_size = options.block_size;
+  request.kv.swap_space_bytes = static_cast<int64_t>(options.swap_space_gib * 1024.0 * 1024.0 * 1024.0);
+  request.kv_size_given = options.kv_cache_memory_option != nullptr && options.kv_cache_memory_option->count() > 0;
+  request.gpu_memory_utilization = options.device.gpu_memory_utilization;
+  request.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
+  request.max_num_seqs = config.scheduler.max_num_seqs;
+  request.max_model_len = config.max_model_len;
+  request.cuda_graphs = !options.device.no_cuda_graphs;
+  request.batch_invariant = options.device.batch_invariant;
+  return request;
 }
 
 }  // namespace folio::cli

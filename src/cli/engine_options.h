@@ -1,14 +1,28 @@
-// The engine's knobs as command-line options, shared by `folio run` and `folio bench batch`
-// so that both spell and check them the same way.
+// The engine's and the device's knobs as command-line options, shared by `folio run`, `serve`
+// and `bench batch` (engine options, which include the device ones) and by `folio perplexity`
+// and `bench` (the device ones alone), so that all spell and check them the same way.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
+#include "cli/model_session.h"
 #include "engine/engine.h"
 
 namespace folio::cli {
+
+// Where the model runs and how the device executes it.
+struct DeviceOptions {
+  std::string device = "cpu";
+  // With cuda, the KV pool is what --gpu-memory-utilization leaves after weights and
+  // activations, unless --kv-cache-memory is given.
+  double gpu_memory_utilization = 0.9;
+  bool no_cuda_graphs = false;
+  // With cuda: pinned, split-K-free GEMM algorithms (tuned at start) instead of the faster
+  // per-shape heuristic and GEMV; the CPU backend is batch invariant either way.
+  bool batch_invariant = false;
+};
 
 struct EngineOptions {
   std::string kv_cache_memory = "256M";
@@ -18,14 +32,7 @@ struct EngineOptions {
   bool no_prefix_cache = false;
   double swap_space_gib = 0.0;
   std::string preemption = "recompute";
-  // Where the model runs. With cuda, the KV pool is what --gpu-memory-utilization leaves after
-  // weights and activations, unless --kv-cache-memory is given.
-  std::string device = "cpu";
-  double gpu_memory_utilization = 0.9;
-  bool no_cuda_graphs = false;
-  // With cuda: pinned, split-K-free GEMM algorithms (tuned at start) instead of the faster
-  // per-shape heuristic and GEMV; the CPU backend is batch invariant either way.
-  bool batch_invariant = false;
+  DeviceOptions device;
   const CLI::Option* kv_cache_memory_option = nullptr;  // to tell a given size from the default
   // Not given: 512 tokens on the CPU, kCudaBatchedTokens with --device cuda (a GPU step of 512
   // tokens leaves the tensor cores mostly idle).
@@ -34,14 +41,19 @@ struct EngineOptions {
 
 inline constexpr int32_t kCudaBatchedTokens = 8192;
 
-// Registers --kv-cache-memory, --block-size, --max-num-batched-tokens, --max-num-seqs,
-// --no-prefix-cache, --swap-space, --preemption, --device, --gpu-memory-utilization,
-// --no-cuda-graphs and --batch-invariant; bad values fail at parse time (usage,
-// non-zero exit) rather than after the model has loaded.
+// --device, --gpu-memory-utilization, --no-cuda-graphs, --batch-invariant.
+void add_device_options(CLI::App& cmd, DeviceOptions& options);
+// The device options and --kv-cache-memory, --block-size, --max-num-batched-tokens,
+// --max-num-seqs, --no-prefix-cache, --swap-space, --preemption; bad values fail at parse time
+// (usage, non-zero exit) rather than after the model has loaded.
 void add_engine_options(CLI::App& cmd, EngineOptions& options);
 
+// Errors for a device this build lacks (--device cuda without CUDA).
+Status check_device(const DeviceOptions& options);
 // max_model_len 0: the model's trained context. Errors for combinations no single option
 // check can see (swap preemption without a swap pool, --device cuda in a build without CUDA).
 Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t max_model_len);
+// The executor the engine options describe, for the engine config to_engine_config made.
+ExecutorRequest to_executor_request(const EngineOptions& options, const EngineConfig& config);
 
 }  // namespace folio::cli

@@ -6,6 +6,10 @@
 
 #include <unistd.h>
 
+#include "backend/cpu/cpu_executor.h"
+#include "cli/engine_options.h"
+#include "model/gguf_tokenizer.h"
+
 #ifdef FOLIO_HAS_CUDA
 #include "backend/cuda/cuda_executor.h"
 #endif
@@ -18,9 +22,7 @@ std::string models_dir() {
   return std::string(home != nullptr ? home : ".") + "/.cache/folio/models";
 }
 
-std::string default_model_path() {
-  return models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+std::string default_model_path() { return models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 
 Expected<ModelSession> open_model_session(const std::string& path, int num_threads, bool quiet) {
   const std::string model_path = path.empty() ? default_model_path() : path;
@@ -45,52 +47,74 @@ Expected<ModelSession> open_model_session(const std::string& path, int num_threa
     if (terminal && percent == 100) std::fprintf(stderr, "\n");
     std::fflush(stderr);
   };
-  Expected<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*session.file, progress);
-  if (!model) return model.status();
-  session.model = std::move(model).value();
+  Expected<std::unique_ptr<ModelWeights>> weights = ModelWeights::load(*session.file, progress);
+  if (!weights) return weights.status();
+  session.weights = std::move(weights).value();
 
-  Expected<Tokenizer> tokenizer = Tokenizer::from_gguf(*session.file);
+  Expected<Tokenizer> tokenizer = tokenizer_from_gguf(*session.file);
   if (!tokenizer) return tokenizer.status();
   session.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value());
   session.backend = std::make_unique<cpu::CpuBackend>(num_threads);
   if (!quiet) {
-    const ModelConfig& c = session.model->config();
-    std::fprintf(stderr, "model: %s (%s, %d layers, hidden %d, %d heads / %d kv heads, vocab %d), "
+    const ModelConfig& c = session.weights->config();
+    std::fprintf(stderr,
+                 "model: %s (%s, %d layers, hidden %d, %d heads / %d kv heads, vocab %d), "
                  "%.1f MiB of weights; cpu: %d threads, %s kernels\n",
-                 c.name.c_str(), c.architecture.c_str(), c.num_layers, c.hidden_dim, c.num_heads,
-                 c.num_kv_heads, c.vocab_size, session.model->weight_bytes() / 1048576.0,
-                 session.backend->num_threads(), std::string(cpu::isa_name(session.backend->isa())).c_str());
+                 c.name.c_str(), c.architecture.c_str(), c.num_layers, c.hidden_dim, c.num_heads, c.num_kv_heads,
+                 c.vocab_size, session.weights->weight_bytes() / 1048576.0, session.backend->num_threads(),
+                 std::string(cpu::isa_name(session.backend->isa())).c_str());
   }
   return session;
 }
 
-Expected<std::unique_ptr<Engine>> make_engine(ModelSession& session, const EngineOptions& options,
-                                              const EngineConfig& config, bool quiet) {
-  if (options.device != "cuda") {
-    return std::make_unique<Engine>(*session.model, *session.backend, *session.tokenizer, config);
+Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const ExecutorRequest& request, bool quiet) {
+  if (request.device != "cuda") {
+    return std::unique_ptr<Executor>(std::make_unique<cpu::CpuExecutor>(*session.weights, *session.backend, request.kv));
   }
 #ifdef FOLIO_HAS_CUDA
-  if (!session.executor) {
-    cuda::CudaExecutorOptions cuda_options;
-    cuda_options.gpu_memory_utilization = options.gpu_memory_utilization;
-    const bool size_given = options.kv_cache_memory_option != nullptr && options.kv_cache_memory_option->count() > 0;
-    cuda_options.kv_cache_bytes = size_given ? config.kv_cache_bytes : 0;
-    cuda_options.block_size = config.block_size;
-    cuda_options.swap_space_bytes = config.swap_space_bytes;
-    cuda_options.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
-    cuda_options.max_num_seqs = config.scheduler.max_num_seqs;
-    cuda_options.max_model_len = config.max_model_len;
-    cuda_options.cuda_graphs = !options.no_cuda_graphs;
-    cuda_options.gemm.batch_invariant = options.batch_invariant;
-    cuda_options.quiet = quiet;
-    Expected<std::unique_ptr<ModelExecutor>> executor = cuda::make_cuda_executor(*session.model, cuda_options);
-    if (!executor) return executor.status();
-    session.executor = std::move(executor).value();
-  }
-  return std::make_unique<Engine>(*session.executor, *session.tokenizer, config);
+  cuda::CudaExecutorOptions options;
+  options.gpu_memory_utilization = request.gpu_memory_utilization;
+  options.kv_cache_bytes = request.kv_size_given ? request.kv.kv_cache_bytes : 0;
+  options.block_size = request.kv.block_size;
+  options.swap_space_bytes = request.kv.swap_space_bytes;
+  options.max_num_batched_tokens = request.max_num_batched_tokens;
+  options.max_num_seqs = request.max_num_seqs;
+  options.max_model_len = request.max_model_len;
+  options.max_logit_rows = request.max_logit_rows;
+  options.cuda_graphs = request.cuda_graphs;
+  options.gemm.batch_invariant = request.batch_invariant;
+  options.quiet = quiet;
+  Expected<std::unique_ptr<cuda::CudaExecutor>> executor = cuda::CudaExecutor::create(*session.weights, options);
+  if (!executor) return executor.status();
+  return std::unique_ptr<Executor>(std::move(executor).value());
 #else
+  (void)quiet;
   return Status::error("--device cuda: this folio was built without CUDA");
 #endif
+}
+
+int open_serving_session(const char* command, const std::string& model_path, int num_threads, int context,
+                         bool quiet, const EngineOptions& options, ServingSession& out) {
+  Expected<EngineConfig> config = to_engine_config(options, context);
+  if (!config) {
+    std::fprintf(stderr, "folio %s: %s\n", command, config.error().c_str());
+    return 2;
+  }
+  out.config = *config;
+  Expected<ModelSession> session = open_model_session(model_path, num_threads, quiet);
+  if (!session) {
+    std::fprintf(stderr, "folio %s: %s\n", command, session.error().c_str());
+    return 1;
+  }
+  out.model = std::move(session).value();
+  Expected<std::unique_ptr<Executor>> executor = make_executor(out.model, to_executor_request(options, out.config), quiet);
+  if (!executor) {
+    std::fprintf(stderr, "folio %s: %s\n", command, executor.error().c_str());
+    return 1;
+  }
+  out.executor = std::move(executor).value();
+  out.engine = std::make_unique<Engine>(*out.executor, *out.model.tokenizer, out.config);
+  return 0;
 }
 
 }  // namespace folio::cli

@@ -1,20 +1,23 @@
-// What every subcommand does first: find the model file, map it, load weights with a
-// progress line, read its tokenizer, and make a backend.
+// What every subcommand does first: find the model file, map it, load its weights with a
+// progress line, read its tokenizer, make the CPU backend; then an executor on the device asked
+// for; and, for `run` and `serve`, the engine over it, with one ladder of errors for all.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
-#include "cli/engine_options.h"
 #include "core/status.h"
 #include "engine/engine.h"
-#include "engine/model_executor.h"
+#include "executor/executor.h"
+#include "executor/kv_pool_sizing.h"
 #include "model/gguf_file.h"
-#include "model/llama_model.h"
+#include "model/model_weights.h"
 #include "text/tokenizer.h"
 
 namespace folio::cli {
+
+struct EngineOptions;
 
 // $FOLIO_MODELS_DIR, or ~/.cache/folio/models.
 std::string models_dir();
@@ -23,20 +26,44 @@ std::string default_model_path();
 
 struct ModelSession {
   std::unique_ptr<GgufFile> file;
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<ModelWeights> weights;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<cpu::CpuBackend> backend;
-  // The GPU executor (--device cuda), made by the first make_engine and reused by later ones;
-  // it holds the KV pool, so engines must not outlive the session.
-  std::unique_ptr<ModelExecutor> executor;
+  std::unique_ptr<cpu::CpuBackend> backend;  // the CPU executor's; CUDA uses it for nothing
 };
 
 // path empty: the default model. Progress goes to stderr unless quiet.
 Expected<ModelSession> open_model_session(const std::string& path, int num_threads, bool quiet);
 
-// An engine on the device options.device names: the CPU path, or the CUDA executor (created on
-// first use from the engine options and config; an error when folio was built without CUDA).
-Expected<std::unique_ptr<Engine>> make_engine(ModelSession& session, const EngineOptions& options,
-                                              const EngineConfig& config, bool quiet);
+// What an executor is asked to be.
+struct ExecutorRequest {
+  std::string device = "cpu";
+  KvCacheOptions kv;
+  bool kv_size_given = false;  // cuda: else the pool is what gpu_memory_utilization leaves
+  double gpu_memory_utilization = 0.9;
+  int32_t max_num_batched_tokens = 512;
+  int32_t max_num_seqs = 64;
+  int32_t max_model_len = 0;   // 0: the model's trained context
+  int32_t max_logit_rows = 0;  // cuda: rows of logits one step returns (0: one per sequence)
+  bool cuda_graphs = true;
+  bool batch_invariant = false;
+};
+
+// The executor on request.device: the CPU, or the CUDA executor (an error when folio was built
+// without CUDA). The session must outlive it.
+Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const ExecutorRequest& request, bool quiet);
+
+// A model with its executor and an engine over them, as `folio run` and `folio serve` use it.
+struct ServingSession {
+  ModelSession model;
+  std::unique_ptr<Executor> executor;
+  EngineConfig config;
+  std::unique_ptr<Engine> engine;
+};
+
+// Builds the serving session from the command's options (context 0: the model's). Returns 0,
+// or prints "folio <command>: <what went wrong>" and returns the exit code: 2 for options that
+// do not fit together, 1 when the model or the device fails.
+int open_serving_session(const char* command, const std::string& model_path, int num_threads, int context,
+                         bool quiet, const EngineOptions& options, ServingSession& out);
 
 }  // namespace folio::cli

@@ -8,8 +8,10 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/engine_options.h"
 #include "cli/model_session.h"
 #include "engine/perplexity.h"
+#include "executor/kv_pool_sizing.h"
 
 namespace folio::cli {
 namespace {
@@ -20,7 +22,26 @@ struct PerplexityOptions {
   int context = 512;
   int threads = 0;
   int max_chunks = 0;
+  DeviceOptions device;
 };
+
+// A pool for one chunk of ctx tokens, every position's logits back: on the GPU a chunk is one
+// forward; on the CPU 512 tokens a forward, as before there was an executor.
+ExecutorRequest perplexity_executor(const PerplexityOptions& options, const ModelConfig& config) {
+  ExecutorRequest request;
+  request.device = options.device.device;
+  const int32_t blocks = (options.context + request.kv.block_size - 1) / request.kv.block_size;
+  request.kv.kv_cache_bytes = blocks * kv_bytes_per_block(config, request.kv.block_size);
+  request.kv_size_given = true;
+  request.max_num_batched_tokens = options.device.device == "cuda" ? options.context : 512;
+  request.max_num_seqs = 1;
+  request.max_model_len = options.context;
+  request.max_logit_rows = options.context;
+  request.cuda_graphs = false;  // every forward is a chunk of many tokens
+  request.batch_invariant = options.device.batch_invariant;
+  request.gpu_memory_utilization = options.device.gpu_memory_utilization;
+  return request;
+}
 
 int run(const PerplexityOptions& options) {
   std::ifstream in(options.text_file, std::ios::binary);
@@ -32,17 +53,28 @@ int run(const PerplexityOptions& options) {
   buffer << in.rdbuf();
   const std::string text = buffer.str();
 
+  if (Status s = check_device(options.device); !s) {
+    std::fprintf(stderr, "folio perplexity: %s\n", s.message().c_str());
+    return 2;
+  }
   Expected<ModelSession> session = open_model_session(options.model, options.threads, false);
   if (!session) {
     std::fprintf(stderr, "folio perplexity: %s\n", session.error().c_str());
     return 1;
   }
+  Expected<std::unique_ptr<Executor>> executor =
+      make_executor(*session, perplexity_executor(options, session->weights->config()), false);
+  if (!executor) {
+    std::fprintf(stderr, "folio perplexity: %s\n", executor.error().c_str());
+    return 1;
+  }
   const Tokenizer& tokenizer = *session->tokenizer;
   const std::vector<int32_t> tokens = tokenizer.encode(text, /*add_special=*/true, /*parse_special=*/false);
-  SequenceRunner runner(*session->model, *session->backend, options.context);
+  SequenceRunner runner(**executor, options.context, options.device.device == "cuda" ? options.context : 512);
   std::optional<int32_t> bos;
   if (tokenizer.add_bos()) bos = tokenizer.bos_id();
-  std::fprintf(stderr, "%zu tokens, chunks of %d\n", tokens.size(), options.context);
+  std::fprintf(stderr, "%zu tokens, chunks of %d, on %s\n", tokens.size(), options.context,
+               (*executor)->capabilities().device.c_str());
   const auto start = std::chrono::steady_clock::now();
   auto progress = [&](int64_t done, int64_t total, double perplexity) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -71,6 +103,7 @@ CommandRunner add_perplexity_command(CLI::App& app) {
   cmd->add_option("-c,--ctx", options->context, "Context size per chunk")->check(CLI::Range(4, 1 << 20));
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--chunks", options->max_chunks, "Evaluate at most this many chunks (0: all)")->check(CLI::Range(0, 1 << 30));
+  add_device_options(*cmd, options->device);
   return [options] { return run(*options); };
 }
 

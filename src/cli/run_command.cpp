@@ -12,6 +12,7 @@
 #include "cli/model_session.h"
 #include "cli/request_timing.h"
 #include "engine/engine.h"
+#include "text/chat_prompt.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -64,12 +65,7 @@ Expected<std::vector<int32_t>> encode_prompt(const ModelSession& session, const 
   std::vector<ChatMessage> messages;
   if (!options.system_prompt.empty()) messages.push_back({"system", options.system_prompt});
   messages.push_back({"user", prompt});
-  nlohmann::json extra = {{"bos_token", tok.token_to_piece(tok.bos_id())},
-                          {"eos_token", tok.token_to_piece(tok.eos_id())}};
-  Expected<std::string> text = chat_template->render(messages, /*add_generation_prompt=*/true, extra);
-  if (!text) return text.status();
-  // The template already wrote any BOS; special-token texts in it are tokens.
-  return tok.encode(*text, /*add_special=*/false, /*parse_special=*/true);
+  return chat_prompt_tokens(*chat_template, tok, messages, /*add_generation_prompt=*/true);
 }
 
 RequestParams request_params(const RunOptions& options) {
@@ -138,23 +134,14 @@ int run(RunOptions options) {
     std::fprintf(stderr, "folio run: %s\n", s.message().c_str());
     return 2;
   }
-  Expected<EngineConfig> config = to_engine_config(options.engine, options.context);
-  if (!config) {
-    std::fprintf(stderr, "folio run: %s\n", config.error().c_str());
-    return 2;
+  ServingSession serving;
+  if (const int rc = open_serving_session("run", options.model, options.threads, options.context, options.quiet,
+                                          options.engine, serving);
+      rc != 0) {
+    return rc;
   }
-
-  Expected<ModelSession> session = open_model_session(options.model, options.threads, options.quiet);
-  if (!session) {
-    std::fprintf(stderr, "folio run: %s\n", session.error().c_str());
-    return 1;
-  }
-  Expected<std::unique_ptr<Engine>> made = make_engine(*session, options.engine, *config, options.quiet);
-  if (!made) {
-    std::fprintf(stderr, "folio run: %s\n", made.error().c_str());
-    return 1;
-  }
-  Engine& engine = **made;
+  const ModelSession* session = &serving.model;
+  Engine& engine = *serving.engine;
 
   // One prompt, one sample: text streams as it comes. Otherwise each result prints whole,
   // as "[i]" (or "[i.j]" for sample / beam j) when it finishes.

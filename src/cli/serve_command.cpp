@@ -42,8 +42,7 @@ std::string default_model_name(const std::string& path) {
   return std::filesystem::path(path.empty() ? default_model_path() : path).stem().string();
 }
 
-Expected<server::ModelInfo> model_info(const ModelSession& session, const Engine& engine, const ServeOptions& options,
-                                       const EngineConfig& config) {
+Expected<server::ModelInfo> model_info(const ModelSession& session, const Engine& engine, const ServeOptions& options) {
   server::ModelInfo info;
   info.tokenizer = session.tokenizer.get();
   info.name = options.served_model_name.empty() ? default_model_name(options.model) : options.served_model_name;
@@ -61,8 +60,7 @@ Expected<server::ModelInfo> model_info(const ModelSession& session, const Engine
     info.chat_template = std::move(chat_template).value();
   }
   // A request must fit the model's context and, whole, the KV pool.
-  const int64_t pool_tokens = static_cast<int64_t>(engine.num_kv_blocks() - 1) * config.block_size;
-  info.context_tokens = static_cast<int32_t>(std::min<int64_t>(engine.max_model_len(), pool_tokens));
+  info.context_tokens = static_cast<int32_t>(engine.context_tokens());
   return info;
 }
 
@@ -78,26 +76,17 @@ void raise_open_file_limit() {
 
 int serve(const ServeOptions& options) {
   raise_open_file_limit();
-  Expected<EngineConfig> config = to_engine_config(options.engine, options.context);
-  if (!config) {
-    std::fprintf(stderr, "folio serve: %s\n", config.error().c_str());
-    return 2;
+  ServingSession serving;
+  if (const int rc = open_serving_session("serve", options.model, options.threads, options.context, options.quiet,
+                                          options.engine, serving);
+      rc != 0) {
+    return rc;
   }
-  Expected<ModelSession> session = open_model_session(options.model, options.threads, options.quiet);
-  if (!session) {
-    std::fprintf(stderr, "folio serve: %s\n", session.error().c_str());
-    return 1;
-  }
-  Expected<std::unique_ptr<Engine>> made = make_engine(*session, options.engine, *config, options.quiet);
-  if (!made) {
-    std::fprintf(stderr, "folio serve: %s\n", made.error().c_str());
-    return 1;
-  }
-  Engine& engine = **made;
+  Engine& engine = *serving.engine;
   server::EngineWorker worker(engine, options.max_queue);
   server::ApiContext context;
   context.worker = &worker;
-  Expected<server::ModelInfo> info = model_info(*session, engine, options, *config);
+  Expected<server::ModelInfo> info = model_info(serving.model, engine, options);
   if (!info) {
     std::fprintf(stderr, "folio serve: %s\n", info.error().c_str());
     return 1;

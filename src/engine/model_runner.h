@@ -1,34 +1,25 @@
-// Turns a SchedulerOutput into one forward pass: runs the KV manager's pending block copies,
-// builds the flat varlen batch (tokens, positions, slot mapping, block tables) and returns the
-// logits of the chunks that sample.
+// Turns a SchedulerOutput into the executor's ForwardBatch (the step's block copies, then the
+// flat varlen batch: tokens, positions, slots from each chunk's block table, sequences, the rows
+// that sample) and runs it. It reads nothing but the scheduler's output.
 #pragma once
 
-#include <span>
-
-#include "engine/model_executor.h"
 #include "engine/scheduler_output.h"
-#include "kv/kv_cache_manager.h"
+#include "executor/executor.h"
 
 namespace folio {
 
 class ModelRunner {
  public:
-  ModelRunner(ModelExecutor& executor, KvCacheManager& kv);
+  explicit ModelRunner(Executor& executor) : executor_(executor) {}
 
-  // Logits (number of sampling chunks, vocab), in chunk order; valid until the next call.
-  std::span<const float> execute(const SchedulerOutput& output);
-  // Same batch, greedy tokens chosen by the executor (ModelExecutor::forward_greedy).
-  std::span<const GreedySample> execute_greedy(const SchedulerOutput& output);
-  // Same batch, tokens sampled by the executor (ModelExecutor::forward_sample); sampling holds
-  // one row per sampling chunk, in chunk order.
-  std::span<const GreedySample> execute_sample(const SchedulerOutput& output, const SampleBatch& sampling);
+  // One row per sampling chunk, in chunk order: logits without a plan, the executor's tokens
+  // with one (plan->rows in the same order). Valid until the next call.
+  StepResult execute(const SchedulerOutput& output, const SamplingPlan* plan);
 
  private:
-  // Runs the block copies and fills batch_; false when there is nothing to run.
-  bool prepare(const SchedulerOutput& output);
+  void prepare(const SchedulerOutput& output);
 
-  ModelExecutor& executor_;
-  KvCacheManager& kv_;
+  Executor& executor_;
   ForwardBatch batch_;
 };
 

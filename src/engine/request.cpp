@@ -12,26 +12,29 @@ const char* finish_reason_name(FinishReason reason) {
   return "none";
 }
 
-Request::Request(RequestId request_id, std::vector<int32_t> prompt, RequestParams request_params,
-                 const Tokenizer& tokenizer)
+namespace {
+
+std::optional<uint64_t> seed_of(const RequestParams& params, int32_t index) {
+  if (!params.sampling.seed) return std::nullopt;
+  return *params.sampling.seed + static_cast<uint64_t>(index);
+}
+
+}  // namespace
+
+Request::Request(RequestId request_id, RequestId parent, int32_t sample_index,
+                 std::shared_ptr<const RequestParams> params, std::vector<int32_t> all_tokens,
+                 int32_t prompt_length, const Tokenizer& tokenizer)
     : id(request_id),
-      parent_id(request_id),
-      prompt_tokens(std::move(prompt)),
-      params(std::move(request_params)),
-      sampler(params.sampling),
+      parent_id(parent),
+      index(sample_index),
+      shared_params(std::move(params)),
+      tokens(std::move(all_tokens)),
+      num_prompt_tokens(prompt_length),
+      sampler(shared_params->sampling, seed_of(*shared_params, sample_index)),
       detokenizer(tokenizer),
       arrival_time(Clock::now()),
       last_token_time(arrival_time) {}
 
-int32_t Request::token_at(int32_t position) const {
-  const int32_t prompt_size = static_cast<int32_t>(prompt_tokens.size());
-  return position < prompt_size ? prompt_tokens[position] : output_tokens[position - prompt_size];
-}
-
-std::vector<int32_t> Request::all_tokens() const {
-  std::vector<int32_t> tokens = prompt_tokens;
-  tokens.insert(tokens.end(), output_tokens.begin(), output_tokens.end());
-  return tokens;
-}
+std::optional<uint64_t> Request::seed() const { return seed_of(params(), index); }
 
 }  // namespace folio

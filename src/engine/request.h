@@ -1,17 +1,21 @@
-// A generation request as the engine tracks it: its tokens, how many of them have K/V in the
-// cache (num_computed_tokens, which catches up with num_tokens: there are no separate prefill
-// and decode phases), its sampling state and its stop conditions.
+// A generation request as the engine tracks it: its tokens (prompt, then output, in one vector),
+// how many of them have K/V in the cache (num_computed_tokens, which catches up with
+// num_tokens(): there are no separate prefill and decode phases), its random stream and its
+// stop conditions. The parameters a user sent are shared by every sequence of the request (its n
+// samples, its beams), never copied per sequence.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
-#include "kv/kv_cache_manager.h"
 #include "text/tokenizer.h"
 
 namespace folio {
@@ -38,35 +42,41 @@ struct RequestParams {
 using Clock = std::chrono::steady_clock;
 
 struct Request {
-  Request(RequestId id, std::vector<int32_t> prompt, RequestParams params, const Tokenizer& tokenizer);
+  // index: which of the request's n samples this sequence is (its seed is the request's + index).
+  Request(RequestId id, RequestId parent_id, int32_t index, std::shared_ptr<const RequestParams> params,
+          std::vector<int32_t> tokens, int32_t num_prompt_tokens, const Tokenizer& tokenizer);
 
   RequestId id;
   RequestId parent_id;   // the user's request: == id for the first sequence, shared by its forks
   int32_t index = 0;     // which of the n parallel samples
-  bool forked = false;   // the n - 1 siblings have been made
-  double cum_logprob = 0.0;  // beam search: sum of the output tokens' logprobs
-  bool beam_pending = false;  // beam search: sampled, waiting for the rest of its group
-  std::vector<std::pair<int32_t, double>> beam_candidates;  // (token, logprob), best first
-  std::vector<int32_t> prompt_tokens;
-  std::vector<int32_t> output_tokens;
+  std::shared_ptr<const RequestParams> shared_params;
+  std::vector<int32_t> tokens;      // (num_prompt_tokens + output length,) prompt, then output
+  int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;  // tokens whose K/V are in the cache
-  RequestParams params;
-  Sampler sampler;
+  Sampler sampler;                  // this sequence's random stream
   IncrementalDetokenizer detokenizer;
   std::string output_text;          // stop strings already cut off
   size_t emitted_text = 0;          // bytes of output_text handed out in outputs
-  RequestStatus status = RequestStatus::kWaiting;
+  RequestStatus status = RequestStatus::kWaiting;  // written by the scheduler only
   FinishReason finish_reason = FinishReason::kNone;
+  bool forked = false;              // n > 1: the n - 1 siblings have been made
+  double cum_logprob = 0.0;         // beam search: sum of the output tokens' logprobs
+  bool beam_pending = false;        // beam search: scored, waiting for the rest of its group
+  std::vector<std::pair<int32_t, double>> beam_candidates;  // (token, logprob), best first
   uint64_t arrival_order = 0;
   int32_t num_preemptions = 0;
   Clock::time_point arrival_time;
   std::optional<Clock::time_point> first_token_time;
   Clock::time_point last_token_time;
 
-  SequenceId sequence_id() const { return id; }
-  int32_t num_tokens() const { return static_cast<int32_t>(prompt_tokens.size() + output_tokens.size()); }
-  int32_t token_at(int32_t position) const;
-  std::vector<int32_t> all_tokens() const;
+  const RequestParams& params() const { return *shared_params; }
+  // The request's seed for this sequence (seed + index), if the request gave one.
+  std::optional<uint64_t> seed() const;
+  int64_t sequence_id() const { return id; }
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  std::span<const int32_t> prompt() const { return std::span<const int32_t>(tokens).first(num_prompt_tokens); }
+  std::span<const int32_t> output() const { return std::span<const int32_t>(tokens).subspan(num_prompt_tokens); }
   bool finished() const { return status == RequestStatus::kFinished; }
 };
 

@@ -105,7 +105,7 @@ int32_t argmax(std::span<const float> logits) {
 
 }  // namespace
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(pick_seed(params.seed)) {
+Sampler::Sampler(const SamplingParams& params, std::optional<uint64_t> seed) : params_(params), rng_(pick_seed(seed)) {
   assert(params_.validate().is_ok());
 }
 
@@ -116,30 +116,33 @@ double Sampler::next_uniform() {
 }
 
 void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> prompt_tokens,
-                              std::span<const int32_t> output_tokens) {
+                              std::span<const int32_t> output_tokens, SamplerScratch& scratch) const {
+  std::vector<uint8_t>& seen = scratch.seen;
+  std::vector<int32_t>& output_counts = scratch.output_counts;
+  std::vector<int32_t>& touched = scratch.touched;
   const bool repetition = params_.repetition_penalty != 1.0f;
   const bool output_penalties =
       params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
   if (!repetition && !output_penalties) return;
 
   const size_t vocab = logits.size();
-  if (seen_.size() < vocab) {
-    seen_.resize(vocab, 0);
-    output_counts_.resize(vocab, 0);
+  if (seen.size() < vocab) {
+    seen.resize(vocab, 0);
+    output_counts.resize(vocab, 0);
   }
   // Only the touched entries are visited and reset, so a step costs O(prompt + output), not
   // O(vocab), and each distinct token is penalized once however often it occurs.
-  touched_.clear();
+  touched.clear();
   auto touch = [&](int32_t token) {
-    if (!seen_[token]) {
-      seen_[token] = 1;
-      touched_.push_back(token);
+    if (!seen[token]) {
+      seen[token] = 1;
+      touched.push_back(token);
     }
   };
   for (int32_t token : output_tokens) {
     if (token < 0 || static_cast<size_t>(token) >= vocab) continue;
     touch(token);
-    ++output_counts_[token];
+    ++output_counts[token];
   }
   if (repetition) {
     for (int32_t token : prompt_tokens) {
@@ -148,51 +151,55 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
     }
   }
 
-  for (int32_t token : touched_) {
+  for (int32_t token : touched) {
     float& logit = logits[token];
     if (repetition) {
       // vLLM: `logits > 0` is divided, everything else (including 0) multiplied.
       logit =
           logit > 0.0f ? logit / params_.repetition_penalty : logit * params_.repetition_penalty;
     }
-    const int32_t count = output_counts_[token];
+    const int32_t count = output_counts[token];
     if (count > 0) {
       logit -= params_.frequency_penalty * static_cast<float>(count);
       logit -= params_.presence_penalty;
     }
-    seen_[token] = 0;
-    output_counts_[token] = 0;
+    seen[token] = 0;
+    output_counts[token] = 0;
   }
 }
 
 SampleResult Sampler::sample(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
-                             std::span<const int32_t> output_tokens) {
+                             std::span<const int32_t> output_tokens, SamplerScratch& scratch) {
   assert(!logits.empty());
-  work_.assign(logits.begin(), logits.end());
-  apply_penalties(work_, prompt_tokens, output_tokens);
+  std::vector<float>& work = scratch.work;
+  work.assign(logits.begin(), logits.end());
+  apply_penalties(work, prompt_tokens, output_tokens, scratch);
 
   SampleResult result;
   if (params_.is_greedy()) {
-    result.token = argmax(work_);
+    result.token = argmax(work);
   } else {
     const float temperature = params_.temperature;
-    for (float& logit : work_) {
+    for (float& logit : work) {
       // Division, not multiplication by 1/T, to round like vLLM. NaN (logit != logit) is
       // masked out here so that the orderings below stay strict weak orderings.
       logit = logit == logit ? logit / temperature : kNegInf;
     }
-    result.token = sample_from_distribution(work_);
+    result.token = sample_from_distribution(work, scratch);
   }
 
   if (params_.logprobs >= 0) {
-    fill_logprobs(logits, result);
+    fill_logprobs(logits, result, scratch);
   } else {
     result.logprob = std::numeric_limits<float>::quiet_NaN();
   }
   return result;
 }
 
-int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits) {
+int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits, SamplerScratch& scratch) {
+  using Candidate = SamplerScratch::Candidate;
+  std::vector<float>& weights = scratch.weights;
+  std::vector<Candidate>& candidates = scratch.candidates;
   const float max_logit = max_of(scaled_logits);
   if (max_logit == kNegInf) return argmax(scaled_logits);  // everything masked: nothing to draw
 
@@ -200,20 +207,20 @@ int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits) 
   const bool top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab;
   const bool top_p = params_.top_p < 1.0f;
   const bool min_p = params_.min_p > 0.0f;
-  exp_relative(scaled_logits, max_logit, weights_);
+  exp_relative(scaled_logits, max_logit, weights);
 
   if (!top_k && !top_p) {
     // Plain sampling, maybe with min-p: draw straight from the weight array, no sorting.
     if (min_p) {
       const float cut = params_.min_p;
-      for (float& w : weights_) w = w >= cut ? w : 0.0f;
+      for (float& w : weights) w = w >= cut ? w : 0.0f;
     }
-    const double target = next_uniform() * sum_of(weights_);
+    const double target = next_uniform() * sum_of(weights);
     double cumulative = 0.0;
     int32_t last_nonzero = 0;
     for (size_t i = 0; i < vocab; ++i) {
-      if (weights_[i] == 0.0f) continue;
-      cumulative += weights_[i];
+      if (weights[i] == 0.0f) continue;
+      cumulative += weights[i];
       last_nonzero = static_cast<int32_t>(i);
       if (cumulative > target) return last_nonzero;
     }
@@ -223,77 +230,81 @@ int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits) 
   // Candidates: tokens at or above the k-th largest logit (top-k), else every token whose
   // weight did not underflow (more than 87 nats below the top carries no probability).
   auto collect = [&](float logit_threshold, float min_weight) {
-    candidates_.clear();
+    candidates.clear();
     for (size_t i = 0; i < vocab; ++i) {
-      if (scaled_logits[i] >= logit_threshold && weights_[i] >= min_weight && weights_[i] > 0.0f) {
-        candidates_.push_back({scaled_logits[i], static_cast<int32_t>(i), weights_[i]});
+      if (scaled_logits[i] >= logit_threshold && weights[i] >= min_weight && weights[i] > 0.0f) {
+        candidates.push_back({scaled_logits[i], static_cast<int32_t>(i), weights[i]});
       }
     }
   };
   if (top_k) {
-    collect(kth_largest(scaled_logits), 0.0f);
+    collect(kth_largest(scaled_logits, scratch), 0.0f);
     if (top_p) {
       double total = 0.0;  // top-p renormalizes over the top-k survivors
-      for (const Candidate& c : candidates_) total += c.weight;
-      keep_top_p(max_logit, total);
+      for (const Candidate& c : candidates) total += c.weight;
+      keep_top_p(max_logit, total, scratch);
     }
   } else {
     // Top-p alone. Real distributions put nearly all their mass on a few tokens, so first
     // collect only tokens within 1e-4 of the top: if they already hold top_p of the mass,
     // every token below ranks under all of them with at least that much mass above it, so
     // none can be in the nucleus. Otherwise fall back to every token.
-    const double total = sum_of(weights_);
+    const double total = sum_of(weights);
     constexpr float kProbeWeight = 1e-4f;
     collect(kNegInf, kProbeWeight);
     double probed = 0.0;
-    for (const Candidate& c : candidates_) probed += c.weight;
+    for (const Candidate& c : candidates) probed += c.weight;
     if (probed < static_cast<double>(params_.top_p) * total) collect(kNegInf, 0.0f);
-    keep_top_p(max_logit, total);
+    keep_top_p(max_logit, total, scratch);
   }
   if (min_p) {
     // After top-p, which must see the full mass first (see the header on why min-p's place
     // in the order does not matter otherwise).
-    std::erase_if(candidates_, [&](const Candidate& c) { return c.weight < params_.min_p; });
+    std::erase_if(candidates, [&](const Candidate& c) { return c.weight < params_.min_p; });
   }
-  assert(!candidates_.empty());  // the most likely token survives every cut
+  assert(!candidates.empty());  // the most likely token survives every cut
 
   double total = 0.0;
-  for (const Candidate& c : candidates_) total += c.weight;
+  for (const Candidate& c : candidates) total += c.weight;
   const double target = next_uniform() * total;
   double cumulative = 0.0;
-  for (const Candidate& c : candidates_) {
+  for (const Candidate& c : candidates) {
     cumulative += c.weight;
     if (cumulative > target) return c.token;
   }
-  return candidates_.back().token;  // rounding left target at the very top
+  return candidates.back().token;  // rounding left target at the very top
 }
 
-float Sampler::kth_largest(std::span<const float> scaled_logits) {
+float Sampler::kth_largest(std::span<const float> scaled_logits, SamplerScratch& scratch) const {
+  std::vector<float>& selection = scratch.select;
   // Every token at or above the k-th largest value stays, so ties at the boundary are all
   // kept (vLLM compares against the k-th value the same way).
   const size_t k = static_cast<size_t>(params_.top_k);
-  select_.clear();
+  selection.clear();
   if (k * 16 <= scaled_logits.size()) {
     // Small k: a min-heap of the k largest; most logits are rejected by one comparison.
     for (float logit : scaled_logits) {
-      if (select_.size() < k) {
-        select_.push_back(logit);
-        std::push_heap(select_.begin(), select_.end(), std::greater<float>());
-      } else if (logit > select_.front()) {
-        std::pop_heap(select_.begin(), select_.end(), std::greater<float>());
-        select_.back() = logit;
-        std::push_heap(select_.begin(), select_.end(), std::greater<float>());
+      if (selection.size() < k) {
+        selection.push_back(logit);
+        std::push_heap(selection.begin(), selection.end(), std::greater<float>());
+      } else if (logit > selection.front()) {
+        std::pop_heap(selection.begin(), selection.end(), std::greater<float>());
+        selection.back() = logit;
+        std::push_heap(selection.begin(), selection.end(), std::greater<float>());
       }
     }
-    return select_.front();
+    return selection.front();
   }
-  select_.assign(scaled_logits.begin(), scaled_logits.end());
-  std::nth_element(select_.begin(), select_.begin() + static_cast<ptrdiff_t>(k - 1), select_.end(),
+  selection.assign(scaled_logits.begin(), scaled_logits.end());
+  std::nth_element(selection.begin(), selection.begin() + static_cast<ptrdiff_t>(k - 1), selection.end(),
                    std::greater<float>());
-  return select_[k - 1];
+  return selection[k - 1];
 }
 
-void Sampler::keep_top_p(float max_logit, double total) {
+void Sampler::keep_top_p(float max_logit, double total, SamplerScratch& scratch) const {
+  using Candidate = SamplerScratch::Candidate;
+  std::vector<Candidate>& candidates = scratch.candidates;
+  std::vector<double>& bucket_mass = scratch.bucket_mass;
   // Instead of sorting, bucket the candidates by logit (bucket 0 holds the largest) and sum
   // each bucket's mass. Walking buckets from the top finds the one bucket where the mass
   // above crosses top_p: every bucket above it is kept whole, every bucket below dropped,
@@ -301,10 +312,10 @@ void Sampler::keep_top_p(float max_logit, double total) {
   // `total` is the mass top-p is a fraction of; the candidates may hold less of it (see the
   // probe in sample_from_distribution).
   float min_logit = max_logit;
-  for (const Candidate& c : candidates_) min_logit = std::min(min_logit, c.logit);
+  for (const Candidate& c : candidates) min_logit = std::min(min_logit, c.logit);
   const double target = static_cast<double>(params_.top_p) * total;
   // About one bucket per candidate, at most 4096, so small vocabularies stay cheap too.
-  const int kBuckets = static_cast<int>(std::clamp<size_t>(candidates_.size(), 16, 4096));
+  const int kBuckets = static_cast<int>(std::clamp<size_t>(candidates.size(), 16, 4096));
   // Buckets span at most 64 nats below the max; anything lower (weight < 1e-27) shares the
   // last bucket, which top-p can only reach when it keeps everything above it anyway.
   const float span = std::min(max_logit - min_logit, 64.0f);
@@ -312,20 +323,20 @@ void Sampler::keep_top_p(float max_logit, double total) {
   auto bucket_of = [&](float logit) {
     return static_cast<int>(std::min((max_logit - logit) * scale, float(kBuckets - 1)));
   };
-  bucket_mass_.assign(kBuckets, 0.0);
-  for (const Candidate& c : candidates_) bucket_mass_[bucket_of(c.logit)] += c.weight;
+  bucket_mass.assign(kBuckets, 0.0);
+  for (const Candidate& c : candidates) bucket_mass[bucket_of(c.logit)] += c.weight;
 
   int boundary = 0;
   double mass_above = 0.0;
-  while (boundary < kBuckets - 1 && mass_above + bucket_mass_[boundary] < target) {
-    mass_above += bucket_mass_[boundary];
+  while (boundary < kBuckets - 1 && mass_above + bucket_mass[boundary] < target) {
+    mass_above += bucket_mass[boundary];
     ++boundary;
   }
   // Move the boundary bucket's tokens to the front of the tail, sort them, and walk them.
-  auto above_end = std::partition(candidates_.begin(), candidates_.end(), [&](const Candidate& c) {
+  auto above_end = std::partition(candidates.begin(), candidates.end(), [&](const Candidate& c) {
     return bucket_of(c.logit) < boundary;
   });
-  auto boundary_end = std::partition(above_end, candidates_.end(), [&](const Candidate& c) {
+  auto boundary_end = std::partition(above_end, candidates.end(), [&](const Candidate& c) {
     return bucket_of(c.logit) == boundary;
   });
   std::sort(above_end, boundary_end, [](const Candidate& a, const Candidate& b) {
@@ -334,18 +345,19 @@ void Sampler::keep_top_p(float max_logit, double total) {
   auto keep_end = above_end;
   // A token stays while the mass strictly above it is below top_p, which is vLLM's "drop
   // tokens whose ascending cumulative sum is <= 1 - top_p". The most likely token always stays.
-  while (keep_end != boundary_end && (keep_end == candidates_.begin() || mass_above < target)) {
+  while (keep_end != boundary_end && (keep_end == candidates.begin() || mass_above < target)) {
     mass_above += keep_end->weight;
     ++keep_end;
   }
-  candidates_.erase(keep_end, candidates_.end());
+  candidates.erase(keep_end, candidates.end());
 }
 
-void Sampler::fill_logprobs(std::span<const float> raw_logits, SampleResult& result) {
+void Sampler::fill_logprobs(std::span<const float> raw_logits, SampleResult& result, SamplerScratch& scratch) const {
+  std::vector<float>& weights = scratch.weights;
   // Log-sum-exp over the raw logits: weights in float (2e-7 relative), summed in float64.
   const float max_logit = max_of(raw_logits);
-  exp_relative(raw_logits, max_logit, weights_);
-  const double log_normalizer = static_cast<double>(max_logit) + std::log(sum_of(weights_));
+  exp_relative(raw_logits, max_logit, weights);
+  const double log_normalizer = static_cast<double>(max_logit) + std::log(sum_of(weights));
   result.logprob =
       static_cast<float>(static_cast<double>(raw_logits[result.token]) - log_normalizer);
 

@@ -19,12 +19,15 @@
 //      removes tokens that top-p would have counted.)
 //   8. draw one token from the survivors in proportion to exp(logit / T).
 //
-// A Sampler belongs to one request: it owns the RNG (seeded from params.seed, so the same
-// seed, prompt and logits give the same tokens) and scratch buffers that are reused from call
-// to call, so a decode step allocates nothing unless top logprobs are asked for.
+// A Sampler belongs to one sequence and holds only its settings and its RNG (seeded from the
+// request's seed, so the same seed, prompt and logits give the same tokens). The vocabulary-sized
+// work buffers are a SamplerScratch that the engine owns and lends to every call, so a running
+// request costs the same memory whatever the vocabulary, and a decode step allocates nothing
+// unless top logprobs are asked for.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 #include <utility>
@@ -42,10 +45,30 @@ struct SampleResult {
   std::vector<std::pair<int32_t, float>> top_logprobs;
 };
 
+// Work buffers of Sampler::sample, sized to the vocabulary on first use and reused: one per
+// engine (the engine samples one row at a time), lent to every sequence's Sampler.
+struct SamplerScratch {
+  struct Candidate {
+    float logit;  // after temperature
+    int32_t token;
+    float weight;  // exp(logit - max logit): the unnormalized probability
+  };
+  std::vector<float> work;              // (vocab) penalized, then temperature-scaled logits
+  std::vector<float> weights;           // (vocab) exp(logit - max logit)
+  std::vector<float> select;            // (<= vocab) top-k heap, or a copy for nth_element
+  std::vector<double> bucket_mass;      // (4096) top-p: probability mass per logit bucket
+  std::vector<Candidate> candidates;    // (<= vocab) tokens still allowed
+  std::vector<int32_t> output_counts;   // (vocab) occurrences in output; zero between calls
+  std::vector<uint8_t> seen;            // (vocab) seen in prompt or output; zero between calls
+  std::vector<int32_t> touched;         // token ids whose output_counts/seen entries are non-zero
+};
+
 class Sampler {
  public:
-  // params must have passed validate(); that is the API layer's job.
-  explicit Sampler(const SamplingParams& params);
+  // params must have passed validate(); that is the API layer's job. seed: the stream's seed
+  // (a request's seed plus its sample index), or none to draw one from std::random_device.
+  Sampler(const SamplingParams& params, std::optional<uint64_t> seed);
+  explicit Sampler(const SamplingParams& params) : Sampler(params, params.seed) {}
 
   const SamplingParams& params() const { return params_; }
 
@@ -53,36 +76,21 @@ class Sampler {
   // prompt_tokens, output_tokens: the request's token ids so far; ids outside [0, vocab) are
   // ignored by the penalties.
   SampleResult sample(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
-                      std::span<const int32_t> output_tokens);
+                      std::span<const int32_t> output_tokens, SamplerScratch& scratch);
 
   // Step 2 on its own, in place. Public so that tests can check it against a hand computation.
   void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt_tokens,
-                       std::span<const int32_t> output_tokens);
+                       std::span<const int32_t> output_tokens, SamplerScratch& scratch) const;
 
  private:
-  struct Candidate {
-    float logit;  // after temperature
-    int32_t token;
-    float weight;  // exp(logit - max logit): the unnormalized probability
-  };
-
-  int32_t sample_from_distribution(std::span<const float> scaled_logits);
-  float kth_largest(std::span<const float> scaled_logits);
-  void keep_top_p(float max_logit, double total);
-  void fill_logprobs(std::span<const float> raw_logits, SampleResult& result);
+  int32_t sample_from_distribution(std::span<const float> scaled_logits, SamplerScratch& scratch);
+  float kth_largest(std::span<const float> scaled_logits, SamplerScratch& scratch) const;
+  void keep_top_p(float max_logit, double total, SamplerScratch& scratch) const;
+  void fill_logprobs(std::span<const float> raw_logits, SampleResult& result, SamplerScratch& scratch) const;
   double next_uniform();  // in [0, 1)
 
   SamplingParams params_;
   std::mt19937_64 rng_;
-  // Scratch, sized to the vocabulary on first use and reused.
-  std::vector<float> work_;             // (vocab) penalized, then temperature-scaled logits
-  std::vector<float> weights_;          // (vocab) exp(logit - max logit)
-  std::vector<float> select_;           // (<= vocab) top-k heap, or a copy for nth_element
-  std::vector<double> bucket_mass_;     // (4096) top-p: probability mass per logit bucket
-  std::vector<Candidate> candidates_;   // (<= vocab) tokens still allowed
-  std::vector<int32_t> output_counts_;  // (vocab) occurrences in output; zero between calls
-  std::vector<uint8_t> seen_;           // (vocab) seen in prompt or output; zero between calls
-  std::vector<int32_t> touched_;        // token ids whose counts_/seen_ entries are non-zero
 };
 
 }  // namespace folio

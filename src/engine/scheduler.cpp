@@ -13,14 +13,14 @@ std::string SchedulerOutput::to_string() const {
     s << " {req " << c.request->id << " @" << c.first_position << " +" << c.num_new_tokens
       << (c.samples ? " sample" : "") << "}";
   }
-  s << " ], preempted=" << preempted.size() << "}";
+  s << " ], copies=" << block_copies.size() << ", preempted=" << preempted.size() << "}";
   return s.str();
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
+Scheduler::Scheduler(const SchedulerConfig& config, const KvCacheConfig& kv) : config_(config), kv_(kv) {}
 
 bool Scheduler::runs_before(const Request* a, const Request* b) {
-  if (a->params.priority != b->params.priority) return a->params.priority < b->params.priority;
+  if (a->params().priority != b->params().priority) return a->params().priority < b->params().priority;
   return a->arrival_order < b->arrival_order;
 }
 
@@ -34,11 +34,26 @@ void Scheduler::add_running(Request* request) {
   running_.insert(std::upper_bound(running_.begin(), running_.end(), request, runs_before), request);
 }
 
-void Scheduler::remove(Request* request) {
+void Scheduler::finish(Request* request, FinishReason reason) {
   std::erase(waiting_, request);
   std::erase(running_, request);
   std::erase(swapped_, request);
   kv_.free(request->sequence_id());
+  request->status = RequestStatus::kFinished;
+  request->finish_reason = reason;
+}
+
+void Scheduler::fork(const Request& parent, Request* child) {
+  if (parent.status == RequestStatus::kRunning) {
+    child->num_computed_tokens = parent.num_computed_tokens;
+    kv_.fork(parent.sequence_id(), child->sequence_id());
+    add_running(child);
+  } else {
+    // The parent was preempted (recomputed or swapped out) while its group waited: the child
+    // starts from nothing and is prefilled like a preempted request.
+    child->num_computed_tokens = 0;
+    add(child);
+  }
 }
 
 void Scheduler::preempt(Request* victim, SchedulerOutput& output) {
@@ -82,7 +97,7 @@ void Scheduler::swap_in_what_fits() {
 }
 
 int32_t Scheduler::sequences_of(const Request* request) {
-  return request->forked ? 1 : std::max(request->params.n, request->params.beam_width);
+  return request->forked ? 1 : std::max(request->params().n, request->params().beam_width);
 }
 
 int32_t Scheduler::committed_sequences() const {
@@ -97,8 +112,7 @@ void Scheduler::admit_waiting(int32_t& budget, SchedulerOutput& output) {
     // A request with n samples or beams grows to that many sequences: admit it only if they
     // fit under max_num_seqs (or nothing else runs, so that it cannot starve).
     if (!running_.empty() && committed_sequences() + sequences_of(request) > config_.max_num_seqs) return;
-    const std::vector<int32_t> tokens = request->all_tokens();
-    const PrefixMatch prefix = kv_.find_cached_prefix(tokens);
+    const PrefixMatch prefix = kv_.find_cached_prefix(request->tokens);
     const int32_t computed = prefix.num_computed_tokens;
     const int32_t num_new = std::min(request->num_tokens() - computed, budget);
     if (!kv_.allocate_slots(request->sequence_id(), num_new, prefix)) return;  // wait for room
@@ -106,7 +120,7 @@ void Scheduler::admit_waiting(int32_t& budget, SchedulerOutput& output) {
     request->num_computed_tokens = computed;
     request->status = RequestStatus::kRunning;
     running_.push_back(request);
-    output.chunks.push_back({request, computed, num_new, computed + num_new == request->num_tokens()});
+    output.chunks.push_back({request, computed, num_new, computed + num_new == request->num_tokens(), {}});
     output.num_batched_tokens += num_new;
     budget -= num_new;
   }
@@ -114,6 +128,7 @@ void Scheduler::admit_waiting(int32_t& budget, SchedulerOutput& output) {
 
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput output;
+  output.block_size = kv_.block_size();
   int32_t budget = config_.max_num_batched_tokens;
   swap_in_what_fits();
 
@@ -127,7 +142,7 @@ SchedulerOutput Scheduler::schedule() {
     }
     if (!reserve_running(request, num_new, output)) break;  // it was the last one left
     output.chunks.push_back({request, request->num_computed_tokens, num_new,
-                             request->num_computed_tokens + num_new == request->num_tokens()});
+                             request->num_computed_tokens + num_new == request->num_tokens(), {}});
     output.num_batched_tokens += num_new;
     budget -= num_new;
     ++i;
@@ -146,6 +161,10 @@ SchedulerOutput Scheduler::schedule() {
       }
     }
   }
+  // Tables are read once every allocation of the step is done (copy-on-write may have replaced
+  // an entry), and the copies leave the KV manager with the step that runs them.
+  for (ScheduledChunk& chunk : output.chunks) chunk.block_table = kv_.block_table(chunk.request->sequence_id());
+  output.block_copies = kv_.take_pending_copies();
   return output;
 }
 
@@ -153,9 +172,8 @@ void Scheduler::on_computed(const SchedulerOutput& output) {
   for (const ScheduledChunk& chunk : output.chunks) {
     Request* request = chunk.request;
     request->num_computed_tokens = chunk.first_position + chunk.num_new_tokens;
-    const std::vector<int32_t> tokens = request->all_tokens();
     kv_.cache_full_blocks(request->sequence_id(),
-                          std::span<const int32_t>(tokens.data(), request->num_computed_tokens));
+                          std::span<const int32_t>(request->tokens).first(request->num_computed_tokens));
   }
 }
 

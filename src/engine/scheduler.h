@@ -3,6 +3,9 @@
 // than what is left of the budget. When the KV pool cannot hold a running request's next
 // tokens, the newest (lowest-priority) running request is preempted, by recompute (its blocks
 // freed, its tokens prefilled again later) or by swapping its blocks to host memory.
+//
+// The scheduler is the only owner of the KV manager and the only writer of a request's status:
+// the engine asks it to fork a sequence (n > 1, beams) and to finish one.
 #pragma once
 
 #include <cstdint>
@@ -25,15 +28,20 @@ struct SchedulerConfig {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
+  Scheduler(const SchedulerConfig& config, const KvCacheConfig& kv);
 
   void add(Request* request);
-  // A sequence forked from a running one joins the running set directly (its blocks are shared).
-  void add_running(Request* request);
-  // Drops the request from whichever queue holds it and frees its blocks at once.
-  void remove(Request* request);
+  // child continues parent: while parent runs, child shares its blocks (copy-on-write on the
+  // first write into the shared last one) and runs at once with parent's computed tokens; a
+  // parent that was preempted meanwhile leaves child to be prefilled from nothing. Fork after
+  // the forward pass that wrote the parent's reserved slots.
+  void fork(const Request& parent, Request* child);
+  // Drops the request from whichever queue holds it, frees its blocks at once and marks it
+  // finished with the reason.
+  void finish(Request* request, FinishReason reason);
   SchedulerOutput schedule();
-  // After the forward pass: the scheduled chunks' tokens are computed.
+  // After the forward pass: the scheduled chunks' tokens are computed; their full blocks become
+  // findable in the prefix cache.
   void on_computed(const SchedulerOutput& output);
 
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
@@ -41,12 +49,14 @@ class Scheduler {
   int32_t num_swapped() const { return static_cast<int32_t>(swapped_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
   bool has_work() const { return !waiting_.empty() || !running_.empty() || !swapped_.empty(); }
+  const KvCacheManager& kv() const { return kv_; }
 
  private:
   // Reserves slots for the request's next chunk, preempting others (newest first) as needed.
   // False when the request itself had to be preempted.
   bool reserve_running(Request* request, int32_t num_new_tokens, SchedulerOutput& output);
   void preempt(Request* victim, SchedulerOutput& output);
+  void add_running(Request* request);
   void swap_in_what_fits();
   void admit_waiting(int32_t& budget, SchedulerOutput& output);
   static bool runs_before(const Request* a, const Request* b);
@@ -55,7 +65,7 @@ class Scheduler {
   int32_t committed_sequences() const;
 
   SchedulerConfig config_;
-  KvCacheManager& kv_;
+  KvCacheManager kv_;
   std::deque<Request*> waiting_;   // in priority, then arrival, order
   std::vector<Request*> running_;  // in priority, then arrival, order
   std::deque<Request*> swapped_;

@@ -1,13 +1,17 @@
 // What one engine step runs: which requests, how many new tokens each (a prefill chunk or one
-// decode token), and which of them sample a token at the end. A plain struct that can be
-// printed when a step fails.
+// decode token), where their K/V live, which of them sample a token at the end, and the block
+// copies the KV manager decided while scheduling. A plain struct that can be printed when a
+// step fails; the model runner turns it into the executor's ForwardBatch without asking the KV
+// manager anything.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/request.h"
+#include "kv/block_copy.h"
 
 namespace folio {
 
@@ -16,14 +20,20 @@ struct ScheduledChunk {
   int32_t first_position = 0;   // == request->num_computed_tokens when scheduled
   int32_t num_new_tokens = 0;
   bool samples = false;         // the chunk reaches the request's last token
+  // The sequence's block table after this step's allocation, covering every position up to
+  // first_position + num_new_tokens. Valid until the KV manager next changes (the end of the
+  // step's execute()).
+  std::span<const int32_t> block_table;
 };
 
 struct SchedulerOutput {
-  std::vector<ScheduledChunk> chunks;  // running order; their tokens form the flat batch
-  std::vector<RequestId> preempted;    // this step, by recompute or swap
+  std::vector<ScheduledChunk> chunks;   // running order; their tokens form the flat batch
+  std::vector<BlockCopy> block_copies;  // copy-on-write, swap out, swap in: run first, in order
+  std::vector<RequestId> preempted;     // this step, by recompute or swap
   int32_t num_batched_tokens = 0;
+  int32_t block_size = 0;
 
-  bool empty() const { return chunks.empty(); }
+  bool empty() const { return chunks.empty() && block_copies.empty(); }
   std::string to_string() const;
 };
 

@@ -1,24 +1,24 @@
-// Runs one sequence through the model: the simple single-sequence path behind `folio run`,
-// `folio perplexity` and `folio bench` until the paged engine takes over. It still goes
-// through the paged interface: the sequence owns a block table into a KvCacheStorage.
+// Runs one sequence through any Executor without the scheduler: the path behind
+// `folio perplexity` and `folio bench` (pp/tg), on the CPU or the GPU alike. It still goes
+// through the paged interface: the sequence owns a block table into the executor's KV pool
+// (which nothing else may use meanwhile).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
-#include "backend/backend.h"
 #include "core/status.h"
-#include "kv/kv_cache_storage.h"
-#include "model/llama_model.h"
+#include "executor/executor.h"
 
 namespace folio {
 
 class SequenceRunner {
  public:
-  // Room for max_tokens tokens; prompts are fed at most max_batch_tokens per forward pass.
-  SequenceRunner(LlamaModel& model, Backend& backend, int32_t max_tokens,
-                 int32_t max_batch_tokens = 512, int32_t block_size = 16);
+  // Room for max_tokens tokens (at most what the executor's pool holds); prompts are fed at most
+  // max_batch_tokens per forward pass (and at most the executor's logit rows when every
+  // position's logits are asked for).
+  SequenceRunner(Executor& executor, int32_t max_tokens, int32_t max_batch_tokens = 512);
 
   int32_t num_tokens() const { return num_tokens_; }
   int32_t capacity() const { return capacity_; }
@@ -29,14 +29,15 @@ class SequenceRunner {
   Expected<std::vector<float>> append(std::span<const int32_t> tokens, bool all_logits = false);
 
  private:
-  LlamaModel& model_;
-  Backend& backend_;
+  Executor& executor_;
   int32_t max_batch_tokens_;
+  int32_t max_logit_rows_;
   int32_t block_size_;
   int32_t capacity_;
-  KvCacheStorage cache_;
-  std::vector<int32_t> block_table_;  // (capacity / block_size,): blocks in order
+  int32_t requested_tokens_;
+  std::vector<int32_t> block_table_;  // (capacity / block_size,) pool blocks, never the null block
   int32_t num_tokens_ = 0;
+  ForwardBatch batch_;
 };
 
 }  // namespace folio

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "backend/attention_batch.h"
+#include "kv/kv_layer_view.h"
 
 namespace folio {
 

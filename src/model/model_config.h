@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "backend/backend.h"
 #include "core/status.h"
 #include "model/gguf_file.h"
+#include "model/rope.h"
 
 namespace folio {
 

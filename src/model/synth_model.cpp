@@ -6,7 +6,7 @@
 #include <numbers>
 #include <thread>
 
-#include "backend/cpu/quant/quant_kernels.h"
+#include "quant/formats.h"
 #include "core/fp16.h"
 #include "model/gguf_writer.h"
 #include "text/byte_level.h"
@@ -50,7 +50,7 @@ void encode_row(DType type, const float* src, uint8_t* dst, int64_t n) {
       }
       break;
     default:
-      cpu::quantize_row_reference(type, src, dst, n);
+      quant::quantize_row_reference(type, src, dst, n);
       break;
   }
 }

@@ -118,8 +118,8 @@ void EngineWorker::deliver(const std::vector<RequestOutput>& outputs) {
     if (owner == owner_of_.end()) continue;  // cancelled: its sink is gone
     const Ticket ticket = owner->second.ticket;
     Live& live = live_.at(ticket);
-    RequestOutput out = engine_out;
-    out.index += owner->second.prompt_index * (live.num_samples / static_cast<int32_t>(live.engine_ids.size()));
+    ServedOutput served{owner->second.prompt_index, engine_out};
+    const RequestOutput& out = served.output;
     const bool last = out.finished && ++live.num_finished == live.num_samples;
     if (out.finished) {
       if (out.finish_reason == FinishReason::kLength) ++counters_.num_requests_finished_length;
@@ -132,9 +132,9 @@ void EngineWorker::deliver(const std::vector<RequestOutput>& outputs) {
       OutputSink sink = std::move(live.sink);
       for (RequestId id : live.engine_ids) owner_of_.erase(id);
       live_.erase(ticket);
-      if (sink.on_output) sink.on_output(std::move(out));
+      if (sink.on_output) sink.on_output(std::move(served));
     } else if (live.sink.on_output) {
-      live.sink.on_output(std::move(out));
+      live.sink.on_output(std::move(served));
     }
   }
 }

@@ -27,10 +27,16 @@
 
 namespace folio::server {
 
+// One engine output of a submitted request: output.index is the sample of prompt `prompt`.
+struct ServedOutput {
+  int32_t prompt = 0;
+  RequestOutput output;
+};
+
 // Where one request's results go. on_rejected or on_output(finished) for each of the n
-// samples ends it; nothing is called after that, nor after cancel().
+// samples of each prompt ends it; nothing is called after that, nor after cancel().
 struct OutputSink {
-  std::function<void(RequestOutput)> on_output;
+  std::function<void(ServedOutput)> on_output;
   std::function<void(Status)> on_rejected;  // add_request refused it (a 400 for the client)
 };
 
@@ -65,7 +71,7 @@ class EngineWorker {
   void stop();
 
   // Each prompt runs as its own engine request with params (n samples each); outputs reach the
-  // sink with index = prompt * n + sample. Nothing when the waiting queue is full.
+  // sink with their prompt's index. Nothing when the waiting queue is full.
   std::optional<Ticket> submit(std::vector<std::vector<int32_t>> prompts, RequestParams params, OutputSink sink);
   // The request ends at the next pass of the engine loop and frees its KV blocks; its sink is
   // dropped and gets nothing more.

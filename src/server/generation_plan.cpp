@@ -1,5 +1,8 @@
 #include "server/generation_plan.h"
 
+#include "engine/request_limits.h"
+#include "text/chat_prompt.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,21 +18,6 @@ int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-Status check_fits(int64_t num_prompt, std::optional<int32_t> max_tokens, const ModelInfo& model) {
-  if (num_prompt == 0) return Status::error("the prompt is empty");
-  if (num_prompt >= model.context_tokens) {
-    return Status::error("this model's maximum context length is " + std::to_string(model.context_tokens) +
-                         " tokens, but the prompt has " + std::to_string(num_prompt) + " tokens");
-  }
-  if (max_tokens && *max_tokens > model.context_tokens - num_prompt) {
-    return Status::error("this model's maximum context length is " + std::to_string(model.context_tokens) +
-                         " tokens; you requested " + std::to_string(num_prompt + *max_tokens) + " tokens (" +
-                         std::to_string(num_prompt) + " in the prompt, " + std::to_string(*max_tokens) +
-                         " in the completion)");
-  }
-  return Status::ok();
-}
-
 // default_max_tokens: the endpoint's default; none means as much as the context leaves (for
 // several prompts, the shortest leftover, so that one limit fits all).
 Expected<GenerationPlan> finish_plan(std::vector<std::vector<int32_t>> prompts, const GenerationOptions& options,
@@ -41,7 +29,7 @@ Expected<GenerationPlan> finish_plan(std::vector<std::vector<int32_t>> prompts, 
   for (const std::vector<int32_t>& prompt : prompts) {
     // The endpoint's default shrinks to fit; a limit the client gave must fit as given.
     const std::optional<int32_t> asked = options.max_tokens;
-    if (Status s = check_fits(static_cast<int64_t>(prompt.size()), asked, model); !s) return s;
+    if (Status s = check_request_length(static_cast<int64_t>(prompt.size()), asked, model.context_tokens); !s) return s;
   }
   const int32_t room = static_cast<int32_t>(model.context_tokens - longest);
   GenerationPlan plan;
@@ -81,12 +69,7 @@ Expected<GenerationPlan> plan_completion(const CompletionRequest& request, const
   std::vector<std::vector<int32_t>> prompts;
   for (const CompletionPrompt& p : request.prompts) {
     if (!p.text) {
-      for (int32_t id : p.tokens) {
-        if (id >= model.tokenizer->vocab_size()) {
-          return Status::error("prompt token id " + std::to_string(id) + " is out of range (vocabulary size " +
-                               std::to_string(model.tokenizer->vocab_size()) + ")");
-        }
-      }
+      if (Status s = check_token_ids(p.tokens, model.tokenizer->vocab_size()); !s) return s;
       prompts.push_back(p.tokens);
     } else {
       // As `folio run` encodes a prompt: BOS as the model's metadata says, special-token
@@ -109,13 +92,7 @@ Expected<GenerationPlan> plan_completion(const CompletionRequest& request, const
 Expected<std::vector<int32_t>> chat_prompt_tokens(const std::vector<ChatMessage>& messages, const ModelInfo& model,
                                                  bool add_generation_prompt) {
   if (!model.chat_template) return Status::error("the model has no chat template; use /v1/completions");
-  const Tokenizer& tok = *model.tokenizer;
-  nlohmann::json extra = {{"bos_token", tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id()) : std::string()},
-                          {"eos_token", tok.eos_id() >= 0 ? tok.token_to_piece(tok.eos_id()) : std::string()}};
-  Expected<std::string> text = model.chat_template->render(messages, add_generation_prompt, extra);
-  if (!text) return Status::error("the chat template failed on these messages: " + text.error());
-  // The template already wrote any BOS; special-token texts in it are tokens.
-  return tok.encode(*text, /*add_special=*/false, /*parse_special=*/true);
+  return folio::chat_prompt_tokens(*model.chat_template, *model.tokenizer, messages, add_generation_prompt);
 }
 
 Expected<GenerationPlan> plan_chat_completion(const ChatCompletionRequest& request, const ModelInfo& model) {

@@ -90,7 +90,7 @@ void HttpSession::start_generation(GenerationPlan plan) {
   // The worker calls these on the engine thread; they only hop onto this session's strand.
   auto self = shared_from_this();
   OutputSink sink;
-  sink.on_output = [self](RequestOutput out) {
+  sink.on_output = [self](ServedOutput out) {
     net::post(self->stream_.get_executor(), [self, out = std::move(out)]() mutable { self->on_output(std::move(out)); });
   };
   sink.on_rejected = [self](Status status) {
@@ -106,9 +106,9 @@ void HttpSession::start_generation(GenerationPlan plan) {
   start_watch();
 }
 
-void HttpSession::on_output(RequestOutput out) {
+void HttpSession::on_output(ServedOutput out) {
   if (state_ != State::kResponding || !assembler_) return;
-  std::string events = assembler_->add(out);
+  std::string events = assembler_->add(out.prompt, out.output);
   const bool done = assembler_->done();
   if (done) ticket_.reset();  // the worker forgets finished requests by itself
   if (!assembler_->identity().stream) {

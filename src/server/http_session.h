@@ -47,7 +47,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_read(boost::beast::error_code ec);
   void handle_request();
   void start_generation(GenerationPlan plan);
-  void on_output(RequestOutput out);
+  void on_output(ServedOutput out);
   void on_rejected(const Status& status);
   void start_watch();
   void on_watch(boost::beast::error_code ec, size_t bytes);

@@ -51,7 +51,7 @@ ResponseAssembler::ResponseAssembler(ResponseIdentity identity, const Tokenizer*
 // Consumes choice.pending_samples. Completions use OpenAI's legacy shape (parallel lists of
 // tokens, logprobs, top-N maps, text offsets); chat the per-token objects with UTF-8 bytes,
 // which is how a token that is half of a character can still be shown.
-std::string ResponseAssembler::logprobs_json_text(Choice& choice) const {
+ordered_json ResponseAssembler::logprobs_json(Choice& choice) const {
   auto piece = [&](int32_t id) -> std::string {
     return tokenizer_ != nullptr ? tokenizer_->token_to_piece(id) : std::to_string(id);
   };
@@ -89,16 +89,16 @@ std::string ResponseAssembler::logprobs_json_text(Choice& choice) const {
     result = {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
   }
   choice.pending_samples.clear();
-  return dump(result);
+  return result;
 }
 
-std::string ResponseAssembler::usage_json_text() const {
+ordered_json ResponseAssembler::usage_json() const {
   int32_t completion_tokens = 0, prompt_tokens = 0;
-  for (const auto& [index, choice] : choices_) completion_tokens += choice.num_output_tokens;
+  for (const auto& [key, choice] : choices_) completion_tokens += choice.num_output_tokens;
   for (const auto& [prompt, tokens] : prompt_tokens_) prompt_tokens += tokens;
-  return dump(ordered_json{{"prompt_tokens", prompt_tokens},
-                           {"completion_tokens", completion_tokens},
-                           {"total_tokens", prompt_tokens + completion_tokens}});
+  return ordered_json{{"prompt_tokens", prompt_tokens},
+                      {"completion_tokens", completion_tokens},
+                      {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
 std::string ResponseAssembler::chunk_event(int32_t index, const std::string* text, bool role, FinishReason reason,
@@ -115,7 +115,7 @@ std::string ResponseAssembler::chunk_event(int32_t index, const std::string* tex
   }
   choice["logprobs"] = nullptr;
   if (logprobs_from != nullptr && identity_.logprobs >= 0) {
-    choice["logprobs"] = ordered_json::parse(logprobs_json_text(*logprobs_from));
+    choice["logprobs"] = logprobs_json(*logprobs_from);
   }
   choice["finish_reason"] = finish_reason_json(reason);
   ordered_json chunk = {{"id", identity_.id},
@@ -128,10 +128,10 @@ std::string ResponseAssembler::chunk_event(int32_t index, const std::string* tex
   return "data: " + dump(chunk) + "\n\n";
 }
 
-std::string ResponseAssembler::add(const RequestOutput& out) {
-  auto [it, inserted] = choices_.try_emplace(out.index);
+std::string ResponseAssembler::add(int32_t prompt, const RequestOutput& out) {
+  auto [it, inserted] = choices_.try_emplace(std::make_pair(prompt, out.index));
   Choice& choice = it->second;
-  const int32_t prompt = out.index / std::max(1, identity_.n);
+  const int32_t index = choice_index(prompt, out.index);
   const std::string* echo = static_cast<size_t>(prompt) < identity_.echo.size() ? &identity_.echo[prompt] : nullptr;
   if (inserted && echo != nullptr) {
     if (!identity_.stream) choice.text = *echo;
@@ -154,16 +154,16 @@ std::string ResponseAssembler::add(const RequestOutput& out) {
   const bool chat = identity_.kind == ApiKind::kChat;
   if (chat && !choice.started) {
     const std::string empty;
-    events += chunk_event(out.index, &empty, /*role=*/true, FinishReason::kNone, nullptr);
+    events += chunk_event(index, &empty, /*role=*/true, FinishReason::kNone, nullptr);
   }
   // Completions with echo: the prompt goes out first, in a chunk of its own.
   if (!chat && !choice.started && echo != nullptr && !echo->empty()) {
-    events += chunk_event(out.index, echo, /*role=*/false, FinishReason::kNone, nullptr);
+    events += chunk_event(index, echo, /*role=*/false, FinishReason::kNone, nullptr);
   }
   choice.started = true;
   if (!out.text_delta.empty() || out.finished) {
     const std::string* text = (!out.text_delta.empty() || !chat) ? &out.text_delta : nullptr;
-    events += chunk_event(out.index, text, /*role=*/false, out.finished ? out.finish_reason : FinishReason::kNone,
+    events += chunk_event(index, text, /*role=*/false, out.finished ? out.finish_reason : FinishReason::kNone,
                           &choice);
   }
   if (done()) {
@@ -174,7 +174,7 @@ std::string ResponseAssembler::add(const RequestOutput& out) {
                                   {"model", identity_.model},
                                   {"system_fingerprint", kSystemFingerprint},
                                   {"choices", ordered_json::array()},
-                                  {"usage", ordered_json::parse(usage_json_text())}};
+                                  {"usage", usage_json()}};
       events += "data: " + dump(usage_chunk) + "\n\n";
     }
     events += "data: [DONE]\n\n";
@@ -185,15 +185,15 @@ std::string ResponseAssembler::add(const RequestOutput& out) {
 std::string ResponseAssembler::body() {
   const bool chat = identity_.kind == ApiKind::kChat;
   ordered_json choices = ordered_json::array();
-  for (auto& [index, choice] : choices_) {
-    ordered_json c = {{"index", index}};
+  for (auto& [key, choice] : choices_) {
+    ordered_json c = {{"index", choice_index(key.first, key.second)}};
     if (chat) {
       c["message"] = {{"role", "assistant"}, {"content", choice.text}};
     } else {
       c["text"] = choice.text;
     }
     c["logprobs"] = nullptr;
-    if (identity_.logprobs >= 0) c["logprobs"] = ordered_json::parse(logprobs_json_text(choice));
+    if (identity_.logprobs >= 0) c["logprobs"] = logprobs_json(choice);
     c["finish_reason"] = finish_reason_json(choice.finish_reason);
     choices.push_back(std::move(c));
   }
@@ -203,7 +203,7 @@ std::string ResponseAssembler::body() {
                            {"model", identity_.model},
                            {"system_fingerprint", kSystemFingerprint},
                            {"choices", std::move(choices)},
-                           {"usage", ordered_json::parse(usage_json_text())}};
+                           {"usage", usage_json()}};
   return dump(response);
 }
 

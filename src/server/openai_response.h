@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -27,7 +29,7 @@ struct ResponseIdentity {
   int64_t created = 0;  // Unix seconds
   std::string model;
   int32_t n = 1;             // samples per prompt
-  int32_t num_prompts = 1;   // completions may carry several; choice index = prompt * n + sample
+  int32_t num_prompts = 1;   // completions may carry several; OpenAI numbers their choices prompt by prompt
   bool stream = false;
   bool include_usage = false;
   int32_t logprobs = -1;  // -1: none; N >= 0: each token's logprob and the N most likely
@@ -44,7 +46,8 @@ class ResponseAssembler {
  public:
   explicit ResponseAssembler(ResponseIdentity identity, const Tokenizer* tokenizer = nullptr);
 
-  std::string add(const RequestOutput& out);
+  // out is sample out.index of prompt `prompt` (of identity.num_prompts).
+  std::string add(int32_t prompt, const RequestOutput& out);
   bool done() const { return num_finished_ == identity_.n * identity_.num_prompts; }
   std::string body();  // consumes the gathered logprobs: call once
   const ResponseIdentity& identity() const { return identity_; }
@@ -60,14 +63,16 @@ class ResponseAssembler {
     std::vector<SampleResult> pending_samples;
     int64_t text_offset = 0;  // completions: where the next token's text starts
   };
+  // The choice's index in OpenAI's numbering: samples of prompt 0 first, then prompt 1's, ...
+  int32_t choice_index(int32_t prompt, int32_t sample) const { return prompt * identity_.n + sample; }
   std::string chunk_event(int32_t index, const std::string* text, bool role, FinishReason reason,
                           Choice* logprobs_from) const;
-  std::string usage_json_text() const;
-  std::string logprobs_json_text(Choice& choice) const;
+  nlohmann::ordered_json usage_json() const;
+  nlohmann::ordered_json logprobs_json(Choice& choice) const;
 
   ResponseIdentity identity_;
   const Tokenizer* tokenizer_;
-  std::map<int32_t, Choice> choices_;
+  std::map<std::pair<int32_t, int32_t>, Choice> choices_;  // (prompt, sample) -> choice
   int32_t num_finished_ = 0;
   std::map<int32_t, int32_t> prompt_tokens_;  // per prompt
 };

@@ -69,7 +69,7 @@ std::vector<Fragment> partition_special(const Tokenizer::State& s, std::string_v
 
 }  // namespace
 
-Expected<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
+Expected<Tokenizer> Tokenizer::from_metadata(const TokenizerMetadata& file) {
   Expected<std::shared_ptr<State>> state = load_tokenizer_state(file);
   if (!state) return state.status();
   return Tokenizer(std::move(state.value()));

@@ -1,4 +1,4 @@
-// Tokenizer built from a GGUF file's tokenizer.ggml.* metadata, matching llama.cpp's
+// Tokenizer built from llama.cpp's tokenizer.ggml.* metadata (text/tokenizer_metadata.h), matching llama.cpp's
 // llama_tokenize token for token (byte-level BPE with the smollm / llama-bpe / qwen2 / gpt-2 /
 // default pre-tokenizers, and SentencePiece BPE).
 //
@@ -29,7 +29,7 @@
 
 namespace folio {
 
-class GgufFile;
+struct TokenizerMetadata;
 
 enum class TokenizerKind {
   kBytePairByteLevel,  // tokenizer.ggml.model = "gpt2"
@@ -38,7 +38,8 @@ enum class TokenizerKind {
 
 class Tokenizer {
  public:
-  static Expected<Tokenizer> from_gguf(const GgufFile& file);
+  // model/gguf_tokenizer.h reads a GGUF file's metadata into a TokenizerMetadata.
+  static Expected<Tokenizer> from_metadata(const TokenizerMetadata& metadata);
 
   // add_special: add BOS / EOS as the metadata says (add_bos_token / add_eos_token, or the
   // model type's default). parse_special: turn control-token texts such as "<|im_start|>"

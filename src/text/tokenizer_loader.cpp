@@ -1,4 +1,4 @@
-// Builds Tokenizer::State from tokenizer.ggml.* metadata. Defaults and fix-ups follow
+// Builds Tokenizer::State from tokenizer.ggml.* metadata (TokenizerMetadata). Defaults and fix-ups follow
 // llama.cpp's vocabulary loader, because they change which ids come out:
 //   - "llama" (SentencePiece): BOS 1, EOS 2, <unk> 0, add BOS, add a space prefix;
 //   - "gpt2" (byte-level BPE): BOS = EOS = 11 when the file names none; no BOS unless the
@@ -13,50 +13,35 @@
 #include <span>
 #include <string_view>
 
-#include "model/gguf_file.h"
+#include "text/tokenizer_metadata.h"
 #include "text/byte_level.h"
 #include "text/tokenizer_state.h"
 
 namespace folio {
 namespace {
 
-constexpr std::string_view kKeyPrefix = "tokenizer.ggml.";
-
-std::string key(std::string_view name) { return std::string(kKeyPrefix).append(name); }
-
-Status load_vocab(const GgufFile& file, Vocab& vocab) {
-  std::optional<std::vector<std::string>> texts = file.get_string_array(key("tokens"));
-  if (!texts || texts->empty()) {
-    return Status::error("GGUF file has no tokenizer.ggml.tokens string array");
-  }
-  const size_t n = texts->size();
+Status load_vocab(const TokenizerMetadata& m, Vocab& vocab) {
+  if (m.tokens.empty()) return Status::error("GGUF file has no tokenizer.ggml.tokens string array");
+  const size_t n = m.tokens.size();
   if (n > static_cast<size_t>(INT32_MAX)) return Status::error("tokenizer.ggml.tokens is too long");
 
   std::vector<float> scores(n, 0.0f);
-  if (file.find(key("scores"))) {
-    std::optional<std::vector<float>> from_file = file.get_float_array(key("scores"));
-    if (!from_file) {  // llama.cpp also accepts integer scores
-      if (auto ints = file.get_int_array(key("scores"))) {
-        from_file.emplace(ints->begin(), ints->end());
-      }
-    }
-    if (!from_file || from_file->size() < n) {
+  if (m.scores) {
+    if (m.scores->size() < n) {
       return Status::error("tokenizer.ggml.scores must be a number array with one entry per token");
     }
-    std::copy_n(from_file->begin(), n, scores.begin());
+    std::copy_n(m.scores->begin(), n, scores.begin());
   }
 
   std::vector<uint8_t> attrs(n, kAttrNormal);
-  if (file.find(key("token_type"))) {
-    const std::optional<std::vector<int64_t>> types = file.get_int_array(key("token_type"));
-    if (!types || types->size() < n) {
-      return Status::error(
-          "tokenizer.ggml.token_type must be an integer array with one entry per token");
+  if (m.token_types) {
+    if (m.token_types->size() < n) {
+      return Status::error("tokenizer.ggml.token_type must be an integer array with one entry per token");
     }
-    for (size_t i = 0; i < n; ++i) attrs[i] = token_attr_from_type((*types)[i]);
+    for (size_t i = 0; i < n; ++i) attrs[i] = token_attr_from_type((*m.token_types)[i]);
   }
 
-  vocab.texts = std::move(*texts);
+  vocab.texts = m.tokens;
   vocab.scores = std::move(scores);
   vocab.attrs = std::move(attrs);
   vocab.text_to_id.reserve(n);
@@ -69,9 +54,14 @@ Status load_vocab(const GgufFile& file, Vocab& vocab) {
 }
 
 // Replaces `id` with the file's value for `name` when that is a valid id.
-void read_token_id(const GgufFile& file, std::string_view name, const Vocab& vocab, int32_t& id) {
-  const std::optional<int64_t> value = file.get_int(key(name));
-  if (value && *value >= 0 && *value < vocab.size()) id = static_cast<int32_t>(*value);
+void read_token_id(const TokenizerMetadata& m, std::string_view name, const Vocab& vocab, int32_t& id) {
+  const auto it = m.ids.find(name);
+  if (it != m.ids.end() && it->second >= 0 && it->second < vocab.size()) id = static_cast<int32_t>(it->second);
+}
+
+bool flag(const TokenizerMetadata& m, std::string_view name, bool fallback) {
+  const auto it = m.flags.find(name);
+  return it != m.flags.end() ? it->second : fallback;
 }
 
 // Ids (ascending) of the tokens whose text is in `texts`.
@@ -101,7 +91,7 @@ struct FimIds {
   int32_t prefix = -1, suffix = -1, middle = -1, pad = -1, repo = -1, separator = -1;
 };
 
-void detect_special_roles(const GgufFile& file, Tokenizer::State& s) {
+void detect_special_roles(const TokenizerMetadata& file, Tokenizer::State& s) {
   // clang-format off
   static constexpr std::array<std::string_view, 11> kEot = {
       "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
@@ -208,12 +198,11 @@ std::string piece_of(const Tokenizer::State& s, int32_t id) {
 
 }  // namespace
 
-Expected<std::shared_ptr<Tokenizer::State>> load_tokenizer_state(const GgufFile& file) {
+Expected<std::shared_ptr<Tokenizer::State>> load_tokenizer_state(const TokenizerMetadata& file) {
   auto state = std::make_shared<Tokenizer::State>();
   Tokenizer::State& s = *state;
 
-  const std::optional<std::string> model = file.get_string(key("model"));
-  if (!model) return Status::error("GGUF file has no tokenizer.ggml.model");
+  const std::optional<std::string> model = file.model;
   if (Status status = load_vocab(file, s.vocab); !status) return status;
   const Vocab& vocab = s.vocab;
 
@@ -228,7 +217,7 @@ Expected<std::shared_ptr<Tokenizer::State>> load_tokenizer_state(const GgufFile&
     s.kind = TokenizerKind::kBytePairByteLevel;
     s.bos_id = 11;
     s.eos_id = 11;
-    const std::string pre_name = file.get_string(key("pre")).value_or("");
+    const std::string pre_name = file.pre.value_or("");
     const std::optional<PreTokenizerKind> pre = pre_tokenizer_from_name(pre_name);
     if (!pre) {
       return Status::error("unsupported tokenizer.ggml.pre '" + pre_name +
@@ -249,14 +238,13 @@ Expected<std::shared_ptr<Tokenizer::State>> load_tokenizer_state(const GgufFile&
   read_token_id(file, "eom_token_id", vocab, s.eom_id);
   read_token_id(file, "unknown_token_id", vocab, s.unknown_id);
   read_token_id(file, "padding_token_id", vocab, s.padding_id);
-  s.add_bos = file.get_bool(key("add_bos_token")).value_or(s.add_bos);
-  s.add_eos = file.get_bool(key("add_eos_token")).value_or(s.add_eos);
-  s.add_space_prefix = file.get_bool(key("add_space_prefix")).value_or(s.add_space_prefix);
+  s.add_bos = flag(file, "add_bos_token", s.add_bos);
+  s.add_eos = flag(file, "add_eos_token", s.add_eos);
+  s.add_space_prefix = flag(file, "add_space_prefix", s.add_space_prefix);
 
   if (s.kind == TokenizerKind::kBytePairByteLevel) {
-    const std::optional<std::vector<std::string>> merges = file.get_string_array(key("merges"));
-    if (!merges) return Status::error("byte-level BPE tokenizer has no tokenizer.ggml.merges");
-    s.bpe.emplace(BpeModel::build(vocab, *merges, s.pre_tokenizer == PreTokenizerKind::kLlama3));
+    if (!file.merges) return Status::error("byte-level BPE tokenizer has no tokenizer.ggml.merges");
+    s.bpe.emplace(BpeModel::build(vocab, *file.merges, s.pre_tokenizer == PreTokenizerKind::kLlama3));
   } else {
     s.spm.emplace(vocab, s.unknown_id);
   }

@@ -1,4 +1,4 @@
-// The immutable state behind a Tokenizer, and how it is built from GGUF metadata. Internal to
+// The immutable state behind a Tokenizer, and how it is built from tokenizer metadata. Internal to
 // src/text/: users go through tokenizer.h.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include "text/pre_tokenizer.h"
 #include "text/spm_model.h"
 #include "text/tokenizer.h"
+#include "text/tokenizer_metadata.h"
 #include "text/vocab.h"
 
 namespace folio {
@@ -39,6 +40,6 @@ struct Tokenizer::State {
   std::vector<std::string> pieces;             // [n_tokens]; token_to_piece
 };
 
-Expected<std::shared_ptr<Tokenizer::State>> load_tokenizer_state(const GgufFile& file);
+Expected<std::shared_ptr<Tokenizer::State>> load_tokenizer_state(const TokenizerMetadata& metadata);
 
 }  // namespace folio

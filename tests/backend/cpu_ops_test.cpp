@@ -5,6 +5,7 @@
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
+#include "quant/formats.h"
 
 namespace folio::cpu {
 namespace {
@@ -87,7 +88,7 @@ TEST(CpuOps, MatmulAllTypesMatchFloat64) {
       const std::vector<float> w_float = random_vector(rows * cols, 6);
       std::vector<uint8_t> w_bytes(rows * row_bytes(type, cols));
       for (int64_t r = 0; r < rows; ++r) {
-        ASSERT_TRUE(quantize_row_reference(type, w_float.data() + r * cols,
+        ASSERT_TRUE(quant::quantize_row_reference(type, w_float.data() + r * cols,
                                            w_bytes.data() + r * row_bytes(type, cols), cols));
       }
       WeightTensor w{type, rows, cols, w_bytes.data()};

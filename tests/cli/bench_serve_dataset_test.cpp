@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "model/gguf_tokenizer.h"
 #include "cli/bench_serve_dataset.h"
 #include "cli/bench_workload.h"
 #include "model/gguf_file.h"
@@ -42,7 +43,7 @@ TEST(RandomPromptTexts, DefaultModelTokenizerHitsTheLength) {
   const std::string path = folio::testing::default_model_path();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << folio::testing::missing_model_message(path);
   const GgufFile file = GgufFile::open(path).value();
-  const Tokenizer tokenizer = Tokenizer::from_gguf(file).value();
+  const Tokenizer tokenizer = tokenizer_from_gguf(file).value();
   expect_exact_lengths(tokenizer, 300);
 }
 

@@ -18,6 +18,7 @@
 #include "server/api_routes.h"
 #include "server/engine_worker.h"
 #include "server/http_server.h"
+#include "support/cpu_engine.h"
 #include "support/tiny_model.h"
 
 namespace folio::cli {
@@ -26,7 +27,7 @@ namespace {
 class LiveFolioServer {
  public:
   explicit LiveFolioServer(folio::testing::TinyModel& tiny)
-      : backend_(1), engine_(tiny.model(), backend_, tiny.tokenizer(), EngineConfig{}), worker_(engine_) {
+      : backend_(1), engine_(tiny.model(), backend_, tiny.tokenizer()), worker_(engine_.engine) {
     context_.worker = &worker_;
     context_.model.tokenizer = &tiny.tokenizer();
     context_.model.name = "tiny";
@@ -48,7 +49,7 @@ class LiveFolioServer {
 
  private:
   cpu::CpuBackend backend_;
-  Engine engine_;
+  folio::testing::CpuEngine engine_;
   server::EngineWorker worker_;
   server::ApiContext context_;
   std::unique_ptr<server::HttpServer> server_;

@@ -131,13 +131,13 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     std::normal_distribution<float> normal(0.0f, 3.0f);
     for (float& x : host) x = normal(rng);
     for (int mode = 0; mode < 2; ++mode) {
-      std::vector<SampleRowParams> params(rows);
-      for (SampleRowParams& sp : params) {
+      std::vector<RowSampling> params(rows);
+      for (RowSampling& sp : params) {
         sp.temperature = mode == 0 ? 0.0f : 0.8f;
         sp.top_k = mode == 0 ? -1 : 50;
         sp.top_p = mode == 0 ? 1.0f : 0.9f;
       }
-      DeviceBuffer<SampleRowParams> d_params(params);
+      DeviceBuffer<RowSampling> d_params(params);
       DeviceBuffer<int32_t> tokens(rows);
       DeviceBuffer<float> logprobs(rows);
       DeviceBuffer<int32_t> dummy(1);

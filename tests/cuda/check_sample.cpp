@@ -16,8 +16,8 @@
 namespace folio::cuda::check {
 namespace {
 
-SampleRowParams device_params(const SamplingParams& s, uint64_t seed, uint64_t offset) {
-  SampleRowParams p;
+RowSampling device_params(const SamplingParams& s, uint64_t seed, uint64_t offset) {
+  RowSampling p;
   p.temperature = s.temperature;
   p.top_k = s.top_k;
   p.top_p = s.top_p;
@@ -37,7 +37,7 @@ struct GpuSampleResult {
 };
 
 // Runs sample_tokens on a copy of the logits. penalties[r] = (prompt, output) token lists.
-GpuSampleResult run_gpu(const std::vector<float>& logits, int32_t vocab, std::vector<SampleRowParams> params,
+GpuSampleResult run_gpu(const std::vector<float>& logits, int32_t vocab, std::vector<RowSampling> params,
                         const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>& penalties) {
   const int32_t rows = static_cast<int32_t>(params.size());
   std::vector<int32_t> entry_tokens, entry_counts;
@@ -55,7 +55,7 @@ GpuSampleResult run_gpu(const std::vector<float>& logits, int32_t vocab, std::ve
     params[r].penalty_end = static_cast<int32_t>(entry_tokens.size());
   }
   DeviceBuffer<float> d_logits(logits);
-  DeviceBuffer<SampleRowParams> d_params(params);
+  DeviceBuffer<RowSampling> d_params(params);
   DeviceBuffer<int32_t> d_entry_tokens(entry_tokens), d_entry_counts(entry_counts);
   DeviceBuffer<float> d_scratch(std::max<size_t>(entry_tokens.size(), 1));
   DeviceBuffer<int32_t> d_tokens(rows);
@@ -86,7 +86,7 @@ void check_greedy(const Options& opt, std::mt19937_64& rng) {
     std::normal_distribution<float> normal(0.0f, 3.0f);
     std::vector<float> logits(static_cast<size_t>(rows) * vocab);
     for (float& x : logits) x = normal(rng);
-    std::vector<SampleRowParams> params;
+    std::vector<RowSampling> params;
     std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> penalties;
     std::vector<SamplingParams> cpu_params;
     std::uniform_int_distribution<int32_t> any_token(0, vocab - 1);
@@ -116,8 +116,9 @@ void check_greedy(const Options& opt, std::mt19937_64& rng) {
     std::vector<double> got_tokens, ref_tokens, got_lp, ref_lp;
     for (int32_t r = 0; r < rows; ++r) {
       Sampler sampler(cpu_params[r]);
+      SamplerScratch scratch;
       const std::span<const float> row(&logits[static_cast<size_t>(r) * vocab], vocab);
-      const SampleResult ref = sampler.sample(row, penalties[r].first, penalties[r].second);
+      const SampleResult ref = sampler.sample(row, penalties[r].first, penalties[r].second, scratch);
       got_tokens.push_back(gpu.tokens[r]);
       ref_tokens.push_back(ref.token);
       got_lp.push_back(gpu.logprobs[r]);
@@ -187,7 +188,7 @@ void check_distribution(const Options& opt, std::mt19937_64& rng) {
     s.min_p = c.min_p;
     const std::vector<double> expected = expected_distribution(row, s);
     std::vector<float> logits;
-    std::vector<SampleRowParams> params;
+    std::vector<RowSampling> params;
     for (int32_t r = 0; r < rows; ++r) {
       logits.insert(logits.end(), row.begin(), row.end());
       params.push_back(device_params(s, 1000 + r, 7));
@@ -215,7 +216,8 @@ void check_distribution(const Options& opt, std::mt19937_64& rng) {
       SamplingParams seeded = s;
       seeded.seed = 77 + i;
       Sampler sampler(seeded);
-      const SampleResult r = sampler.sample(row, {}, {});
+      SamplerScratch scratch;
+      const SampleResult r = sampler.sample(row, {}, {}, scratch);
       cpu_outside += expected[r.token] == 0.0;
     }
     const bool deterministic = first.tokens == second.tokens;

@@ -248,10 +248,10 @@ struct DecodeResult {
 
 // One request: prompt_len random tokens, then output_len greedy tokens; the time per output
 // token excludes the first (prefill) step. A warm-up run captures the batch-1 graphs.
-DecodeResult single_stream(ModelExecutor& executor, const Tokenizer& tokenizer, const EngineConfig& config,
+DecodeResult single_stream(cuda::CudaExecutor& executor, const Tokenizer& tokenizer, const EngineConfig& config,
                            std::mt19937& rng, int32_t prompt_len, int32_t output_len, double bandwidth_gbs) {
   const ModelConfig& c = executor.config();
-  const cuda::CudaExecutorStats stats = cuda::cuda_executor_stats(executor);
+  const cuda::CudaExecutorStats stats = executor.stats();
   const double kv_bytes_per_token = 2.0 * c.num_layers * c.kv_dim() * 2;
   Engine engine(executor, tokenizer, config);
   RequestParams params;
@@ -275,7 +275,7 @@ void print_decode(const char* name, const DecodeResult& r, const char* gemm) {
 }
 
 // 256 x 512 / 128 through the engine, with where the time went.
-void offline(ModelExecutor& executor, const Tokenizer& tokenizer, const EngineConfig& config, std::mt19937 rng,
+void offline(cuda::CudaExecutor& executor, const Tokenizer& tokenizer, const EngineConfig& config, std::mt19937 rng,
              int32_t requests, int32_t prompt_len, int32_t output_len, const char* name) {
   const ModelConfig& c = executor.config();
   Engine engine(executor, tokenizer, config);
@@ -286,13 +286,13 @@ void offline(ModelExecutor& executor, const Tokenizer& tokenizer, const EngineCo
   std::vector<std::vector<int32_t>> prompts;
   for (int32_t i = 0; i < requests; ++i) prompts.push_back(random_prompt(rng, prompt_len, c.vocab_size));
   engine.generate({prompts[0]}, params);  // warm-up
-  cuda::reset_cuda_executor_stats(executor);
+  executor.reset_stats();
   const EngineMetrics before = engine.metrics();
   const auto start = std::chrono::steady_clock::now();
   const std::vector<Generation> out = engine.generate(prompts, params);
   const double seconds = seconds_since(start);
   const EngineMetrics after = engine.metrics();
-  const cuda::CudaExecutorStats s = cuda::cuda_executor_stats(executor);
+  const cuda::CudaExecutorStats s = executor.stats();
   int64_t generated = 0;
   for (const Generation& g : out) generated += static_cast<int64_t>(g.tokens.size());
   std::printf("RESULT %s requests=%d prompt=%d output=%d seconds=%.2f output_tok_per_s=%.1f total_tok_per_s=%.1f\n",
@@ -352,14 +352,14 @@ int run_bench(const std::vector<std::string>& args) {
   options.gemm.pinned_rows = pinned_rows;
   options.gemm.pinned_candidate = pinned_candidate;
   options.gemm.tune_pinned = tune;
-  Expected<std::unique_ptr<ModelExecutor>> made = cuda::make_cuda_executor(*loaded->model, options);
+  Expected<std::unique_ptr<cuda::CudaExecutor>> made = cuda::CudaExecutor::create(*loaded->model, options);
   if (!made) {
     std::fprintf(stderr, "bench: %s\n", made.error().c_str());
     return 2;
   }
-  ModelExecutor& executor = **made;
+  cuda::CudaExecutor& executor = **made;
   const Tokenizer& tokenizer = *loaded->tokenizer;
-  std::printf("bench: executor ready in %.1f s (%d KV blocks)\n", seconds_since(start), executor.num_kv_blocks());
+  std::printf("bench: executor ready in %.1f s (%d KV blocks)\n", seconds_since(start), executor.kv_pool().num_blocks);
   std::fflush(stdout);
 
   EngineConfig config;
@@ -376,32 +376,32 @@ int run_bench(const std::vector<std::string>& args) {
   const cuda::GemmPolicy pinned{.batch_invariant = true, .pinned_rows = pinned_rows, .pinned_candidate = pinned_candidate,
                                 .tune_pinned = tune};
   if (tune) {  // the previous default, for comparison: the heuristic's first split-free pick at n = 512
-    cuda::set_cuda_gemm_policy(executor, cuda::GemmPolicy{.batch_invariant = true, .pinned_rows = pinned_rows,
+    executor.set_gemm_policy(cuda::GemmPolicy{.batch_invariant = true, .pinned_rows = pinned_rows,
                                                           .pinned_candidate = pinned_candidate, .tune_pinned = false});
     print_decode("decode_single_stream_untuned_pinned",
                  single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth), "pinned (untuned)");
   }
   const cuda::GemmPolicy fast{.batch_invariant = false, .small_batch_gemv = true};  // heuristic, GEMV at n <= 8
   const cuda::GemmPolicy heuristic{.batch_invariant = false, .small_batch_gemv = false};
-  cuda::set_cuda_gemm_policy(executor, fast);
+  executor.set_gemm_policy(fast);
   print_decode("decode_single_stream_fast_gemm",
                single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth), "heuristic+GEMV");
   print_decode("decode_single_stream_ctx4k_fast_gemm",
                single_stream(executor, tokenizer, config, rng, 3968, 128, bandwidth), "heuristic+GEMV");
-  cuda::set_cuda_gemm_policy(executor, heuristic);
+  executor.set_gemm_policy(heuristic);
   print_decode("decode_single_stream_heuristic_gemm",
                single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth), "heuristic");
   std::fflush(stdout);
 
-  cuda::set_cuda_gemm_policy(executor, pinned);
+  executor.set_gemm_policy(pinned);
   start = std::chrono::steady_clock::now();
   offline(executor, tokenizer, config, rng, requests, prompt_len, output_len, "offline_throughput");
   std::printf("bench: offline run with warm-up in %.1f s\n", seconds_since(start));
   std::printf("bench: pinned GEMM algorithms of the executor (%s):\n%s",
               tune ? "tuned at n = 1, 256, 8192" : ("chosen at n=" + std::to_string(pinned_rows)).c_str(),
-              cuda::cuda_gemm_description(executor).c_str());
+              executor.gemm_description().c_str());
   if (both_offline) {
-    cuda::set_cuda_gemm_policy(executor, fast);
+    executor.set_gemm_policy(fast);
     offline(executor, tokenizer, config, rng, requests, prompt_len, output_len, "offline_throughput_fast_gemm");
   }
   return 0;

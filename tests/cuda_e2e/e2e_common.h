@@ -11,21 +11,21 @@
 
 #include "backend/cuda/cuda_executor.h"
 #include "model/gguf_file.h"
-#include "model/llama_model.h"
+#include "model/model_weights.h"
 #include "text/tokenizer.h"
 
 namespace folio::e2e {
 
 struct LoadedModel {
   std::unique_ptr<GgufFile> file;
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<ModelWeights> model;  // the weights
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
 Expected<LoadedModel> load_model(const std::string& path);
 
 // A CUDA executor whose KV pool is kv_blocks blocks (plus the null block) of 16 tokens.
-std::unique_ptr<ModelExecutor> cuda_executor(const LlamaModel& model, int32_t kv_blocks,
+std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, int32_t kv_blocks,
                                              int32_t swap_blocks = 0, int32_t max_num_seqs = 64,
                                              int32_t max_batched_tokens = 512, bool graphs = true,
                                              const cuda::GemmPolicy& gemm = {});

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "model/gguf_tokenizer.h"
 #include "e2e_common.h"
+#include "executor/kv_pool_sizing.h"
 
 namespace folio::e2e {
 
@@ -24,19 +26,19 @@ Expected<LoadedModel> load_model(const std::string& path) {
   Expected<GgufFile> file = GgufFile::open(path);
   if (!file) return file.status();
   loaded.file = std::make_unique<GgufFile>(std::move(file).value());
-  Expected<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*loaded.file);
+  Expected<std::unique_ptr<ModelWeights>> model = ModelWeights::load(*loaded.file);
   if (!model) return model.status();
   loaded.model = std::move(model).value();
-  Expected<Tokenizer> tokenizer = Tokenizer::from_gguf(*loaded.file);
+  Expected<Tokenizer> tokenizer = tokenizer_from_gguf(*loaded.file);
   if (!tokenizer) return tokenizer.status();
   loaded.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value());
   return Expected<LoadedModel>(std::move(loaded));
 }
 
-std::unique_ptr<ModelExecutor> cuda_executor(const LlamaModel& model, int32_t kv_blocks, int32_t swap_blocks,
+std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, int32_t kv_blocks, int32_t swap_blocks,
                                              int32_t max_num_seqs, int32_t max_batched_tokens, bool graphs,
                                              const cuda::GemmPolicy& gemm) {
-  const int64_t block_bytes = static_cast<int64_t>(model.kv_shape(1, 16).bytes_per_block());
+  const int64_t block_bytes = kv_bytes_per_block(model.config(), 16);
   cuda::CudaExecutorOptions options;
   options.kv_cache_bytes = kv_blocks * block_bytes;
   options.swap_space_bytes = swap_blocks * block_bytes;
@@ -45,7 +47,7 @@ std::unique_ptr<ModelExecutor> cuda_executor(const LlamaModel& model, int32_t kv
   options.cuda_graphs = graphs;
   options.gemm = gemm;
   options.quiet = true;
-  Expected<std::unique_ptr<ModelExecutor>> executor = cuda::make_cuda_executor(model, options);
+  Expected<std::unique_ptr<cuda::CudaExecutor>> executor = cuda::CudaExecutor::create(model, options);
   if (!executor) {
     std::fprintf(stderr, "folio_cuda_e2e: %s\n", executor.error().c_str());
     std::exit(2);

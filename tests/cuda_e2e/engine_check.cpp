@@ -54,7 +54,7 @@ int run_engine(const std::vector<std::string>& args) {
     return std::vector<int32_t>(corpus.begin() + static_cast<std::ptrdiff_t>(offset % (corpus.size() - length)),
                                 corpus.begin() + static_cast<std::ptrdiff_t>(offset % (corpus.size() - length) + length));
   };
-  const LlamaModel& model = *loaded->model;
+  const ModelWeights& model = *loaded->model;
   const Tokenizer& tokenizer = *loaded->tokenizer;
   // Exact equality of tokens across batch compositions is what the pinned (batch-invariant)
   // policy guarantees, so it is pass/fail there. Under the fast policy (the default) a row's
@@ -63,8 +63,8 @@ int run_engine(const std::vector<std::string>& args) {
   const cuda::GemmPolicy fast;
   cuda::GemmPolicy pinned;
   pinned.batch_invariant = true;
-  std::unique_ptr<ModelExecutor> roomy = cuda_executor(model, 2048, 0, 64, 512, true, pinned);
-  pinned = cuda::cuda_gemm_policy(*roomy);  // with the tuned algorithms: other executors pin the same
+  std::unique_ptr<cuda::CudaExecutor> roomy = cuda_executor(model, 2048, 0, 64, 512, true, pinned);
+  pinned = roomy->gemm_policy();  // with the tuned algorithms: other executors pin the same
   auto alone = [&](const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params) {
     std::vector<std::vector<int32_t>> out;
     for (const auto& prompt : prompts) {
@@ -113,7 +113,7 @@ int run_engine(const std::vector<std::string>& args) {
                 "batch invariance [pinned GEMMs]: " + std::to_string(r.same) + "/32 requests equal alone (max running " +
                     std::to_string(r.max_running) + ")");
     tally.check(r.pool_empty, "batch invariance: pool empty after");
-    const cuda::CudaExecutorStats stats = cuda::cuda_executor_stats(*roomy);
+    const cuda::CudaExecutorStats stats = roomy->stats();
     std::printf("      graphs captured %d, graph replays %lld, eager steps %lld, GPU-sampled steps %lld, "
                 "pinned-GEMM fallbacks %d, %.1f s\n",
                 stats.graphs_captured, static_cast<long long>(stats.graph_replays),
@@ -133,11 +133,11 @@ int run_engine(const std::vector<std::string>& args) {
     const int32_t vocab = model.config().vocab_size;
     bool all_device = true, in_vocab = true;
     // No logit row reaches the host: every sampling step sampled on the device.
-    const int64_t host_bytes_before = cuda::cuda_executor_stats(*roomy).logits_bytes_to_host;
+    const int64_t host_bytes_before = roomy->stats().logits_bytes_to_host;
     auto note = [&](const Engine& engine, const std::vector<std::vector<int32_t>>& outputs) {
       const EngineMetrics m = engine.metrics();
       all_device = all_device && m.num_device_sampled_steps > 0 &&
-                   cuda::cuda_executor_stats(*roomy).logits_bytes_to_host == host_bytes_before;
+                   roomy->stats().logits_bytes_to_host == host_bytes_before;
       for (const auto& tokens : outputs) {
         for (int32_t t : tokens) in_vocab = in_vocab && t >= 0 && t < vocab;
       }
@@ -164,7 +164,7 @@ int run_engine(const std::vector<std::string>& args) {
     prompts[5] = prompt;
     params[5] = seeded;
     std::vector<std::vector<int32_t>> batched(prompts.size());
-    const int64_t sampled_before = cuda::cuda_executor_stats(*roomy).device_sampled_steps;
+    const int64_t sampled_before = roomy->stats().device_sampled_steps;
     int32_t max_running = 0;
     {
       EngineConfig config;
@@ -182,7 +182,7 @@ int run_engine(const std::vector<std::string>& args) {
       note(engine, batched);
       tally.check(pool_empty(engine), "GPU sampling: pool empty after");
     }
-    const int64_t sampled_steps = cuda::cuda_executor_stats(*roomy).device_sampled_steps - sampled_before;
+    const int64_t sampled_steps = roomy->stats().device_sampled_steps - sampled_before;
     int greedy_equal = 0;  // how many of the seeded request's tokens the greedy choice equals
     {
       Engine engine(*roomy, tokenizer, EngineConfig{});
@@ -203,7 +203,7 @@ int run_engine(const std::vector<std::string>& args) {
                 runs[0] == runs[1] ? "yes" : "no", batched[5] == runs[0] ? "yes" : "no", in_vocab ? "yes" : "no",
                 greedy_equal, runs[0].size());
   }
-  cuda::set_cuda_gemm_policy(*roomy, fast);
+  roomy->set_gemm_policy(fast);
   {  // Fast: how many still match, for the record.
     const Invariance r = batch_invariance();
     tally.check(r.pool_empty, "batch invariance [fast GEMMs]: pool empty after");
@@ -239,7 +239,7 @@ int run_engine(const std::vector<std::string>& args) {
     tally.check(pool_empty(engine), "prefix cache " + label + ": pool empty after");
   };
   prefix_cache("[fast GEMMs]", /*check_equal=*/false);
-  cuda::set_cuda_gemm_policy(*roomy, pinned);
+  roomy->set_gemm_policy(pinned);
   prefix_cache("[pinned GEMMs]", /*check_equal=*/true);
 
   // Preemption in a 24-block pool, by recompute and by swap, against unconstrained runs. A
@@ -248,14 +248,14 @@ int run_engine(const std::vector<std::string>& args) {
   for (const cuda::GemmPolicy& policy : {fast, pinned}) {
     const bool invariant = policy.batch_invariant;
     const std::string label = invariant ? " [pinned GEMMs]" : " [fast GEMMs]";
-    cuda::set_cuda_gemm_policy(*roomy, policy);
+    roomy->set_gemm_policy(policy);
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < 8; ++i) prompts.push_back(slice(300 * i, 60 + 10 * i));
     const RequestParams params = greedy(40);
     const auto reference = alone(prompts, params);
     for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
       const bool swap = mode == PreemptionMode::kSwap;
-      std::unique_ptr<ModelExecutor> small = cuda_executor(model, 24, swap ? 200 : 0, 64, 512, true, policy);
+      std::unique_ptr<cuda::CudaExecutor> small = cuda_executor(model, 24, swap ? 200 : 0, 64, 512, true, policy);
       EngineConfig config;
       config.scheduler.preemption_mode = mode;
       Engine engine(*small, tokenizer, config);

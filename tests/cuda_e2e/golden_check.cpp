@@ -10,7 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "e2e_common.h"
-#include "engine/cpu_model_executor.h"
+#include "backend/cpu/cpu_executor.h"
 
 namespace folio::e2e {
 namespace {
@@ -24,7 +24,7 @@ struct Greedy {
   std::vector<float> margins;  // top1 - top2 at each generated step
 };
 
-Greedy run_greedy(ModelExecutor& executor, const std::vector<int32_t>& prompt, int32_t steps) {
+Greedy run_greedy(Executor& executor, const std::vector<int32_t>& prompt, int32_t steps) {
   Greedy out;
   std::vector<int32_t> table;
   std::vector<int32_t> all = prompt;
@@ -41,7 +41,7 @@ Greedy run_greedy(ModelExecutor& executor, const std::vector<int32_t>& prompt, i
     }
     batch.sequences.push_back({0, total - done, total, table});
     batch.logit_rows.push_back(total - done - 1);
-    const std::span<const float> logits = executor.forward(batch);
+    const std::span<const float> logits = executor.execute(batch, nullptr).logits;
     std::vector<float> row(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(vocab));
     if (step == 0) out.last_prompt_logits = row;
     if (step == steps) break;
@@ -57,11 +57,13 @@ Greedy run_greedy(ModelExecutor& executor, const std::vector<int32_t>& prompt, i
   return out;
 }
 
-// The same greedy run with the executor choosing the tokens on its side (forward_greedy):
-// only token ids and logprobs come back.
-std::vector<GreedySample> run_device_greedy(ModelExecutor& executor, const std::vector<int32_t>& prompt,
-                                            int32_t steps) {
-  std::vector<GreedySample> out;
+// The same greedy run with the executor choosing the tokens on its side (a greedy
+// SamplingPlan): only token ids and logprobs come back.
+std::vector<SampledToken> run_device_greedy(Executor& executor, const std::vector<int32_t>& prompt, int32_t steps) {
+  std::vector<SampledToken> out;
+  SamplingPlan plan;
+  plan.rows.resize(1);
+  plan.rows[0].temperature = 0.0f;
   std::vector<int32_t> table;
   std::vector<int32_t> all = prompt;
   int32_t done = 0;
@@ -76,7 +78,7 @@ std::vector<GreedySample> run_device_greedy(ModelExecutor& executor, const std::
     }
     batch.sequences.push_back({0, total - done, total, table});
     batch.logit_rows.push_back(total - done - 1);
-    const std::span<const GreedySample> sampled = executor.forward_greedy(batch);
+    const std::span<const SampledToken> sampled = executor.execute(batch, &plan).tokens;
     out.push_back(sampled[0]);
     done = total;
     all.push_back(sampled[0].token);
@@ -107,15 +109,15 @@ int run_golden(const std::vector<std::string>& args) {
     const std::string name = c["name"];
     const std::vector<int32_t> prompt = c["prompt_ids"];
     const int32_t blocks = static_cast<int32_t>((prompt.size() + steps) / kBlock + 2);
-    CpuModelExecutor cpu_executor(*loaded->model, backend, blocks + 1, kBlock, 0);
+    cpu::CpuExecutor cpu_executor(*loaded->model, backend, blocks + 1, kBlock, 0);
     // Sized for the whole prompt in one forward (the longest golden prompt has 1,184 tokens),
     // as the check feeds the executor directly, not through the engine's chunked prefill.
     const int32_t max_tokens = std::max<int32_t>(512, static_cast<int32_t>(prompt.size()));
-    std::unique_ptr<ModelExecutor> gpu = cuda_executor(*loaded->model, blocks + 4, 0, 64, max_tokens);
+    std::unique_ptr<cuda::CudaExecutor> gpu = cuda_executor(*loaded->model, blocks + 4, 0, 64, max_tokens);
     const Greedy ref = run_greedy(cpu_executor, prompt, steps);
     const Greedy got = run_greedy(*gpu, prompt, steps);
-    std::unique_ptr<ModelExecutor> sampler_gpu = cuda_executor(*loaded->model, blocks + 4, 0, 64, max_tokens);
-    const std::vector<GreedySample> sampled = run_device_greedy(*sampler_gpu, prompt, steps);
+    std::unique_ptr<cuda::CudaExecutor> sampler_gpu = cuda_executor(*loaded->model, blocks + 4, 0, 64, max_tokens);
+    const std::vector<SampledToken> sampled = run_device_greedy(*sampler_gpu, prompt, steps);
     double diff = 0, norm = 0;
     for (size_t i = 0; i < ref.last_prompt_logits.size(); ++i) {
       const double d = static_cast<double>(got.last_prompt_logits[i]) - ref.last_prompt_logits[i];
@@ -141,7 +143,7 @@ int run_golden(const std::vector<std::string>& args) {
     size_t same_sampled = 0;
     bool logprobs_sane = true;
     while (same_sampled < sampled.size() && sampled[same_sampled].token == got.tokens[same_sampled]) ++same_sampled;
-    for (const GreedySample& g : sampled) logprobs_sane = logprobs_sane && g.logprob <= 0.0f && std::isfinite(g.logprob);
+    for (const SampledToken& g : sampled) logprobs_sane = logprobs_sane && g.logprob <= 0.0f && std::isfinite(g.logprob);
     tally.check(same_sampled == sampled.size() && logprobs_sane,
                 name + ": GPU greedy sampling equals the host argmax of GPU logits for " + std::to_string(same_sampled) +
                     "/" + std::to_string(sampled.size()) + " tokens, logprobs " + (logprobs_sane ? "finite <= 0" : "BAD"));

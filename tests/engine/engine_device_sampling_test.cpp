@@ -1,11 +1,10 @@
-// The engine's executor-side sampling, checked on the CPU. Greedy (ModelExecutor::
-// forward_greedy): an executor that picks greedy tokens itself must give the engine exactly the
-// tokens, and the logprobs, that the engine's own Sampler gives; steps with any row it cannot
-// serve (temperature, penalties, top logprobs, beams) must fall back to the Sampler. General
-// (forward_sample, what the CUDA executor's sample_tokens kernel does): every row but top
-// logprobs, beams and the fork step of n > 1 goes through the executor, with the penalty lists
-// the Sampler would use and a random stream per request (seed, step) that makes a seeded
-// request's tokens independent of the batch it runs in.
+// The engine's executor-side sampling, checked on the CPU with an executor that samples the
+// way the CUDA executor's sample_tokens kernel does (Capabilities::samples_on_device, a
+// SamplingPlan per step): greedy rows must give the engine exactly the tokens, and the logprobs,
+// that the engine's own Sampler gives; every row but top logprobs, beams and the fork step of
+// n > 1 goes through the executor, with the penalty lists the Sampler would use and a random
+// stream per request (seed, step) that makes a seeded request's tokens independent of the batch
+// it runs in; steps with a row it cannot serve fall back to the Sampler.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,106 +15,56 @@
 #include <numeric>
 
 #include "backend/cpu/cpu_backend.h"
-#include "engine/cpu_model_executor.h"
+#include "backend/cpu/cpu_executor.h"
 #include "engine/engine.h"
 #include "model/gguf_file.h"
+#include "support/cpu_engine.h"
 #include "support/default_model_fixture.h"
 #include "support/test_paths.h"
 
 namespace folio {
 namespace {
 
-// The CPU executor plus greedy sampling of its own: argmax (ties to the lowest id, NaN never
-// wins) and the raw log-softmax of the chosen token, computed in double.
-class GreedySamplingExecutor final : public ModelExecutor {
+// The CPU executor plus sampling of its own (Capabilities::samples_on_device), standing in for
+// the GPU's sample_tokens kernel: penalties from the engine's (token, count) lists, in the
+// Sampler's float operations; greedy argmax; else temperature, top-k, top-p, min-p and a draw
+// whose uniform number is a hash of (seed, offset) alone, so a row's token depends only on its
+// logits and its random stream. Logprobs are raw, in double.
+class SamplingExecutor final : public Executor {
  public:
-  GreedySamplingExecutor(LlamaModel& model, Backend& backend, int32_t num_blocks)
+  SamplingExecutor(ModelWeights& model, cpu::CpuBackend& backend, int32_t num_blocks)
       : inner_(model, backend, num_blocks, 16, 0) {}
 
   const ModelConfig& config() const override { return inner_.config(); }
-  int32_t block_size() const override { return inner_.block_size(); }
-  int32_t num_kv_blocks() const override { return inner_.num_kv_blocks(); }
-  int32_t num_host_blocks() const override { return inner_.num_host_blocks(); }
-  void copy_blocks(std::span<const BlockCopy> copies) override { inner_.copy_blocks(copies); }
-  std::span<const float> forward(const ForwardBatch& batch) override {
-    ++host_rows_steps;
-    return inner_.forward(batch);
+  KvPoolLayout kv_pool() const override { return inner_.kv_pool(); }
+  Capabilities capabilities() const override {
+    Capabilities caps = inner_.capabilities();
+    caps.samples_on_device = true;
+    return caps;
   }
-  bool can_sample_greedy() const override { return true; }
-  std::span<const GreedySample> forward_greedy(const ForwardBatch& batch) override {
-    ++greedy_steps;
-    const std::span<const float> logits = inner_.forward(batch);
-    const size_t vocab = static_cast<size_t>(config().vocab_size);
-    samples_.clear();
-    for (size_t row = 0; row < batch.logit_rows.size(); ++row) {
-      const std::span<const float> x = logits.subspan(row * vocab, vocab);
-      int32_t best = 0;
-      float best_value = -INFINITY;
-      float max_value = -INFINITY;
-      for (size_t i = 0; i < vocab; ++i) {
-        if (x[i] > best_value) {
-          best_value = x[i];
-          best = static_cast<int32_t>(i);
-        }
-        max_value = std::fmax(max_value, x[i]);
-      }
-      double sum = 0.0;
-      for (size_t i = 0; i < vocab; ++i) {
-        if (x[i] == x[i]) sum += std::exp(static_cast<double>(x[i]) - max_value);
-      }
-      const double log_normalizer = max_value + std::log(sum);
-      samples_.push_back({best, static_cast<float>(x[static_cast<size_t>(best)] - log_normalizer)});
+  StepResult execute(const ForwardBatch& batch, const SamplingPlan* plan) override {
+    const StepResult result = inner_.execute(batch, nullptr);
+    if (batch.logit_rows.empty()) return result;
+    if (plan == nullptr) {
+      ++host_rows_steps;
+      return result;
     }
-    return samples_;
-  }
-
-  int64_t greedy_steps = 0;
-  int64_t host_rows_steps = 0;
-
- private:
-  CpuModelExecutor inner_;
-  std::vector<GreedySample> samples_;
-};
-
-
-// The CPU executor plus general sampling of its own (ModelExecutor::forward_sample), standing
-// in for the GPU's sample_tokens kernel: penalties from the engine's (token, count) lists, in
-// the Sampler's float operations; greedy argmax; else temperature, top-k, top-p, min-p and a
-// draw whose uniform number is a hash of (seed, offset) alone, so a row's token depends only
-// on its logits and its random stream. Logprobs are raw, in double.
-class FullSamplingExecutor final : public ModelExecutor {
- public:
-  FullSamplingExecutor(LlamaModel& model, Backend& backend, int32_t num_blocks)
-      : inner_(model, backend, num_blocks, 16, 0) {}
-
-  const ModelConfig& config() const override { return inner_.config(); }
-  int32_t block_size() const override { return inner_.block_size(); }
-  int32_t num_kv_blocks() const override { return inner_.num_kv_blocks(); }
-  int32_t num_host_blocks() const override { return inner_.num_host_blocks(); }
-  void copy_blocks(std::span<const BlockCopy> copies) override { inner_.copy_blocks(copies); }
-  std::span<const float> forward(const ForwardBatch& batch) override {
-    ++host_rows_steps;
-    return inner_.forward(batch);
-  }
-  bool can_sample(const SamplingParams& params) const override {
-    (void)params;
-    return true;
-  }
-  std::span<const GreedySample> forward_sample(const ForwardBatch& batch, const SampleBatch& sampling) override {
     ++sample_steps;
-    EXPECT_EQ(sampling.rows.size(), batch.logit_rows.size());
-    EXPECT_EQ(sampling.penalty_tokens.size(), sampling.penalty_counts.size());
-    const std::span<const float> logits = inner_.forward(batch);
+    EXPECT_EQ(plan->rows.size(), batch.logit_rows.size());
+    EXPECT_EQ(plan->penalty_tokens.size(), plan->penalty_counts.size());
+    const std::span<const float> logits = result.logits;
     const size_t vocab = static_cast<size_t>(config().vocab_size);
     samples_.clear();
+    bool all_greedy = true;
     for (size_t row = 0; row < batch.logit_rows.size(); ++row) {
-      const RowSampleParams& p = sampling.rows[row];
+      const RowSampling& p = plan->rows[row];
+      all_greedy = all_greedy && p.is_greedy() && !p.has_penalties();
       const std::span<const float> raw = logits.subspan(row * vocab, vocab);
       work_.assign(raw.begin(), raw.end());
       std::vector<int32_t> seen;
       for (int32_t e = p.penalty_begin; e < p.penalty_end; ++e) {
-        const int32_t token = sampling.penalty_tokens[static_cast<size_t>(e)];
-        const int32_t count = sampling.penalty_counts[static_cast<size_t>(e)];
+        const int32_t token = plan->penalty_tokens[static_cast<size_t>(e)];
+        const int32_t count = plan->penalty_counts[static_cast<size_t>(e)];
         EXPECT_TRUE(token >= 0 && static_cast<size_t>(token) < vocab);
         EXPECT_GE(count, 0);
         seen.push_back(token);
@@ -141,10 +90,12 @@ class FullSamplingExecutor final : public ModelExecutor {
       }
       samples_.push_back({token, static_cast<float>(raw[static_cast<size_t>(token)] - (max_value + std::log(sum)))});
     }
-    return samples_;
+    if (all_greedy) ++greedy_steps;
+    return StepResult{{}, samples_};
   }
 
   int64_t sample_steps = 0;
+  int64_t greedy_steps = 0;  // sampled steps whose rows were all plain greedy
   int64_t host_rows_steps = 0;
   int64_t penalized_rows = 0;
   int64_t random_rows = 0;
@@ -169,7 +120,7 @@ class FullSamplingExecutor final : public ModelExecutor {
   }
   // Sorted by scaled logit, descending (ties: lower id first), then the truncations, then an
   // inverse-CDF draw with u = hash(seed, offset).
-  int32_t draw(const RowSampleParams& p) {
+  int32_t draw(const RowSampling& p) {
     const size_t vocab = work_.size();
     std::vector<int32_t> order(vocab);
     std::iota(order.begin(), order.end(), 0);
@@ -207,16 +158,15 @@ class FullSamplingExecutor final : public ModelExecutor {
     return order[keep - 1];
   }
 
-  CpuModelExecutor inner_;
+  cpu::CpuExecutor inner_;
   std::vector<float> work_;
-  std::vector<GreedySample> samples_;
+  std::vector<SampledToken> samples_;
 };
 
 class EngineDeviceSamplingTest : public testing::DefaultModelTest {
  protected:
   static int32_t num_blocks() {
-    const int64_t per_block = static_cast<int64_t>(model_->kv_shape(1, 16).bytes_per_block());
-    return static_cast<int32_t>((int64_t{256} << 20) / per_block) + 1;
+    return static_cast<int32_t>((int64_t{256} << 20) / testing::block_bytes(*model_)) + 1;
   }
 
   // Runs the requests (all added at once) to completion; tokens and samples per request.
@@ -251,10 +201,11 @@ TEST_F(EngineDeviceSamplingTest, GreedyTokensAndLogprobsEqualTheSamplers) {
   }
   EngineConfig config;
   config.scheduler.max_num_batched_tokens = 96;  // chunked prefills beside decodes
-  Engine reference(*model_, *backend_, *tokenizer_, config);
+  testing::CpuEngine reference_cpu(*model_, *backend_, *tokenizer_, config);
+  Engine& reference = reference_cpu.engine;
   const Outcome want = run(reference, prompts, params);
 
-  GreedySamplingExecutor executor(*model_, *backend_, num_blocks());
+  SamplingExecutor executor(*model_, *backend_, num_blocks());
   Engine engine(executor, *tokenizer_, config);
   const Outcome got = run(engine, prompts, params);
 
@@ -269,10 +220,14 @@ TEST_F(EngineDeviceSamplingTest, GreedyTokensAndLogprobsEqualTheSamplers) {
   }
   // Every step that sampled went through the executor's sampling.
   EXPECT_GT(executor.greedy_steps, 0);
+  EXPECT_EQ(executor.greedy_steps, executor.sample_steps);
   EXPECT_EQ(engine.metrics().num_device_sampled_steps, executor.greedy_steps);
   EXPECT_EQ(executor.host_rows_steps, 0);
 }
 
+// A step with a row the executor cannot serve (top logprobs) runs on the host for all of its
+// rows; the other steps sample on the executor. The deterministic rows (greedy, penalized
+// greedy, top logprobs) give the Sampler's tokens either way.
 TEST_F(EngineDeviceSamplingTest, StepsWithRowsTheExecutorCannotServeUseTheSampler) {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<RequestParams> params;
@@ -288,16 +243,17 @@ TEST_F(EngineDeviceSamplingTest, StepsWithRowsTheExecutorCannotServeUseTheSample
   params[3].sampling.logprobs = 2;
   params[3].max_tokens = 4;
   EngineConfig config;
-  Engine reference(*model_, *backend_, *tokenizer_, config);
-  const Outcome want = run(reference, prompts, params);
+  testing::CpuEngine reference_cpu(*model_, *backend_, *tokenizer_, config);
+  const Outcome want = run(reference_cpu.engine, prompts, params);
 
-  GreedySamplingExecutor executor(*model_, *backend_, num_blocks());
+  SamplingExecutor executor(*model_, *backend_, num_blocks());
   Engine engine(executor, *tokenizer_, config);
   const Outcome got = run(engine, prompts, params);
 
-  EXPECT_EQ(got.tokens, want.tokens);
-  EXPECT_GT(executor.host_rows_steps, 0);
-  EXPECT_GT(executor.greedy_steps, 0);  // request 0's last 8 steps, alone
+  for (size_t i : {0, 2, 3}) EXPECT_EQ(got.tokens[i], want.tokens[i]) << "request " << i;
+  EXPECT_EQ(got.tokens[1].size(), want.tokens[1].size());
+  EXPECT_EQ(executor.host_rows_steps, 4);  // the steps where request 3 samples
+  EXPECT_GT(executor.greedy_steps, 0);     // request 0's last 8 steps, alone
   ASSERT_EQ(got.samples[3].size(), want.samples[3].size());
   for (size_t t = 0; t < got.samples[3].size(); ++t) {
     EXPECT_EQ(got.samples[3][t].top_logprobs, want.samples[3][t].top_logprobs);
@@ -323,10 +279,11 @@ TEST_F(EngineDeviceSamplingTest, PenalizedGreedyRowsThroughTheExecutorEqualTheSa
   params[4].sampling.presence_penalty = 0.4f;
   EngineConfig config;
   config.scheduler.max_num_batched_tokens = 48;  // chunked prefills beside decodes
-  Engine reference(*model_, *backend_, *tokenizer_, config);
+  testing::CpuEngine reference_cpu(*model_, *backend_, *tokenizer_, config);
+  Engine& reference = reference_cpu.engine;
   const Outcome want = run(reference, prompts, params);
 
-  FullSamplingExecutor executor(*model_, *backend_, num_blocks());
+  SamplingExecutor executor(*model_, *backend_, num_blocks());
   Engine engine(executor, *tokenizer_, config);
   const Outcome got = run(engine, prompts, params);
 
@@ -363,7 +320,7 @@ TEST_F(EngineDeviceSamplingTest, RandomAndPenalizedRowsGoThroughTheExecutor) {
   params[4].sampling.presence_penalty = 0.5f;
   params[5].n = 3;  // the fork step samples on the host; the siblings then on the executor
   params[5].sampling.seed = 9;
-  FullSamplingExecutor executor(*model_, *backend_, num_blocks());
+  SamplingExecutor executor(*model_, *backend_, num_blocks());
   Engine engine(executor, *tokenizer_, EngineConfig{});
   const Outcome got = run(engine, prompts, params);
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -390,10 +347,11 @@ TEST_F(EngineDeviceSamplingTest, TopLogprobRowsFallBackToTheSampler) {
   params[0].sampling.repetition_penalty = 1.2f;
   params[1].sampling.temperature = 0.8f;
   params[1].sampling.seed = 11;
-  Engine reference(*model_, *backend_, *tokenizer_, EngineConfig{});
+  testing::CpuEngine reference_cpu(*model_, *backend_, *tokenizer_, EngineConfig{});
+  Engine& reference = reference_cpu.engine;
   const Outcome want = run(reference, prompts, params);
 
-  FullSamplingExecutor executor(*model_, *backend_, num_blocks());
+  SamplingExecutor executor(*model_, *backend_, num_blocks());
   Engine engine(executor, *tokenizer_, EngineConfig{});
   const Outcome got = run(engine, prompts, params);
   EXPECT_EQ(got.tokens[0], want.tokens[0]);
@@ -418,7 +376,7 @@ TEST_F(EngineDeviceSamplingTest, SeededRowsAreReproducibleAcrossBatchComposition
   seeded.sampling.seed = 42;
   const std::vector<int32_t> prompt = slice(500, 24);
   auto alone = [&]() {
-    FullSamplingExecutor executor(*model_, *backend_, num_blocks());
+    SamplingExecutor executor(*model_, *backend_, num_blocks());
     Engine engine(executor, *tokenizer_, EngineConfig{});
     const Outcome out = run(engine, {prompt}, {seeded});
     EXPECT_EQ(executor.host_rows_steps, 0);
@@ -443,7 +401,7 @@ TEST_F(EngineDeviceSamplingTest, SeededRowsAreReproducibleAcrossBatchComposition
   prompts[5] = prompts[6] = slice(700, 20);  // two unseeded twins
   params[5] = params[6] = greedy(16);
   params[5].sampling.temperature = params[6].sampling.temperature = 1.5f;
-  FullSamplingExecutor executor(*model_, *backend_, num_blocks());
+  SamplingExecutor executor(*model_, *backend_, num_blocks());
   Engine engine(executor, *tokenizer_, EngineConfig{});
   const Outcome batched = run(engine, prompts, params);
   EXPECT_EQ(batched.tokens[3], first);

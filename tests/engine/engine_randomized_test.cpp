@@ -29,6 +29,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "support/cpu_engine.h"
 #include "support/tiny_model.h"
 
 namespace folio {
@@ -105,20 +106,28 @@ class TinyEngineTest : public ::testing::Test {
     tiny_ = nullptr;
   }
 
-  static int64_t block_bytes(int32_t block_size) {
-    return static_cast<int64_t>(tiny_->model().kv_shape(1, block_size).bytes_per_block());
+  static int64_t block_bytes(int32_t block_size) { return testing::block_bytes(tiny_->model(), block_size); }
+
+  // The engine's knobs and the CPU executor's pool.
+  struct Setup {
+    EngineConfig config;
+    KvCacheOptions kv;
+  };
+
+  static Setup engine_config(const RandomizedEngineConfig& c) {
+    Setup setup;
+    setup.kv.block_size = c.block_size;
+    setup.kv.kv_cache_bytes = c.num_blocks * block_bytes(c.block_size);
+    setup.kv.swap_space_bytes = c.num_host_blocks * block_bytes(c.block_size);
+    setup.config.enable_prefix_caching = c.enable_prefix_caching;
+    setup.config.scheduler.preemption_mode = c.preemption_mode;
+    setup.config.scheduler.max_num_batched_tokens = c.max_num_batched_tokens;
+    setup.config.scheduler.max_num_seqs = c.max_num_seqs;
+    return setup;
   }
 
-  static EngineConfig engine_config(const RandomizedEngineConfig& c) {
-    EngineConfig config;
-    config.block_size = c.block_size;
-    config.kv_cache_bytes = c.num_blocks * block_bytes(c.block_size);
-    config.enable_prefix_caching = c.enable_prefix_caching;
-    config.swap_space_bytes = c.num_host_blocks * block_bytes(c.block_size);
-    config.scheduler.preemption_mode = c.preemption_mode;
-    config.scheduler.max_num_batched_tokens = c.max_num_batched_tokens;
-    config.scheduler.max_num_seqs = c.max_num_seqs;
-    return config;
+  static std::unique_ptr<testing::CpuEngine> make_engine(const Setup& setup) {
+    return std::make_unique<testing::CpuEngine>(tiny_->model(), *backend_, tiny_->tokenizer(), setup.config, setup.kv);
   }
 
   // Folds one step's outputs into the tracked requests, checking what the API promises.
@@ -196,10 +205,11 @@ class TinyEngineTest : public ::testing::Test {
 
   // The request alone in a fresh engine with room for everything.
   static Tracked run_alone(const Tracked& original, int32_t block_size) {
-    EngineConfig config;
-    config.block_size = block_size;
-    config.kv_cache_bytes = (8192 / block_size) * block_bytes(block_size);
-    Engine engine(tiny_->model(), *backend_, tiny_->tokenizer(), config);
+    Setup setup;
+    setup.kv.block_size = block_size;
+    setup.kv.kv_cache_bytes = (8192 / block_size) * block_bytes(block_size);
+    auto cpu = make_engine(setup);
+    Engine& engine = cpu->engine;
     std::map<RequestId, Tracked> tracked;
     Expected<RequestId> id = engine.add_request(original.prompt, original.params);
     EXPECT_TRUE(id) << id.error();
@@ -239,7 +249,8 @@ class EngineRandomized : public TinyEngineTest,
 
 TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
   const RandomizedEngineConfig c = with_overrides(GetParam());
-  Engine engine(tiny_->model(), *backend_, tiny_->tokenizer(), engine_config(c));
+  auto cpu = make_engine(engine_config(c));
+  Engine& engine = cpu->engine;
   ASSERT_EQ(engine.num_kv_blocks(), c.num_blocks + 1);  // the null block besides
   // std::mt19937's numbers are specified, the standard distributions' are not: drawn by hand so
   // that a seed gives the same workload with any standard library.
@@ -507,12 +518,12 @@ INSTANTIATE_TEST_SUITE_P(
 // max_num_seqs with forks), disabled until the engine is fixed: each should then pass as is.
 class EngineSchedulingBugs : public TinyEngineTest {
  protected:
-  static EngineConfig tight_config() {  // 4 blocks of 4 tokens, preemption by recompute
-    EngineConfig config;
-    config.block_size = 4;
-    config.kv_cache_bytes = 4 * block_bytes(4);
-    config.scheduler.preemption_mode = PreemptionMode::kRecompute;
-    return config;
+  static Setup tight_config() {  // 4 blocks of 4 tokens, preemption by recompute
+    Setup setup;
+    setup.kv.block_size = 4;
+    setup.kv.kv_cache_bytes = 4 * block_bytes(4);
+    setup.config.scheduler.preemption_mode = PreemptionMode::kRecompute;
+    return setup;
   }
   static RequestParams beam(int32_t width, int32_t max_tokens, int32_t priority = 0) {
     RequestParams params;
@@ -551,7 +562,8 @@ class EngineSchedulingBugs : public TinyEngineTest {
 // KvCacheManager::fork on a sequence the manager does not know: a segfault in the Release build
 // (an assert in a debug one), in step 8.
 TEST_F(EngineSchedulingBugs, BeamPreemptedWhilePendingCanStillBeForked) {
-  Engine engine(tiny_->model(), *backend_, tiny_->tokenizer(), tight_config());
+  auto cpu = make_engine(tight_config());
+  Engine& engine = cpu->engine;
   std::map<RequestId, Tracked> tracked;
   add(engine, tracked, {10, 11, 12, 13, 14, 15, 16}, beam(2, 4));
   add(engine, tracked, {100}, greedy(8, /*priority=*/-1));  // runs first, preempts the beams
@@ -566,7 +578,8 @@ TEST_F(EngineSchedulingBugs, BeamPreemptedWhilePendingCanStillBeForked) {
 // scheduled again: step() returns nothing while has_unfinished_requests() stays true forever
 // (generate() would hang).
 TEST_F(EngineSchedulingBugs, TwoBeamGroupsThatEachFitDoNotDeadlock) {
-  Engine engine(tiny_->model(), *backend_, tiny_->tokenizer(), tight_config());
+  auto cpu = make_engine(tight_config());
+  Engine& engine = cpu->engine;
   std::map<RequestId, Tracked> tracked;
   add(engine, tracked, {10, 11, 12, 13}, beam(2, 4));
   absorb(engine.step(), tracked, nullptr, "first step");
@@ -582,12 +595,13 @@ TEST_F(EngineSchedulingBugs, TwoBeamGroupsThatEachFitDoNotDeadlock) {
 // groups, so the group is never advanced: every later step is empty too, and the engine hangs
 // with all beams running, scored and resident.
 TEST_F(EngineSchedulingBugs, BeamGroupReadyAfterSwapInAdvances) {
-  EngineConfig config;
-  config.block_size = 16;
-  config.kv_cache_bytes = 4 * block_bytes(16);
-  config.swap_space_bytes = 64 * block_bytes(16);
-  config.scheduler.preemption_mode = PreemptionMode::kSwap;
-  Engine engine(tiny_->model(), *backend_, tiny_->tokenizer(), config);
+  Setup setup;
+  setup.kv.block_size = 16;
+  setup.kv.kv_cache_bytes = 4 * block_bytes(16);
+  setup.kv.swap_space_bytes = 64 * block_bytes(16);
+  setup.config.scheduler.preemption_mode = PreemptionMode::kSwap;
+  auto cpu = make_engine(setup);
+  Engine& engine = cpu->engine;
   std::map<RequestId, Tracked> tracked;
   add(engine, tracked, {10}, beam(3, 4));
   add(engine, tracked, {100, 101, 102, 103, 104, 105, 106, 107, 108, 109}, beam(2, 16, /*priority=*/-1));
@@ -599,11 +613,12 @@ TEST_F(EngineSchedulingBugs, BeamGroupReadyAfterSwapInAdvances) {
 // max_num_seqs caps the running sequences, but admission counts a parallel-sampling request as
 // one: its n - 1 forks join the running set past the cap (here 6 sequences run with a cap of 4).
 TEST_F(EngineSchedulingBugs, ParallelSamplingRespectsMaxNumSeqs) {
-  EngineConfig config;
-  config.block_size = 4;
-  config.kv_cache_bytes = 64 * block_bytes(4);
-  config.scheduler.max_num_seqs = 4;
-  Engine engine(tiny_->model(), *backend_, tiny_->tokenizer(), config);
+  Setup setup;
+  setup.kv.block_size = 4;
+  setup.kv.kv_cache_bytes = 64 * block_bytes(4);
+  setup.config.scheduler.max_num_seqs = 4;
+  auto cpu = make_engine(setup);
+  Engine& engine = cpu->engine;
   RequestParams params = greedy(6);
   params.n = 3;
   ASSERT_TRUE(engine.add_request({10, 11, 12}, params));

@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "engine/sequence_runner.h"
+#include "support/cpu_engine.h"
 #include "model/gguf_file.h"
 #include "support/default_model_fixture.h"
 #include "support/test_paths.h"
@@ -26,7 +27,8 @@ class EngineTest : public testing::DefaultModelTest {
                                                      const RequestParams& params) {
     std::vector<std::vector<int32_t>> outputs;
     for (const auto& prompt : prompts) {
-      Engine engine(*model_, *backend_, *tokenizer_, EngineConfig{});
+      testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, EngineConfig{});
+  Engine& engine = engine_cpu.engine;
       outputs.push_back(engine.generate({prompt}, params)[0].tokens);
     }
     return outputs;
@@ -49,7 +51,8 @@ TEST_F(EngineTest, StaggeredContinuousBatchEqualsEachRequestAlone) {
 
   EngineConfig config;
   config.scheduler.max_num_batched_tokens = 128;  // long prompts go in chunks beside decodes
-  Engine engine(*model_, *backend_, *tokenizer_, config);
+  testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, config);
+  Engine& engine = engine_cpu.engine;
   std::map<RequestId, size_t> index;
   std::vector<std::vector<int32_t>> batched(prompts.size());
   size_t next = 0;
@@ -74,7 +77,8 @@ TEST_F(EngineTest, ChunkedPrefillEqualsWholePrefill) {
   const RequestParams params = greedy(8);
   EngineConfig config;
   config.scheduler.max_num_batched_tokens = 64;
-  Engine engine(*model_, *backend_, *tokenizer_, config);
+  testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, config);
+  Engine& engine = engine_cpu.engine;
   EXPECT_EQ(engine.generate(prompts, params)[0].tokens, run_alone(prompts, params)[0]);
 }
 
@@ -86,7 +90,8 @@ TEST_F(EngineTest, SharedPrefixComputesOnlyTheSuffix) {
   second.insert(second.end(), suffix_b.begin(), suffix_b.end());
   const RequestParams params = greedy(10);
 
-  Engine engine(*model_, *backend_, *tokenizer_, EngineConfig{});
+  testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, EngineConfig{});
+  Engine& engine = engine_cpu.engine;
   engine.generate({first}, params);
   const int64_t before = engine.metrics().num_prompt_tokens_computed;
   const std::vector<int32_t> warm = engine.generate({second}, params)[0].tokens;
@@ -97,7 +102,8 @@ TEST_F(EngineTest, SharedPrefixComputesOnlyTheSuffix) {
 
   EngineConfig cold_config;
   cold_config.enable_prefix_caching = false;
-  Engine cold(*model_, *backend_, *tokenizer_, cold_config);
+  testing::CpuEngine cold_cpu(*model_, *backend_, *tokenizer_, cold_config);
+  Engine& cold = cold_cpu.engine;
   EXPECT_EQ(warm, cold.generate({second}, params)[0].tokens);
   expect_pool_empty(engine);
 }
@@ -108,13 +114,15 @@ TEST_F(EngineTest, PreemptionByRecomputeAndBySwapKeepsOutputs) {
   for (int i = 0; i < 8; ++i) prompts.push_back(slice(300 * i, 60 + 10 * i));
   const RequestParams params = greedy(40);
   const auto alone = run_alone(prompts, params);
-  const int64_t block_bytes = static_cast<int64_t>(model_->kv_shape(1, 16).bytes_per_block());
+  const int64_t block_bytes = testing::block_bytes(*model_);
   for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
     EngineConfig config;
-    config.kv_cache_bytes = 24 * block_bytes;  // 384 token slots for ~1,000 tokens of work
+    KvCacheOptions kv;
+    kv.kv_cache_bytes = 24 * block_bytes;  // 384 token slots for ~1,000 tokens of work
     config.scheduler.preemption_mode = mode;
-    if (mode == PreemptionMode::kSwap) config.swap_space_bytes = 200 * block_bytes;
-    Engine engine(*model_, *backend_, *tokenizer_, config);
+    if (mode == PreemptionMode::kSwap) kv.swap_space_bytes = 200 * block_bytes;
+    testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, config, kv);
+  Engine& engine = engine_cpu.engine;
     const std::vector<Generation> results = engine.generate(prompts, params);
     EXPECT_GT(engine.metrics().num_preemptions, 0);
     if (mode == PreemptionMode::kSwap) {
@@ -129,7 +137,8 @@ TEST_F(EngineTest, PreemptionByRecomputeAndBySwapKeepsOutputs) {
 }
 
 TEST_F(EngineTest, AbortFreesBlocksAtOnce) {
-  Engine engine(*model_, *backend_, *tokenizer_, EngineConfig{});
+  testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, EngineConfig{});
+  Engine& engine = engine_cpu.engine;
   const RequestId a = engine.add_request(slice(0, 100), greedy(50)).value();
   const RequestId b = engine.add_request(slice(200, 100), greedy(50)).value();
   for (int i = 0; i < 3; ++i) engine.step();
@@ -151,7 +160,8 @@ TEST_F(EngineTest, AbortFreesBlocksAtOnce) {
 TEST_F(EngineTest, StopStringEndsTheTextBeforeIt) {
   const std::vector<int32_t> prompt = tokenizer_->encode("The three primary colors are", false, false);
   RequestParams params = greedy(40);
-  Engine engine(*model_, *backend_, *tokenizer_, EngineConfig{});
+  testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, EngineConfig{});
+  Engine& engine = engine_cpu.engine;
   const Generation full = engine.generate({prompt}, params)[0];
   ASSERT_GT(full.text.size(), 20u);
   const std::string stop = full.text.substr(10, 4);
@@ -162,9 +172,10 @@ TEST_F(EngineTest, StopStringEndsTheTextBeforeIt) {
 }
 
 TEST_F(EngineTest, RejectsRequestsThatCanNeverFit) {
-  EngineConfig config;
-  config.kv_cache_bytes = 4 * static_cast<int64_t>(model_->kv_shape(1, 16).bytes_per_block());
-  Engine engine(*model_, *backend_, *tokenizer_, config);
+  KvCacheOptions kv;
+  kv.kv_cache_bytes = 4 * testing::block_bytes(*model_);
+  testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, EngineConfig{}, kv);
+  Engine& engine = engine_cpu.engine;
   EXPECT_FALSE(engine.add_request(slice(0, 100), greedy(10)));
   EXPECT_FALSE(engine.add_request({}, greedy(10)));
   EXPECT_FALSE(engine.add_request({-1}, greedy(10)));
@@ -188,7 +199,8 @@ TEST_F(EngineTest, ParallelSamplingForksAndEqualsIndependentRuns) {
   params.max_tokens = 20;
   params.ignore_eos = true;
   params.n = 4;
-  Engine engine(*model_, *backend_, *tokenizer_, EngineConfig{});
+  testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, EngineConfig{});
+  Engine& engine = engine_cpu.engine;
   const RequestId id = engine.add_request(prompt, params).value();
   std::vector<std::vector<int32_t>> samples(4);
   int32_t peak_blocks = 0;
@@ -205,7 +217,8 @@ TEST_F(EngineTest, ParallelSamplingForksAndEqualsIndependentRuns) {
     RequestParams single = params;
     single.n = 1;
     single.sampling.seed = 1234 + i;
-    Engine alone(*model_, *backend_, *tokenizer_, EngineConfig{});
+    testing::CpuEngine alone_cpu(*model_, *backend_, *tokenizer_, EngineConfig{});
+  Engine& alone = alone_cpu.engine;
     const RequestId single_id = alone.add_request(prompt, single).value();
     std::vector<int32_t> tokens;
     while (alone.has_unfinished_requests()) {
@@ -238,7 +251,7 @@ struct ReferenceBeam {
   double cum_logprob = 0.0;
 };
 
-std::vector<std::vector<int32_t>> reference_beam_search(LlamaModel& model, Backend& backend,
+std::vector<std::vector<int32_t>> reference_beam_search(ModelWeights& model, cpu::CpuBackend& backend,
                                                         const Tokenizer& tokenizer,
                                                         const std::vector<int32_t>& prompt,
                                                         int32_t width, int32_t max_tokens) {
@@ -250,7 +263,9 @@ std::vector<std::vector<int32_t>> reference_beam_search(LlamaModel& model, Backe
     for (int32_t b = 0; b < static_cast<int32_t>(live.size()); ++b) {
       std::vector<int32_t> context = prompt;
       context.insert(context.end(), live[b].tokens.begin(), live[b].tokens.end());
-      SequenceRunner runner(model, backend, static_cast<int32_t>(context.size()) + 1);
+      const int32_t tokens = static_cast<int32_t>(context.size()) + 1;
+      cpu::CpuExecutor executor(model, backend, (tokens + 15) / 16 + 1, 16, 0);
+      SequenceRunner runner(executor, tokens);
       const std::vector<float> logits = runner.append(context).value();
       double max_logit = -1e300, sum = 0.0;
       for (float l : logits) max_logit = std::max(max_logit, static_cast<double>(l));
@@ -307,7 +322,8 @@ TEST_F(EngineTest, BeamSearchEqualsFullCopyReference) {
   RequestParams params;
   params.beam_width = kWidth;
   params.max_tokens = kMaxTokens;
-  Engine engine(*model_, *backend_, *tokenizer_, EngineConfig{});
+  testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, EngineConfig{});
+  Engine& engine = engine_cpu.engine;
   const RequestId id = engine.add_request(prompt, params).value();
   std::vector<std::vector<int32_t>> hypotheses(kWidth);
   int32_t peak_blocks = 0, outputs = 0;

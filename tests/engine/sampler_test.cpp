@@ -13,6 +13,12 @@
 namespace folio {
 namespace {
 
+// The engine lends its scratch to every sample; the tests share one the same way.
+SamplerScratch& scratch() {
+  static SamplerScratch shared;
+  return shared;
+}
+
 // ---------------------------------------------------------------------------------------------
 // float64 reference of steps 4-7 (temperature, top-k, top-p, min-p), written independently of
 // the sampler: full sorts, no shortcuts. Returns the normalized distribution over the vocab.
@@ -113,7 +119,7 @@ DrawStats draw(const std::vector<float>& logits, SamplingParams params, int draw
   Sampler sampler(params);
   DrawStats stats{std::vector<int>(logits.size(), 0), 0};
   for (int i = 0; i < draws; ++i) {
-    const int32_t token = sampler.sample(logits, {}, {}).token;
+    const int32_t token = sampler.sample(logits, {}, {}, scratch()).token;
     ++stats.counts[token];
     if (allowed[token] == 0.0) ++stats.outside_allowed;
   }
@@ -147,9 +153,9 @@ TEST(SamplerTest, GreedyIsArgmaxWithTiesToLowestId) {
   params.temperature = 0.0f;
   Sampler sampler(params);
   const std::vector<float> logits = test_logits();  // 3 and 17 tie at the maximum
-  EXPECT_EQ(sampler.sample(logits, {}, {}).token, 3);
+  EXPECT_EQ(sampler.sample(logits, {}, {}, scratch()).token, 3);
   const std::vector<float> negative = {-5.0f, -1.0f, -3.0f, -1.0f};
-  EXPECT_EQ(sampler.sample(negative, {}, {}).token, 1);
+  EXPECT_EQ(sampler.sample(negative, {}, {}, scratch()).token, 1);
 }
 
 TEST(SamplerTest, RepetitionPenaltyMatchesHandComputation) {
@@ -159,7 +165,7 @@ TEST(SamplerTest, RepetitionPenaltyMatchesHandComputation) {
   std::vector<float> logits = {2.0f, -1.0f, 0.5f, 0.0f, 3.0f, -2.5f};
   const std::vector<int32_t> prompt = {0, 1, 1};
   const std::vector<int32_t> output = {3, 5, 5, 1};
-  sampler.apply_penalties(logits, prompt, output);
+  sampler.apply_penalties(logits, prompt, output, scratch());
   // Seen tokens 0, 1, 3, 5: positive divided, non-positive multiplied, each once.
   const std::vector<double> expected = {2.0 / 1.3, -1.0 * 1.3, 0.5, 0.0 * 1.3, 3.0, -2.5 * 1.3};
   for (size_t i = 0; i < logits.size(); ++i) EXPECT_NEAR(logits[i], expected[i], 1e-6) << i;
@@ -173,7 +179,7 @@ TEST(SamplerTest, FrequencyAndPresencePenaltiesCountOutputOnly) {
   std::vector<float> logits = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
   const std::vector<int32_t> prompt = {0, 0, 1};  // prompt tokens are not penalized here
   const std::vector<int32_t> output = {2, 2, 4, 2};
-  sampler.apply_penalties(logits, prompt, output);
+  sampler.apply_penalties(logits, prompt, output, scratch());
   const std::vector<double> expected = {1.0, 1.0, 1.0 - 3 * 0.5 - 0.25, 1.0, 1.0 - 1 * 0.5 - 0.25};
   for (size_t i = 0; i < logits.size(); ++i) EXPECT_NEAR(logits[i], expected[i], 1e-6) << i;
 }
@@ -187,7 +193,7 @@ TEST(SamplerTest, PenaltiesComposeInVllmOrderAndResetBetweenCalls) {
   std::vector<float> logits = {3.0f, -3.0f, 3.0f, 7.0f};
   const std::vector<int32_t> prompt = {2, 99, -4};  // out-of-range ids are ignored
   const std::vector<int32_t> output = {0, 0, 1};
-  sampler.apply_penalties(logits, prompt, output);
+  sampler.apply_penalties(logits, prompt, output, scratch());
   // Repetition first, then frequency, then presence.
   const std::vector<double> first = {3.0 / 2 + 0.5 * 2 - 1.0, -3.0 * 2 + 0.5 - 1.0, 3.0 / 2, 7.0};
   for (size_t i = 0; i < logits.size(); ++i) EXPECT_NEAR(logits[i], first[i], 1e-6) << i;
@@ -195,7 +201,7 @@ TEST(SamplerTest, PenaltiesComposeInVllmOrderAndResetBetweenCalls) {
   // The scratch counters must be clean for the next step: token 0 is not in this call at all.
   std::vector<float> again = {3.0f, -3.0f, 3.0f, 7.0f};
   const std::vector<int32_t> output2 = {3};
-  sampler.apply_penalties(again, {}, output2);
+  sampler.apply_penalties(again, {}, output2, scratch());
   const std::vector<double> second = {3.0, -3.0, 3.0, 7.0 / 2 + 0.5 - 1.0};
   for (size_t i = 0; i < again.size(); ++i) EXPECT_NEAR(again[i], second[i], 1e-6) << i;
 }
@@ -207,8 +213,8 @@ TEST(SamplerTest, PenaltiesChangeWhatIsSampled) {
   Sampler sampler(params);
   const std::vector<float> logits = {1.0f, 2.0f, 1.5f};
   const std::vector<int32_t> output = {1};
-  EXPECT_EQ(sampler.sample(logits, {}, {}).token, 1);
-  EXPECT_EQ(sampler.sample(logits, {}, output).token, 2);
+  EXPECT_EQ(sampler.sample(logits, {}, {}, scratch()).token, 1);
+  EXPECT_EQ(sampler.sample(logits, {}, output, scratch()).token, 2);
 }
 
 TEST(SamplerTest, TemperatureMatchesSoftmax) {
@@ -282,7 +288,7 @@ TEST(SamplerTest, TopPOnALargeFlatVocabulary) {
   EXPECT_LT(support, kVocab / 2);
   Sampler sampler(params);
   for (int i = 0; i < 300; ++i) {
-    const int32_t token = sampler.sample(logits, {}, {}).token;
+    const int32_t token = sampler.sample(logits, {}, {}, scratch()).token;
     ASSERT_GT(probs[token], 0.0) << "token " << token << " is outside the nucleus";
   }
 }
@@ -297,7 +303,7 @@ TEST(SamplerTest, SameSeedSameTokensDifferentSeedsDiffer) {
     params.seed = seed;
     Sampler sampler(params);
     std::vector<int32_t> output;
-    for (int i = 0; i < 64; ++i) output.push_back(sampler.sample(logits, prompt, output).token);
+    for (int i = 0; i < 64; ++i) output.push_back(sampler.sample(logits, prompt, output, scratch()).token);
     return output;
   };
   EXPECT_EQ(run(42), run(42));
@@ -318,7 +324,7 @@ TEST(SamplerTest, LogprobsAreRawFloat64LogSoftmax) {
   params.seed = 5;
   Sampler sampler(params);
   const std::vector<int32_t> prompt = {3, 17};
-  const SampleResult result = sampler.sample(logits, prompt, {});
+  const SampleResult result = sampler.sample(logits, prompt, {}, scratch());
   EXPECT_NEAR(result.logprob, logprob(result.token), 1e-5);
 
   std::vector<int32_t> by_rank(logits.size());
@@ -333,13 +339,13 @@ TEST(SamplerTest, LogprobsAreRawFloat64LogSoftmax) {
 
   params.logprobs = 0;
   Sampler chosen_only(params);
-  const SampleResult only = chosen_only.sample(logits, {}, {});
+  const SampleResult only = chosen_only.sample(logits, {}, {}, scratch());
   EXPECT_NEAR(only.logprob, logprob(only.token), 1e-5);
   EXPECT_TRUE(only.top_logprobs.empty());
 
   params.logprobs = -1;
   Sampler none(params);
-  const SampleResult nothing = none.sample(logits, {}, {});
+  const SampleResult nothing = none.sample(logits, {}, {}, scratch());
   EXPECT_TRUE(std::isnan(nothing.logprob));
   EXPECT_TRUE(nothing.top_logprobs.empty());
 }

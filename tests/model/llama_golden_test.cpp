@@ -19,10 +19,12 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "model/gguf_tokenizer.h"
 #include "backend/cpu/cpu_backend.h"
+#include "support/cpu_engine.h"
 #include "engine/perplexity.h"
 #include "engine/sequence_runner.h"
-#include "model/llama_model.h"
+#include "model/model_weights.h"
 #include "support/test_paths.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -41,10 +43,10 @@ class LlamaGolden : public ::testing::Test {
     Expected<GgufFile> opened = GgufFile::open(path);
     ASSERT_TRUE(opened) << opened.error();
     file_ = new GgufFile(std::move(opened).value());
-    Expected<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file_);
+    Expected<std::unique_ptr<ModelWeights>> model = ModelWeights::load(*file_);
     ASSERT_TRUE(model) << model.error();
     model_ = std::move(model).value().release();
-    Expected<Tokenizer> tokenizer = Tokenizer::from_gguf(*file_);
+    Expected<Tokenizer> tokenizer = tokenizer_from_gguf(*file_);
     ASSERT_TRUE(tokenizer) << tokenizer.error();
     tokenizer_ = new Tokenizer(std::move(tokenizer).value());
     backend_ = new cpu::CpuBackend();
@@ -77,7 +79,7 @@ class LlamaGolden : public ::testing::Test {
   }
 
   static inline GgufFile* file_ = nullptr;
-  static inline LlamaModel* model_ = nullptr;
+  static inline ModelWeights* model_ = nullptr;
   static inline Tokenizer* tokenizer_ = nullptr;
   static inline cpu::CpuBackend* backend_ = nullptr;
   static inline nlohmann::json* goldens_ = nullptr;
@@ -112,8 +114,9 @@ struct GreedyRun {
   std::vector<int32_t> generated;
 };
 
-GreedyRun run_greedy(LlamaModel& model, Backend& backend, const std::vector<int32_t>& prompt, size_t steps) {
-  SequenceRunner runner(model, backend, 2048);
+GreedyRun run_greedy(ModelWeights& model, cpu::CpuBackend& backend, const std::vector<int32_t>& prompt, size_t steps) {
+  const auto executor = testing::sequence_executor(model, backend, 2048);
+  SequenceRunner runner(*executor, 2048);
   Expected<std::vector<float>> logits = runner.append(prompt);
   EXPECT_TRUE(logits) << logits.error();
   GreedyRun run;
@@ -192,7 +195,8 @@ TEST_F(LlamaGolden, SlowPerplexityWithinOnePercentOfReference) {
   const std::vector<int32_t> tokens = tokenizer_->encode(text, true, false);
   EXPECT_EQ(static_cast<int64_t>(tokens.size()), golden["text_tokens"].get<int64_t>());
   const int32_t ctx = golden["ctx"];
-  SequenceRunner runner(*model_, *backend_, ctx);
+  const auto executor = testing::sequence_executor(*model_, *backend_, ctx);
+  SequenceRunner runner(*executor, ctx);
   std::optional<int32_t> bos;
   if (tokenizer_->add_bos()) bos = tokenizer_->bos_id();
   Expected<PerplexityResult> result = compute_perplexity(runner, tokens, ctx, bos);

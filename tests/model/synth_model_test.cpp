@@ -5,10 +5,12 @@
 #include <cmath>
 #include <filesystem>
 
+#include "model/gguf_tokenizer.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_executor.h"
 #include "kv/kv_cache_storage.h"
 #include "model/gguf_file.h"
-#include "model/llama_model.h"
+#include "model/model_weights.h"
 #include "model/synth_model.h"
 #include "text/tokenizer.h"
 
@@ -32,19 +34,20 @@ TEST(SynthModel, TinyLoadsAndRunsWithFiniteLogits) {
 
     Expected<GgufFile> file = GgufFile::open(path);
     ASSERT_TRUE(file) << file.error();
-    Expected<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file);
+    Expected<std::unique_ptr<ModelWeights>> model = ModelWeights::load(*file);
     ASSERT_TRUE(model) << model.error();
     const ModelConfig& c = (*model)->config();
     EXPECT_EQ(c.num_layers, 2);
     EXPECT_EQ(c.vocab_size, 1024);
     EXPECT_EQ((*model)->rope_freq_factors().size(), static_cast<size_t>(c.head_dim / 2));
-    Expected<Tokenizer> tokenizer = Tokenizer::from_gguf(*file);
+    Expected<Tokenizer> tokenizer = tokenizer_from_gguf(*file);
     ASSERT_TRUE(tokenizer) << tokenizer.error();
     const std::vector<int32_t> tokens = tokenizer->encode("the quick brown fox", false, false);
     ASSERT_FALSE(tokens.empty());
     EXPECT_EQ(tokenizer->decode(tokens, false), "the quick brown fox");
 
-    KvCacheStorage cache((*model)->kv_shape(4, 16));
+    cpu::CpuBackend backend(1);
+    cpu::CpuExecutor executor(**model, backend, 4, 16, 0);
     ForwardBatch batch;
     std::vector<int32_t> table = {1, 2};
     for (int32_t i = 0; i < static_cast<int32_t>(tokens.size()); ++i) {
@@ -54,10 +57,9 @@ TEST(SynthModel, TinyLoadsAndRunsWithFiniteLogits) {
     }
     batch.sequences.push_back({0, batch.num_tokens(), batch.num_tokens(), table});
     batch.logit_rows.push_back(batch.num_tokens() - 1);
-    std::vector<float> logits(static_cast<size_t>(c.vocab_size));
-    cpu::CpuBackend backend(1);
-    (*model)->forward(backend, batch, cache, logits.data());
-    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+    const StepResult result = executor.execute(batch, nullptr);
+    ASSERT_EQ(result.logits.size(), static_cast<size_t>(c.vocab_size));
+    for (float v : result.logits) ASSERT_TRUE(std::isfinite(v));
     std::filesystem::remove(path);
   }
 }

@@ -10,8 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_backend.h"
+#include "support/cpu_engine.h"
 #include "engine/sequence_runner.h"
-#include "model/llama_model.h"
+#include "model/model_weights.h"
 #include "support/test_paths.h"
 
 namespace folio {
@@ -24,11 +25,12 @@ TEST_P(TinyModelGolden, FollowsFloat64Reference) {
   const nlohmann::json golden = nlohmann::json::parse(testing::read_file(base + ".json"));
   Expected<GgufFile> file = GgufFile::open(base + ".gguf");
   ASSERT_TRUE(file) << file.error();
-  Expected<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*file);
+  Expected<std::unique_ptr<ModelWeights>> model = ModelWeights::load(*file);
   ASSERT_TRUE(model) << model.error();
   EXPECT_EQ((*model)->config().architecture, golden["architecture"].get<std::string>());
   cpu::CpuBackend backend(2, cpu::detect_isa(), cpu::ActivationPrecision::kFloat32);
-  SequenceRunner runner(**model, backend, 128);
+  const auto executor = testing::sequence_executor(**model, backend, 128);
+  SequenceRunner runner(*executor, 128);
   const std::vector<int32_t> prompt = golden["prompt_ids"];
   Expected<std::vector<float>> logits = runner.append(prompt);
   ASSERT_TRUE(logits) << logits.error();

@@ -42,10 +42,10 @@ TEST(OpenAiResponseTest, ErrorBody) {
 
 TEST(OpenAiResponseTest, WholeCompletionWithTwoChoices) {
   ResponseAssembler a(identity(ApiKind::kCompletion, "cmpl-1", 2, false, false));
-  EXPECT_EQ(a.add(output(0, "Hel", false, 1)), "");
-  a.add(output(1, "Bye", true, 1));
+  EXPECT_EQ(a.add(0, output(0, "Hel", false, 1)), "");
+  a.add(0, output(1, "Bye", true, 1));
   EXPECT_FALSE(a.done());
-  a.add(output(0, "lo", true, 2));
+  a.add(0, output(0, "lo", true, 2));
   ASSERT_TRUE(a.done());
   const json r = json::parse(a.body());
   EXPECT_EQ(r["object"], "text_completion");
@@ -60,7 +60,7 @@ TEST(OpenAiResponseTest, WholeCompletionWithTwoChoices) {
 
 TEST(OpenAiResponseTest, ChatStreamEvents) {
   ResponseAssembler a(identity(ApiKind::kChat, "chatcmpl-1", 1, true, true));
-  const std::string first = a.add(output(0, "Hi", false, 1));
+  const std::string first = a.add(0, output(0, "Hi", false, 1));
   // The role chunk, then the content chunk.
   ASSERT_EQ(first.rfind("data: ", 0), 0u);
   const size_t split = first.find("\n\ndata: ");
@@ -69,7 +69,7 @@ TEST(OpenAiResponseTest, ChatStreamEvents) {
   EXPECT_EQ(role["object"], "chat.completion.chunk");
   EXPECT_EQ(role["choices"][0]["delta"]["role"], "assistant");
   EXPECT_TRUE(role["usage"].is_null());
-  const std::string last = a.add(output(0, "", true, 2));
+  const std::string last = a.add(0, output(0, "", true, 2));
   EXPECT_TRUE(a.done());
   EXPECT_NE(last.find("\"finish_reason\":\"length\""), std::string::npos);
   EXPECT_NE(last.find("\"completion_tokens\":2"), std::string::npos);
@@ -92,10 +92,10 @@ TEST(OpenAiResponseTest, CompletionLogprobsAndEcho) {
   ResponseAssembler a(id);  // no tokenizer: tokens are named by their ids
   RequestOutput first = output(0, "", false, 1);  // text held back (a possible stop string)
   first.new_samples = {sample(7, -0.5f, {{7, -0.5f}})};
-  a.add(first);
+  a.add(0, first);
   RequestOutput last = output(0, "ab", true, 2);
   last.new_samples = {sample(9, -1.25f, {{3, -0.25f}})};
-  a.add(last);
+  a.add(0, last);
   ASSERT_TRUE(a.done());
   const json r = json::parse(a.body());
   const json& c = r["choices"][0];
@@ -113,10 +113,10 @@ TEST(OpenAiResponseTest, ChatStreamCarriesHeldBackLogprobsOnTheNextChunk) {
   ResponseAssembler a(id);
   RequestOutput held = output(0, "", false, 1);
   held.new_samples = {sample(5, -0.1f, {})};
-  a.add(held);  // only the role chunk: no text yet
+  a.add(0, held);  // only the role chunk: no text yet
   RequestOutput next = output(0, "xy", true, 2);
   next.new_samples = {sample(6, -0.2f, {})};
-  const std::string events = a.add(next);
+  const std::string events = a.add(0, next);
   const size_t start = events.find("data: {");
   ASSERT_NE(start, std::string::npos);
   const json chunk = json::parse(events.substr(start + 6, events.find("\n\n", start) - start - 6));
@@ -133,9 +133,9 @@ TEST(OpenAiResponseTest, SeveralPromptsNumberChoicesAndSumUsage) {
   id.echo = {"A:", "B:"};
   ResponseAssembler a(id);
   for (int32_t index = 0; index < 4; ++index) {
-    RequestOutput out = output(index, std::to_string(index), true, 1);
+    RequestOutput out = output(index % 2, std::to_string(index), true, 1);
     out.num_prompt_tokens = index < 2 ? 3 : 5;  // prompt 0 has 3 tokens, prompt 1 has 5
-    a.add(out);
+    a.add(index / 2, out);
     EXPECT_EQ(a.done(), index == 3);
   }
   const json r = json::parse(a.body());

@@ -9,10 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "model/gguf_tokenizer.h"
 #include "backend/cpu/cpu_backend.h"
 #include "engine/request.h"
 #include "model/gguf_file.h"
-#include "model/llama_model.h"
+#include "model/model_weights.h"
 #include "support/test_paths.h"
 #include "text/tokenizer.h"
 
@@ -24,8 +25,8 @@ class DefaultModelTest : public ::testing::Test {
     const std::string path = default_model_path();
     ASSERT_TRUE(std::filesystem::exists(path)) << missing_model_message(path);
     file_ = new GgufFile(std::move(GgufFile::open(path)).value());
-    model_ = LlamaModel::load(*file_).value().release();
-    tokenizer_ = new Tokenizer(std::move(Tokenizer::from_gguf(*file_)).value());
+    model_ = ModelWeights::load(*file_).value().release();
+    tokenizer_ = new Tokenizer(std::move(tokenizer_from_gguf(*file_)).value());
     backend_ = new cpu::CpuBackend();
     text_tokens_ = new std::vector<int32_t>(
         tokenizer_->encode(read_file(source_dir() + "/tests/data/perplexity.txt"), false, false));
@@ -53,7 +54,7 @@ class DefaultModelTest : public ::testing::Test {
   }
 
   static inline GgufFile* file_ = nullptr;
-  static inline LlamaModel* model_ = nullptr;
+  static inline ModelWeights* model_ = nullptr;
   static inline Tokenizer* tokenizer_ = nullptr;
   static inline cpu::CpuBackend* backend_ = nullptr;
   static inline std::vector<int32_t>* text_tokens_ = nullptr;

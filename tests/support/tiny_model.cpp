@@ -1,3 +1,4 @@
+#include "model/gguf_tokenizer.h"
 #include "support/tiny_model.h"
 
 #include <cmath>
@@ -5,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "backend/cpu/quant/quant_kernels.h"
+#include "quant/formats.h"
 #include "model/gguf_test_writer.h"
 #include "text/byte_level.h"
 
@@ -60,7 +61,7 @@ std::vector<uint8_t> random_matrix(Random& random, int64_t rows, int64_t cols, f
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     for (float& v : row) v = random.uniform(-scale, scale);
-    const bool ok = cpu::quantize_row_reference(type, row.data(), bytes.data() + r * row_size, cols);
+    const bool ok = quant::quantize_row_reference(type, row.data(), bytes.data() + r * row_size, cols);
     if (!ok) return {};
   }
   return bytes;
@@ -160,10 +161,10 @@ Expected<std::unique_ptr<TinyModel>> TinyModel::create(const TinyModelOptions& o
   Expected<GgufFile> file = GgufFile::parse(tiny->bytes_);
   if (!file) return Status::error("tiny model: " + file.error());
   tiny->file_.emplace(std::move(file).value());
-  Expected<std::unique_ptr<LlamaModel>> model = LlamaModel::load(*tiny->file_);
+  Expected<std::unique_ptr<ModelWeights>> model = ModelWeights::load(*tiny->file_);
   if (!model) return Status::error("tiny model: " + model.error());
   tiny->model_ = std::move(model).value();
-  Expected<Tokenizer> tokenizer = Tokenizer::from_gguf(*tiny->file_);
+  Expected<Tokenizer> tokenizer = tokenizer_from_gguf(*tiny->file_);
   if (!tokenizer) return Status::error("tiny model: " + tokenizer.error());
   tiny->tokenizer_.emplace(std::move(tokenizer).value());
   return Expected<std::unique_ptr<TinyModel>>(std::move(tiny));

@@ -18,7 +18,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "model/gguf_file.h"
-#include "model/llama_model.h"
+#include "model/model_weights.h"
 #include "text/tokenizer.h"
 
 namespace folio::testing {
@@ -32,7 +32,7 @@ struct TinyModelOptions {
   int32_t context_length = 512;
   int32_t rope_dimension_count = 16;
   uint64_t seed = 0x5EED;
-  // Type of the 2-D weights: F32, F16 or a type cpu::quantize_row_reference supports (Q8_0,
+  // Type of the 2-D weights: F32, F16 or a type quant::quantize_row_reference supports (Q8_0,
   // Q4_0, ...; rows are embedding_length or feed_forward_length long, so 32-element blocks fit).
   DType weight_type = DType::F32;
   // About the standard deviation of the logits: larger makes them peakier (fewer near-ties in
@@ -51,7 +51,7 @@ class TinyModel {
  public:
   static Expected<std::unique_ptr<TinyModel>> create(const TinyModelOptions& options = {});
 
-  LlamaModel& model() { return *model_; }
+  ModelWeights& model() { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const GgufFile& file() const { return *file_; }
   const std::vector<uint8_t>& bytes() const { return bytes_; }
@@ -60,7 +60,7 @@ class TinyModel {
   TinyModel() = default;
   std::vector<uint8_t> bytes_;  // the file's bytes: the model's weights point into them
   std::optional<GgufFile> file_;
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<ModelWeights> model_;
   std::optional<Tokenizer> tokenizer_;
 };
 

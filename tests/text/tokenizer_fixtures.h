@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/gguf_tokenizer.h"
 #include "model/gguf_file.h"
 #include "support/test_paths.h"
 #include "text/tokenizer.h"
@@ -65,7 +66,7 @@ inline const Tokenizer* load_reference_tokenizer(const std::string& golden, std:
     why = missing_model_message(path);
   } else if (Expected<GgufFile> gguf = GgufFile::open(path); !gguf) {
     why = "cannot read " + path + ": " + gguf.error();
-  } else if (Expected<Tokenizer> tokenizer = Tokenizer::from_gguf(*gguf); !tokenizer) {
+  } else if (Expected<Tokenizer> tokenizer = tokenizer_from_gguf(*gguf); !tokenizer) {
     why = "cannot build a tokenizer from " + path + ": " + tokenizer.error();
   } else {
     return (cache[golden] = std::make_unique<Tokenizer>(std::move(tokenizer.value()))).get();

@@ -40,7 +40,7 @@ Expected<std::unique_ptr<CublasLtGemm>> CublasLtGemm::create(size_t workspace_by
   std::unique_ptr<CublasLtGemm> gemm(new CublasLtGemm());
   gemm->set_policy(policy);
   if (Status s = lt_status(cublasLtCreate(&gemm->handle_), "create"); !s) return s;
-  if (Status s = cuda_status(gemm->workspace_.allocate(workspace_bytes), "gemm workspace"); !s) return s;
+  if (Status s = gemm->workspace_.allocate(workspace_bytes, "gemm workspace"); !s) return s;
   return Expected<std::unique_ptr<CublasLtGemm>>(std::move(gemm));
 }
 

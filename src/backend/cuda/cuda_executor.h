@@ -1,17 +1,37 @@
-// The CUDA path as a ModelExecutor, for the engine and the CLI (`--device cuda`). Plain C++:
-// no CUDA header, so folio_lib's CLI includes it; the definition lives in folio_cuda, which
-// is built only when FOLIO_HAS_CUDA is defined.
+// The GPU as an Executor (`--device cuda`): a CudaModel (cuda_model.h), the paged KV pool in
+// device memory (the KvLayerView layout, fp16), a pinned host pool for swapped-out blocks, and
+// the step driver: it packs each ForwardBatch into pinned staging, copies it to static device
+// buffers, runs the forward (a captured CUDA graph when every sequence decodes one token,
+// eagerly otherwise) and either copies the wanted logit rows back or samples them on the GPU
+// (sample_tokens) and copies back only the tokens.
+//
+// Decode graphs are keyed by (batch bucket, block-table width bucket): batch sizes round up to
+// 1, 2, 4, ..., max_num_seqs and table widths to powers of two, so a handful of graphs cover
+// every decode step. Padding sequences decode token 0 at position 0 against the null block 0
+// (zeros, never allocated) and write no K/V (slot -1).
+//
+// Plain C++ (CUDA's handle types are only declared), so the CLI and the checks include it; the
+// definitions live in folio_cuda.
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <map>
+#include <span>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm_policy.h"
 #include "core/status.h"
-#include "engine/model_executor.h"
-#include "model/llama_model.h"
+#include "executor/executor.h"
+#include "kv/kv_layer_view.h"
+#include "model/model_weights.h"
+
+struct CUstream_st;
+struct CUevent_st;
+struct CUgraphExec_st;
 
 namespace folio::cuda {
 
@@ -26,12 +46,15 @@ struct CudaExecutorOptions {
   int32_t max_num_batched_tokens = 512;  // activations are sized for this many tokens
   int32_t max_num_seqs = 64;             // decode graphs are captured up to this batch
   int32_t max_model_len = 0;             // 0: the model's trained context
+  // Rows of logits one step returns at most (0: one per sequence, max_num_seqs capped at 256);
+  // `folio perplexity` asks for a whole chunk's.
+  int32_t max_logit_rows = 0;
   bool cuda_graphs = true;               // decode-only steps replay captured graphs
   // Fast by default (cuBLASLt's heuristic per shape, GEMV at n <= 8); gemm.batch_invariant
   // (`--batch-invariant`): a row's result does not depend on what else is in the batch, with
   // algorithms tuned at start (gemm_policy.h, cublaslt_gemm.h).
   GemmPolicy gemm;
-  bool device_sampling = true;           // rows are sampled on the GPU (forward_sample / forward_greedy)
+  bool device_sampling = true;           // rows are sampled on the GPU (Capabilities::samples_on_device)
   bool quiet = false;                    // no progress or summary on stderr
 };
 
@@ -58,26 +81,121 @@ struct CudaExecutorStats {
   std::string device_name;
 };
 
-class CudaModelExecutor;
+class CudaModel;
+struct DeviceBatch;
 
-// Uploads the model's weights (dequantized to BF16) and sizes the KV pool. The LlamaModel (and
-// its GgufFile) must outlive the executor only for the duration of this call.
-Expected<std::unique_ptr<ModelExecutor>> make_cuda_executor(const LlamaModel& model,
-                                                            const CudaExecutorOptions& options);
+class CudaExecutor final : public Executor {
+ public:
+  // Uploads the weights (dequantized to BF16) and sizes the KV pool. The weights (and their
+  // GgufFile) must outlive this call only.
+  static Expected<std::unique_ptr<CudaExecutor>> create(const ModelWeights& weights, const CudaExecutorOptions& options);
+  ~CudaExecutor() override;
 
-// The stats of an executor make_cuda_executor returned.
-CudaExecutorStats cuda_executor_stats(const ModelExecutor& executor);
-// Zeroes the step counters and times of stats (benchmarks measure one phase at a time).
-void reset_cuda_executor_stats(ModelExecutor& executor);
+  const ModelConfig& config() const override;
+  KvPoolLayout kv_pool() const override;
+  Capabilities capabilities() const override;
+  StepResult execute(const ForwardBatch& batch, const SamplingPlan* plan) override;
 
-// Switches the GEMM policy (CudaExecutorOptions::gemm) and drops the captured graphs, which
-// hold the old kernels. For benchmarks and checks comparing policies. A tuned invariant policy
-// without a pinned list reuses the executor's earlier tuning, if any, else tunes.
-void set_cuda_gemm_policy(ModelExecutor& executor, const GemmPolicy& policy);
-// The executor's policy; with tuned pinning, .pinned lists the tuned algorithms, so that
-// another executor given this policy computes the same bits.
-GemmPolicy cuda_gemm_policy(const ModelExecutor& executor);
-// The pinned GEMM algorithms, one line per weight shape (empty before the first forward).
-std::string cuda_gemm_description(ModelExecutor& executor);
+  const CudaExecutorStats& stats() const { return stats_; }
+  // Zeroes the step counters and times (benchmarks measure one phase at a time).
+  void reset_stats();
+  // Switches the GEMM policy and drops the captured graphs, which hold the old kernels. A tuned
+  // invariant policy without a pinned list reuses the executor's earlier tuning, if any.
+  void set_gemm_policy(const GemmPolicy& policy);
+  // The policy in use; with tuned pinning, .pinned holds the tuned algorithms, so that another
+  // executor given this policy computes the same bits.
+  const GemmPolicy& gemm_policy() const { return options_.gemm; }
+  // The pinned GEMM algorithms, one line per weight shape (empty before the first forward).
+  std::string gemm_description() const;
+  // Copies one layer's K (or V) block to the host, for checks: (block_size, kv_heads, head_dim).
+  std::vector<uint16_t> read_block(int32_t layer, bool values, int32_t block);
+
+ private:
+  // Where a step's rows are sampled: logits copied to the host (params null), or on the GPU
+  // with these device-side params (one per row, or one set shared by every row: the greedy
+  // params, max_logit_rows of them) and num_penalties penalty entries.
+  struct RowSampler {
+    const RowSampling* params = nullptr;
+    int32_t num_penalties = 0;
+    bool per_row = false;
+  };
+
+  CudaExecutor() = default;
+  Status allocate_kv(size_t total_memory);
+  Status allocate_step_buffers();
+  // Batch-invariant policy with tune_pinned: pins each weight shape's algorithm by timing
+  // (CudaModel::tune_pinned_gemms), shapes already in options_.gemm.pinned excepted, and
+  // records the result there and in tuned_. A tuning that fails is a warning (the rest pin the
+  // heuristic's pick), not an error.
+  Status tune_gemms();
+  void copy_blocks(std::span<const BlockCopy> copies);
+  // Packs the batch (padded to padded_seqs decode sequences) into staging and copies it to the
+  // device; returns the device view.
+  DeviceBatch upload(const ForwardBatch& batch, int32_t padded_seqs, int32_t table_width);
+  CUgraphExec_st* decode_graph(int32_t seqs, int32_t table_width, const DeviceBatch& batch);
+  void drop_graphs();
+  // The step: uploads, runs the layers and the vocabulary projection, per chunk of logit rows
+  // copies them to logits_host_ or samples them into sampled_, and synchronizes. Returns the
+  // number of logit rows.
+  int32_t run(const ForwardBatch& batch, const RowSampler& sampler);
+  void finish_rows(int32_t first, int32_t count, const RowSampler& sampler);
+  // The plan's rows and penalty entries to the device (a plain greedy plan uses the greedy
+  // params uploaded at start).
+  RowSampler upload_sampling(const SamplingPlan& plan, int32_t rows);
+  std::span<const SampledToken> read_samples(int32_t rows);
+
+  CudaExecutorOptions options_;
+  std::unique_ptr<CudaModel> model_;
+  CUstream_st* stream_ = nullptr;
+  int32_t sm_count_ = 0;
+  int32_t max_model_len_ = 0;
+  int32_t max_blocks_per_seq_ = 0;   // ceil(max_model_len / block_size)
+  int32_t max_graph_seqs_ = 0;
+
+  // KV pool: layer l's K at pool + 2l * layer_bytes, its V at pool + (2l + 1) * layer_bytes,
+  // each (num_blocks, block_size, num_kv_heads, head_dim) fp16.
+  DeviceBuffer kv_pool_;
+  size_t block_bytes_ = 0;  // one layer's K (or V) of one block
+  size_t layer_bytes_ = 0;
+  int32_t num_blocks_ = 0;
+  std::vector<KvLayerView> kv_layers_;
+  // Host swap pool, HostKvPool's layout: (num_host_blocks, num_layers, 2, block) contiguous.
+  PinnedBuffer host_pool_;
+  int32_t num_host_blocks_ = 0;
+
+  // Static inputs (graphs read these addresses) and their pinned staging.
+  DeviceBuffer inputs_;
+  PinnedBuffer staging_;
+  size_t inputs_bytes_ = 0;
+  int32_t* d_tokens_ = nullptr;
+  int32_t* d_positions_ = nullptr;
+  int32_t* d_slots_ = nullptr;
+  int32_t* d_cu_query_starts_ = nullptr;
+  int32_t* d_context_lens_ = nullptr;
+  int32_t* d_logit_rows_ = nullptr;
+  int32_t* d_block_tables_ = nullptr;
+  PinnedBuffer logits_host_;  // (max rows, vocab) fp32
+  size_t logits_host_rows_ = 0;
+  // GPU sampling: greedy params for every row, uploaded once (plain greedy plans use them);
+  // general plans upload their rows to sample_params_ and the penalty lists
+  // [tokens | counts | scratch] to penalties_, grown on demand.
+  DeviceBuffer greedy_params_;     // (max_logit_rows,) RowSampling
+  DeviceBuffer sample_params_;     // (max rows,) RowSampling
+  DeviceBuffer penalties_;         // 3 * penalty_capacity_ int32/fp32
+  size_t penalty_capacity_ = 0;
+  std::vector<int32_t> penalties_host_;
+  DeviceBuffer sampled_;           // (max rows,) int32 tokens, then (max rows,) fp32 logprobs
+  PinnedBuffer sampled_host_;      // the same, on the host
+  std::vector<SampledToken> sampled_out_;  // (rows of the last sampled step)
+  CUevent_st* step_start_ = nullptr;
+  CUevent_st* layers_done_ = nullptr;
+  CUevent_st* step_done_ = nullptr;
+
+  std::map<std::pair<int32_t, int32_t>, CUgraphExec_st*> graphs_;
+  // The last tuning's choices: switching away from the invariant policy and back reuses them
+  // (a second tuning would cost time and, on near-ties, could choose differently).
+  std::vector<PinnedGemmAlgo> tuned_;
+  CudaExecutorStats stats_;
+};
 
 }  // namespace folio::cuda

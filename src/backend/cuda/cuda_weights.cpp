@@ -4,9 +4,9 @@
 #include <cstring>
 #include <thread>
 
-#include "backend/cpu/quant/quant_kernels.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/fp16.h"
+#include "quant/formats.h"
 
 namespace folio::cuda {
 namespace {
@@ -15,10 +15,10 @@ size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Converts rows [begin, end) of w to BF16 into dst (row-major, cols per row).
 void rows_to_bf16(const WeightTensor& w, int64_t begin, int64_t end, uint16_t* dst) {
-  const cpu::QuantKernels* kernels = cpu::quant_kernels(w.type);
+  const quant::DequantizeRowFn dequantize = quant::dequantizer(w.type);
   std::vector<float> row(static_cast<size_t>(w.cols));
   for (int64_t r = begin; r < end; ++r) {
-    kernels->dequantize_row(w.row(r), row.data(), w.cols);
+    dequantize(w.row(r), row.data(), w.cols);
     uint16_t* out = dst + (r - begin) * w.cols;
     for (int64_t c = 0; c < w.cols; ++c) out[c] = fp32_to_bf16(row[c]);
   }
@@ -47,7 +47,7 @@ class Uploader {
       return Status::ok();
     }
     if (staging_.bytes() == 0) {
-      if (Status s = cuda_status(staging_.allocate(kChunk), "pinned staging"); !s) return s;
+      if (Status s = staging_.allocate(kChunk, "pinned staging"); !s) return s;
     }
     const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kChunk / (w.cols * 2)));
     const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 32);
@@ -93,14 +93,14 @@ class Uploader {
 
 }  // namespace
 
-Status upload_weights(const LlamaModel& model, DeviceWeights& out,
+Status upload_weights(const ModelWeights& model, DeviceWeights& out,
                       const std::function<void(uint64_t, uint64_t)>& progress) {
   const ModelConfig& c = model.config();
   const size_t hidden = static_cast<size_t>(c.hidden_dim);
   const size_t qkv_rows = static_cast<size_t>(c.q_dim()) + 2 * static_cast<size_t>(c.kv_dim());
   const size_t ffn = static_cast<size_t>(c.ffn_dim);
   const size_t vocab = static_cast<size_t>(c.vocab_size);
-  const bool tied = model.output().data == model.token_embedding().data;
+  const bool tied = model.tied_embeddings();
 
   // Lay out the arena: offsets first, one allocation, then the copies.
   size_t size = 0;
@@ -123,7 +123,7 @@ Status upload_weights(const LlamaModel& model, DeviceWeights& out,
                        take(hidden * static_cast<size_t>(c.q_dim()) * 2), take(hidden * 4),
                        take(2 * ffn * hidden * 2), take(hidden * ffn * 2)});
   }
-  if (Status s = cuda_status(out.arena.allocate(size), "allocating weights"); !s) return s;
+  if (Status s = out.arena.allocate(size, "allocating weights"); !s) return s;
   out.bytes = size;
   auto* base = out.arena.get<uint8_t>();
   auto bf16_at = [&](size_t at) { return reinterpret_cast<uint16_t*>(base + at); };

@@ -1,4 +1,4 @@
-// A LlamaModel's weights on the GPU, in one allocation: every matrix as BF16 (F16, F32 and
+// A model's weights on the GPU, in one allocation: every matrix as BF16 (F16, F32 and
 // block-quantized GGUF types are dequantized on the host at load), Q|K|V and gate|up
 // concatenated by rows so that each is one GEMM, norms and biases as FP32.
 #pragma once
@@ -9,7 +9,7 @@
 
 #include "backend/cuda/device_buffer.h"
 #include "core/status.h"
-#include "model/llama_model.h"
+#include "model/model_weights.h"
 
 namespace folio::cuda {
 
@@ -34,7 +34,7 @@ struct DeviceWeights {
 };
 
 // progress(bytes uploaded, bytes total).
-Status upload_weights(const LlamaModel& model, DeviceWeights& out,
+Status upload_weights(const ModelWeights& model, DeviceWeights& out,
                       const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 }  // namespace folio::cuda

@@ -1,36 +1,52 @@
-// An owning device allocation: cudaMalloc at construction, cudaFree at destruction, moves only.
-// Allocations happen at setup (weights, activations, KV pool), never per step.
+// An owning CUDA allocation, device or pinned host memory by its Memory parameter: allocated at
+// setup (weights, activations, KV pool, staging), freed at destruction, moves only; never
+// allocated per step. Plain C++ (the CUDA calls are in device_buffer.cpp), so headers holding
+// buffers need no CUDA header.
 #pragma once
-
-#include <cuda_runtime.h>
 
 #include <cstddef>
 #include <utility>
 
+#include "core/status.h"
+
 namespace folio::cuda {
 
-class DeviceBuffer {
+// cudaMalloc / cudaFree.
+struct DeviceMemory {
+  static Status allocate(void** ptr, size_t bytes, const char* what);
+  static void release(void* ptr);
+};
+// cudaMallocHost / cudaFreeHost: what cudaMemcpyAsync needs to overlap, and where swapped-out KV
+// blocks live.
+struct PinnedMemory {
+  static Status allocate(void** ptr, size_t bytes, const char* what);
+  static void release(void* ptr);
+};
+
+template <typename Memory>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& other) noexcept { swap(other); }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    DeviceBuffer(std::move(other)).swap(*this);
+  CudaBuffer() = default;
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
+  CudaBuffer(CudaBuffer&& other) noexcept { swap(other); }
+  CudaBuffer& operator=(CudaBuffer&& other) noexcept {
+    CudaBuffer(std::move(other)).swap(*this);
     return *this;
   }
-  ~DeviceBuffer() {
-    if (data_ != nullptr) cudaFree(data_);
+  ~CudaBuffer() {
+    if (data_ != nullptr) Memory::release(data_);
   }
 
-  // Returns the error; the buffer stays empty on failure.
-  cudaError_t allocate(size_t bytes) {
-    DeviceBuffer().swap(*this);
-    if (bytes == 0) return cudaSuccess;
-    const cudaError_t error = cudaMalloc(&data_, bytes);
-    if (error == cudaSuccess) bytes_ = bytes;
-    else data_ = nullptr;
-    return error;
+  // Replaces the buffer; it stays empty on failure (the error names `what`).
+  Status allocate(size_t bytes, const char* what) {
+    CudaBuffer().swap(*this);
+    if (bytes == 0) return Status::ok();
+    void* ptr = nullptr;
+    if (Status s = Memory::allocate(&ptr, bytes, what); !s) return s;
+    data_ = ptr;
+    bytes_ = bytes;
+    return Status::ok();
   }
 
   template <typename T = void>
@@ -38,7 +54,7 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
 
  private:
-  void swap(DeviceBuffer& other) noexcept {
+  void swap(CudaBuffer& other) noexcept {
     std::swap(data_, other.data_);
     std::swap(bytes_, other.bytes_);
   }
@@ -46,41 +62,7 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Pinned host memory: what cudaMemcpyAsync needs to overlap and what swap blocks live in.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  PinnedBuffer(PinnedBuffer&& other) noexcept { swap(other); }
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
-    PinnedBuffer(std::move(other)).swap(*this);
-    return *this;
-  }
-  ~PinnedBuffer() {
-    if (data_ != nullptr) cudaFreeHost(data_);
-  }
-
-  cudaError_t allocate(size_t bytes) {
-    PinnedBuffer().swap(*this);
-    if (bytes == 0) return cudaSuccess;
-    const cudaError_t error = cudaMallocHost(&data_, bytes);
-    if (error == cudaSuccess) bytes_ = bytes;
-    else data_ = nullptr;
-    return error;
-  }
-
-  template <typename T = void>
-  T* get() const { return static_cast<T*>(data_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void swap(PinnedBuffer& other) noexcept {
-    std::swap(data_, other.data_);
-    std::swap(bytes_, other.bytes_);
-  }
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = CudaBuffer<DeviceMemory>;
+using PinnedBuffer = CudaBuffer<PinnedMemory>;
 
 }  // namespace folio::cuda

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/quant/quant_kernels.h"
+#include "quant/formats.h"
 #include "quant_test_util.h"
 
 #ifndef FOLIO_SOURCE_DIR
@@ -61,7 +62,7 @@ TEST_P(QuantGoldenTest, ReferenceQuantizerMatchesGgufNumpy) {
   std::vector<float> x(static_cast<size_t>(n));
   std::memcpy(x.data(), input.data(), input.size());
   std::vector<uint8_t> got(row_bytes(type, n));
-  ASSERT_TRUE(quantize_row_reference(type, x.data(), got.data(), n));
+  ASSERT_TRUE(quant::quantize_row_reference(type, x.data(), got.data(), n));
   ASSERT_EQ(got.size(), expected.size());
   const size_t block_bytes = dtype_info(type).block_bytes;
   for (size_t i = 0; i < got.size(); ++i) {

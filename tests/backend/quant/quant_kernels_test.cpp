@@ -2,6 +2,7 @@
 // activation conversion bit for bit, dot products within float summation-order error), dot
 // products against a float64 reference, and quantize -> dequantize error bounds.
 #include "backend/cpu/quant/quant_kernels.h"
+#include "quant/formats.h"
 
 #include <gtest/gtest.h>
 
@@ -340,7 +341,7 @@ TEST_P(QuantKernelsTest, QuantizeDequantizeErrorIsBounded) {
     std::vector<float> x(n);
     for (float& v : x) v = normal(rng) * scale;
     std::vector<uint8_t> q(row_bytes(type, n));
-    ASSERT_TRUE(quantize_row_reference(type, x.data(), q.data(), n));
+    ASSERT_TRUE(quant::quantize_row_reference(type, x.data(), q.data(), n));
     std::vector<float> y(n);
     quant_kernels(type, Isa::kScalar)->dequantize_row(q.data(), y.data(), n);
     double err = 0.0, norm = 0.0;
@@ -392,7 +393,7 @@ TEST(QuantKernelsDispatch, NonWeightTypesHaveNoKernels) {
   EXPECT_EQ(quant_kernels(DType::Q3_K), nullptr);
   std::vector<float> x(256, 1.0f);
   std::vector<uint8_t> out(1024);
-  EXPECT_FALSE(quantize_row_reference(DType::Q2_K, x.data(), out.data(), 256));
+  EXPECT_FALSE(quant::quantize_row_reference(DType::Q2_K, x.data(), out.data(), 256));
 }
 
 TEST(QuantKernelsDispatch, DetectedIsaIsSupportedAndNamed) {

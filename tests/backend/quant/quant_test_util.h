@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/quant/quant_kernels.h"
+#include "quant/formats.h"
 #include "core/dtype.h"
 #include "core/fp16.h"
 
@@ -103,7 +104,7 @@ inline std::vector<uint8_t> random_raw_row(std::mt19937& rng, DType type, int64_
 inline std::vector<uint8_t> random_quantized_row(std::mt19937& rng, DType type, int64_t n) {
   const std::vector<float> x = random_floats(rng, n);
   std::vector<uint8_t> row(row_bytes(type, n));
-  quantize_row_reference(type, x.data(), row.data(), n);
+  quant::quantize_row_reference(type, x.data(), row.data(), n);
   return row;
 }
 

@@ -14,7 +14,7 @@
 #include <immintrin.h>
 
 #include "backend/cpu/quant/quant_avx2_common.h"
-#include "backend/cpu/quant/quant_blocks.h"
+#include "quant/block_formats.h"
 #include "backend/cpu/quant/quant_internal.h"
 
 namespace folio::cpu::quant {

@@ -16,7 +16,7 @@
 #include <immintrin.h>
 
 #include <cstring>
-#include "backend/cpu/quant/quant_blocks.h"
+#include "quant/block_formats.h"
 #include "backend/cpu/quant/quant_internal.h"
 
 namespace folio::cpu::quant {

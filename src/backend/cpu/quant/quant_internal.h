@@ -8,8 +8,14 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "quant/block_formats.h"
+#include "quant/float_rounding.h"
+#include "quant/formats.h"
 
 namespace folio::cpu::quant {
+
+// The block layouts, rounding helpers and reference conversions of quant/, unqualified here.
+using namespace ::folio::quant;
 
 using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
 using ConvertActivationRowFn = void (*)(const float* src, void* dst, int64_t n);
@@ -24,11 +30,6 @@ struct KernelFns {
   DotRowsFn dot_rows = nullptr;
 };
 
-// Whether folio computes with `type` as a weight type, and its activation partner format (F32
-// for the float types). activation_type_for requires is_weight_type.
-bool is_weight_type(DType type);
-DType activation_type_for(DType weight_type);
-
 // Lookups, one per path. The scalar path has every member for every weight type.
 KernelFns scalar_kernel_fns(DType weight_type);
 KernelFns scalar_kernel_fns_k(DType weight_type);  // the K-quants' part of it
@@ -36,22 +37,5 @@ KernelFns avx2_kernel_fns(DType weight_type);    // call only if the CPU has AVX
 KernelFns avx512_kernel_fns(DType weight_type);  // call only if the CPU has AVX-512 F/BW/VL/DQ/VNNI
 KernelFns avx2_kernel_fns_k(DType weight_type);    // the K-quants' parts of the two above
 KernelFns avx512_kernel_fns_k(DType weight_type);
-
-// Scalar dequantizers of the activation formats (Q8_1, Q8_K), for tests and references.
-void dequantize_row_q8_1_scalar(const void* src, float* dst, int64_t n);
-void dequantize_row_q8_k_scalar(const void* src, float* dst, int64_t n);
-
-// Round half to even, as the SIMD rounding instructions do in their default mode; used by
-// every activation converter so that all paths produce the same bytes.
-static inline float round_half_even(float x) { return __builtin_rintf(x); }
-
-// Returns x unchanged but hides it from the optimizer, so that `keep_rounded(a * b) + c` is
-// computed as a rounded product then a sum, never as one fused multiply-add (GCC contracts
-// a * b + c, even written with intrinsics, where FMA is enabled). Dequantizers use it to stay
-// bit-exact with GGUF's float formulas on every path.
-static inline float keep_rounded(float x) {
-  __asm__("" : "+x"(x));
-  return x;
-}
 
 }  // namespace folio::cpu::quant

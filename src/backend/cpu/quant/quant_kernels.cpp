@@ -44,7 +44,7 @@ KernelFns path_fns(DType type, Isa isa) {
 
 // Kernels for `type` that take, member by member, the highest path up to `isa` that has one.
 QuantKernels build(DType type, Isa isa) {
-  QuantKernels kernels{type, quant::activation_type_for(type), Isa::kScalar, nullptr, nullptr,
+  QuantKernels kernels{type, ::folio::quant::activation_format(type), Isa::kScalar, nullptr, nullptr,
                        nullptr};
   for (int level = 0; level <= static_cast<int>(isa); ++level) {
     const KernelFns fns = path_fns(type, static_cast<Isa>(level));

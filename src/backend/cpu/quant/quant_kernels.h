@@ -39,13 +39,4 @@ struct QuantKernels {
 const QuantKernels* quant_kernels(DType type, Isa isa);
 inline const QuantKernels* quant_kernels(DType type) { return quant_kernels(type, detect_isa()); }
 
-// Reference quantizer float -> type (round to nearest, as GGUF's reference quantizers do);
-// used by tests to make random blocks and by `folio quantize`. Returns false for unsupported
-// types. n must be a multiple of the type's block size.
-bool quantize_row_reference(DType type, const float* src, void* dst, int64_t n);
-
-// Scalar dequantizer for every type quantize_row_reference supports, the activation formats
-// (Q8_1, Q8_K) included; for tests and tools. Returns false for unsupported types.
-bool dequantize_row_reference(DType type, const void* src, float* dst, int64_t n);
-
 }  // namespace folio::cpu

@@ -13,9 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backend/attention_batch.h"  // KvLayerView
-#include "backend/backend.h"          // RopeStyle
 #include "backend/cuda/kernels/attention_plan.h"
+#include "executor/sampling_plan.h"  // RowSampling
+#include "kv/kv_layer_view.h"
+#include "model/rope.h"
 
 struct CUstream_st;
 
@@ -150,25 +151,14 @@ void paged_attention_reference(const PagedAttentionArgs& args, Stream stream);
 // Sampling, one CTA per row. See sample.cu for the algorithm; the semantics are those of
 // engine/sampler.h (order: raw logprob, penalties, greedy, temperature, top-k, top-p, min-p,
 // draw). Greedy is argmax with ties to the lowest id, NaN never wins.
-struct SampleRowParams {
-  float temperature = 1.0f;  // < 1e-5: greedy
-  int32_t top_k = -1;        // <= 0 or >= vocab: off
-  float top_p = 1.0f;        // >= 1: off
-  float min_p = 0.0f;        // <= 0: off
-  float repetition_penalty = 1.0f;
-  float frequency_penalty = 0.0f;
-  float presence_penalty = 0.0f;
-  uint64_t seed = 0;         // Philox key
-  uint64_t offset = 0;       // Philox counter: use the request's step index, so each step draws anew
-  int32_t penalty_begin = 0; // this row's entries are [penalty_begin, penalty_end) of the lists
-  int32_t penalty_end = 0;
-};
+// A row's settings are executor/sampling_plan.h's RowSampling, read by the kernel as they are:
+// seed is the Philox key, offset its counter (the request's step index, so each step draws anew).
 
 struct SampleArgs {
   float* logits = nullptr;  // (rows, vocab) fp32; OVERWRITTEN: penalties are applied in place
   int32_t rows = 0;
   int32_t vocab = 0;
-  const SampleRowParams* params = nullptr;  // (rows,) device
+  const RowSampling* params = nullptr;  // (rows,) device
   // Penalty entries, each token at most once per row: count > 0 = occurrences in the output
   // (repetition + frequency + presence); count == 0 = seen only in the prompt (repetition).
   const int32_t* penalty_tokens = nullptr;  // (num_entries,) device

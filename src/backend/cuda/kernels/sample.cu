@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SampleArgs
   const int row = blockIdx.x;
   const int vocab = args.vocab;
   float* logits = args.logits + static_cast<size_t>(row) * vocab;
-  const SampleRowParams p = args.params[row];
+  const RowSampling p = args.params[row];
   const int tid = threadIdx.x;
 
   // 1. raw log-normalizer (fmaxf drops NaN).

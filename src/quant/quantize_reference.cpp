@@ -6,15 +6,13 @@
 #include <cstring>
 #include <type_traits>
 
-#include "backend/cpu/quant/quant_blocks.h"
-#include "backend/cpu/quant/quant_internal.h"
-#include "backend/cpu/quant/quant_kernels.h"
 #include "core/fp16.h"
+#include "quant/block_formats.h"
+#include "quant/float_rounding.h"
+#include "quant/formats.h"
 
-namespace folio::cpu {
+namespace folio::quant {
 namespace {
-
-using namespace quant;
 
 int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -253,28 +251,12 @@ bool quantize_row_reference(DType type, const float* src, void* dst, int64_t n) 
       quantize_row_q6_k(src, dst, n);
       return true;
     case DType::Q8_1:
-      scalar_kernel_fns(DType::Q4_1).convert_activation_row(src, dst, n);
-      return true;
     case DType::Q8_K:
-      scalar_kernel_fns(DType::Q4_K).convert_activation_row(src, dst, n);
+      activation_quantizer(type)(src, dst, n);
       return true;
     default:
       return false;
   }
 }
 
-bool dequantize_row_reference(DType type, const void* src, float* dst, int64_t n) {
-  if (type == DType::Q8_1) {
-    dequantize_row_q8_1_scalar(src, dst, n);
-    return true;
-  }
-  if (type == DType::Q8_K) {
-    dequantize_row_q8_k_scalar(src, dst, n);
-    return true;
-  }
-  if (!is_weight_type(type)) return false;
-  scalar_kernel_fns(type).dequantize_row(src, dst, n);
-  return true;
-}
-
-}  // namespace folio::cpu
+}  // namespace folio::quant

@@ -1,12 +1,14 @@
-// GGUF block layouts (bit-compatible with the files), shared by the scalar and SIMD kernels.
-// Every struct is a plain byte layout without padding: fp16 fields are stored as their raw bits.
-// Internal to src/backend/cpu/quant/.
+// GGUF block layouts (bit-compatible with the files): what the model loader reads, what the CPU
+// kernels compute with and what the CUDA weights are unpacked from. Every struct is a plain byte
+// layout without padding: fp16 fields are stored as their raw bits. The helpers have internal
+// linkage (static inline): SIMD files compiled with -m flags include this header too, and a
+// shared inline function could be picked by the linker for the scalar path.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-namespace folio::cpu::quant {
+namespace folio::quant {
 
 constexpr int kQK = 32;    // elements per block of the 32-element types
 constexpr int kQKK = 256;  // elements per K-quant super-block
@@ -126,4 +128,42 @@ static inline void unpack_q4k_scales_u64(const uint8_t* packed, uint64_t* sc, ui
   *m = m_lo | (static_cast<uint64_t>(m_hi) << 32);
 }
 
-}  // namespace folio::cpu::quant
+// The 4- or 5-bit values of a Q4_K / Q5_K block in element order (qh null for Q4_K).
+static inline void unpack_q45k(const uint8_t* qs, const uint8_t* qh, uint8_t* q) {
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t* bytes = qs + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < 32; ++l) {
+      int value = (bytes[l] >> shift) & 0x0f;
+      if (qh != nullptr) value |= ((qh[l] >> j) & 1) << 4;
+      q[32 * j + l] = static_cast<uint8_t>(value);
+    }
+  }
+}
+
+// The 6-bit values of a Q6_K block in element order, minus 32.
+static inline void unpack_q6k(const BlockQ6_K& x, int8_t* q) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = x.ql + 64 * h;
+    const uint8_t* qh = x.qh + 32 * h;
+    int8_t* y = q + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      y[l] = static_cast<int8_t>(((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      y[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      y[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      y[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+  }
+}
+
+// The 5-bit values of a Q5_0 / Q5_1 block in element order (qh_bytes little-endian).
+static inline void unpack_q5(const uint8_t* qs, const uint8_t* qh_bytes, int* q) {
+  uint32_t qh;
+  __builtin_memcpy(&qh, qh_bytes, sizeof qh);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = (qs[j] & 0x0f) | static_cast<int>(((qh >> j) & 1u) << 4);
+    q[j + 16] = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+  }
+}
+
+}  // namespace folio::quant

@@ -1,4 +1,6 @@
-#include "backend/cuda/cuda_model_executor.h"
+#include "backend/cuda/cuda_executor.h"
+
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
@@ -6,6 +8,8 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_model.h"
+#include "executor/kv_pool_sizing.h"
 
 namespace folio::cuda {
 namespace {
@@ -25,29 +29,27 @@ constexpr size_t kReserveBytes = size_t{512} << 20;
 
 }  // namespace
 
-Expected<std::unique_ptr<CudaModelExecutor>> CudaModelExecutor::create(const LlamaModel& model,
-                                                                       const CudaExecutorOptions& options) {
-  std::unique_ptr<CudaModelExecutor> e(new CudaModelExecutor());
+Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights& weights,
+                                                             const CudaExecutorOptions& options) {
+  std::unique_ptr<CudaExecutor> e(new CudaExecutor());
   e->options_ = options;
   if (Status s = cuda_status(cudaSetDevice(options.device), "selecting the device"); !s) return s;
   cudaDeviceProp props{};
-  if (Status s = cuda_status(cudaGetDeviceProperties(&props, options.device), "device properties"); !s) {
-    return s;
-  }
+  if (Status s = cuda_status(cudaGetDeviceProperties(&props, options.device), "device properties"); !s) return s;
   e->stats_.device_name = props.name;
   e->sm_count_ = props.multiProcessorCount;
-  if (Status s = cuda_status(cudaStreamCreateWithFlags(&e->stream_, cudaStreamNonBlocking), "stream"); !s) {
-    return s;
-  }
-  const ModelConfig& c = model.config();
-  const int32_t max_model_len = options.max_model_len > 0 ? options.max_model_len : c.context_length;
-  e->max_blocks_per_seq_ = (max_model_len + options.block_size - 1) / options.block_size;
+  if (Status s = cuda_status(cudaStreamCreateWithFlags(&e->stream_, cudaStreamNonBlocking), "stream"); !s) return s;
+  const ModelConfig& c = weights.config();
+  e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : c.context_length;
+  e->max_blocks_per_seq_ = (e->max_model_len_ + options.block_size - 1) / options.block_size;
   e->max_graph_seqs_ = options.cuda_graphs ? std::min(kMaxGraphSeqs, next_pow2(options.max_num_seqs)) : 0;
 
   CudaModelLimits limits;
   limits.max_tokens = std::max(options.max_num_batched_tokens, e->max_graph_seqs_);
   limits.max_seqs = std::max(options.max_num_seqs, e->max_graph_seqs_);
-  limits.max_logit_rows = std::max(1, std::max(std::min(options.max_num_seqs, kMaxGraphSeqs), e->max_graph_seqs_));
+  const int32_t logit_rows = options.max_logit_rows > 0 ? options.max_logit_rows
+                                                        : std::min(options.max_num_seqs, kMaxGraphSeqs);
+  limits.max_logit_rows = std::max(1, std::max(logit_rows, e->max_graph_seqs_));
   limits.max_context_len = e->max_blocks_per_seq_ * options.block_size;
 
   int last_decile = -1;
@@ -58,63 +60,15 @@ Expected<std::unique_ptr<CudaModelExecutor>> CudaModelExecutor::create(const Lla
     std::fprintf(stderr, "cuda: uploading weights %3d%% (%.2f GB)\n", decile * 10, done / 1e9);
     std::fflush(stderr);
   };
-  Expected<std::unique_ptr<CudaModel>> cuda_model = CudaModel::create(model, limits, e->sm_count_, progress);
+  Expected<std::unique_ptr<CudaModel>> cuda_model = CudaModel::create(weights, limits, e->sm_count_, progress);
   if (!cuda_model) return cuda_model.status();
   e->model_ = std::move(cuda_model).value();
   e->stats_.weight_bytes = static_cast<int64_t>(e->model_->weight_bytes());
   e->stats_.activation_bytes = static_cast<int64_t>(e->model_->activation_bytes());
   e->model_->gemm().set_policy(options.gemm);
   if (Status s = e->tune_gemms(); !s) return s;
-
-  // Static inputs: the small arrays first and the block table last, so that one copy of a
-  // prefix moves a whole step's inputs.
-  const size_t t = static_cast<size_t>(limits.max_tokens);
-  const size_t seqs = static_cast<size_t>(limits.max_seqs);
-  e->inputs_bytes_ = 4 * (4 * t + 2 * seqs + 1) + 4 * seqs * static_cast<size_t>(e->max_blocks_per_seq_);
-  if (Status s = cuda_status(e->inputs_.allocate(e->inputs_bytes_), "step inputs"); !s) return s;
-  if (Status s = cuda_status(e->staging_.allocate(e->inputs_bytes_), "step staging"); !s) return s;
-  int32_t* base = e->inputs_.get<int32_t>();
-  e->d_tokens_ = base;
-  e->d_positions_ = base + t;
-  e->d_slots_ = base + 2 * t;
-  e->d_logit_rows_ = base + 3 * t;
-  e->d_cu_query_starts_ = base + 4 * t;
-  e->d_context_lens_ = base + 4 * t + seqs + 1;
-  e->d_block_tables_ = base + 4 * t + 2 * seqs + 1;
-  // One logit row per sequence at most (the last token of each), so max_seqs rows, not
-  // max_tokens: at 8192 tokens and a 128k vocabulary that would be 4 GB of pinned memory.
-  e->logits_host_rows_ = static_cast<size_t>(std::max(limits.max_seqs, limits.max_logit_rows));
-  if (Status s = cuda_status(e->logits_host_.allocate(e->logits_host_rows_ * c.vocab_size * sizeof(float)),
-                             "pinned logits");
-      !s) {
-    return s;
-  }
-  {
-    const size_t rows = static_cast<size_t>(limits.max_logit_rows);
-    std::vector<SampleRowParams> greedy(rows);
-    for (SampleRowParams& p : greedy) p.temperature = 0.0f;
-    if (Status s = cuda_status(e->greedy_params_.allocate(rows * sizeof(SampleRowParams)), "sampling params"); !s) {
-      return s;
-    }
-    if (Status s = cuda_status(cudaMemcpy(e->greedy_params_.get(), greedy.data(), rows * sizeof(SampleRowParams),
-                                          cudaMemcpyHostToDevice),
-                               "sampling params");
-        !s) {
-      return s;
-    }
-    if (Status s = cuda_status(e->sample_params_.allocate(e->logits_host_rows_ * sizeof(SampleRowParams)),
-                               "sampling params");
-        !s) {
-      return s;
-    }
-    const size_t sampled_bytes = e->logits_host_rows_ * (sizeof(int32_t) + sizeof(float));
-    if (Status s = cuda_status(e->sampled_.allocate(sampled_bytes), "sampled tokens"); !s) return s;
-    if (Status s = cuda_status(e->sampled_host_.allocate(sampled_bytes), "pinned sampled tokens"); !s) return s;
-  }
-  for (cudaEvent_t* event : {&e->step_start_, &e->layers_done_, &e->step_done_}) {
-    if (Status s = cuda_status(cudaEventCreate(event), "timing events"); !s) return s;
-  }
-  if (Status s = e->allocate_kv(options, props.totalGlobalMem); !s) return s;
+  if (Status s = e->allocate_step_buffers(); !s) return s;
+  if (Status s = e->allocate_kv(props.totalGlobalMem); !s) return s;
   if (!options.quiet) {
     std::fprintf(stderr,
                  "cuda: %s, %d SMs; weights %.2f GB (bf16), activations %.2f GB, KV pool %d blocks of %d "
@@ -123,71 +77,130 @@ Expected<std::unique_ptr<CudaModelExecutor>> CudaModelExecutor::create(const Lla
                  e->num_blocks_, options.block_size, e->stats_.kv_pool_bytes / 1e9, e->num_host_blocks_,
                  options.cuda_graphs ? "on" : "off", e->max_graph_seqs_);
   }
-  return Expected<std::unique_ptr<CudaModelExecutor>>(std::move(e));
+  return Expected<std::unique_ptr<CudaExecutor>>(std::move(e));
 }
 
-Status CudaModelExecutor::allocate_kv(const CudaExecutorOptions& options, size_t total_memory) {
+Status CudaExecutor::allocate_step_buffers() {
+  const CudaModelLimits& limits = model_->limits();
   const ModelConfig& c = model_->config();
-  block_bytes_ = static_cast<size_t>(options.block_size) * c.num_kv_heads * c.head_dim * sizeof(uint16_t);
-  const size_t bytes_per_block = 2 * static_cast<size_t>(c.num_layers) * block_bytes_;
-  if (options.kv_cache_bytes > 0) {
-    num_blocks_ = static_cast<int32_t>(static_cast<size_t>(options.kv_cache_bytes) / bytes_per_block) + 1;
+  // Static inputs: the small arrays first and the block table last, so that one copy of a
+  // prefix moves a whole step's inputs.
+  const size_t t = static_cast<size_t>(limits.max_tokens);
+  const size_t seqs = static_cast<size_t>(limits.max_seqs);
+  inputs_bytes_ = 4 * (4 * t + 2 * seqs + 1) + 4 * seqs * static_cast<size_t>(max_blocks_per_seq_);
+  if (Status s = inputs_.allocate(inputs_bytes_, "step inputs"); !s) return s;
+  if (Status s = staging_.allocate(inputs_bytes_, "step staging"); !s) return s;
+  int32_t* base = inputs_.get<int32_t>();
+  d_tokens_ = base;
+  d_positions_ = base + t;
+  d_slots_ = base + 2 * t;
+  d_logit_rows_ = base + 3 * t;
+  d_cu_query_starts_ = base + 4 * t;
+  d_context_lens_ = base + 4 * t + seqs + 1;
+  d_block_tables_ = base + 4 * t + 2 * seqs + 1;
+  // One logit row per sequence at most (the last token of each), so max_seqs rows, not
+  // max_tokens: at 8192 tokens and a 128k vocabulary that would be 4 GB of pinned memory.
+  logits_host_rows_ = static_cast<size_t>(std::max(limits.max_seqs, limits.max_logit_rows));
+  if (Status s = logits_host_.allocate(logits_host_rows_ * c.vocab_size * sizeof(float), "pinned logits"); !s) {
+    return s;
+  }
+  const size_t rows = static_cast<size_t>(limits.max_logit_rows);
+  std::vector<RowSampling> greedy(rows);
+  for (RowSampling& p : greedy) p.temperature = 0.0f;
+  if (Status s = greedy_params_.allocate(rows * sizeof(RowSampling), "sampling params"); !s) return s;
+  if (Status s = cuda_status(cudaMemcpy(greedy_params_.get(), greedy.data(), rows * sizeof(RowSampling),
+                                        cudaMemcpyHostToDevice),
+                             "sampling params");
+      !s) {
+    return s;
+  }
+  if (Status s = sample_params_.allocate(logits_host_rows_ * sizeof(RowSampling), "sampling params"); !s) return s;
+  const size_t sampled_bytes = logits_host_rows_ * (sizeof(int32_t) + sizeof(float));
+  if (Status s = sampled_.allocate(sampled_bytes, "sampled tokens"); !s) return s;
+  if (Status s = sampled_host_.allocate(sampled_bytes, "pinned sampled tokens"); !s) return s;
+  for (CUevent_st** event : {&step_start_, &layers_done_, &step_done_}) {
+    if (Status s = cuda_status(cudaEventCreate(event), "timing events"); !s) return s;
+  }
+  return Status::ok();
+}
+
+Status CudaExecutor::allocate_kv(size_t total_memory) {
+  const ModelConfig& c = model_->config();
+  block_bytes_ = static_cast<size_t>(options_.block_size) * c.num_kv_heads * c.head_dim * sizeof(uint16_t);
+  const int64_t bytes_per_block = kv_bytes_per_block(c, options_.block_size);
+  if (options_.kv_cache_bytes > 0) {
+    num_blocks_ = kv_blocks_for_budget(options_.kv_cache_bytes, bytes_per_block);
   } else {
     size_t free_bytes = 0, total = 0;
     if (Status s = cuda_status(cudaMemGetInfo(&free_bytes, &total), "memory info"); !s) return s;
-    const double budget = static_cast<double>(total_memory) * options.gpu_memory_utilization -
+    const double budget = static_cast<double>(total_memory) * options_.gpu_memory_utilization -
                           static_cast<double>(total - free_bytes) - static_cast<double>(kReserveBytes);
-    if (budget < static_cast<double>(bytes_per_block)) {
+    if (budget < static_cast<double>(2 * bytes_per_block)) {
       return Status::error("cuda: no memory left for the KV cache after weights and activations (raise "
                            "--gpu-memory-utilization or lower --max-num-batched-tokens)");
     }
-    num_blocks_ = static_cast<int32_t>(std::min<double>(budget / static_cast<double>(bytes_per_block), 1 << 30));
+    // The budget covers the null block too.
+    num_blocks_ = kv_blocks_for_budget(static_cast<int64_t>(budget), bytes_per_block) - 1;
   }
   num_blocks_ = std::max(num_blocks_, 2);
   layer_bytes_ = align256(block_bytes_ * static_cast<size_t>(num_blocks_));
   const size_t pool = 2 * static_cast<size_t>(c.num_layers) * layer_bytes_;
-  if (Status s = cuda_status(kv_pool_.allocate(pool), "allocating the KV pool"); !s) return s;
+  if (Status s = kv_pool_.allocate(pool, "allocating the KV pool"); !s) return s;
   // Zeros: the null block 0 is what padded decode rows read.
   if (Status s = cuda_status(cudaMemset(kv_pool_.get(), 0, pool), "clearing the KV pool"); !s) return s;
   stats_.kv_pool_bytes = static_cast<int64_t>(pool);
   auto* base = kv_pool_.get<uint8_t>();
   for (int32_t l = 0; l < c.num_layers; ++l) {
     kv_layers_.push_back(KvLayerView{reinterpret_cast<uint16_t*>(base + (2 * l) * layer_bytes_),
-                                     reinterpret_cast<uint16_t*>(base + (2 * l + 1) * layer_bytes_),
-                                     num_blocks_, options.block_size, c.num_kv_heads, c.head_dim});
+                                     reinterpret_cast<uint16_t*>(base + (2 * l + 1) * layer_bytes_), num_blocks_,
+                                     options_.block_size, c.num_kv_heads, c.head_dim});
   }
-  if (options.swap_space_bytes > 0) {
-    num_host_blocks_ = static_cast<int32_t>(static_cast<size_t>(options.swap_space_bytes) / bytes_per_block) + 1;
-    if (num_host_blocks_ > 1) {
-      if (Status s = cuda_status(host_pool_.allocate(static_cast<size_t>(num_host_blocks_) * bytes_per_block),
-                                 "pinned swap pool");
-          !s) {
-        return s;
-      }
-    } else {
-      num_host_blocks_ = 0;
+  num_host_blocks_ = kv_blocks_for_budget(options_.swap_space_bytes, bytes_per_block);
+  if (num_host_blocks_ > 1) {
+    if (Status s = host_pool_.allocate(static_cast<size_t>(num_host_blocks_) * bytes_per_block, "pinned swap pool");
+        !s) {
+      return s;
     }
+  } else {
+    num_host_blocks_ = 0;
   }
   return Status::ok();
 }
 
-CudaModelExecutor::~CudaModelExecutor() {
+CudaExecutor::~CudaExecutor() {
   drop_graphs();
   if (stream_ != nullptr) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
-  for (cudaEvent_t event : {step_start_, layers_done_, step_done_}) {
+  for (CUevent_st* event : {step_start_, layers_done_, step_done_}) {
     if (event != nullptr) cudaEventDestroy(event);
   }
 }
 
-void CudaModelExecutor::drop_graphs() {
+const ModelConfig& CudaExecutor::config() const { return model_->config(); }
+
+KvPoolLayout CudaExecutor::kv_pool() const {
+  return KvPoolLayout{num_blocks_, options_.block_size, num_host_blocks_,
+                      kv_bytes_per_block(model_->config(), options_.block_size)};
+}
+
+Capabilities CudaExecutor::capabilities() const {
+  Capabilities caps;
+  caps.device = "cuda (" + stats_.device_name + ", " + std::to_string(sm_count_) + " SMs)";
+  caps.samples_on_device = options_.device_sampling;
+  caps.batch_invariant = options_.gemm.batch_invariant;
+  caps.max_batch_tokens = model_->limits().max_tokens;
+  caps.max_logit_rows = static_cast<int32_t>(logits_host_rows_);
+  return caps;
+}
+
+void CudaExecutor::drop_graphs() {
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   graphs_.clear();
 }
 
-void CudaModelExecutor::reset_stats() {
+void CudaExecutor::reset_stats() {
   const CudaExecutorStats fresh;
   stats_.graph_replays = fresh.graph_replays;
   stats_.eager_steps = fresh.eager_steps;
@@ -203,7 +216,9 @@ void CudaModelExecutor::reset_stats() {
   stats_.logits_bytes_to_host = fresh.logits_bytes_to_host;
 }
 
-Status CudaModelExecutor::tune_gemms() {
+std::string CudaExecutor::gemm_description() const { return model_->gemm().describe_pinned(); }
+
+Status CudaExecutor::tune_gemms() {
   GemmPolicy& policy = options_.gemm;
   if (!policy.batch_invariant || !policy.tune_pinned) return Status::ok();
   const auto start = std::chrono::steady_clock::now();
@@ -223,9 +238,8 @@ Status CudaModelExecutor::tune_gemms() {
                     t.best_us[static_cast<size_t>(i)]);
       times += part;
     }
-    std::fprintf(stderr, "cuda:   m=%lld k=%lld: %d candidates, pinned %s:%s; %.0f ms\n",
-                 static_cast<long long>(t.m), static_cast<long long>(t.k), t.candidates, t.algorithm.c_str(),
-                 times.c_str(), 1e3 * t.seconds);
+    std::fprintf(stderr, "cuda:   m=%lld k=%lld: %d candidates, pinned %s:%s; %.0f ms\n", static_cast<long long>(t.m),
+                 static_cast<long long>(t.k), t.candidates, t.algorithm.c_str(), times.c_str(), 1e3 * t.seconds);
     std::fflush(stderr);
   };
   if (Status s = model_->tune_pinned_gemms(stream_, report); !s) {
@@ -242,17 +256,17 @@ Status CudaModelExecutor::tune_gemms() {
   return Status::ok();
 }
 
-void CudaModelExecutor::set_gemm_policy(const GemmPolicy& policy) {
+void CudaExecutor::set_gemm_policy(const GemmPolicy& policy) {
   FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
   drop_graphs();
   stats_.graphs_captured = 0;
   options_.gemm = policy;
   if (policy.batch_invariant && policy.tune_pinned && policy.pinned.empty()) options_.gemm.pinned = tuned_;
   model_->gemm().set_policy(options_.gemm);
-  if (Status s = tune_gemms(); !s) cuda_fail("CudaModelExecutor::set_gemm_policy", __FILE__, __LINE__, s.message().c_str());
+  if (Status s = tune_gemms(); !s) cuda_fail("CudaExecutor::set_gemm_policy", __FILE__, __LINE__, s.message().c_str());
 }
 
-void CudaModelExecutor::copy_blocks(std::span<const BlockCopy> copies) {
+void CudaExecutor::copy_blocks(std::span<const BlockCopy> copies) {
   // A block is 2 * num_layers pieces, one per layer and K/V half, a layer apart on the device
   // and back to back in a host block: one strided 2-D copy each.
   const size_t pieces = 2 * kv_layers_.size();
@@ -264,24 +278,24 @@ void CudaModelExecutor::copy_blocks(std::span<const BlockCopy> copies) {
       case BlockCopyDirection::kDeviceToDevice:
         if (copy.src_block == copy.dst_block) break;
         FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(device + copy.dst_block * block_bytes_, layer_bytes_,
-                                           device + copy.src_block * block_bytes_, layer_bytes_, block_bytes_,
-                                           pieces, cudaMemcpyDeviceToDevice, stream_));
+                                           device + copy.src_block * block_bytes_, layer_bytes_, block_bytes_, pieces,
+                                           cudaMemcpyDeviceToDevice, stream_));
         break;
       case BlockCopyDirection::kDeviceToHost:
         FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(host + copy.dst_block * host_block, block_bytes_,
-                                           device + copy.src_block * block_bytes_, layer_bytes_, block_bytes_,
-                                           pieces, cudaMemcpyDeviceToHost, stream_));
+                                           device + copy.src_block * block_bytes_, layer_bytes_, block_bytes_, pieces,
+                                           cudaMemcpyDeviceToHost, stream_));
         break;
       case BlockCopyDirection::kHostToDevice:
         FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(device + copy.dst_block * block_bytes_, layer_bytes_,
-                                           host + copy.src_block * host_block, block_bytes_, block_bytes_,
-                                           pieces, cudaMemcpyHostToDevice, stream_));
+                                           host + copy.src_block * host_block, block_bytes_, block_bytes_, pieces,
+                                           cudaMemcpyHostToDevice, stream_));
         break;
     }
   }
 }
 
-DeviceBatch CudaModelExecutor::upload(const ForwardBatch& batch, int32_t padded_seqs, int32_t table_width) {
+DeviceBatch CudaExecutor::upload(const ForwardBatch& batch, int32_t padded_seqs, int32_t table_width) {
   const CudaModelLimits& limits = model_->limits();
   const size_t t = static_cast<size_t>(limits.max_tokens);
   const size_t seqs = static_cast<size_t>(limits.max_seqs);
@@ -341,7 +355,7 @@ DeviceBatch CudaModelExecutor::upload(const ForwardBatch& batch, int32_t padded_
   return d;
 }
 
-cudaGraphExec_t CudaModelExecutor::decode_graph(int32_t seqs, int32_t table_width, const DeviceBatch& batch) {
+CUgraphExec_st* CudaExecutor::decode_graph(int32_t seqs, int32_t table_width, const DeviceBatch& batch) {
   const auto key = std::make_pair(seqs, table_width);
   if (auto it = graphs_.find(key); it != graphs_.end()) return it->second;
   const auto start = std::chrono::steady_clock::now();
@@ -365,37 +379,7 @@ cudaGraphExec_t CudaModelExecutor::decode_graph(int32_t seqs, int32_t table_widt
   return exec;
 }
 
-void CudaModelExecutor::finish_rows(int32_t first, int32_t count, bool greedy) {
-  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
-  if (!greedy) {
-    FOLIO_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get<float>() + first * vocab, model_->logits_buffer(),
-                                     count * vocab * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    stats_.logits_bytes_to_host += static_cast<int64_t>(count * vocab * sizeof(float));
-    return;
-  }
-  SampleArgs args;
-  // Greedy rows have no penalties: read, not written. With penalties the kernel overwrites
-  // the rows in place, which is fine: the next step recomputes them.
-  args.logits = model_->logits_buffer();
-  args.rows = count;
-  args.vocab = static_cast<int32_t>(vocab);
-  if (active_params_ != nullptr) {
-    args.params = active_params_ + first;
-    if (active_penalties_ > 0) {
-      const size_t cap = penalty_capacity_;
-      args.penalty_tokens = penalties_.get<int32_t>();
-      args.penalty_counts = penalties_.get<int32_t>() + cap;
-      args.penalty_scratch = reinterpret_cast<float*>(penalties_.get<int32_t>() + 2 * cap);
-    }
-  } else {
-    args.params = greedy_params_.get<SampleRowParams>();
-  }
-  args.out_tokens = sampled_.get<int32_t>() + first;
-  args.out_logprobs = reinterpret_cast<float*>(sampled_.get<int32_t>() + logits_host_rows_) + first;
-  sample_tokens(args, stream_);
-}
-
-int32_t CudaModelExecutor::run(const ForwardBatch& batch, bool greedy) {
+int32_t CudaExecutor::run(const ForwardBatch& batch, const RowSampler& sampler) {
   const CudaModelLimits& limits = model_->limits();
   const int32_t num_seqs = static_cast<int32_t>(batch.sequences.size());
   const int32_t m = static_cast<int32_t>(batch.logit_rows.size());
@@ -405,8 +389,9 @@ int32_t CudaModelExecutor::run(const ForwardBatch& batch, bool greedy) {
     std::snprintf(message, sizeof message,
                   "batch of %d tokens / %d sequences / %d logit rows exceeds the executor's %d / %d / %zu",
                   batch.num_tokens(), num_seqs, m, limits.max_tokens, limits.max_seqs, logits_host_rows_);
-    cuda_fail("CudaModelExecutor::forward", __FILE__, __LINE__, message);
+    cuda_fail("CudaExecutor::execute", __FILE__, __LINE__, message);
   }
+  const bool on_device = sampler.params != nullptr;
   int32_t max_blocks = 1;
   int32_t decode_seqs = 0;
   for (const AttentionSequence& seq : batch.sequences) {
@@ -425,12 +410,12 @@ int32_t CudaModelExecutor::run(const ForwardBatch& batch, bool greedy) {
     // their own splits at run time (kernels.h, paged_attention_decode).
     d.max_context_len = width * options_.block_size;
     d.max_query_len = 1;
-    cudaGraphExec_t exec = decode_graph(seqs, width, d);
+    CUgraphExec_st* exec = decode_graph(seqs, width, d);
     FOLIO_CUDA_CHECK(cudaEventRecord(step_start_, stream_));
     FOLIO_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
     FOLIO_CUDA_CHECK(cudaEventRecord(layers_done_, stream_));
     ++stats_.graph_replays;
-    finish_rows(0, m, greedy);
+    finish_rows(0, m, sampler);
   } else {
     DeviceBatch d = upload(batch, num_seqs, max_blocks);
     stats_.upload_host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - upload_start).count();
@@ -448,10 +433,10 @@ int32_t CudaModelExecutor::run(const ForwardBatch& batch, bool greedy) {
     for (int32_t first = 0; first < m; first += limits.max_logit_rows) {
       const int32_t count = std::min(limits.max_logit_rows, m - first);
       model_->logits(d, first, count, stream_);
-      finish_rows(first, count, greedy);
+      finish_rows(first, count, sampler);
     }
   }
-  if (greedy) {
+  if (on_device) {
     ++stats_.device_sampled_steps;
     // Tokens at the start of sampled_, logprobs logits_host_rows_ entries later.
     auto* tokens = sampled_.get<int32_t>();
@@ -474,121 +459,25 @@ int32_t CudaModelExecutor::run(const ForwardBatch& batch, bool greedy) {
   return m;
 }
 
-std::span<const float> CudaModelExecutor::forward(const ForwardBatch& batch) {
-  const int32_t m = run(batch, /*greedy=*/false);
+StepResult CudaExecutor::execute(const ForwardBatch& batch, const SamplingPlan* plan) {
+  copy_blocks(batch.block_copies);
+  if (batch.tokens.empty()) return {};  // the copies are queued; the next step's work follows them
+  const int32_t rows = static_cast<int32_t>(batch.logit_rows.size());
+  const bool sample_here = plan != nullptr && options_.device_sampling;
+  const RowSampler sampler = sample_here ? upload_sampling(*plan, rows) : RowSampler{};
+  const int32_t m = run(batch, sampler);
+  if (sample_here) return StepResult{{}, read_samples(m)};
   const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
-  return std::span<const float>(logits_host_.get<float>(), m * vocab);
+  return StepResult{std::span<const float>(logits_host_.get<float>(), m * vocab), {}};
 }
 
-std::span<const GreedySample> CudaModelExecutor::forward_greedy(const ForwardBatch& batch) {
-  const int32_t m = run(batch, /*greedy=*/true);
-  return read_samples(m);
-}
-
-void CudaModelExecutor::upload_sampling(const SampleBatch& sampling, int32_t rows) {
-  if (sampling.rows.size() != static_cast<size_t>(rows) || static_cast<size_t>(rows) > logits_host_rows_ ||
-      sampling.penalty_tokens.size() != sampling.penalty_counts.size()) {
-    cuda_fail("CudaModelExecutor::forward_sample", __FILE__, __LINE__,
-              "one RowSampleParams per logit row and one count per penalty token are required");
-  }
-  sample_params_host_.resize(static_cast<size_t>(rows));
-  for (int32_t i = 0; i < rows; ++i) {
-    const RowSampleParams& r = sampling.rows[static_cast<size_t>(i)];
-    SampleRowParams& p = sample_params_host_[static_cast<size_t>(i)];
-    p.temperature = r.temperature;
-    p.top_k = r.top_k;
-    p.top_p = r.top_p;
-    p.min_p = r.min_p;
-    p.repetition_penalty = r.repetition_penalty;
-    p.frequency_penalty = r.frequency_penalty;
-    p.presence_penalty = r.presence_penalty;
-    p.seed = r.seed;
-    p.offset = r.offset;
-    p.penalty_begin = r.penalty_begin;
-    p.penalty_end = r.penalty_end;
-  }
-  const size_t entries = sampling.penalty_tokens.size();
-  if (entries > penalty_capacity_) {
-    size_t cap = std::max<size_t>(penalty_capacity_ * 2, 4096);
-    while (cap < entries) cap *= 2;
-    FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    FOLIO_CUDA_CHECK(penalties_.allocate(3 * cap * sizeof(int32_t)));
-    penalty_capacity_ = cap;
-  }
-  // Pageable sources: each copy returns once its source has been staged, and the stream
-  // orders it before the kernel that reads it.
-  FOLIO_CUDA_CHECK(cudaMemcpyAsync(sample_params_.get(), sample_params_host_.data(),
-                                   static_cast<size_t>(rows) * sizeof(SampleRowParams), cudaMemcpyHostToDevice,
-                                   stream_));
-  if (entries > 0) {
-    penalties_host_.resize(2 * entries);
-    std::copy(sampling.penalty_tokens.begin(), sampling.penalty_tokens.end(), penalties_host_.begin());
-    std::copy(sampling.penalty_counts.begin(), sampling.penalty_counts.end(),
-              penalties_host_.begin() + static_cast<std::ptrdiff_t>(entries));
-    int32_t* d = penalties_.get<int32_t>();
-    FOLIO_CUDA_CHECK(cudaMemcpyAsync(d, penalties_host_.data(), entries * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                     stream_));
-    FOLIO_CUDA_CHECK(cudaMemcpyAsync(d + penalty_capacity_, penalties_host_.data() + entries,
-                                     entries * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  }
-  active_params_ = sample_params_.get<SampleRowParams>();
-  active_penalties_ = static_cast<int32_t>(entries);
-}
-
-std::span<const GreedySample> CudaModelExecutor::read_samples(int32_t m) {
-  const int32_t* tokens = sampled_host_.get<int32_t>();
-  const auto* logprobs = reinterpret_cast<const float*>(tokens + logits_host_rows_);
-  greedy_out_.resize(static_cast<size_t>(m));
-  for (int32_t i = 0; i < m; ++i) greedy_out_[static_cast<size_t>(i)] = GreedySample{tokens[i], logprobs[i]};
-  return greedy_out_;
-}
-
-std::span<const GreedySample> CudaModelExecutor::forward_sample(const ForwardBatch& batch,
-                                                                const SampleBatch& sampling) {
-  upload_sampling(sampling, static_cast<int32_t>(batch.logit_rows.size()));
-  const int32_t m = run(batch, /*greedy=*/true);
-  active_params_ = nullptr;
-  active_penalties_ = 0;
-  return read_samples(m);
-}
-
-std::vector<uint16_t> CudaModelExecutor::read_block(int32_t layer, bool values, int32_t block) {
+std::vector<uint16_t> CudaExecutor::read_block(int32_t layer, bool values, int32_t block) {
   std::vector<uint16_t> out(block_bytes_ / sizeof(uint16_t));
   const KvLayerView& view = kv_layers_[static_cast<size_t>(layer)];
   const uint16_t* src = (values ? view.v : view.k) + block * (block_bytes_ / sizeof(uint16_t));
   FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
   FOLIO_CUDA_CHECK(cudaMemcpy(out.data(), src, block_bytes_, cudaMemcpyDeviceToHost));
   return out;
-}
-
-Expected<std::unique_ptr<ModelExecutor>> make_cuda_executor(const LlamaModel& model,
-                                                            const CudaExecutorOptions& options) {
-  Expected<std::unique_ptr<CudaModelExecutor>> e = CudaModelExecutor::create(model, options);
-  if (!e) return e.status();
-  return Expected<std::unique_ptr<ModelExecutor>>(std::unique_ptr<ModelExecutor>(std::move(e).value()));
-}
-
-CudaExecutorStats cuda_executor_stats(const ModelExecutor& executor) {
-  const auto* cuda = dynamic_cast<const CudaModelExecutor*>(&executor);
-  return cuda != nullptr ? cuda->stats() : CudaExecutorStats{};
-}
-
-void reset_cuda_executor_stats(ModelExecutor& executor) {
-  if (auto* cuda = dynamic_cast<CudaModelExecutor*>(&executor)) cuda->reset_stats();
-}
-
-void set_cuda_gemm_policy(ModelExecutor& executor, const GemmPolicy& policy) {
-  if (auto* cuda = dynamic_cast<CudaModelExecutor*>(&executor)) cuda->set_gemm_policy(policy);
-}
-
-GemmPolicy cuda_gemm_policy(const ModelExecutor& executor) {
-  const auto* cuda = dynamic_cast<const CudaModelExecutor*>(&executor);
-  return cuda != nullptr ? cuda->gemm_policy() : GemmPolicy{};
-}
-
-std::string cuda_gemm_description(ModelExecutor& executor) {
-  auto* cuda = dynamic_cast<CudaModelExecutor*>(&executor);
-  return cuda != nullptr ? cuda->gemm_description() : std::string();
 }
 
 }  // namespace folio::cuda

@@ -1,0 +1,50 @@
+#include "backend/cpu/cpu_executor.h"
+
+#include <cassert>
+#include <string>
+
+namespace folio::cpu {
+
+CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32_t num_blocks, int32_t block_size,
+                         int32_t num_host_blocks)
+    : weights_(weights),
+      backend_(backend),
+      storage_(kv_cache_shape(weights.config(), num_blocks, block_size)),
+      host_pool_(num_host_blocks > 1 ? std::make_unique<HostKvPool>(storage_.shape(), num_host_blocks) : nullptr) {}
+
+CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const KvCacheOptions& kv)
+    : CpuExecutor(weights, backend,
+                  std::max(1, kv_blocks_for_budget(kv.kv_cache_bytes, kv_bytes_per_block(weights.config(), kv.block_size))),
+                  kv.block_size,
+                  kv_blocks_for_budget(kv.swap_space_bytes, kv_bytes_per_block(weights.config(), kv.block_size))) {}
+
+KvPoolLayout CpuExecutor::kv_pool() const {
+  const KvCacheShape& shape = storage_.shape();
+  return KvPoolLayout{shape.num_blocks, shape.block_size, host_pool_ ? host_pool_->num_blocks() : 0,
+                      static_cast<int64_t>(shape.bytes_per_block())};
+}
+
+Capabilities CpuExecutor::capabilities() const {
+  Capabilities caps;
+  caps.device = "cpu (" + std::string(isa_name(backend_.isa())) + ", " + std::to_string(backend_.num_threads()) +
+                " threads)";
+  caps.samples_on_device = false;
+  caps.batch_invariant = true;  // every row's matmuls and attention are computed on their own
+  return caps;
+}
+
+StepResult CpuExecutor::execute(const ForwardBatch& batch, const SamplingPlan* plan) {
+  assert(plan == nullptr && "the CPU executor returns logits; the engine samples them");
+  (void)plan;
+  execute_block_copies(batch.block_copies, storage_, host_pool_.get());
+  if (batch.tokens.empty()) return {};
+  const size_t vocab = static_cast<size_t>(weights_.config().vocab_size);
+  const int32_t rows = static_cast<int32_t>(batch.logit_rows.size());
+  logits_.resize(static_cast<size_t>(rows) * vocab);
+  CpuForward forward(weights_, backend_, storage_, batch, activations_, logits_.data());
+  run_transformer_layers(weights_.architecture(), forward);
+  if (rows > 0) run_transformer_head(forward, 0, rows);
+  return StepResult{logits_, {}};
+}
+
+}  // namespace folio::cpu

@@ -1,0 +1,44 @@
+// The CPU as an Executor: the transformer recipe over the CPU backend's ops (cpu_forward.h), the
+// paged KV pool in host memory (KvCacheStorage) and an optional swap pool (HostKvPool). It
+// returns logits; the engine samples them on the host.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_forward.h"
+#include "executor/executor.h"
+#include "executor/kv_pool_sizing.h"
+#include "kv/host_kv_pool.h"
+#include "kv/kv_cache_storage.h"
+#include "model/model_weights.h"
+
+namespace folio::cpu {
+
+class CpuExecutor final : public Executor {
+ public:
+  // num_blocks and num_host_blocks count the null block; num_host_blocks <= 1: no swap pool.
+  // The weights and the backend must outlive the executor.
+  CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32_t num_blocks, int32_t block_size,
+              int32_t num_host_blocks);
+  // Pools sized from byte budgets (executor/kv_pool_sizing.h).
+  CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const KvCacheOptions& kv);
+
+  const ModelConfig& config() const override { return weights_.config(); }
+  KvPoolLayout kv_pool() const override;
+  Capabilities capabilities() const override;
+  StepResult execute(const ForwardBatch& batch, const SamplingPlan* plan) override;
+
+  KvCacheStorage& storage() { return storage_; }
+
+ private:
+  const ModelWeights& weights_;
+  CpuBackend& backend_;
+  KvCacheStorage storage_;
+  std::unique_ptr<HostKvPool> host_pool_;
+  CpuActivations activations_;
+  std::vector<float> logits_;  // (logit rows, vocab)
+};
+
+}  // namespace folio::cpu

@@ -1,0 +1,105 @@
+#include "backend/cpu/cpu_forward.h"
+
+#include <algorithm>
+
+namespace folio::cpu {
+
+void CpuActivations::resize(const ModelConfig& c, int32_t num_tokens) {
+  const size_t n = static_cast<size_t>(num_tokens);
+  x.resize(n * c.hidden_dim);
+  normed.resize(x.size());
+  proj.resize(x.size());
+  q.resize(n * c.q_dim());
+  attn.resize(q.size());
+  k.resize(n * c.kv_dim());
+  v.resize(k.size());
+  gate.resize(n * c.ffn_dim);
+  up.resize(gate.size());
+}
+
+CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache,
+                       const ForwardBatch& batch, CpuActivations& a, float* logits)
+    : weights_(weights),
+      c_(weights.config()),
+      backend_(backend),
+      cache_(cache),
+      batch_(batch),
+      a_(a),
+      logits_(logits),
+      n_(batch.num_tokens()) {
+  a_.resize(c_, n_);
+}
+
+void CpuForward::embed() { backend_.embed(weights_.token_embedding(), batch_.tokens, a_.x.data()); }
+
+void CpuForward::norm(NormSite site, int32_t layer) {
+  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  const std::vector<float>& weight = site == NormSite::kAttentionInput ? w.attn_norm : w.ffn_norm;
+  backend_.rms_norm(a_.x.data(), weight.data(), a_.normed.data(), n_, c_.hidden_dim, c_.rms_norm_eps);
+}
+
+void CpuForward::project_qkv(int32_t layer) {
+  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  backend_.matmul(w.q, a_.normed.data(), a_.q.data(), n_);
+  backend_.matmul(w.k, a_.normed.data(), a_.k.data(), n_);
+  backend_.matmul(w.v, a_.normed.data(), a_.v.data(), n_);
+  if (!w.q_bias.empty()) backend_.add_bias(a_.q.data(), w.q_bias.data(), n_, c_.q_dim());
+  if (!w.k_bias.empty()) backend_.add_bias(a_.k.data(), w.k_bias.data(), n_, c_.kv_dim());
+  if (!w.v_bias.empty()) backend_.add_bias(a_.v.data(), w.v_bias.data(), n_, c_.kv_dim());
+}
+
+void CpuForward::rope_and_store_kv(int32_t layer, const RopeSpec& spec) {
+  const std::vector<float>& factors = weights_.rope_freq_factors();
+  const RopeParams rope{spec.style, spec.rotary_dim, spec.freq_base, spec.position_scale,
+                        factors.empty() ? nullptr : factors.data()};
+  backend_.rope(a_.q.data(), batch_.positions, c_.num_heads, c_.head_dim, rope);
+  backend_.rope(a_.k.data(), batch_.positions, c_.num_kv_heads, c_.head_dim, rope);
+  backend_.write_kv(cache_.layer(layer), a_.k.data(), a_.v.data(), batch_.slot_mapping);
+}
+
+void CpuForward::attend(int32_t layer, float scale) {
+  const AttentionBatch attention{a_.q.data(), a_.attn.data(), n_, c_.num_heads, scale, batch_.sequences};
+  backend_.attention(attention, cache_.layer(layer));
+}
+
+void CpuForward::project_output_add(int32_t layer) {
+  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  backend_.matmul(w.o, a_.attn.data(), a_.proj.data(), n_);
+  backend_.add(a_.x.data(), a_.proj.data(), static_cast<int64_t>(n_) * c_.hidden_dim);
+}
+
+void CpuForward::project_gate_up(int32_t layer) {
+  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  backend_.matmul(w.gate, a_.normed.data(), a_.gate.data(), n_);
+  backend_.matmul(w.up, a_.normed.data(), a_.up.data(), n_);
+}
+
+void CpuForward::activate(int32_t layer) {
+  (void)layer;  // every layer of the families folio runs uses SwiGLU
+  backend_.swiglu(a_.gate.data(), a_.up.data(), a_.gate.data(), static_cast<int64_t>(n_) * c_.ffn_dim);
+}
+
+void CpuForward::project_down_add(int32_t layer) {
+  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  backend_.matmul(w.down, a_.gate.data(), a_.proj.data(), n_);
+  backend_.add(a_.x.data(), a_.proj.data(), static_cast<int64_t>(n_) * c_.hidden_dim);
+}
+
+void CpuForward::gather_logit_rows(int32_t first, int32_t count) {
+  // Only the rows that need logits go through the final norm and the vocabulary projection.
+  for (int32_t r = 0; r < count; ++r) {
+    const float* src = a_.x.data() + static_cast<size_t>(batch_.logit_rows[first + r]) * c_.hidden_dim;
+    std::copy(src, src + c_.hidden_dim, a_.proj.data() + static_cast<size_t>(r) * c_.hidden_dim);
+  }
+}
+
+void CpuForward::final_norm(int32_t count) {
+  backend_.rms_norm(a_.proj.data(), weights_.output_norm().data(), a_.normed.data(), count, c_.hidden_dim,
+                    c_.rms_norm_eps);
+}
+
+void CpuForward::project_vocab(int32_t count) {
+  backend_.matmul(weights_.output(), a_.normed.data(), logits_, count);
+}
+
+}  // namespace folio::cpu

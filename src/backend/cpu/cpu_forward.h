@@ -1,0 +1,62 @@
+// The CPU's side of the transformer recipe (model/transformer_recipe.h): each step of the recipe
+// as Backend ops on host activation buffers, for one ForwardBatch over the host KV storage.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "executor/forward_batch.h"
+#include "kv/kv_cache_storage.h"
+#include "model/model_weights.h"
+#include "model/transformer_recipe.h"
+
+namespace folio::cpu {
+
+// Activations of one forward pass, reused from call to call (the engine is single-threaded).
+struct CpuActivations {
+  std::vector<float> x;       // (n, hidden) residual stream
+  std::vector<float> normed;  // (n, hidden)
+  std::vector<float> q;       // (n, q_dim)
+  std::vector<float> k;       // (n, kv_dim)
+  std::vector<float> v;       // (n, kv_dim)
+  std::vector<float> attn;    // (n, q_dim)
+  std::vector<float> proj;    // (n, hidden); the head's gathered rows too
+  std::vector<float> gate;    // (n, ffn); silu(gate) * up after activate()
+  std::vector<float> up;      // (n, ffn)
+
+  void resize(const ModelConfig& c, int32_t num_tokens);
+};
+
+// One batch bound to the weights, the backend, the cache and the buffers: the Device the recipe
+// runs. logits: (logit rows, vocab), written by project_vocab.
+class CpuForward {
+ public:
+  CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache, const ForwardBatch& batch,
+             CpuActivations& a, float* logits);
+
+  void embed();
+  void norm(NormSite site, int32_t layer);
+  void project_qkv(int32_t layer);
+  void rope_and_store_kv(int32_t layer, const RopeSpec& rope);
+  void attend(int32_t layer, float scale);
+  void project_output_add(int32_t layer);
+  void project_gate_up(int32_t layer);
+  void activate(int32_t layer);
+  void project_down_add(int32_t layer);
+  void gather_logit_rows(int32_t first, int32_t count);
+  void final_norm(int32_t count);
+  void project_vocab(int32_t count);
+
+ private:
+  const ModelWeights& weights_;
+  const ModelConfig& c_;
+  Backend& backend_;
+  KvCacheStorage& cache_;
+  const ForwardBatch& batch_;
+  CpuActivations& a_;
+  float* logits_;
+  int32_t n_;
+};
+
+}  // namespace folio::cpu

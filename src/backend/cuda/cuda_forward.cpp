@@ -1,0 +1,76 @@
+#include "backend/cuda/cuda_forward.h"
+
+#include "backend/cuda/gather_rows.h"
+
+namespace folio::cuda {
+
+void CudaForward::embed() {
+  embed_rows(w_.embedding, c_.vocab_size, c_.hidden_dim, batch_.tokens, batch_.num_tokens, a_.x, stream_);
+}
+
+void CudaForward::norm(NormSite site, int32_t l) {
+  const float* weight = site == NormSite::kAttentionInput ? layer(l).attn_norm : layer(l).ffn_norm;
+  rms_norm(a_.x, nullptr, weight, a_.normed, batch_.num_tokens, c_.hidden_dim, c_.rms_norm_eps, stream_);
+}
+
+void CudaForward::project_qkv(int32_t l) {
+  const int64_t qkv_dim = c_.q_dim() + 2 * static_cast<int64_t>(c_.kv_dim());
+  gemm_.matmul(a_.normed, layer(l).qkv, a_.qkv, batch_.num_tokens, qkv_dim, c_.hidden_dim, 0.0f, stream_);
+}
+
+void CudaForward::rope_and_store_kv(int32_t l, const RopeSpec& spec) {
+  const DeviceRope rope{spec.style, spec.rotary_dim, spec.freq_base, spec.position_scale, w_.rope_freq_factors};
+  // The bias of the Q|K|V GEMM is added here, in the same pass.
+  rope_write_kv(a_.qkv, layer(l).qkv_bias, batch_.positions, batch_.slot_mapping, batch_.num_tokens, c_.num_heads,
+                rope, a_.q, kv_[static_cast<size_t>(l)], stream_);
+}
+
+void CudaForward::attend(int32_t l, float scale) {
+  PagedAttentionArgs args;
+  args.q = a_.q;
+  args.out = a_.attn;
+  args.cache = kv_[static_cast<size_t>(l)];
+  args.cu_query_starts = batch_.cu_query_starts;
+  args.context_lens = batch_.context_lens;
+  args.block_tables = batch_.block_tables;
+  args.max_blocks_per_seq = batch_.max_blocks_per_seq;
+  args.num_seqs = batch_.num_seqs;
+  args.num_tokens = batch_.num_tokens;
+  args.num_heads = c_.num_heads;
+  args.max_query_len = batch_.max_query_len;
+  args.max_context_len = batch_.max_context_len;
+  args.scale = scale;
+  paged_attention(args, a_.attention_workspace, sm_count_, stream_);
+}
+
+void CudaForward::project_output_add(int32_t l) {
+  gemm_.matmul(a_.attn, layer(l).o, a_.x, batch_.num_tokens, c_.hidden_dim, c_.q_dim(), 1.0f, stream_);
+}
+
+void CudaForward::project_gate_up(int32_t l) {
+  gemm_.matmul(a_.normed, layer(l).gate_up, a_.gate_up, batch_.num_tokens, 2 * static_cast<int64_t>(c_.ffn_dim),
+               c_.hidden_dim, 0.0f, stream_);
+}
+
+void CudaForward::activate(int32_t l) {
+  (void)l;  // every layer of the families folio runs uses SwiGLU
+  swiglu(a_.gate_up, batch_.num_tokens, c_.ffn_dim, a_.act, stream_);
+}
+
+void CudaForward::project_down_add(int32_t l) {
+  gemm_.matmul(a_.act, layer(l).down, a_.x, batch_.num_tokens, c_.hidden_dim, c_.ffn_dim, 1.0f, stream_);
+}
+
+void CudaForward::gather_logit_rows(int32_t first, int32_t count) {
+  gather_rows(a_.x, batch_.logit_rows + first, count, c_.hidden_dim, a_.final_x, stream_);
+}
+
+void CudaForward::final_norm(int32_t count) {
+  rms_norm(a_.final_x, nullptr, w_.output_norm, a_.final_normed, count, c_.hidden_dim, c_.rms_norm_eps, stream_);
+}
+
+void CudaForward::project_vocab(int32_t count) {
+  gemm_.matmul(a_.final_normed, w_.output, a_.logits, count, c_.vocab_size, c_.hidden_dim, 0.0f, stream_);
+}
+
+}  // namespace folio::cuda

@@ -1,0 +1,86 @@
+// The GPU's side of the transformer recipe (model/transformer_recipe.h): each step as kernels
+// and cuBLASLt GEMMs on device buffers, for one DeviceBatch over the device KV pool. Fusions the
+// GPU wants live here, not in the recipe: Q|K|V is one GEMM whose bias is added by the RoPE +
+// K/V-write kernel, gate|up one GEMM, and the O and down GEMMs accumulate straight into the FP32
+// residual stream (beta = 1). Nothing allocates or synchronizes, so a decode step can be
+// captured in a CUDA graph.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <span>
+
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cuda_weights.h"
+#include "backend/cuda/kernels/kernels.h"
+#include "model/model_config.h"
+#include "model/transformer_recipe.h"
+
+namespace folio::cuda {
+
+// One forward's inputs, all device pointers (static buffers when the step is a graph replay).
+struct DeviceBatch {
+  const int32_t* tokens = nullptr;           // (num_tokens,)
+  const int32_t* positions = nullptr;        // (num_tokens,)
+  const int32_t* slot_mapping = nullptr;     // (num_tokens,) -1: no K/V write (padding)
+  const int32_t* cu_query_starts = nullptr;  // (num_seqs + 1,)
+  const int32_t* context_lens = nullptr;     // (num_seqs,)
+  const int32_t* block_tables = nullptr;     // (num_seqs, max_blocks_per_seq)
+  const int32_t* logit_rows = nullptr;       // (num_logit_rows,) token indices
+  int32_t num_tokens = 0;
+  int32_t num_seqs = 0;
+  int32_t max_blocks_per_seq = 0;
+  int32_t max_query_len = 0;
+  int32_t max_context_len = 0;
+  int32_t num_logit_rows = 0;
+};
+
+// Activation buffers, allocated once for the model's limits (cuda_model.h).
+struct CudaActivations {
+  float* x = nullptr;               // (max_tokens, hidden) fp32 residual stream
+  uint16_t* normed = nullptr;       // (max_tokens, hidden) bf16
+  float* qkv = nullptr;             // (max_tokens, q_dim + 2 kv_dim) fp32
+  uint16_t* q = nullptr;            // (max_tokens, q_dim) fp16, roped
+  uint16_t* attn = nullptr;         // (max_tokens, q_dim) bf16
+  float* gate_up = nullptr;         // (max_tokens, 2 ffn) fp32
+  uint16_t* act = nullptr;          // (max_tokens, ffn) bf16
+  float* final_x = nullptr;         // (max_logit_rows, hidden) fp32, gathered rows
+  uint16_t* final_normed = nullptr; // (max_logit_rows, hidden) bf16
+  float* logits = nullptr;          // (max_logit_rows, vocab) fp32
+  Workspace attention_workspace;
+};
+
+class CudaForward {
+ public:
+  CudaForward(const ModelConfig& config, const DeviceWeights& weights, CublasLtGemm& gemm, const CudaActivations& a,
+              int32_t sm_count, const DeviceBatch& batch, std::span<const KvLayerView> kv, cudaStream_t stream)
+      : c_(config), w_(weights), gemm_(gemm), a_(a), sm_count_(sm_count), batch_(batch), kv_(kv), stream_(stream) {}
+
+  void embed();
+  void norm(NormSite site, int32_t layer);
+  void project_qkv(int32_t layer);
+  void rope_and_store_kv(int32_t layer, const RopeSpec& rope);
+  void attend(int32_t layer, float scale);
+  void project_output_add(int32_t layer);
+  void project_gate_up(int32_t layer);
+  void activate(int32_t layer);
+  void project_down_add(int32_t layer);
+  void gather_logit_rows(int32_t first, int32_t count);
+  void final_norm(int32_t count);
+  void project_vocab(int32_t count);
+
+ private:
+  const DeviceLayer& layer(int32_t l) const { return w_.layers[static_cast<size_t>(l)]; }
+
+  const ModelConfig& c_;
+  const DeviceWeights& w_;
+  CublasLtGemm& gemm_;
+  const CudaActivations& a_;
+  int32_t sm_count_;
+  const DeviceBatch& batch_;
+  std::span<const KvLayerView> kv_;
+  cudaStream_t stream_;
+};
+
+}  // namespace folio::cuda

@@ -1,0 +1,37 @@
+// How big a paged KV pool is, in one place for every executor: the shape of a block for a model,
+// and how many blocks a byte budget buys (plus block 0, the reserved null block that no sequence
+// ever holds, so a budget of B bytes gives floor(B / bytes_per_block) usable blocks).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kv/kv_cache_storage.h"
+#include "model/model_config.h"
+
+namespace folio {
+
+// Where an executor's KV memory comes from. The device pool's size is given in bytes (a GPU
+// executor may instead size it from free memory, see its options); swap_space_bytes > 0 adds a
+// host pool for preemption by swap.
+struct KvCacheOptions {
+  int64_t kv_cache_bytes = int64_t{256} << 20;  // K and V, all layers
+  int32_t block_size = 16;
+  int64_t swap_space_bytes = 0;
+};
+
+inline KvCacheShape kv_cache_shape(const ModelConfig& config, int32_t num_blocks, int32_t block_size) {
+  return KvCacheShape{config.num_layers, num_blocks, block_size, config.num_kv_heads, config.head_dim};
+}
+
+inline int64_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size) {
+  return static_cast<int64_t>(kv_cache_shape(config, 1, block_size).bytes_per_block());
+}
+
+// Blocks a budget buys, the null block included; 0 for no budget at all (no pool).
+inline int32_t kv_blocks_for_budget(int64_t budget_bytes, int64_t bytes_per_block) {
+  if (budget_bytes <= 0 || bytes_per_block <= 0) return 0;
+  return static_cast<int32_t>(std::min<int64_t>(budget_bytes / bytes_per_block, int64_t{1} << 30)) + 1;
+}
+
+}  // namespace folio

@@ -1,0 +1,62 @@
+// A model's hyper-parameters, its architecture description and its weights as loaded: views into
+// the memory-mapped GGUF file, in their stored formats (block-quantized types stay as they are).
+// No forward pass and no KV cache live here: executors run the architecture
+// (model/transformer_recipe.h) over these weights on their device.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "model/architecture.h"
+#include "model/gguf_file.h"
+#include "model/model_config.h"
+#include "model/weight_tensor.h"
+
+namespace folio {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // (hidden,)
+  WeightTensor q, k, v, o;       // (q_dim, hidden), (kv_dim, hidden) x2, (hidden, q_dim)
+  std::vector<float> q_bias, k_bias, v_bias;  // empty unless the model has QKV bias (Qwen2)
+  std::vector<float> ffn_norm;   // (hidden,)
+  WeightTensor gate, up, down;   // (ffn, hidden) x2, (hidden, ffn)
+
+  bool has_qkv_bias() const { return !q_bias.empty() || !k_bias.empty() || !v_bias.empty(); }
+};
+
+// Called while loading with (bytes done, bytes total).
+using LoadProgress = std::function<void(uint64_t, uint64_t)>;
+
+class ModelWeights {
+ public:
+  // The GgufFile must outlive the weights: they point into its mapping.
+  static Expected<std::unique_ptr<ModelWeights>> load(const GgufFile& file, const LoadProgress& progress = {});
+
+  const ModelConfig& config() const { return config_; }
+  const Architecture& architecture() const { return architecture_; }
+  uint64_t weight_bytes() const { return weight_bytes_; }
+
+  const WeightTensor& token_embedding() const { return token_embedding_; }  // (vocab, hidden)
+  const WeightTensor& output() const { return output_; }  // (vocab, hidden); the embedding when tied
+  const std::vector<float>& output_norm() const { return output_norm_; }          // (hidden,)
+  const std::vector<float>& rope_freq_factors() const { return rope_freq_factors_; }  // Llama-3, or empty
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  bool tied_embeddings() const { return output_.data == token_embedding_.data; }
+
+ private:
+  ModelWeights() = default;
+
+  ModelConfig config_;
+  Architecture architecture_;
+  WeightTensor token_embedding_;
+  WeightTensor output_;
+  std::vector<float> output_norm_;
+  std::vector<float> rope_freq_factors_;
+  std::vector<LayerWeights> layers_;
+  uint64_t weight_bytes_ = 0;
+};
+
+}  // namespace folio

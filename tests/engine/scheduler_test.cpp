@@ -1,0 +1,237 @@
+// The scheduler on its own, with no model: requests are token lists, a step is schedule() then
+// on_computed() and one made-up token for every chunk that samples. What it decides (chunks,
+// budgets, preemption, swaps, prefix hits, forks, block copies, statuses) is checked against
+// the rules in scheduler.h, and the KV manager's invariants after every step.
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "support/tiny_model.h"
+
+namespace folio {
+namespace {
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto tiny = testing::TinyModel::create();
+    ASSERT_TRUE(tiny) << tiny.error();
+    tiny_ = std::move(tiny).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete tiny_;
+    tiny_ = nullptr;
+  }
+
+  // A request whose prompt is `length` tokens starting at `first` (ids stay in the tiny vocab).
+  Request* make(int32_t length, int32_t max_tokens = 4, int32_t first = 1, int32_t priority = 0, int32_t n = 1) {
+    auto params = std::make_shared<RequestParams>();
+    params->max_tokens = max_tokens;
+    params->priority = priority;
+    params->n = n;
+    std::vector<int32_t> prompt(static_cast<size_t>(length));
+    std::iota(prompt.begin(), prompt.end(), first);
+    for (int32_t& t : prompt) t = 1 + t % 250;
+    const RequestId id = next_id_++;
+    requests_.push_back(
+        std::make_unique<Request>(id, id, 0, params, std::move(prompt), length, tiny_->tokenizer()));
+    requests_.back()->arrival_order = static_cast<uint64_t>(id);
+    return requests_.back().get();
+  }
+
+  // schedule -> computed -> one token per sampling chunk; the KV manager's invariants after.
+  SchedulerOutput step(Scheduler& scheduler) {
+    SchedulerOutput out = scheduler.schedule();
+    scheduler.on_computed(out);
+    for (const ScheduledChunk& chunk : out.chunks) {
+      if (chunk.samples) chunk.request->tokens.push_back(7);
+    }
+    const Status s = scheduler.kv().check_invariants();
+    EXPECT_TRUE(s) << s.message();
+    return out;
+  }
+
+  static const ScheduledChunk* chunk_of(const SchedulerOutput& out, const Request* request) {
+    for (const ScheduledChunk& c : out.chunks) {
+      if (c.request == request) return &c;
+    }
+    return nullptr;
+  }
+
+  static KvCacheConfig kv(int32_t blocks, int32_t block_size = 4, int32_t host_blocks = 0, bool prefix = true) {
+    return KvCacheConfig{blocks + 1, block_size, host_blocks > 0 ? host_blocks + 1 : 0, prefix};
+  }
+
+  static inline testing::TinyModel* tiny_ = nullptr;
+  std::vector<std::unique_ptr<Request>> requests_;
+  RequestId next_id_ = 1;
+};
+
+TEST_F(SchedulerTest, LongPromptIsChunkedUnderTheTokenBudgetAndSamplesOnlyAtItsEnd) {
+  Scheduler scheduler(SchedulerConfig{32, 8, PreemptionMode::kRecompute}, kv(64));
+  Request* r = make(100);
+  scheduler.add(r);
+  std::vector<int32_t> chunks;
+  for (int i = 0; i < 4; ++i) {
+    const SchedulerOutput out = step(scheduler);
+    ASSERT_EQ(out.chunks.size(), 1u);
+    EXPECT_LE(out.num_batched_tokens, 32);
+    EXPECT_EQ(out.chunks[0].first_position, 32 * i);
+    EXPECT_EQ(out.chunks[0].samples, i == 3);
+    chunks.push_back(out.chunks[0].num_new_tokens);
+  }
+  EXPECT_EQ(chunks, (std::vector<int32_t>{32, 32, 32, 4}));
+  EXPECT_EQ(r->num_computed_tokens, 100);
+  EXPECT_EQ(r->status, RequestStatus::kRunning);
+}
+
+TEST_F(SchedulerTest, ChunksCarryTablesThatCoverTheirTokens) {
+  Scheduler scheduler(SchedulerConfig{64, 8, PreemptionMode::kRecompute}, kv(64, 4));
+  for (int i = 0; i < 5; ++i) scheduler.add(make(3 + 5 * i, 8, 10 * i));
+  for (int s = 0; s < 6; ++s) {
+    const SchedulerOutput out = step(scheduler);
+    EXPECT_EQ(out.block_size, 4);
+    for (const ScheduledChunk& c : out.chunks) {
+      const int32_t end = c.first_position + c.num_new_tokens;
+      EXPECT_EQ(static_cast<int32_t>(c.block_table.size()), (end + 3) / 4);
+      for (int32_t block : c.block_table) EXPECT_GT(block, 0);  // never the null block
+    }
+  }
+}
+
+TEST_F(SchedulerTest, RunningDecodesComeBeforeNewPrefillsAndMaxNumSeqsCaps) {
+  Scheduler scheduler(SchedulerConfig{16, 2, PreemptionMode::kRecompute}, kv(64));
+  Request* a = make(4, 8);
+  Request* b = make(4, 8, 50);
+  Request* c = make(30, 8, 100);
+  scheduler.add(a);
+  scheduler.add(b);
+  step(scheduler);  // a and b prefill
+  scheduler.add(c);
+  const SchedulerOutput out = step(scheduler);
+  // Two running at the cap: c waits although the budget had room.
+  ASSERT_EQ(out.chunks.size(), 2u);
+  EXPECT_EQ(out.chunks[0].request, a);
+  EXPECT_EQ(out.chunks[1].request, b);
+  EXPECT_EQ(out.chunks[0].num_new_tokens, 1);
+  EXPECT_EQ(c->status, RequestStatus::kWaiting);
+  EXPECT_EQ(scheduler.num_running(), 2);
+  EXPECT_EQ(scheduler.num_waiting(), 1);
+}
+
+TEST_F(SchedulerTest, OutOfBlocksTheNewestRunningRequestIsRecomputedAndNothingIsAdmitted) {
+  // 6 blocks of 4 tokens: two requests of 11 tokens fill 3 blocks each; the next token of the
+  // first needs a fourth block, so the newest (b) gives its blocks up.
+  Scheduler scheduler(SchedulerConfig{64, 8, PreemptionMode::kRecompute}, kv(6, 4));
+  Request* a = make(11, 8, 1);
+  Request* b = make(11, 8, 100);
+  scheduler.add(a);
+  scheduler.add(b);
+  step(scheduler);
+  step(scheduler);  // both at 12 tokens now: 3 blocks each, the pool is full
+  Request* late = make(2, 2, 200);
+  scheduler.add(late);
+  const SchedulerOutput out = step(scheduler);
+  ASSERT_EQ(out.preempted.size(), 1u);
+  EXPECT_EQ(out.preempted[0], b->id);
+  EXPECT_EQ(b->status, RequestStatus::kWaiting);
+  EXPECT_EQ(b->num_computed_tokens, 0);
+  EXPECT_EQ(b->num_preemptions, 1);
+  EXPECT_FALSE(scheduler.kv().contains(b->sequence_id()));
+  EXPECT_NE(chunk_of(out, a), nullptr);
+  EXPECT_EQ(chunk_of(out, late), nullptr);  // no admission in a step that preempted
+  EXPECT_EQ(scheduler.num_preemptions(), 1);
+}
+
+TEST_F(SchedulerTest, SwapPreemptionMovesBlocksToTheHostAndBackInOrder) {
+  Scheduler scheduler(SchedulerConfig{64, 8, PreemptionMode::kSwap}, kv(6, 4, 16));
+  Request* a = make(11, 12, 1);
+  Request* b = make(11, 12, 100);
+  scheduler.add(a);
+  scheduler.add(b);
+  step(scheduler);
+  step(scheduler);
+  const SchedulerOutput out = step(scheduler);
+  ASSERT_EQ(out.preempted.size(), 1u);
+  EXPECT_EQ(b->status, RequestStatus::kSwapped);
+  EXPECT_TRUE(scheduler.kv().is_swapped(b->sequence_id()));
+  ASSERT_FALSE(out.block_copies.empty());
+  for (const BlockCopy& copy : out.block_copies) EXPECT_EQ(copy.direction, BlockCopyDirection::kDeviceToHost);
+  // Once a finishes and frees its blocks, b comes back with host -> device copies first.
+  scheduler.finish(a, FinishReason::kStop);
+  EXPECT_EQ(a->status, RequestStatus::kFinished);
+  EXPECT_EQ(a->finish_reason, FinishReason::kStop);
+  const SchedulerOutput back = step(scheduler);
+  EXPECT_EQ(b->status, RequestStatus::kRunning);
+  ASSERT_FALSE(back.block_copies.empty());
+  EXPECT_EQ(back.block_copies.front().direction, BlockCopyDirection::kHostToDevice);
+  ASSERT_NE(chunk_of(back, b), nullptr);
+  EXPECT_EQ(chunk_of(back, b)->num_new_tokens, 1);  // its K/V came back: it decodes on
+}
+
+TEST_F(SchedulerTest, ASharedPrefixStartsFromTheCachedBlocks) {
+  Scheduler scheduler(SchedulerConfig{64, 8, PreemptionMode::kRecompute}, kv(64, 4));
+  Request* first = make(18, 2, 1);
+  scheduler.add(first);
+  step(scheduler);
+  Request* second = make(18, 2, 1);  // the same 18 tokens
+  scheduler.add(second);
+  const SchedulerOutput out = step(scheduler);
+  const ScheduledChunk* c = chunk_of(out, second);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->first_position, 16);  // 4 full blocks found; the last tokens are computed
+  EXPECT_EQ(c->num_new_tokens, 2);
+  EXPECT_GT(scheduler.kv().metrics().prefix_cache.num_hit_tokens, 0);
+}
+
+TEST_F(SchedulerTest, AForkSharesBlocksAndCopiesTheSharedPartialBlockOnItsFirstWrite) {
+  Scheduler scheduler(SchedulerConfig{64, 8, PreemptionMode::kRecompute}, kv(64, 4));
+  Request* parent = make(6, 8, 1, 0, /*n=*/2);
+  scheduler.add(parent);
+  step(scheduler);  // 6 prompt tokens + the first sample: 2 blocks, the second partial
+  const int32_t used = scheduler.kv().metrics().num_used_blocks;
+  Request* child = make(6, 8, 1);
+  child->tokens = parent->tokens;
+  scheduler.fork(*parent, child);
+  EXPECT_EQ(child->status, RequestStatus::kRunning);
+  EXPECT_EQ(child->num_computed_tokens, parent->num_computed_tokens);
+  EXPECT_EQ(scheduler.kv().metrics().num_used_blocks, used);  // shared, not copied
+  const SchedulerOutput out = step(scheduler);
+  ASSERT_NE(chunk_of(out, child), nullptr);
+  int32_t copies = 0;
+  for (const BlockCopy& copy : out.block_copies) copies += copy.direction == BlockCopyDirection::kDeviceToDevice;
+  EXPECT_EQ(copies, 1);  // whichever writes first into the shared partial block copies it
+  EXPECT_NE(chunk_of(out, parent)->block_table.back(), chunk_of(out, child)->block_table.back());
+  EXPECT_EQ(chunk_of(out, parent)->block_table.front(), chunk_of(out, child)->block_table.front());
+}
+
+TEST_F(SchedulerTest, FinishFreesAtOnceFromAnyQueue) {
+  Scheduler scheduler(SchedulerConfig{8, 8, PreemptionMode::kRecompute}, kv(64));
+  Request* running = make(4, 8);
+  Request* waiting = make(20, 8, 60);
+  scheduler.add(running);
+  step(scheduler);
+  scheduler.add(waiting);
+  scheduler.finish(running, FinishReason::kAbort);
+  scheduler.finish(waiting, FinishReason::kAbort);
+  EXPECT_FALSE(scheduler.has_work());
+  EXPECT_EQ(scheduler.kv().metrics().num_used_blocks, 0);
+  EXPECT_EQ(waiting->status, RequestStatus::kFinished);
+  EXPECT_TRUE(step(scheduler).empty());
+}
+
+TEST_F(SchedulerTest, OutputPrintsWhatItSchedules) {
+  Scheduler scheduler(SchedulerConfig{64, 8, PreemptionMode::kRecompute}, kv(64));
+  Request* r = make(5);
+  scheduler.add(r);
+  const std::string text = scheduler.schedule().to_string();
+  EXPECT_NE(text.find("req " + std::to_string(r->id) + " @0 +5 sample"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace folio
