@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
           const double budget = isa == Isa::kScalar ? seconds / 4 : seconds;
           const Result res = bench(k, weights, cols, rows, act, stride, num_rows, budget);
           std::printf("%-5s %-7s %-6s %5d %10.2f %10.2f\n", std::string(dtype_name(type)).c_str(),
-                      std::string(isa_name(isa)).c_str(), rows == 1536 ? "small" : "big", num_rows,
-                      res.gb_per_s, res.gmac_per_s);
+                      std::string(isa_name(isa)).c_str(), rows == 1536 ? "small" : "big", num_rows, res.gb_per_s,
+                      res.gmac_per_s);
           std::fflush(stdout);
         }
       }

@@ -19,8 +19,7 @@ namespace {
 void save(const std::string& dir, const std::string& name, const GgufTestWriter& writer) {
   const std::vector<uint8_t> bytes = writer.build();
   std::ofstream out(dir + "/" + name, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   std::printf("%s: %zu bytes\n", name.c_str(), bytes.size());
 }
 
@@ -91,9 +90,9 @@ int main(int argc, char** argv) {
 
   GgufTestWriter types(3);
   types.set_alignment(8);
-  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                     DType::Q5_1, DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,
-                     DType::Q5_K, DType::Q6_K, DType::Q8_K}) {
+  for (DType type :
+       {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+        DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K}) {
     const uint64_t row = static_cast<uint64_t>(folio::dtype_info(type).block_elems);
     types.add_tensor(std::string(folio::dtype_name(type)), {row}, type);
   }

@@ -15,8 +15,8 @@ struct AttentionBatch {
   const float* q = nullptr;  // (num_tokens, num_heads, head_dim)
   float* out = nullptr;      // (num_tokens, num_heads, head_dim)
   int32_t num_tokens = 0;
-  int32_t num_heads = 0;     // query heads; a multiple of the cache's num_kv_heads (GQA)
-  float scale = 1.0f;        // softmax scale, usually 1 / sqrt(head_dim)
+  int32_t num_heads = 0;  // query heads; a multiple of the cache's num_kv_heads (GQA)
+  float scale = 1.0f;     // softmax scale, usually 1 / sqrt(head_dim)
   std::span<const AttentionSequence> sequences;
 };
 

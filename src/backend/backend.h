@@ -17,10 +17,10 @@ namespace folio {
 
 struct RopeParams {
   RopeStyle style = RopeStyle::kAdjacentPairs;
-  int32_t rotary_dim = 0;      // leading dims of each head that rotate (usually head_dim)
+  int32_t rotary_dim = 0;  // leading dims of each head that rotate (usually head_dim)
   float freq_base = 10000.0f;
-  float position_scale = 1.0f;            // linear rope scaling: positions multiplied by this
-  const float* freq_factors = nullptr;    // (rotary_dim / 2,) Llama-3 style divisors, or null
+  float position_scale = 1.0f;          // linear rope scaling: positions multiplied by this
+  const float* freq_factors = nullptr;  // (rotary_dim / 2,) Llama-3 style divisors, or null
 };
 
 class Backend {
@@ -32,8 +32,7 @@ class Backend {
   virtual void embed(const WeightTensor& table, std::span<const int32_t> tokens, float* out) = 0;
 
   // out = x / rms(x) * weight, row by row.  x, out: (rows, dim); weight: (dim,)
-  virtual void rms_norm(const float* x, const float* weight, float* out, int64_t rows,
-                        int64_t dim, float eps) = 0;
+  virtual void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t dim, float eps) = 0;
 
   // y = x W^T.  x: (n, w.cols); y: (n, w.rows)
   virtual void matmul(const WeightTensor& w, const float* x, float* y, int64_t n) = 0;
@@ -42,8 +41,8 @@ class Backend {
   virtual void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) = 0;
 
   // Rotates each head of x in place by its token's position.  x: (n, num_heads, head_dim)
-  virtual void rope(float* x, std::span<const int32_t> positions, int32_t num_heads,
-                    int32_t head_dim, const RopeParams& params) = 0;
+  virtual void rope(float* x, std::span<const int32_t> positions, int32_t num_heads, int32_t head_dim,
+                    const RopeParams& params) = 0;
 
   // Stores K and V of each token (rounded to fp16) at the cache slot slot_mapping[t] names.
   // k, v: (n, num_kv_heads, head_dim); slot_mapping: (n,)

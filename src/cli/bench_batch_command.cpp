@@ -45,7 +45,8 @@ std::vector<int32_t> corpus_tokens(const std::string& path, const Tokenizer& tok
 }
 
 // One JSON object per request: {"workload", "prompt": [ids], "max_tokens"}.
-Status dump_workloads(const std::string& path, const std::vector<std::pair<std::string, const std::vector<WorkloadRequest>*>>& sets) {
+Status dump_workloads(const std::string& path,
+                      const std::vector<std::pair<std::string, const std::vector<WorkloadRequest>*>>& sets) {
   std::ofstream out(path);
   if (!out) return Status::error("cannot write '" + path + "'");
   for (const auto& [name, requests] : sets) {
@@ -63,9 +64,10 @@ void describe(const char* name, const std::vector<WorkloadRequest>& requests) {
     output.push_back(r.max_tokens);
   }
   const Spread p = spread_of(prompt), o = spread_of(output);
-  std::printf("- %s: %zu requests; prompt tokens mean %.0f, median %.0f, range %.0f-%.0f; "
-              "output tokens mean %.0f, median %.0f, range %.0f-%.0f\n",
-              name, requests.size(), p.mean, p.median, p.min, p.max, o.mean, o.median, o.min, o.max);
+  std::printf(
+      "- %s: %zu requests; prompt tokens mean %.0f, median %.0f, range %.0f-%.0f; "
+      "output tokens mean %.0f, median %.0f, range %.0f-%.0f\n",
+      name, requests.size(), p.mean, p.median, p.min, p.max, o.mean, o.median, o.min, o.max);
 }
 
 // The 1-minute load average: on a shared machine, the context every figure needs.
@@ -91,8 +93,8 @@ Status run_once(Executor& executor, const Tokenizer& tokenizer, const EngineConf
   Engine engine(executor, tokenizer, config);
   Expected<WorkloadResult> result = run_workload(engine, requests, mode);
   if (!result) return result.status();
-  std::fprintf(stderr, "bench batch: %s, %s: %.1f s, %.1f output tok/s\n", row.workload.c_str(),
-               row.serving.c_str(), result->seconds, result->output_tokens_per_s());
+  std::fprintf(stderr, "bench batch: %s, %s: %.1f s, %.1f output tok/s\n", row.workload.c_str(), row.serving.c_str(),
+               result->seconds, result->output_tokens_per_s());
   row.runs.push_back(std::move(result).value());
   return Status::ok();
 }
@@ -147,7 +149,8 @@ int run(const BenchBatchOptions& options) {
     }
     if (run_shared) {
       statuses.push_back(run_once(executor, tokenizer, cache_on, shared, ServingMode::kContinuousBatching, prefix_on));
-      statuses.push_back(run_once(executor, tokenizer, cache_off, shared, ServingMode::kContinuousBatching, prefix_off));
+      statuses.push_back(
+          run_once(executor, tokenizer, cache_off, shared, ServingMode::kContinuousBatching, prefix_off));
     }
     for (const Status& s : statuses) {
       if (!s) {
@@ -172,14 +175,16 @@ int run(const BenchBatchOptions& options) {
   if (run_shared) describe("shared prefix", shared);
   const EngineConfig& c = *config;
   const KvPoolLayout pool = executor.kv_pool();
-  std::printf("Engine: KV pool %.0f MiB, block size %d, max %d batched tokens, max %d sequences, %s, "
-              "%d repetition(s); load average %s before, %s after\n\n",
-              static_cast<double>(pool.num_blocks - 1) * static_cast<double>(pool.bytes_per_block) / 1048576.0,
-              pool.block_size, c.scheduler.max_num_batched_tokens, c.scheduler.max_num_seqs,
-              executor.capabilities().device.c_str(), options.repetitions, load_before.c_str(), load_average().c_str());
+  std::printf(
+      "Engine: KV pool %.0f MiB, block size %d, max %d batched tokens, max %d sequences, %s, "
+      "%d repetition(s); load average %s before, %s after\n\n",
+      static_cast<double>(pool.num_blocks - 1) * static_cast<double>(pool.bytes_per_block) / 1048576.0, pool.block_size,
+      c.scheduler.max_num_batched_tokens, c.scheduler.max_num_seqs, executor.capabilities().device.c_str(),
+      options.repetitions, load_before.c_str(), load_average().c_str());
   print_markdown(rows, max_model_len);
-  std::printf("\nTTFT counts from submission: for \"one at a time\" that is the request's own service time, "
-              "without the wait behind earlier requests.\n\n");
+  std::printf(
+      "\nTTFT counts from submission: for \"one at a time\" that is the request's own service time, "
+      "without the wait behind earlier requests.\n\n");
   if (run_mixed) std::printf("- %s\n", ratio_text(batched, one_at_a_time).c_str());
   if (run_shared) std::printf("- %s\n", ratio_text(prefix_on, prefix_off).c_str());
   return 0;
@@ -192,24 +197,32 @@ CommandRunner add_bench_batch_command(CLI::App& bench) {
   // Large enough for the default workload's 64 requests at once (about 24k tokens), so that
   // the figures measure batching rather than preemption.
   options->engine.kv_cache_memory = "1G";
-  CLI::App* cmd = bench.add_subcommand("batch", "Serving benchmarks: continuous batching, KV utilization, prefix caching");
+  CLI::App* cmd =
+      bench.add_subcommand("batch", "Serving benchmarks: continuous batching, KV utilization, prefix caching");
   cmd->add_option("-m,--model", options->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
   cmd->add_option("--corpus", options->corpus, "Text whose token slices become prompts")->capture_default_str();
   cmd->add_option("--workloads", options->workloads, "all | mixed | prefix")
-      ->check(CLI::IsMember({"all", "mixed", "prefix"}))->capture_default_str();
+      ->check(CLI::IsMember({"all", "mixed", "prefix"}))
+      ->capture_default_str();
   cmd->add_option("--num-requests", options->mixed.num_requests, "Mixed-length requests")
-      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
   cmd->add_option("--scale", options->mixed.scale, "Multiplies mixed prompt and output lengths (means and caps)")
-      ->check(CLI::Range(0.01, 4.0))->capture_default_str();
+      ->check(CLI::Range(0.01, 4.0))
+      ->capture_default_str();
   cmd->add_option("--seed", options->mixed.seed, "Seed of the mixed-length workload")->capture_default_str();
   cmd->add_option("--num-questions", options->shared.num_questions, "Shared-prefix requests")
-      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
   cmd->add_option("--prefix-tokens", options->shared.prefix_tokens, "Shared system prompt length")
-      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
   cmd->add_option("--question-output-tokens", options->shared.output_tokens, "Output tokens per question")
-      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
   cmd->add_option("-r,--repetitions", options->repetitions, "Runs of each row, alternating")
-      ->check(CLI::Range(1, 100))->capture_default_str();
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--json", options->json, "One JSON object per row on stdout instead of tables");
   cmd->add_option("--dump-workload", options->dump_path, "Write the requests as JSON lines to this file and exit");

@@ -19,16 +19,17 @@ std::vector<double> output_rates(const BenchRow& row) {
   return rates;
 }
 
-std::string percent(double fraction) { return format("%.1f%%", 100.0 * fraction); }
+std::string percent(double fraction) {
+  return format("%.1f%%", 100.0 * fraction);
+}
 
 }  // namespace
 
 const WorkloadResult& BenchRow::median_run() const {
   std::vector<size_t> order(runs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return runs[a].output_tokens_per_s() < runs[b].output_tokens_per_s();
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return runs[a].output_tokens_per_s() < runs[b].output_tokens_per_s(); });
   return runs[order[order.size() / 2]];
 }
 
@@ -44,8 +45,9 @@ std::string ratio_text(const BenchRow& a, const BenchRow& b) {
 }
 
 void print_markdown(const std::vector<BenchRow>& rows, int32_t max_model_len) {
-  std::printf("| workload | serving | requests | prompt tok (computed) | output tok | time s | output tok/s | "
-              "total tok/s | TTFT mean / median s | TPOT mean ms | preemptions | prefix-cache hits | peak KV blocks |\n");
+  std::printf(
+      "| workload | serving | requests | prompt tok (computed) | output tok | time s | output tok/s | "
+      "total tok/s | TTFT mean / median s | TPOT mean ms | preemptions | prefix-cache hits | peak KV blocks |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const BenchRow& row : rows) {
     const WorkloadResult& r = row.median_run();
@@ -58,8 +60,10 @@ void print_markdown(const std::vector<BenchRow>& rows, int32_t max_model_len) {
                 percent(r.prefix_cache_hit_rate).c_str(), r.kv.max_used_blocks);
   }
   std::printf("\nKV utilization, sampled after every step (tokens held / token slots allocated):\n\n");
-  std::printf("| workload | serving | steps | paged mean | paged min | contiguous, prompt + max_tokens: mean | min | "
-              "contiguous, max_model_len %d: mean | min | most requests holding KV |\n", max_model_len);
+  std::printf(
+      "| workload | serving | steps | paged mean | paged min | contiguous, prompt + max_tokens: mean | min | "
+      "contiguous, max_model_len %d: mean | min | most requests holding KV |\n",
+      max_model_len);
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const BenchRow& row : rows) {
     // With shared prefixes one block serves many requests, so held / reserved stops meaning
@@ -79,7 +83,8 @@ void print_json(const std::vector<BenchRow>& rows, int32_t max_model_len) {
     const WorkloadResult& r = row.median_run();
     const Spread rates = spread_of(output_rates(row));
     const Spread ttft = spread_of(r.ttft_s);
-    nlohmann::ordered_json j = {  // keys in this order, not sorted
+    nlohmann::ordered_json j = {
+        // keys in this order, not sorted
         {"workload", row.workload},
         {"serving", row.serving},
         {"requests", r.ttft_s.size()},

@@ -10,9 +10,9 @@
 namespace folio::cli {
 
 struct BenchRow {
-  std::string workload;              // "mixed lengths", "shared prefix"
-  std::string serving;               // "continuous batching", "prefix cache off", ...
-  std::vector<WorkloadResult> runs;  // one per repetition
+  std::string workload;                   // "mixed lengths", "shared prefix"
+  std::string serving;                    // "continuous batching", "prefix cache off", ...
+  std::vector<WorkloadResult> runs;       // one per repetition
   bool kv_utilization_comparable = true;  // no blocks shared between requests
 
   // The repetition with the median output tok/s: its latencies and KV figures are reported.

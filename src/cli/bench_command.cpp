@@ -105,10 +105,11 @@ int run(const BenchOptions& options) {
     if (f->tokens_per_second.empty()) continue;
     const auto [lo, hi] = std::minmax_element(f->tokens_per_second.begin(), f->tokens_per_second.end());
     if (options.json) {
-      std::printf("{\"test\": \"%s\", \"median_tps\": %.3f, \"min_tps\": %.3f, \"max_tps\": %.3f, \"runs\": %zu, "
-                  "\"threads\": %d, \"device\": \"%s\"}\n",
-                  f->test.c_str(), median(f->tokens_per_second), *lo, *hi, f->tokens_per_second.size(),
-                  session->backend->num_threads(), device.c_str());
+      std::printf(
+          "{\"test\": \"%s\", \"median_tps\": %.3f, \"min_tps\": %.3f, \"max_tps\": %.3f, \"runs\": %zu, "
+          "\"threads\": %d, \"device\": \"%s\"}\n",
+          f->test.c_str(), median(f->tokens_per_second), *lo, *hi, f->tokens_per_second.size(),
+          session->backend->num_threads(), device.c_str());
     } else {
       std::printf("%-8s %10.2f tok/s (median of %zu; min %.2f, max %.2f), %s\n", f->test.c_str(),
                   median(f->tokens_per_second), f->tokens_per_second.size(), *lo, *hi, device.c_str());

@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf_tokenizer.h"
 #include "cli/bench_serve_dataset.h"
 #include "cli/bench_serve_http_client.h"
 #include "cli/bench_serve_metrics.h"
@@ -26,6 +25,7 @@
 #include "cli/commands.h"
 #include "cli/model_session.h"
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 
 namespace folio::cli {
 namespace {
@@ -162,7 +162,9 @@ int run(const BenchServeOptions& options) {
   }
   const std::string tokenizer_path = options.tokenizer_model.empty() ? default_model_path() : options.tokenizer_model;
   if (!std::filesystem::exists(tokenizer_path)) {
-    std::fprintf(stderr, "folio bench serve: tokenizer model '%s' does not exist (give --tokenizer-model GGUF, the served model's file)\n",
+    std::fprintf(stderr,
+                 "folio bench serve: tokenizer model '%s' does not exist (give --tokenizer-model GGUF, the served "
+                 "model's file)\n",
                  tokenizer_path.c_str());
     return 1;
   }
@@ -189,7 +191,8 @@ int run(const BenchServeOptions& options) {
   HttpClient client(plan->url, options.api_key);
   std::string model = options.model;
   if (model.empty()) {
-    Expected<std::string> name = ask_model_name(client, std::min(options.timeout_s > 0 ? options.timeout_s : 30.0, 30.0));
+    Expected<std::string> name =
+        ask_model_name(client, std::min(options.timeout_s > 0 ? options.timeout_s : 30.0, 30.0));
     if (!name) {
       std::fprintf(stderr, "folio bench serve: %s\n", name.error().c_str());
       return 1;
@@ -210,7 +213,7 @@ int run(const BenchServeOptions& options) {
   run_options.seed = options.seed;
   run_options.timeout_s = options.timeout_s;
   const bool terminal = isatty(fileno(stderr)) != 0;
-  run_options.progress = terminal ? ProgressLine::Mode::kInPlace
+  run_options.progress = terminal           ? ProgressLine::Mode::kInPlace
                          : options.progress ? ProgressLine::Mode::kLines
                                             : ProgressLine::Mode::kOff;
 
@@ -252,35 +255,55 @@ int run(const BenchServeOptions& options) {
 
 CommandRunner add_bench_serve_command(CLI::App& bench) {
   auto options = std::make_shared<BenchServeOptions>();
-  CLI::App* cmd = bench.add_subcommand("serve", "Serving benchmark against an OpenAI-compatible server (like vLLM's bench serve)");
+  CLI::App* cmd =
+      bench.add_subcommand("serve", "Serving benchmark against an OpenAI-compatible server (like vLLM's bench serve)");
   cmd->add_option("--base-url", options->base_url, "The server, http://HOST:PORT[/PREFIX]")->capture_default_str();
   cmd->add_option("--endpoint", options->endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
   cmd->add_option("--model", options->model, "Model name sent in requests (default: the first of GET /v1/models)");
   cmd->add_option("--api-key", options->api_key, "Sent as 'Authorization: Bearer KEY'");
-  cmd->add_option("--tokenizer-model", options->tokenizer_model,
-                  "GGUF file whose tokenizer builds the prompts; should be the served model (default: SmolLM2-135M-Instruct Q4_1)");
-  cmd->add_option("--dataset", options->dataset, "sharegpt-like (seeded lognormal lengths) or fixed (--input-len/--output-len)")
-      ->check(CLI::IsMember({"sharegpt-like", "fixed"}))->capture_default_str();
-  cmd->add_option("--num-prompts", options->num_prompts, "Requests to send")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  cmd->add_option("--input-len", options->input_len, "Prompt tokens per request (fixed)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  cmd->add_option("--output-len", options->output_len, "max_tokens per request (fixed)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option(
+      "--tokenizer-model", options->tokenizer_model,
+      "GGUF file whose tokenizer builds the prompts; should be the served model (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("--dataset", options->dataset,
+                  "sharegpt-like (seeded lognormal lengths) or fixed (--input-len/--output-len)")
+      ->check(CLI::IsMember({"sharegpt-like", "fixed"}))
+      ->capture_default_str();
+  cmd->add_option("--num-prompts", options->num_prompts, "Requests to send")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--input-len", options->input_len, "Prompt tokens per request (fixed)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--output-len", options->output_len, "max_tokens per request (fixed)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--scale", options->scale, "Multiplies sharegpt-like prompt and output lengths (means and caps)")
-      ->check(CLI::Range(0.01, 4.0))->capture_default_str();
+      ->check(CLI::Range(0.01, 4.0))
+      ->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of lengths, prompt texts and arrival times")->capture_default_str();
-  cmd->add_option("--request-rate", options->request_rate, "Requests per second, Poisson arrivals; inf: all at once")->capture_default_str();
+  cmd->add_option("--request-rate", options->request_rate, "Requests per second, Poisson arrivals; inf: all at once")
+      ->capture_default_str();
   cmd->add_option("--max-concurrency", options->max_concurrency, "Most requests in flight at once (0: no limit)")
-      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
-  cmd->add_option("--temperature", options->temperature, "Sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0))->capture_default_str();
-  cmd->add_flag("--ignore-eos", options->ignore_eos, "Send \"ignore_eos\": true, so that every request generates its max_tokens");
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--temperature", options->temperature, "Sampling temperature (0: greedy)")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  cmd->add_flag("--ignore-eos", options->ignore_eos,
+                "Send \"ignore_eos\": true, so that every request generates its max_tokens");
   cmd->add_flag("--eos-logit-bias", options->eos_logit_bias,
                 "Send logit_bias -100 on the tokenizer's end-of-generation ids, for servers without ignore_eos "
                 "(llama-cpp-python's); folio refuses logit_bias");
   cmd->add_option("--extra-body", options->extra_body, "JSON object merged into every request body");
-  cmd->add_option("--goodput", options->goodput, "Service-level objectives in ms: ttft:MS tpot:MS e2el:MS")->expected(1, 3);
+  cmd->add_option("--goodput", options->goodput, "Service-level objectives in ms: ttft:MS tpot:MS e2el:MS")
+      ->expected(1, 3);
   cmd->add_option("--json", options->json_path, "Write the results and every request's record to this file");
   cmd->add_option("--timeout", options->timeout_s, "Seconds a request may take, connect to last byte (0: no limit)")
-      ->check(CLI::Range(0.0, 1e7))->capture_default_str();
-  cmd->add_option("--num-warmups", options->num_warmups, "Untimed requests before the run")->check(CLI::Range(0, 1000))->capture_default_str();
+      ->check(CLI::Range(0.0, 1e7))
+      ->capture_default_str();
+  cmd->add_option("--num-warmups", options->num_warmups, "Untimed requests before the run")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   cmd->add_flag("--progress", options->progress, "Progress on stderr even when it is not a terminal");
   return [options] { return run(*options); };
 }

@@ -58,8 +58,12 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
   Exchange(net::io_context& io, http::request<http::string_body> request, double timeout_s, bool as_events,
            HttpClient::EventHandler on_event, HttpClient::DoneHandler done)
-      : stream_(io), request_(std::move(request)), timeout_s_(timeout_s), want_events_(as_events),
-        on_event_(std::move(on_event)), done_(std::move(done)) {
+      : stream_(io),
+        request_(std::move(request)),
+        timeout_s_(timeout_s),
+        want_events_(as_events),
+        on_event_(std::move(on_event)),
+        done_(std::move(done)) {
     if (timeout_s > 0.0) {
       deadline_ = HttpClient::Clock::now() +
                   std::chrono::duration_cast<HttpClient::Clock::duration>(std::chrono::duration<double>(timeout_s));
@@ -68,9 +72,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
   void start(const tcp::resolver::results_type& endpoints) {
     arm_deadline();
-    stream_.async_connect(endpoints, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
-      self->on_connect(ec);
-    });
+    stream_.async_connect(
+        endpoints, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) { self->on_connect(ec); });
   }
 
  private:
@@ -86,7 +89,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void on_connect(beast::error_code ec) {
     if (ec) return fail("connect", ec);
     arm_deadline();
-    http::async_write(stream_, request_, [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+    http::async_write(stream_, request_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
   }
 
   void on_write(beast::error_code ec) {
@@ -216,7 +220,8 @@ Expected<BaseUrl> parse_base_url(std::string_view url) {
   }
   if (parsed.host.empty()) return Status::error("base URL '" + original + "' names no host");
   if (!port.empty() || authority.find(':') != std::string_view::npos) {
-    if (!all_digits(port) || port.size() > 5 || std::stoi(std::string(port)) < 1 || std::stoi(std::string(port)) > 65535) {
+    if (!all_digits(port) || port.size() > 5 || std::stoi(std::string(port)) < 1 ||
+        std::stoi(std::string(port)) > 65535) {
       return Status::error("base URL '" + original + "' has a bad port '" + std::string(port) + "'");
     }
     parsed.port = std::string(port);
@@ -257,7 +262,8 @@ struct HttpClient::Impl {
       net::post(io, [done = std::move(done), error = targets.error()] { done(HttpOutcome{0, error, {}}); });
       return;
     }
-    auto exchange = std::make_shared<Exchange>(io, std::move(req), timeout_s, as_events, std::move(on_event), std::move(done));
+    auto exchange =
+        std::make_shared<Exchange>(io, std::move(req), timeout_s, as_events, std::move(on_event), std::move(done));
     exchange->start(*targets);
   }
 
@@ -267,11 +273,14 @@ struct HttpClient::Impl {
   std::optional<tcp::resolver::results_type> resolved;
 };
 
-HttpClient::HttpClient(BaseUrl url, std::string api_key) : impl_(std::make_unique<Impl>(std::move(url), std::move(api_key))) {}
+HttpClient::HttpClient(BaseUrl url, std::string api_key)
+    : impl_(std::make_unique<Impl>(std::move(url), std::move(api_key))) {}
 
 HttpClient::~HttpClient() = default;
 
-const BaseUrl& HttpClient::base_url() const { return impl_->url; }
+const BaseUrl& HttpClient::base_url() const {
+  return impl_->url;
+}
 
 void HttpClient::get(const std::string& path, double timeout_s, DoneHandler done) {
   impl_->start(impl_->request(http::verb::get, path), timeout_s, /*as_events=*/false, nullptr, std::move(done));

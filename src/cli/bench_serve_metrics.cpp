@@ -28,7 +28,7 @@ Expected<ServiceLevelObjectives> parse_service_level_objectives(const std::vecto
     if (used == 0 || used != value_text.size() || !std::isfinite(value) || value <= 0.0) {
       return Status::error("goodput target '" + spec + "' needs a positive number of milliseconds");
     }
-    std::optional<double>* target = name == "ttft" ? &slo.ttft_ms
+    std::optional<double>* target = name == "ttft"   ? &slo.ttft_ms
                                     : name == "tpot" ? &slo.tpot_ms
                                     : name == "e2el" ? &slo.e2el_ms
                                                      : nullptr;

@@ -29,12 +29,12 @@ enum class TokenCountSource {
 
 struct RequestRecord {
   bool success = false;
-  std::string error;                 // why it failed; empty on success
-  double sent_s = 0.0;               // when it was sent, from the start of the benchmark
-  double ttft_s = 0.0;               // time to the first content chunk
-  double e2e_s = 0.0;                // time to the end of the stream
-  std::vector<double> itls_s;        // gaps between consecutive content chunks
-  int32_t prompt_tokens = 0;         // the server's count when it reported usage, else ours
+  std::string error;           // why it failed; empty on success
+  double sent_s = 0.0;         // when it was sent, from the start of the benchmark
+  double ttft_s = 0.0;         // time to the first content chunk
+  double e2e_s = 0.0;          // time to the end of the stream
+  std::vector<double> itls_s;  // gaps between consecutive content chunks
+  int32_t prompt_tokens = 0;   // the server's count when it reported usage, else ours
   bool prompt_tokens_from_server = false;
   int32_t requested_output_tokens = 0;  // max_tokens
   int32_t output_tokens = 0;
@@ -83,9 +83,9 @@ struct ServeMetrics {
   int32_t num_prompt_counts_from_server = 0;
   int32_t num_output_counts_from_usage = 0;
   int32_t num_output_counts_from_chunks = 0;
-  double request_throughput = 0.0;       // successful requests / s
-  double output_token_throughput = 0.0;  // output tokens / s
-  double total_token_throughput = 0.0;   // (prompt + output tokens) / s
+  double request_throughput = 0.0;        // successful requests / s
+  double output_token_throughput = 0.0;   // output tokens / s
+  double total_token_throughput = 0.0;    // (prompt + output tokens) / s
   std::optional<double> request_goodput;  // requests meeting every SLO / s; only with SLOs
   int32_t num_good = 0;
   LatencyStats ttft;

@@ -35,7 +35,8 @@ std::optional<ApiKind> api_kind_of(std::string_view endpoint) {
   return std::nullopt;
 }
 
-std::string openai_request_body(ApiKind kind, const RequestFields& fields, const std::string& prompt, int32_t max_tokens) {
+std::string openai_request_body(ApiKind kind, const RequestFields& fields, const std::string& prompt,
+                                int32_t max_tokens) {
   json body = json::object();
   body["model"] = fields.model;
   if (kind == ApiKind::kChatCompletions) {
@@ -126,12 +127,13 @@ double OpenAiStreamRecorder::since_sent(Clock::time_point t) const {
   return std::chrono::duration<double>(t - sent_).count();
 }
 
-RequestRecord OpenAiStreamRecorder::finish(const HttpOutcome& outcome, Clock::time_point end, int32_t local_prompt_tokens,
-                                           int32_t max_tokens) const {
+RequestRecord OpenAiStreamRecorder::finish(const HttpOutcome& outcome, Clock::time_point end,
+                                           int32_t local_prompt_tokens, int32_t max_tokens) const {
   RequestRecord r;
   r.requested_output_tokens = max_tokens;
   if (!outcome.error.empty()) {
-    r.error = outcome.status != 0 ? "HTTP " + std::to_string(outcome.status) + ", then " + outcome.error : outcome.error;
+    r.error =
+        outcome.status != 0 ? "HTTP " + std::to_string(outcome.status) + ", then " + outcome.error : outcome.error;
   } else if (outcome.status < 200 || outcome.status >= 300) {
     r.error = describe_http_error(outcome.status, outcome.body);
   } else if (!stream_error_.empty()) {

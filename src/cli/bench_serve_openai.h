@@ -39,7 +39,8 @@ struct RequestFields {
 
 // Always streamed, with stream_options.include_usage so that servers that can report the
 // token counts they used.
-std::string openai_request_body(ApiKind kind, const RequestFields& fields, const std::string& prompt, int32_t max_tokens);
+std::string openai_request_body(ApiKind kind, const RequestFields& fields, const std::string& prompt,
+                                int32_t max_tokens);
 
 // The message of an OpenAI ({"error": {"message"}}) or FastAPI ({"detail"}) error body,
 // prefixed by the status, or the start of the body when it is neither.

@@ -13,7 +13,8 @@ void ProgressLine::update(int32_t completed, int32_t failed, double elapsed_s) {
   }
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(static_cast<int64_t>(completed) * kWidth / total_);
-  const std::string bar = std::string(static_cast<size_t>(filled), '#') + std::string(static_cast<size_t>(kWidth - filled), '.');
+  const std::string bar =
+      std::string(static_cast<size_t>(filled), '#') + std::string(static_cast<size_t>(kWidth - filled), '.');
   const double rate = elapsed_s > 0.0 ? completed / elapsed_s : 0.0;
   const std::string failures = failed > 0 ? ", " + std::to_string(failed) + " failed" : "";
   // In place: carriage return, then clear what a longer earlier line left behind.

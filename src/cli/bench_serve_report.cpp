@@ -36,7 +36,9 @@ void latency_block(std::FILE* out, const std::string& title, const std::string& 
   row(out, "P99 " + name + " (ms)", number(s.p99_ms));
 }
 
-std::string rate_text(double rate) { return std::isinf(rate) ? "inf (all at once)" : number(rate) + " (Poisson arrivals)"; }
+std::string rate_text(double rate) {
+  return std::isinf(rate) ? "inf (all at once)" : number(rate) + " (Poisson arrivals)";
+}
 
 std::string slo_text(const ServiceLevelObjectives& slo) {
   std::string text;
@@ -63,7 +65,9 @@ json latency_json(const LatencyStats& s) {
               {"p99_ms", s.p99_ms},   {"std_ms", s.std_ms},       {"count", s.count}};
 }
 
-json optional_json(const std::optional<double>& value) { return value ? json(*value) : json(nullptr); }
+json optional_json(const std::optional<double>& value) {
+  return value ? json(*value) : json(nullptr);
+}
 
 }  // namespace
 
@@ -72,19 +76,19 @@ void print_serve_report(std::FILE* out, const ServeRunSetup& setup, const ServeM
   rule(out, "Serving Benchmark Result", '=');
   row(out, "Endpoint", setup.base_url + setup.endpoint);
   row(out, "Model", setup.model);
-  row(out, "Dataset", setup.dataset + ", " + std::to_string(setup.num_prompts) + " prompts" +
-                          (setup.ignore_eos ? ", ignore_eos" : "") +
-                          (setup.num_banned_tokens > 0 ? ", " + std::to_string(setup.num_banned_tokens) + " EOS ids biased -100" : ""));
+  row(out, "Dataset",
+      setup.dataset + ", " + std::to_string(setup.num_prompts) + " prompts" + (setup.ignore_eos ? ", ignore_eos" : "") +
+          (setup.num_banned_tokens > 0 ? ", " + std::to_string(setup.num_banned_tokens) + " EOS ids biased -100" : ""));
   row(out, "Request rate (req/s)", rate_text(setup.request_rate));
   row(out, "Maximum request concurrency",
-      (setup.max_concurrency > 0 ? std::to_string(setup.max_concurrency) : std::string("none")) +
-          " (peak in flight " + std::to_string(setup.peak_in_flight) + ")");
+      (setup.max_concurrency > 0 ? std::to_string(setup.max_concurrency) : std::string("none")) + " (peak in flight " +
+          std::to_string(setup.peak_in_flight) + ")");
   row(out, "Successful requests", std::to_string(m.num_succeeded));
   row(out, "Failed requests", std::to_string(m.num_failed));
   row(out, "Benchmark duration (s)", number(m.duration_s));
-  row(out, "Total input tokens", std::to_string(m.total_prompt_tokens) + " (server's count for " +
-                                     std::to_string(m.num_prompt_counts_from_server) + " of " +
-                                     std::to_string(m.num_succeeded) + ")");
+  row(out, "Total input tokens",
+      std::to_string(m.total_prompt_tokens) + " (server's count for " +
+          std::to_string(m.num_prompt_counts_from_server) + " of " + std::to_string(m.num_succeeded) + ")");
   row(out, "Mean input tokens per request",
       number(m.num_succeeded > 0 ? static_cast<double>(m.total_prompt_tokens) / m.num_succeeded : 0.0, 1));
   std::string counted = "asked " + std::to_string(m.total_requested_output_tokens) + "; counted by ";
@@ -95,8 +99,8 @@ void print_serve_report(std::FILE* out, const ServeRunSetup& setup, const ServeM
   row(out, "Output token throughput (tok/s)", number(m.output_token_throughput));
   row(out, "Total token throughput (tok/s)", number(m.total_token_throughput));
   if (m.request_goodput) {
-    row(out, "Request goodput (req/s)", number(*m.request_goodput) + " (" + std::to_string(m.num_good) + " met " +
-                                            slo_text(setup.slo) + ")");
+    row(out, "Request goodput (req/s)",
+        number(*m.request_goodput) + " (" + std::to_string(m.num_good) + " met " + slo_text(setup.slo) + ")");
   }
   latency_block(out, "Time to First Token", "TTFT", m.ttft);
   latency_block(out, "Time per Output Token (excl. 1st token)", "TPOT", m.tpot);
@@ -130,7 +134,8 @@ json serve_report_json(const ServeRunSetup& setup, const ServeMetrics& m, const 
                             {"ttft_ms", r.ttft_s * 1e3},
                             {"tpot_ms", r.tpot_s() * 1e3},
                             {"e2el_ms", r.e2e_s * 1e3},
-                            {"itls_ms", [&] {
+                            {"itls_ms",
+                             [&] {
                                json itls = json::array();
                                for (const double s : r.itls_s) itls.push_back(s * 1e3);
                                return itls;
@@ -163,8 +168,8 @@ json serve_report_json(const ServeRunSetup& setup, const ServeMetrics& m, const 
       {"total_output_tokens", m.total_output_tokens},
       {"total_requested_output_tokens", m.total_requested_output_tokens},
       {"input_token_counts_from_server", m.num_prompt_counts_from_server},
-      {"output_token_counts", json{{"usage", m.num_output_counts_from_usage},
-                                   {"chunks", m.num_output_counts_from_chunks}}},
+      {"output_token_counts",
+       json{{"usage", m.num_output_counts_from_usage}, {"chunks", m.num_output_counts_from_chunks}}},
       {"request_throughput", m.request_throughput},
       {"output_throughput", m.output_token_throughput},
       {"total_token_throughput", m.total_token_throughput},

@@ -10,12 +10,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 class ServeRun {
  public:
   ServeRun(HttpClient& client, const std::vector<ServeBenchRequest>& requests, const ServeRunOptions& options)
-      : client_(client), requests_(requests), options_(options),
+      : client_(client),
+        requests_(requests),
+        options_(options),
         progress_(options.progress, static_cast<int32_t>(requests.size())) {
     result_.records.resize(requests.size());
   }

@@ -36,7 +36,8 @@ void SseParser::take_line(std::vector<std::string>& events) {
     const size_t colon = line_.find(':');
     const std::string_view field = std::string_view(line_).substr(0, colon);
     if (field == "data") {
-      std::string_view value = colon == std::string::npos ? std::string_view() : std::string_view(line_).substr(colon + 1);
+      std::string_view value =
+          colon == std::string::npos ? std::string_view() : std::string_view(line_).substr(colon + 1);
       if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
       if (has_data_) data_.push_back('\n');
       data_.append(value);

@@ -26,10 +26,10 @@ class SseParser {
  private:
   void take_line(std::vector<std::string>& events);
 
-  std::string line_;               // the current line, without its terminator
-  std::string data_;               // the current event's data lines, joined
-  bool has_data_ = false;          // an empty "data:" still makes an event
-  bool skip_line_feed_ = false;    // the previous byte was CR: a following LF belongs to it
+  std::string line_;             // the current line, without its terminator
+  std::string data_;             // the current event's data lines, joined
+  bool has_data_ = false;        // an empty "data:" still makes an event
+  bool skip_line_feed_ = false;  // the previous byte was CR: a following LF belongs to it
 };
 
 }  // namespace folio::cli

@@ -53,8 +53,7 @@ int32_t draw_length(std::mt19937_64& rng, double mean, double sigma, int32_t lo,
 }  // namespace
 
 std::vector<WorkloadRequest> make_mixed_length_workload(const MixedLengthShape& shape,
-                                                        const std::vector<int32_t>& corpus,
-                                                        int32_t vocab_size) {
+                                                        const std::vector<int32_t>& corpus, int32_t vocab_size) {
   std::mt19937_64 rng(shape.seed);
   PromptSource source(corpus, vocab_size, rng);
   const auto scaled = [&](int32_t n) { return static_cast<int32_t>(std::lround(n * shape.scale)); };
@@ -63,16 +62,15 @@ std::vector<WorkloadRequest> make_mixed_length_workload(const MixedLengthShape& 
     // Both lengths drawn before the slice, so that the lengths do not depend on the corpus.
     const int32_t prompt_len = draw_length(rng, shape.mean_prompt_tokens * shape.scale, shape.prompt_sigma,
                                            shape.min_tokens, scaled(shape.max_prompt_tokens));
-    r.max_tokens = draw_length(rng, shape.mean_output_tokens * shape.scale, shape.output_sigma,
-                               shape.min_tokens, scaled(shape.max_output_tokens));
+    r.max_tokens = draw_length(rng, shape.mean_output_tokens * shape.scale, shape.output_sigma, shape.min_tokens,
+                               scaled(shape.max_output_tokens));
     r.prompt = source.take(prompt_len);
   }
   return requests;
 }
 
 std::vector<WorkloadRequest> make_shared_prefix_workload(const SharedPrefixShape& shape,
-                                                         const std::vector<int32_t>& corpus,
-                                                         int32_t vocab_size) {
+                                                         const std::vector<int32_t>& corpus, int32_t vocab_size) {
   std::mt19937_64 rng(shape.seed);
   std::vector<int32_t> system_prompt;
   if (corpus.size() > static_cast<size_t>(shape.prefix_tokens)) {

@@ -42,11 +42,9 @@ struct SharedPrefixShape {
 // corpus: token ids to slice prompts from; empty means random ids below vocab_size. Slices
 // start at distinct offsets, so that no two prompts share a cached block by accident.
 std::vector<WorkloadRequest> make_mixed_length_workload(const MixedLengthShape& shape,
-                                                        const std::vector<int32_t>& corpus,
-                                                        int32_t vocab_size);
+                                                        const std::vector<int32_t>& corpus, int32_t vocab_size);
 // The system prompt is the corpus's first prefix_tokens; each question a slice from after it.
 std::vector<WorkloadRequest> make_shared_prefix_workload(const SharedPrefixShape& shape,
-                                                         const std::vector<int32_t>& corpus,
-                                                         int32_t vocab_size);
+                                                         const std::vector<int32_t>& corpus, int32_t vocab_size);
 
 }  // namespace folio::cli

@@ -17,10 +17,14 @@ const CLI::Validator kByteSize(
 void add_device_options(CLI::App& cmd, DeviceOptions& options) {
   const char* group = "Device";
   cmd.add_option("--device", options.device, "Where the model runs: cpu | cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str()->group(group);
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str()
+      ->group(group);
   cmd.add_option("--gpu-memory-utilization", options.gpu_memory_utilization,
                  "With --device cuda: fraction of GPU memory for weights, activations and KV cache")
-      ->check(CLI::Range(0.05, 1.0))->capture_default_str()->group(group);
+      ->check(CLI::Range(0.05, 1.0))
+      ->capture_default_str()
+      ->group(group);
   cmd.add_flag("--no-cuda-graphs", options.no_cuda_graphs, "With --device cuda: run decode steps eagerly")
       ->group(group);
   cmd.add_flag("--batch-invariant", options.batch_invariant,
@@ -33,31 +37,42 @@ void add_device_options(CLI::App& cmd, DeviceOptions& options) {
 
 void add_engine_options(CLI::App& cmd, EngineOptions& options) {
   const char* group = "Engine";
-  options.kv_cache_memory_option =
-      cmd.add_option("--kv-cache-memory", options.kv_cache_memory,
-                     "KV cache pool, bytes or with K/M/G suffix (binary units)")
-          ->check(kByteSize)->capture_default_str()->group(group);
+  options.kv_cache_memory_option = cmd.add_option("--kv-cache-memory", options.kv_cache_memory,
+                                                  "KV cache pool, bytes or with K/M/G suffix (binary units)")
+                                       ->check(kByteSize)
+                                       ->capture_default_str()
+                                       ->group(group);
   cmd.add_option("--block-size", options.block_size, "Tokens per KV block")
-      ->check(CLI::Range(1, 1024))->capture_default_str()->group(group);
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str()
+      ->group(group);
   options.max_num_batched_tokens_option =
       cmd.add_option("--max-num-batched-tokens", options.max_num_batched_tokens,
                      "Token budget of one forward pass (default 512; 8192 with --device cuda)")
-          ->check(CLI::Range(1, 1 << 20))->group(group);
+          ->check(CLI::Range(1, 1 << 20))
+          ->group(group);
   cmd.add_option("--max-num-seqs", options.max_num_seqs, "Requests running at once")
-      ->check(CLI::Range(1, 1 << 16))->capture_default_str()->group(group);
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str()
+      ->group(group);
   cmd.add_flag("--no-prefix-cache", options.no_prefix_cache, "Turn automatic prefix caching off")->group(group);
   cmd.add_option("--swap-space", options.swap_space_gib, "Host KV pool for preemption by swap, GiB")
-      ->check(CLI::Range(0.0, 1024.0))->capture_default_str()->group(group);
+      ->check(CLI::Range(0.0, 1024.0))
+      ->capture_default_str()
+      ->group(group);
   cmd.add_option("--preemption", options.preemption, "What a preempted request loses: recompute | swap")
-      ->check(CLI::IsMember({"recompute", "swap"}))->capture_default_str()->group(group);
+      ->check(CLI::IsMember({"recompute", "swap"}))
+      ->capture_default_str()
+      ->group(group);
   add_device_options(cmd, options.device);
 }
 
 Status check_device(const DeviceOptions& options) {
 #ifndef FOLIO_HAS_CUDA
   if (options.device == "cuda") {
-    return Status::error("--device cuda: this folio was built without CUDA (configure with nvcc "
-                         "present, or -DFOLIO_CUDA=ON)");
+    return Status::error(
+        "--device cuda: this folio was built without CUDA (configure with nvcc "
+        "present, or -DFOLIO_CUDA=ON)");
   }
 #else
   (void)options;
@@ -80,8 +95,7 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t ma
   config.scheduler.max_num_batched_tokens =
       options.device.device == "cuda" && !tokens_given ? kCudaBatchedTokens : options.max_num_batched_tokens;
   config.scheduler.max_num_seqs = options.max_num_seqs;
-  config.scheduler.preemption_mode =
-      options.preemption == "swap" ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
+  config.scheduler.preemption_mode = options.preemption == "swap" ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
   return config;
 }
 

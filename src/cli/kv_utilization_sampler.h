@@ -14,9 +14,9 @@
 namespace folio::cli {
 
 struct KvUtilizationFigures {
-  Spread paged;                    // per step, over steps with any block in use
-  Spread contiguous_request;       // tokens held / sum(prompt + max_tokens) of requests in the pool
-  Spread contiguous_max_len;       // tokens held / (requests in the pool * max_model_len)
+  Spread paged;               // per step, over steps with any block in use
+  Spread contiguous_request;  // tokens held / sum(prompt + max_tokens) of requests in the pool
+  Spread contiguous_max_len;  // tokens held / (requests in the pool * max_model_len)
   int32_t max_requests_in_pool = 0;
   int32_t max_used_blocks = 0;
   int32_t num_samples = 0;

@@ -22,7 +22,9 @@ std::string models_dir() {
   return std::string(home != nullptr ? home : ".") + "/.cache/folio/models";
 }
 
-std::string default_model_path() { return models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf"; }
+std::string default_model_path() {
+  return models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
 
 Expected<ModelSession> open_model_session(const std::string& path, int num_threads, bool quiet) {
   const std::string model_path = path.empty() ? default_model_path() : path;
@@ -69,7 +71,8 @@ Expected<ModelSession> open_model_session(const std::string& path, int num_threa
 
 Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const ExecutorRequest& request, bool quiet) {
   if (request.device != "cuda") {
-    return std::unique_ptr<Executor>(std::make_unique<cpu::CpuExecutor>(*session.weights, *session.backend, request.kv));
+    return std::unique_ptr<Executor>(
+        std::make_unique<cpu::CpuExecutor>(*session.weights, *session.backend, request.kv));
   }
 #ifdef FOLIO_HAS_CUDA
   cuda::CudaExecutorOptions options;
@@ -93,8 +96,8 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
 #endif
 }
 
-int open_serving_session(const char* command, const std::string& model_path, int num_threads, int context,
-                         bool quiet, const EngineOptions& options, ServingSession& out) {
+int open_serving_session(const char* command, const std::string& model_path, int num_threads, int context, bool quiet,
+                         const EngineOptions& options, ServingSession& out) {
   Expected<EngineConfig> config = to_engine_config(options, context);
   if (!config) {
     std::fprintf(stderr, "folio %s: %s\n", command, config.error().c_str());
@@ -107,7 +110,8 @@ int open_serving_session(const char* command, const std::string& model_path, int
     return 1;
   }
   out.model = std::move(session).value();
-  Expected<std::unique_ptr<Executor>> executor = make_executor(out.model, to_executor_request(options, out.config), quiet);
+  Expected<std::unique_ptr<Executor>> executor =
+      make_executor(out.model, to_executor_request(options, out.config), quiet);
   if (!executor) {
     std::fprintf(stderr, "folio %s: %s\n", command, executor.error().c_str());
     return 1;

@@ -63,7 +63,7 @@ struct ServingSession {
 // Builds the serving session from the command's options (context 0: the model's). Returns 0,
 // or prints "folio <command>: <what went wrong>" and returns the exit code: 2 for options that
 // do not fit together, 1 when the model or the device fails.
-int open_serving_session(const char* command, const std::string& model_path, int num_threads, int context,
-                         bool quiet, const EngineOptions& options, ServingSession& out);
+int open_serving_session(const char* command, const std::string& model_path, int num_threads, int context, bool quiet,
+                         const EngineOptions& options, ServingSession& out);
 
 }  // namespace folio::cli

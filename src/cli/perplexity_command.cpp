@@ -88,8 +88,7 @@ int run(const PerplexityOptions& options) {
     return 2;
   }
   std::printf("perplexity: %.4f over %lld scored tokens (ctx %d, %lld chunks)\n", result->perplexity,
-              static_cast<long long>(result->scored_tokens), options.context,
-              static_cast<long long>(result->chunks));
+              static_cast<long long>(result->scored_tokens), options.context, static_cast<long long>(result->chunks));
   return 0;
 }
 
@@ -102,7 +101,8 @@ CommandRunner add_perplexity_command(CLI::App& app) {
   cmd->add_option("-f,--file", options->text_file, "Text file")->required();
   cmd->add_option("-c,--ctx", options->context, "Context size per chunk")->check(CLI::Range(4, 1 << 20));
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--chunks", options->max_chunks, "Evaluate at most this many chunks (0: all)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--chunks", options->max_chunks, "Evaluate at most this many chunks (0: all)")
+      ->check(CLI::Range(0, 1 << 30));
   add_device_options(*cmd, options->device);
   return [options] { return run(*options); };
 }

@@ -85,16 +85,17 @@ RequestParams request_params(const RunOptions& options) {
   return params;
 }
 
-void write(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+void write(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+}
 
 // The streaming line of a single prompt, as before the engine: prefill speed from the time to
 // first token, decode speed over the tokens after it.
 void print_single_summary(const RequestTiming& t) {
   const double ttft = t.time_to_first_token_s();
   const double tpot = t.time_per_output_token_s();
-  std::fprintf(stderr, "prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s\n",
-               t.num_prompt_tokens, ttft > 0 ? t.num_prompt_tokens / ttft : 0.0, t.num_output_tokens,
-               tpot > 0 ? 1.0 / tpot : 0.0);
+  std::fprintf(stderr, "prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s\n", t.num_prompt_tokens,
+               ttft > 0 ? t.num_prompt_tokens / ttft : 0.0, t.num_output_tokens, tpot > 0 ? 1.0 / tpot : 0.0);
 }
 
 void print_batch_summary(const std::vector<RequestTiming>& timings, double seconds, const EngineMetrics& m) {
@@ -110,10 +111,9 @@ void print_batch_summary(const std::vector<RequestTiming>& timings, double secon
                "requests: %zu | prompt tokens: %lld | output tokens: %lld | time: %.2f s | "
                "output: %.1f tok/s | mean TTFT: %.3f s | mean TPOT: %.1f ms | preemptions: %lld | "
                "prefix-cache hits: %.1f%%\n",
-               timings.size(), static_cast<long long>(prompt_tokens), static_cast<long long>(output_tokens),
-               seconds, seconds > 0 ? output_tokens / seconds : 0.0, spread_of(ttft).mean,
-               spread_of(tpot).mean * 1e3, static_cast<long long>(m.num_preemptions),
-               100.0 * m.kv.prefix_cache.token_hit_rate());
+               timings.size(), static_cast<long long>(prompt_tokens), static_cast<long long>(output_tokens), seconds,
+               seconds > 0 ? output_tokens / seconds : 0.0, spread_of(ttft).mean, spread_of(tpot).mean * 1e3,
+               static_cast<long long>(m.num_preemptions), 100.0 * m.kv.prefix_cache.token_hit_rate());
 }
 
 int run(RunOptions options) {
@@ -153,8 +153,8 @@ int run(RunOptions options) {
   const auto start = SteadyClock::now();
   for (size_t i = 0; i < options.prompts.size(); ++i) {
     Expected<std::vector<int32_t>> tokens = encode_prompt(*session, options, options.prompts[i]);
-    Expected<RequestId> id = tokens ? engine.add_request(std::move(tokens).value(), params)
-                                    : Expected<RequestId>(tokens.status());
+    Expected<RequestId> id =
+        tokens ? engine.add_request(std::move(tokens).value(), params) : Expected<RequestId>(tokens.status());
     if (!id) {
       std::fprintf(stderr, "folio run: prompt %zu: %s\n", i, id.error().c_str());
       return 2;
@@ -208,21 +208,28 @@ CommandRunner add_run_command(CLI::App& app) {
   cmd->add_option("-p,--prompt", options->prompts, "Prompt text; repeat for several")->allow_extra_args(false);
   cmd->add_option("-f,--file", options->prompt_file, "Prompts, one per line (empty lines skipped)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("-n,--max-tokens", options->max_tokens, "Tokens to generate per prompt")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--temp,--temperature", options->temperature, "Sampling temperature (0 = greedy)")->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("-n,--max-tokens", options->max_tokens, "Tokens to generate per prompt")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--temp,--temperature", options->temperature, "Sampling temperature (0 = greedy)")
+      ->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--top-k", options->top_k, "Top-k (<= 0: off)");
   cmd->add_option("--top-p", options->top_p, "Top-p (nucleus)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--min-p", options->min_p, "Min-p")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--repeat-penalty", options->repetition_penalty, "Repetition penalty")->check(CLI::Range(0.0f, 10.0f));
+  cmd->add_option("--repeat-penalty", options->repetition_penalty, "Repetition penalty")
+      ->check(CLI::Range(0.0f, 10.0f));
   cmd->add_option("--seed", options->seed, "Random seed (-1: random); every prompt gets the same one");
   cmd->add_flag("--chat", options->chat, "Apply the model's chat template to every prompt");
   cmd->add_option("--system", options->system_prompt, "System prompt (with --chat)");
-  cmd->add_option("--num-samples", options->num_samples, "Parallel samples per prompt (one prefill, forked)")->check(CLI::Range(1, 256));
-  cmd->add_option("--beam-width", options->beam_width, "Beam search with this many beams (1: off)")->check(CLI::Range(1, 64));
-  cmd->add_option("--length-penalty", options->length_penalty, "Beam score = logprob / length^penalty")->check(CLI::Range(-10.0f, 10.0f));
+  cmd->add_option("--num-samples", options->num_samples, "Parallel samples per prompt (one prefill, forked)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--beam-width", options->beam_width, "Beam search with this many beams (1: off)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--length-penalty", options->length_penalty, "Beam score = logprob / length^penalty")
+      ->check(CLI::Range(-10.0f, 10.0f));
   cmd->add_flag("--early-stopping", options->early_stopping, "Beam search stops once beam-width hypotheses ended");
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
-  cmd->add_option("-c,--ctx-size", options->context, "Context size per request (0: the model's)")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-c,--ctx-size", options->context, "Context size per request (0: the model's)")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("-q,--quiet", options->quiet, "No progress or timing lines on stderr");
   add_engine_options(*cmd, options->engine);
   // Checked while parsing, so that a missing prompt gets the usage message like any bad option.

@@ -93,8 +93,8 @@ int serve(const ServeOptions& options) {
   }
   context.model = std::move(info).value();
   context.api_key = options.api_key;
-  context.created = std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::system_clock::now().time_since_epoch()).count();
+  context.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 
   server::HttpLimits limits;
   limits.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
@@ -104,9 +104,8 @@ int serve(const ServeOptions& options) {
     return 1;
   }
   worker.start();
-  std::fprintf(stderr, "folio serve: serving '%s' on http://%s:%u (context %d tokens)\n",
-               context.model.name.c_str(), options.host.c_str(), static_cast<unsigned>(http.port()),
-               context.model.context_tokens);
+  std::fprintf(stderr, "folio serve: serving '%s' on http://%s:%u (context %d tokens)\n", context.model.name.c_str(),
+               options.host.c_str(), static_cast<unsigned>(http.port()), context.model.context_tokens);
   std::fflush(stderr);
   http.run(options.http_threads, [&worker] { worker.stop(); });
   // The io threads are done; stop() again is a no-op unless stop came another way.
@@ -122,17 +121,24 @@ CommandRunner add_serve_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
   cmd->add_option("-m,--model", options->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
   cmd->add_option("--host", options->host, "IP address to listen on")->capture_default_str();
-  cmd->add_option("--port", options->port, "TCP port (0: any free one)")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--port", options->port, "TCP port (0: any free one)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   cmd->add_option("--api-key", options->api_key, "Require 'Authorization: Bearer KEY' on the API");
-  cmd->add_option("--served-model-name", options->served_model_name, "The model's name in the API (default: the file's)");
+  cmd->add_option("--served-model-name", options->served_model_name,
+                  "The model's name in the API (default: the file's)");
   cmd->add_option("-t,--threads", options->threads, "CPU threads for the model (0: all)")->check(CLI::Range(0, 1024));
-  cmd->add_option("-c,--ctx-size", options->context, "Context size per request (0: the model's)")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-c,--ctx-size", options->context, "Context size per request (0: the model's)")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--http-threads", options->http_threads, "Threads running the HTTP connections")
-      ->check(CLI::Range(1, 64))->capture_default_str();
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--max-body-bytes", options->max_body_bytes, "Largest request body; larger ones get 413")
-      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30))->capture_default_str();
-  cmd->add_option("--max-queue", options->max_queue,
-                  "Most requests waiting to run; more get 503 (0: no limit)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--max-queue", options->max_queue, "Most requests waiting to run; more get 503 (0: no limit)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
   cmd->add_option("--chat-template", options->chat_template_file,
                   "A Jinja chat template file to use instead of the model's");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress lines on stderr");

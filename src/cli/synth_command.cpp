@@ -1,8 +1,8 @@
 // `folio synth`: writes a random-weight GGUF of a real model's shape (model/synth_model.h), for
 // benchmarks and GPU checks that need an 8B-sized model and no download.
 #include <chrono>
-#include <memory>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "cli/commands.h"
@@ -41,8 +41,8 @@ int run_synth(const SynthCommandOptions& options) {
     if (options.quiet || percent / 5 == last_percent / 5) return;
     last_percent = percent;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "synth %s: %3d%% (%.2f of %.2f GB, %.0f MB/s)\n", options.output.c_str(), percent,
-                 done / 1e9, total / 1e9, seconds > 0 ? done / 1e6 / seconds : 0.0);
+    std::fprintf(stderr, "synth %s: %3d%% (%.2f of %.2f GB, %.0f MB/s)\n", options.output.c_str(), percent, done / 1e9,
+                 total / 1e9, seconds > 0 ? done / 1e6 / seconds : 0.0);
     std::fflush(stderr);
   };
   if (Status s = write_synth_model(*config, synth, options.output, progress); !s) {
@@ -51,8 +51,8 @@ int run_synth(const SynthCommandOptions& options) {
   }
   if (!options.quiet) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "synth: wrote %s (%s, %s) in %.1f s\n", options.output.c_str(),
-                 options.config.c_str(), options.dtype.c_str(), seconds);
+    std::fprintf(stderr, "synth: wrote %s (%s, %s) in %.1f s\n", options.output.c_str(), options.config.c_str(),
+                 options.dtype.c_str(), seconds);
   }
   return 0;
 }
@@ -63,14 +63,15 @@ CommandRunner add_synth_command(CLI::App& app) {
   auto options = std::make_shared<SynthCommandOptions>();
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight GGUF model of a known shape");
   std::vector<std::string> configs = synth_config_names();
-  cmd->add_option("--config", options->config, "Model shape")
-      ->check(CLI::IsMember(configs))->capture_default_str();
+  cmd->add_option("--config", options->config, "Model shape")->check(CLI::IsMember(configs))->capture_default_str();
   cmd->add_option("--dtype", options->dtype, "Type of the 2-D weights")
-      ->check(CLI::IsMember({"bf16", "f16", "f32", "q8_0"}))->capture_default_str();
+      ->check(CLI::IsMember({"bf16", "f16", "f32", "q8_0"}))
+      ->capture_default_str();
   cmd->add_option("-o,--output", options->output, "Output GGUF file")->required();
   cmd->add_option("--seed", options->seed, "Random seed")->capture_default_str();
   cmd->add_option("--layers", options->layers, "Number of layers (0: the config's)")
-      ->check(CLI::Range(0, 1024))->capture_default_str();
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   cmd->add_flag("-q,--quiet", options->quiet, "No progress on stderr");
   return [options] { return run_synth(*options); };
 }

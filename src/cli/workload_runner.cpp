@@ -28,8 +28,7 @@ int64_t reserved_tokens_in_pool(const std::vector<WorkloadRequest>& requests, co
 
 }  // namespace
 
-Expected<WorkloadResult> run_workload(Engine& engine, const std::vector<WorkloadRequest>& requests,
-                                      ServingMode mode) {
+Expected<WorkloadResult> run_workload(Engine& engine, const std::vector<WorkloadRequest>& requests, ServingMode mode) {
   RequestParams params;
   params.sampling.temperature = 0.0f;
   params.ignore_eos = true;
@@ -54,7 +53,8 @@ Expected<WorkloadResult> run_workload(Engine& engine, const std::vector<Workload
   const EngineMetrics before = engine.metrics();
   WorkloadResult result;
   const auto start = SteadyClock::now();
-  const size_t initial = mode == ServingMode::kContinuousBatching ? requests.size() : std::min<size_t>(1, requests.size());
+  const size_t initial =
+      mode == ServingMode::kContinuousBatching ? requests.size() : std::min<size_t>(1, requests.size());
   for (size_t i = 0; i < initial; ++i) {
     if (Status s = submit(i); !s) return s;
   }
@@ -91,7 +91,8 @@ Expected<WorkloadResult> run_workload(Engine& engine, const std::vector<Workload
   const PrefixCacheStats& p0 = before.kv.prefix_cache;
   const PrefixCacheStats& p1 = after.kv.prefix_cache;
   const int64_t queried = p1.num_query_tokens - p0.num_query_tokens;
-  result.prefix_cache_hit_rate = queried > 0 ? static_cast<double>(p1.num_hit_tokens - p0.num_hit_tokens) / queried : 0.0;
+  result.prefix_cache_hit_rate =
+      queried > 0 ? static_cast<double>(p1.num_hit_tokens - p0.num_hit_tokens) / queried : 0.0;
   result.kv = kv_sampler.figures();
   return result;
 }

@@ -34,7 +34,6 @@ struct WorkloadResult {
 };
 
 // engine should be fresh: a warm prefix cache from an earlier run would skew the figures.
-Expected<WorkloadResult> run_workload(Engine& engine, const std::vector<WorkloadRequest>& requests,
-                                      ServingMode mode);
+Expected<WorkloadResult> run_workload(Engine& engine, const std::vector<WorkloadRequest>& requests, ServingMode mode);
 
 }  // namespace folio::cli

@@ -41,7 +41,9 @@ const DTypeInfo& dtype_info(DType type) {
   return kTypes[0];
 }
 
-std::string_view dtype_name(DType type) { return dtype_info(type).name; }
+std::string_view dtype_name(DType type) {
+  return dtype_info(type).name;
+}
 
 size_t row_bytes(DType type, int64_t elems) {
   const DTypeInfo& info = dtype_info(type);

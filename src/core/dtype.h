@@ -30,8 +30,8 @@ enum class DType : uint32_t {
 struct DTypeInfo {
   DType type;
   std::string_view name;
-  int64_t block_elems;   // elements per block (1 for plain floats)
-  size_t block_bytes;    // bytes per block
+  int64_t block_elems;  // elements per block (1 for plain floats)
+  size_t block_bytes;   // bytes per block
 };
 
 // Info for a GGUF type id, or nullopt for ids folio does not know (or cannot compute with).

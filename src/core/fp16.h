@@ -37,7 +37,7 @@ inline uint16_t fp32_to_fp16(float f) {
   const uint32_t bits = fp32_to_bits(f);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t abs_bits = bits & 0x7fffffffu;
-  if (abs_bits > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs_bits > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs_bits >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
   if (abs_bits < 0x38800000u) {
     // Result is subnormal or zero: round abs / 2^-24 to nearest even integer.
@@ -54,7 +54,9 @@ inline uint16_t fp32_to_fp16(float f) {
   return static_cast<uint16_t>(sign | (rounded >> 13));
 }
 
-inline float bf16_to_fp32(uint16_t b) { return fp32_from_bits(static_cast<uint32_t>(b) << 16); }
+inline float bf16_to_fp32(uint16_t b) {
+  return fp32_from_bits(static_cast<uint32_t>(b) << 16);
+}
 
 inline uint16_t fp32_to_bf16(float f) {
   uint32_t bits = fp32_to_bits(f);

@@ -28,7 +28,7 @@ class Status {
 template <typename T>
 class Expected {
  public:
-  Expected(T value) : state_(std::move(value)) {}  // NOLINT: implicit by design
+  Expected(T value) : state_(std::move(value)) {}        // NOLINT: implicit by design
   Expected(Status status) : state_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(state_).is_ok() && "Expected built from an ok Status");
   }
@@ -36,9 +36,18 @@ class Expected {
   bool has_value() const { return std::holds_alternative<T>(state_); }
   explicit operator bool() const { return has_value(); }
 
-  T& value() & { assert(has_value()); return std::get<T>(state_); }
-  const T& value() const& { assert(has_value()); return std::get<T>(state_); }
-  T&& value() && { assert(has_value()); return std::get<T>(std::move(state_)); }
+  T& value() & {
+    assert(has_value());
+    return std::get<T>(state_);
+  }
+  const T& value() const& {
+    assert(has_value());
+    return std::get<T>(state_);
+  }
+  T&& value() && {
+    assert(has_value());
+    return std::get<T>(std::move(state_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }

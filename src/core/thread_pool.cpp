@@ -37,8 +37,7 @@ void ThreadPool::run_chunk(int index) {
   if (begin < end) (*job_)(index, begin, end);
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn,
-                              int64_t grain) {
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   if (workers_.empty() || n <= grain) {

@@ -29,8 +29,7 @@ class ThreadPool {
   // Calls fn(thread_index, begin, end) over a split of [0, n) into contiguous chunks, one per
   // thread, and returns when all are done. Chunks are multiples of `grain` (except the last).
   // Not reentrant: fn must not call parallel_for on the same pool.
-  void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn,
-                    int64_t grain = 1);
+  void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, int64_t grain = 1);
 
  private:
   void worker_loop(int index);

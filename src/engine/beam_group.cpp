@@ -61,9 +61,7 @@ int64_t BeamGroups::advance(BeamGroup& group, const BeamActions& actions, std::v
   }
   auto is_end = [&](int32_t token) { return actions.is_end(params, token); };
   select_beams(std::move(candidates), params.beam_width, is_end, next, ended);
-  auto output_of = [](const Request& beam) {
-    return std::vector<int32_t>(beam.output().begin(), beam.output().end());
-  };
+  auto output_of = [](const Request& beam) { return std::vector<int32_t>(beam.output().begin(), beam.output().end()); };
   for (const BeamCandidate& c : ended) {
     BeamHypothesis h{output_of(*group.live[c.beam]), c.cum_logprob, 0.0, FinishReason::kStop};
     h.tokens.push_back(c.token);
@@ -89,9 +87,8 @@ int64_t BeamGroups::advance(BeamGroup& group, const BeamActions& actions, std::v
     beam.beam_pending = false;
     const int32_t length = beam.num_output_tokens();
     if (length >= params.max_tokens || beam.num_tokens() >= max_model_len_) {
-      group.ended.push_back(
-          {output_of(beam), beam.cum_logprob, beam_score(beam.cum_logprob, length, params.length_penalty),
-           FinishReason::kLength});
+      group.ended.push_back({output_of(beam), beam.cum_logprob,
+                             beam_score(beam.cum_logprob, length, params.length_penalty), FinishReason::kLength});
       actions.finish(beam, FinishReason::kLength);
     } else {
       group.live.push_back(&beam);

@@ -34,14 +34,15 @@ struct BeamGroup {
 
 // What a group needs from the engine to move on.
 struct BeamActions {
-  std::function<Request&(Request& parent)> fork;               // a new beam continuing parent
-  std::function<void(Request& beam, FinishReason)> finish;    // a beam leaves the running set
+  std::function<Request&(Request& parent)> fork;            // a new beam continuing parent
+  std::function<void(Request& beam, FinishReason)> finish;  // a beam leaves the running set
   std::function<bool(const RequestParams&, int32_t token)> is_end;
 };
 
 class BeamGroups {
  public:
-  BeamGroups(const Tokenizer& tokenizer, int32_t max_model_len) : tokenizer_(tokenizer), max_model_len_(max_model_len) {}
+  BeamGroups(const Tokenizer& tokenizer, int32_t max_model_len)
+      : tokenizer_(tokenizer), max_model_len_(max_model_len) {}
 
   void add(RequestId id, Request* first_beam);
   void erase(RequestId id) { groups_.erase(id); }

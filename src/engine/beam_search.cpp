@@ -14,9 +14,8 @@ std::vector<std::pair<int32_t, double>> top_logprobs(std::span<const float> logi
   std::vector<int32_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   k = std::min<int32_t>(k, static_cast<int32_t>(ids.size()));
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
   std::vector<std::pair<int32_t, double>> top;
   for (int32_t i = 0; i < k; ++i) top.emplace_back(ids[i], static_cast<double>(logits[ids[i]]) - log_sum);
   return top;
@@ -26,9 +25,8 @@ double beam_score(double cum_logprob, int32_t length, float length_penalty) {
   return cum_logprob / std::pow(static_cast<double>(std::max(1, length)), length_penalty);
 }
 
-void select_beams(std::vector<BeamCandidate> candidates, int32_t beam_width,
-                  const std::function<bool(int32_t)>& is_end, std::vector<BeamCandidate>& next,
-                  std::vector<BeamCandidate>& ended) {
+void select_beams(std::vector<BeamCandidate> candidates, int32_t beam_width, const std::function<bool(int32_t)>& is_end,
+                  std::vector<BeamCandidate>& next, std::vector<BeamCandidate>& ended) {
   std::stable_sort(candidates.begin(), candidates.end(), [](const BeamCandidate& a, const BeamCandidate& b) {
     if (a.cum_logprob != b.cum_logprob) return a.cum_logprob > b.cum_logprob;
     if (a.beam != b.beam) return a.beam < b.beam;

@@ -29,7 +29,9 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, const EngineConfi
       processor_(tokenizer, max_model_len_),
       beams_(tokenizer, max_model_len_) {}
 
-int64_t Engine::context_tokens() const { return std::min<int64_t>(max_model_len_, kv_layout_.num_token_slots()); }
+int64_t Engine::context_tokens() const {
+  return std::min<int64_t>(max_model_len_, kv_layout_.num_token_slots());
+}
 
 Expected<RequestId> Engine::add_request(std::vector<int32_t> prompt, RequestParams params) {
   if (Status s = check_token_ids(prompt, executor_.config().vocab_size); !s) return s;
@@ -94,7 +96,8 @@ void Engine::fork_siblings(Request& parent, std::span<const float> logits, std::
     // The parent's table covers the prompt now; each sibling shares every block of it.
     Request& sibling = new_sequence(parent, i);
     scheduler_.fork(parent, &sibling);
-    outputs.push_back(accept_token(sibling, sibling.sampler.sample(logits, sibling.prompt(), sibling.output(), scratch_)));
+    outputs.push_back(
+        accept_token(sibling, sibling.sampler.sample(logits, sibling.prompt(), sibling.output(), scratch_)));
   }
 }
 
@@ -113,8 +116,8 @@ void Engine::update(const SchedulerOutput& output, const StepResult& result, std
       // The planner gave a plan: no beams, no unforked n > 1, logprobs -1 or 0.
       SampleResult sample;
       sample.token = result.tokens[r].token;
-      sample.logprob = request.params().sampling.logprobs >= 0 ? result.tokens[r].logprob
-                                                              : std::numeric_limits<float>::quiet_NaN();
+      sample.logprob =
+          request.params().sampling.logprobs >= 0 ? result.tokens[r].logprob : std::numeric_limits<float>::quiet_NaN();
       outputs.push_back(accept_token(request, sample));
       continue;
     }
@@ -125,7 +128,8 @@ void Engine::update(const SchedulerOutput& output, const StepResult& result, std
     }
     // Siblings fork before the parent samples: its first token may already finish it.
     if (request.params().n > 1 && !request.forked) fork_siblings(request, logits, outputs);
-    outputs.push_back(accept_token(request, request.sampler.sample(logits, request.prompt(), request.output(), scratch_)));
+    outputs.push_back(
+        accept_token(request, request.sampler.sample(logits, request.prompt(), request.output(), scratch_)));
   }
 }
 
@@ -164,7 +168,9 @@ std::vector<RequestOutput> Engine::step() {
     return child;
   };
   actions.finish = [this](Request& beam, FinishReason reason) { scheduler_.finish(&beam, reason); };
-  actions.is_end = [this](const RequestParams& params, int32_t token) { return processor_.is_stop_token(params, token); };
+  actions.is_end = [this](const RequestParams& params, int32_t token) {
+    return processor_.is_stop_token(params, token);
+  };
   if (!beams_.empty()) num_generated_tokens_ += beams_.advance_ready(actions, outputs);
   return outputs;
 }
@@ -209,7 +215,8 @@ EngineMetrics Engine::metrics() const {
   return m;
 }
 
-std::vector<Generation> Engine::generate(const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params) {
+std::vector<Generation> Engine::generate(const std::vector<std::vector<int32_t>>& prompts,
+                                         const RequestParams& params) {
   assert(params.n == 1 && "generate() returns one result per prompt");
   std::map<RequestId, size_t> index;
   std::vector<Generation> results(prompts.size());

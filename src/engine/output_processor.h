@@ -16,7 +16,7 @@ namespace folio {
 
 struct RequestOutput {
   RequestId id = 0;
-  int32_t index = 0;                      // which of the request's n parallel samples
+  int32_t index = 0;  // which of the request's n parallel samples
   std::vector<int32_t> new_tokens;
   std::vector<SampleResult> new_samples;  // logprobs of new_tokens, when asked for
   std::string text_delta;                 // complete UTF-8 only; stop strings never appear
@@ -24,8 +24,8 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;
-  double time_to_first_token_s = 0.0;      // set when finished
-  double time_per_output_token_s = 0.0;    // set when finished (mean after the first token)
+  double time_to_first_token_s = 0.0;    // set when finished
+  double time_per_output_token_s = 0.0;  // set when finished (mean after the first token)
 };
 
 class OutputProcessor {

@@ -14,9 +14,9 @@ double negative_log_likelihood(std::span<const float> logits, int32_t target) {
   return std::log(sum) - (static_cast<double>(logits[target]) - max_logit);
 }
 
-Expected<PerplexityResult> compute_perplexity(SequenceRunner& runner, std::span<const int32_t> tokens,
-                                              int32_t ctx, std::optional<int32_t> bos_id,
-                                              int64_t max_chunks, const PerplexityProgress& progress) {
+Expected<PerplexityResult> compute_perplexity(SequenceRunner& runner, std::span<const int32_t> tokens, int32_t ctx,
+                                              std::optional<int32_t> bos_id, int64_t max_chunks,
+                                              const PerplexityProgress& progress) {
   if (ctx < 4) return Status::error("perplexity: context must be at least 4 tokens");
   int64_t num_chunks = static_cast<int64_t>(tokens.size()) / ctx;
   if (max_chunks > 0) num_chunks = std::min(num_chunks, max_chunks);
@@ -36,8 +36,7 @@ Expected<PerplexityResult> compute_perplexity(SequenceRunner& runner, std::span<
     for (int32_t j = ctx / 2; j + 1 < ctx; ++j) {
       // Targets are the original tokens: the BOS swap changes only the input.
       const int32_t target = tokens[chunk * ctx + j + 1];
-      total_nll += negative_log_likelihood(
-          std::span<const float>(logits->data() + j * vocab, vocab), target);
+      total_nll += negative_log_likelihood(std::span<const float>(logits->data() + j * vocab, vocab), target);
       ++result.scored_tokens;
     }
     result.chunks = chunk + 1;

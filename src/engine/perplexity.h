@@ -25,9 +25,8 @@ struct PerplexityResult {
 // Called after each chunk with (chunks done, chunks total, perplexity so far).
 using PerplexityProgress = std::function<void(int64_t, int64_t, double)>;
 
-Expected<PerplexityResult> compute_perplexity(SequenceRunner& runner, std::span<const int32_t> tokens,
-                                              int32_t ctx, std::optional<int32_t> bos_id,
-                                              int64_t max_chunks = 0,
+Expected<PerplexityResult> compute_perplexity(SequenceRunner& runner, std::span<const int32_t> tokens, int32_t ctx,
+                                              std::optional<int32_t> bos_id, int64_t max_chunks = 0,
                                               const PerplexityProgress& progress = {});
 
 // -log softmax(logits)[target], computed in double.

@@ -22,8 +22,8 @@ std::optional<uint64_t> seed_of(const RequestParams& params, int32_t index) {
 }  // namespace
 
 Request::Request(RequestId request_id, RequestId parent, int32_t sample_index,
-                 std::shared_ptr<const RequestParams> params, std::vector<int32_t> all_tokens,
-                 int32_t prompt_length, const Tokenizer& tokenizer)
+                 std::shared_ptr<const RequestParams> params, std::vector<int32_t> all_tokens, int32_t prompt_length,
+                 const Tokenizer& tokenizer)
     : id(request_id),
       parent_id(parent),
       index(sample_index),
@@ -35,6 +35,8 @@ Request::Request(RequestId request_id, RequestId parent, int32_t sample_index,
       arrival_time(Clock::now()),
       last_token_time(arrival_time) {}
 
-std::optional<uint64_t> Request::seed() const { return seed_of(params(), index); }
+std::optional<uint64_t> Request::seed() const {
+  return seed_of(params(), index);
+}
 
 }  // namespace folio

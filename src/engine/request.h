@@ -29,14 +29,14 @@ const char* finish_reason_name(FinishReason reason);
 struct RequestParams {
   SamplingParams sampling;
   int32_t max_tokens = 16;
-  std::vector<std::string> stop;          // stop strings; not part of the returned text
+  std::vector<std::string> stop;  // stop strings; not part of the returned text
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
-  int32_t priority = 0;                   // lower runs first; ties in arrival order
-  int32_t n = 1;                          // parallel samples: one prefill, n forked continuations
-  int32_t beam_width = 1;                 // > 1: beam search (greedy over beams; results at the end)
-  float length_penalty = 1.0f;            // beam score = cum logprob / length^length_penalty
-  bool early_stopping = false;            // beam search ends once beam_width hypotheses ended
+  int32_t priority = 0;         // lower runs first; ties in arrival order
+  int32_t n = 1;                // parallel samples: one prefill, n forked continuations
+  int32_t beam_width = 1;       // > 1: beam search (greedy over beams; results at the end)
+  float length_penalty = 1.0f;  // beam score = cum logprob / length^length_penalty
+  bool early_stopping = false;  // beam search ends once beam_width hypotheses ended
 };
 
 using Clock = std::chrono::steady_clock;
@@ -47,21 +47,21 @@ struct Request {
           std::vector<int32_t> tokens, int32_t num_prompt_tokens, const Tokenizer& tokenizer);
 
   RequestId id;
-  RequestId parent_id;   // the user's request: == id for the first sequence, shared by its forks
-  int32_t index = 0;     // which of the n parallel samples
+  RequestId parent_id;  // the user's request: == id for the first sequence, shared by its forks
+  int32_t index = 0;    // which of the n parallel samples
   std::shared_ptr<const RequestParams> shared_params;
-  std::vector<int32_t> tokens;      // (num_prompt_tokens + output length,) prompt, then output
+  std::vector<int32_t> tokens;  // (num_prompt_tokens + output length,) prompt, then output
   int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;  // tokens whose K/V are in the cache
   Sampler sampler;                  // this sequence's random stream
   IncrementalDetokenizer detokenizer;
-  std::string output_text;          // stop strings already cut off
-  size_t emitted_text = 0;          // bytes of output_text handed out in outputs
+  std::string output_text;                         // stop strings already cut off
+  size_t emitted_text = 0;                         // bytes of output_text handed out in outputs
   RequestStatus status = RequestStatus::kWaiting;  // written by the scheduler only
   FinishReason finish_reason = FinishReason::kNone;
-  bool forked = false;              // n > 1: the n - 1 siblings have been made
-  double cum_logprob = 0.0;         // beam search: sum of the output tokens' logprobs
-  bool beam_pending = false;        // beam search: scored, waiting for the rest of its group
+  bool forked = false;                                      // n > 1: the n - 1 siblings have been made
+  double cum_logprob = 0.0;                                 // beam search: sum of the output tokens' logprobs
+  bool beam_pending = false;                                // beam search: scored, waiting for the rest of its group
   std::vector<std::pair<int32_t, double>> beam_candidates;  // (token, logprob), best first
   uint64_t arrival_order = 0;
   int32_t num_preemptions = 0;

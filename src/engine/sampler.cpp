@@ -62,8 +62,7 @@ float max_of(std::span<const float> values) {  // NaN never wins
   std::fill(lanes, lanes + kLanes, kNegInf);
   size_t i = 0;
   for (; i + kLanes <= values.size(); i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j)
-      lanes[j] = values[i + j] > lanes[j] ? values[i + j] : lanes[j];
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] = values[i + j] > lanes[j] ? values[i + j] : lanes[j];
   }
   float best = *std::max_element(lanes, lanes + kLanes);
   for (; i < values.size(); ++i) best = values[i] > best ? values[i] : best;
@@ -121,8 +120,7 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
   std::vector<int32_t>& output_counts = scratch.output_counts;
   std::vector<int32_t>& touched = scratch.touched;
   const bool repetition = params_.repetition_penalty != 1.0f;
-  const bool output_penalties =
-      params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+  const bool output_penalties = params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
   if (!repetition && !output_penalties) return;
 
   const size_t vocab = logits.size();
@@ -155,8 +153,7 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
     float& logit = logits[token];
     if (repetition) {
       // vLLM: `logits > 0` is divided, everything else (including 0) multiplied.
-      logit =
-          logit > 0.0f ? logit / params_.repetition_penalty : logit * params_.repetition_penalty;
+      logit = logit > 0.0f ? logit / params_.repetition_penalty : logit * params_.repetition_penalty;
     }
     const int32_t count = output_counts[token];
     if (count > 0) {
@@ -333,12 +330,10 @@ void Sampler::keep_top_p(float max_logit, double total, SamplerScratch& scratch)
     ++boundary;
   }
   // Move the boundary bucket's tokens to the front of the tail, sort them, and walk them.
-  auto above_end = std::partition(candidates.begin(), candidates.end(), [&](const Candidate& c) {
-    return bucket_of(c.logit) < boundary;
-  });
-  auto boundary_end = std::partition(above_end, candidates.end(), [&](const Candidate& c) {
-    return bucket_of(c.logit) == boundary;
-  });
+  auto above_end = std::partition(candidates.begin(), candidates.end(),
+                                  [&](const Candidate& c) { return bucket_of(c.logit) < boundary; });
+  auto boundary_end =
+      std::partition(above_end, candidates.end(), [&](const Candidate& c) { return bucket_of(c.logit) == boundary; });
   std::sort(above_end, boundary_end, [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
   });
@@ -358,8 +353,7 @@ void Sampler::fill_logprobs(std::span<const float> raw_logits, SampleResult& res
   const float max_logit = max_of(raw_logits);
   exp_relative(raw_logits, max_logit, weights);
   const double log_normalizer = static_cast<double>(max_logit) + std::log(sum_of(weights));
-  result.logprob =
-      static_cast<float>(static_cast<double>(raw_logits[result.token]) - log_normalizer);
+  result.logprob = static_cast<float>(static_cast<double>(raw_logits[result.token]) - log_normalizer);
 
   const size_t n = static_cast<size_t>(params_.logprobs);
   if (n == 0) return;
@@ -386,8 +380,8 @@ void Sampler::fill_logprobs(std::span<const float> raw_logits, SampleResult& res
   std::sort(heap.begin(), heap.end(), better);
   result.top_logprobs.reserve(heap.size());
   for (const Entry& entry : heap) {
-    result.top_logprobs.emplace_back(
-        entry.second, static_cast<float>(static_cast<double>(entry.first) - log_normalizer));
+    result.top_logprobs.emplace_back(entry.second,
+                                     static_cast<float>(static_cast<double>(entry.first) - log_normalizer));
   }
 }
 

@@ -53,14 +53,14 @@ struct SamplerScratch {
     int32_t token;
     float weight;  // exp(logit - max logit): the unnormalized probability
   };
-  std::vector<float> work;              // (vocab) penalized, then temperature-scaled logits
-  std::vector<float> weights;           // (vocab) exp(logit - max logit)
-  std::vector<float> select;            // (<= vocab) top-k heap, or a copy for nth_element
-  std::vector<double> bucket_mass;      // (4096) top-p: probability mass per logit bucket
-  std::vector<Candidate> candidates;    // (<= vocab) tokens still allowed
-  std::vector<int32_t> output_counts;   // (vocab) occurrences in output; zero between calls
-  std::vector<uint8_t> seen;            // (vocab) seen in prompt or output; zero between calls
-  std::vector<int32_t> touched;         // token ids whose output_counts/seen entries are non-zero
+  std::vector<float> work;             // (vocab) penalized, then temperature-scaled logits
+  std::vector<float> weights;          // (vocab) exp(logit - max logit)
+  std::vector<float> select;           // (<= vocab) top-k heap, or a copy for nth_element
+  std::vector<double> bucket_mass;     // (4096) top-p: probability mass per logit bucket
+  std::vector<Candidate> candidates;   // (<= vocab) tokens still allowed
+  std::vector<int32_t> output_counts;  // (vocab) occurrences in output; zero between calls
+  std::vector<uint8_t> seen;           // (vocab) seen in prompt or output; zero between calls
+  std::vector<int32_t> touched;        // token ids whose output_counts/seen entries are non-zero
 };
 
 class Sampler {

@@ -50,27 +50,21 @@ struct SamplingParams {
   Status validate() const {
     // `!(x >= lo)` rather than `x < lo` so that NaN is rejected too.
     if (!(temperature >= 0.0f) || std::isinf(temperature))
-      return Status::error("temperature must be a finite number >= 0, got " +
-                           std::to_string(temperature));
+      return Status::error("temperature must be a finite number >= 0, got " + std::to_string(temperature));
     if (top_k < -1)
-      return Status::error("top_k must be -1 (off), 0 (off) or a positive count, got " +
-                           std::to_string(top_k));
-    if (!(top_p > 0.0f && top_p <= 1.0f))
-      return Status::error("top_p must be in (0, 1], got " + std::to_string(top_p));
+      return Status::error("top_k must be -1 (off), 0 (off) or a positive count, got " + std::to_string(top_k));
+    if (!(top_p > 0.0f && top_p <= 1.0f)) return Status::error("top_p must be in (0, 1], got " + std::to_string(top_p));
     if (!(min_p >= 0.0f && min_p <= 1.0f))
       return Status::error("min_p must be in [0, 1], got " + std::to_string(min_p));
     if (!(repetition_penalty > 0.0f) || std::isinf(repetition_penalty))
-      return Status::error("repetition_penalty must be a finite number > 0, got " +
-                           std::to_string(repetition_penalty));
+      return Status::error("repetition_penalty must be a finite number > 0, got " + std::to_string(repetition_penalty));
     if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
-      return Status::error("frequency_penalty must be in [-2, 2], got " +
-                           std::to_string(frequency_penalty));
+      return Status::error("frequency_penalty must be in [-2, 2], got " + std::to_string(frequency_penalty));
     if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
-      return Status::error("presence_penalty must be in [-2, 2], got " +
-                           std::to_string(presence_penalty));
+      return Status::error("presence_penalty must be in [-2, 2], got " + std::to_string(presence_penalty));
     if (logprobs < -1 || logprobs > kMaxLogprobs)
-      return Status::error("logprobs must be in [0, " + std::to_string(kMaxLogprobs) +
-                           "] (or -1 for none), got " + std::to_string(logprobs));
+      return Status::error("logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "] (or -1 for none), got " +
+                           std::to_string(logprobs));
     return Status::ok();
   }
 };

@@ -30,7 +30,8 @@ void SamplingPlanner::add_penalties(const Request& request, RowSampling& row) {
   const bool repetition = sampling.repetition_penalty != 1.0f;
   if (!repetition && sampling.frequency_penalty == 0.0f && sampling.presence_penalty == 0.0f) return;
   // One entry per distinct token: its output count, or 0 for prompt-only (repetition only).
-  if (token_counts_.size() != static_cast<size_t>(vocab_size_)) token_counts_.assign(static_cast<size_t>(vocab_size_), -1);
+  if (token_counts_.size() != static_cast<size_t>(vocab_size_))
+    token_counts_.assign(static_cast<size_t>(vocab_size_), -1);
   auto note = [&](int32_t token, int32_t add) {
     if (token < 0 || token >= vocab_size_) return;
     int32_t& count = token_counts_[static_cast<size_t>(token)];

@@ -89,7 +89,8 @@ void Scheduler::swap_in_what_fits() {
     Request* request = swapped_.front();
     const SequenceId ids[1] = {request->sequence_id()};
     // Room for the swapped blocks plus one more block keeps it from bouncing straight back.
-    if (!kv_.can_swap_in(ids) || kv_.num_free_blocks() < static_cast<int32_t>(kv_.host_block_table(ids[0]).size()) + 1) return;
+    if (!kv_.can_swap_in(ids) || kv_.num_free_blocks() < static_cast<int32_t>(kv_.host_block_table(ids[0]).size()) + 1)
+      return;
     kv_.swap_in(ids);
     swapped_.pop_front();
     add_running(request);
@@ -141,8 +142,11 @@ SchedulerOutput Scheduler::schedule() {
       continue;
     }
     if (!reserve_running(request, num_new, output)) break;  // it was the last one left
-    output.chunks.push_back({request, request->num_computed_tokens, num_new,
-                             request->num_computed_tokens + num_new == request->num_tokens(), {}});
+    output.chunks.push_back({request,
+                             request->num_computed_tokens,
+                             num_new,
+                             request->num_computed_tokens + num_new == request->num_tokens(),
+                             {}});
     output.num_batched_tokens += num_new;
     budget -= num_new;
     ++i;

@@ -17,9 +17,9 @@ namespace folio {
 
 struct ScheduledChunk {
   Request* request = nullptr;
-  int32_t first_position = 0;   // == request->num_computed_tokens when scheduled
+  int32_t first_position = 0;  // == request->num_computed_tokens when scheduled
   int32_t num_new_tokens = 0;
-  bool samples = false;         // the chunk reaches the request's last token
+  bool samples = false;  // the chunk reaches the request's last token
   // The sequence's block table after this step's allocation, covering every position up to
   // first_position + num_new_tokens. Valid until the KV manager next changes (the end of the
   // step's execute()).

@@ -35,7 +35,8 @@ Expected<std::vector<float>> SequenceRunner::append(std::span<const int32_t> tok
   }
   if (Status s = check_token_ids(tokens, vocab); !s) return s;
   std::vector<float> logits(static_cast<size_t>(all_logits ? tokens.size() : 1) * vocab);
-  const size_t chunk_limit = static_cast<size_t>(all_logits ? std::min(max_batch_tokens_, max_logit_rows_) : max_batch_tokens_);
+  const size_t chunk_limit =
+      static_cast<size_t>(all_logits ? std::min(max_batch_tokens_, max_logit_rows_) : max_batch_tokens_);
   for (size_t begin = 0; begin < tokens.size(); begin += chunk_limit) {
     const int32_t n = static_cast<int32_t>(std::min(chunk_limit, tokens.size() - begin));
     const bool last_chunk = begin + n == tokens.size();
@@ -50,8 +51,8 @@ Expected<std::vector<float>> SequenceRunner::append(std::span<const int32_t> tok
     }
     num_tokens_ += n;
     const int32_t used_blocks = (num_tokens_ + block_size_ - 1) / block_size_;
-    batch_.sequences.push_back(
-        AttentionSequence{0, n, num_tokens_, std::span<const int32_t>(block_table_.data(), static_cast<size_t>(used_blocks))});
+    batch_.sequences.push_back(AttentionSequence{
+        0, n, num_tokens_, std::span<const int32_t>(block_table_.data(), static_cast<size_t>(used_blocks))});
     float* out = nullptr;
     if (all_logits) {
       for (int32_t i = 0; i < n; ++i) batch_.logit_rows.push_back(i);

@@ -48,8 +48,8 @@ struct SampledToken {
 // Exactly one of the two is filled for a batch with logit rows: tokens when execute() was given
 // a SamplingPlan, logits otherwise. Valid until the next execute().
 struct StepResult {
-  std::span<const float> logits;          // (logit_rows, vocab) in host memory
-  std::span<const SampledToken> tokens;   // (logit_rows,)
+  std::span<const float> logits;         // (logit_rows, vocab) in host memory
+  std::span<const SampledToken> tokens;  // (logit_rows,)
 };
 
 class Executor {

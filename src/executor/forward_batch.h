@@ -27,11 +27,11 @@ struct ForwardBatch {
   // run before the tokens write K/V (kv/block_copy.h says why the order matters). A batch may
   // hold copies and no tokens.
   std::vector<BlockCopy> block_copies;
-  std::vector<int32_t> tokens;        // (num_tokens,)
-  std::vector<int32_t> positions;     // (num_tokens,)
-  std::vector<int32_t> slot_mapping;  // (num_tokens,) cache slot = block * block_size + offset
+  std::vector<int32_t> tokens;               // (num_tokens,)
+  std::vector<int32_t> positions;            // (num_tokens,)
+  std::vector<int32_t> slot_mapping;         // (num_tokens,) cache slot = block * block_size + offset
   std::vector<AttentionSequence> sequences;  // query ranges cover [0, num_tokens) in order
-  std::vector<int32_t> logit_rows;    // token indices whose next token is wanted
+  std::vector<int32_t> logit_rows;           // token indices whose next token is wanted
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   void clear() {

@@ -14,13 +14,10 @@ std::string to_string(const BlockCopy& copy) {
          (destination_on_host ? " -> host " : " -> device ") + std::to_string(copy.dst_block);
 }
 
-void execute_block_copies(std::span<const BlockCopy> copies, KvCacheStorage& device,
-                          HostKvPool* host) {
+void execute_block_copies(std::span<const BlockCopy> copies, KvCacheStorage& device, HostKvPool* host) {
   for (const BlockCopy& copy : copies) {
     switch (copy.direction) {
-      case BlockCopyDirection::kDeviceToDevice:
-        device.copy_block(copy.src_block, copy.dst_block);
-        break;
+      case BlockCopyDirection::kDeviceToDevice: device.copy_block(copy.src_block, copy.dst_block); break;
       case BlockCopyDirection::kDeviceToHost:
         assert(host != nullptr && "swap out without a host pool");
         host->copy_to_host(device, copy.src_block, copy.dst_block);

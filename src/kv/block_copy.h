@@ -29,7 +29,6 @@ std::string to_string(const BlockCopy& copy);
 // destination of a later one in the same step, so copies must run in the order they were
 // decided, and all of them before the forward pass writes new K/V. host may be null when no
 // copy touches the host.
-void execute_block_copies(std::span<const BlockCopy> copies, KvCacheStorage& device,
-                          HostKvPool* host);
+void execute_block_copies(std::span<const BlockCopy> copies, KvCacheStorage& device, HostKvPool* host);
 
 }  // namespace folio

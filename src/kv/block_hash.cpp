@@ -47,8 +47,7 @@ uint64_t hash_extra_keys(std::span<const uint64_t> keys) {
   return state == kNoExtraKey ? 1 : state;
 }
 
-BlockKey make_block_key(uint64_t parent_hash, std::span<const int32_t> token_ids,
-                        uint64_t extra_key) {
+BlockKey make_block_key(uint64_t parent_hash, std::span<const int32_t> token_ids, uint64_t extra_key) {
   return BlockKey{hash_block(parent_hash, token_ids, extra_key), parent_hash, extra_key, token_ids};
 }
 

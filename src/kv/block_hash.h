@@ -47,7 +47,6 @@ struct BlockKey {
   std::span<const int32_t> token_ids;  // (block_size,) the block's tokens
 };
 
-BlockKey make_block_key(uint64_t parent_hash, std::span<const int32_t> token_ids,
-                        uint64_t extra_key);
+BlockKey make_block_key(uint64_t parent_hash, std::span<const int32_t> token_ids, uint64_t extra_key);
 
 }  // namespace folio

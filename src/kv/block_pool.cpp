@@ -106,8 +106,8 @@ void BlockPool::uncache_block(int32_t block_id) {
   block.has_hash = false;
 }
 
-void BlockPool::record_prefix_cache_query(int64_t query_tokens, int64_t hit_tokens,
-                                          int64_t query_blocks, int64_t hit_blocks) {
+void BlockPool::record_prefix_cache_query(int64_t query_tokens, int64_t hit_tokens, int64_t query_blocks,
+                                          int64_t hit_blocks) {
   ++stats_.num_queries;
   stats_.num_query_tokens += query_tokens;
   stats_.num_hit_tokens += hit_tokens;
@@ -141,8 +141,8 @@ Status BlockPool::check_invariants() const {
   if (blocks_[tail_].prev_free != previous) {
     return fail("tail sentinel's backward link broken", tail_);
   }
-  if (count != num_free_blocks_) return fail("free count " + std::to_string(num_free_blocks_) +
-                                             " but " + std::to_string(count) + " queued", -1);
+  if (count != num_free_blocks_)
+    return fail("free count " + std::to_string(num_free_blocks_) + " but " + std::to_string(count) + " queued", -1);
   for (int32_t id = 0; id < num_blocks_; ++id) {
     const BlockEntry& block = blocks_[id];
     if (block.ref_count < 0) return fail("negative ref count", id);
@@ -171,15 +171,13 @@ int32_t BlockPool::check_id(int32_t block_id) const {
 }
 
 std::span<const int32_t> BlockPool::cached_tokens(int32_t block_id) const {
-  return std::span<const int32_t>(cached_token_ids_).subspan(static_cast<size_t>(block_id) * block_size_,
-                                                             block_size_);
+  return std::span<const int32_t>(cached_token_ids_).subspan(static_cast<size_t>(block_id) * block_size_, block_size_);
 }
 
 bool BlockPool::key_matches(int32_t block_id, const BlockKey& key) const {
   const BlockEntry& block = blocks_[block_id];
   return block.has_hash && block.hash == key.hash && block.parent_hash == key.parent_hash &&
-         block.extra_key == key.extra_key &&
-         std::ranges::equal(cached_tokens(block_id), key.token_ids);
+         block.extra_key == key.extra_key && std::ranges::equal(cached_tokens(block_id), key.token_ids);
 }
 
 void BlockPool::queue_insert_after(int32_t position, int32_t block_id) {

@@ -29,11 +29,11 @@ namespace folio {
 
 // Counted where a new sequence's prompt meets the prefix cache (KvCacheManager::allocate_slots).
 struct PrefixCacheStats {
-  int64_t num_queries = 0;         // sequences looked up
-  int64_t num_query_tokens = 0;    // their tokens
-  int64_t num_hit_tokens = 0;      // tokens whose K/V came from the cache
-  int64_t num_query_blocks = 0;    // full blocks that could have hit (excluding the last token)
-  int64_t num_hit_blocks = 0;      // full blocks that did
+  int64_t num_queries = 0;       // sequences looked up
+  int64_t num_query_tokens = 0;  // their tokens
+  int64_t num_hit_tokens = 0;    // tokens whose K/V came from the cache
+  int64_t num_query_blocks = 0;  // full blocks that could have hit (excluding the last token)
+  int64_t num_hit_blocks = 0;    // full blocks that did
 
   double token_hit_rate() const {
     return num_query_tokens == 0 ? 0.0 : static_cast<double>(num_hit_tokens) / num_query_tokens;
@@ -84,8 +84,7 @@ class BlockPool {
   // Forgets a block's hash, e.g. before its contents are overwritten.
   void uncache_block(int32_t block_id);
 
-  void record_prefix_cache_query(int64_t query_tokens, int64_t hit_tokens, int64_t query_blocks,
-                                 int64_t hit_blocks);
+  void record_prefix_cache_query(int64_t query_tokens, int64_t hit_tokens, int64_t query_blocks, int64_t hit_blocks);
   const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
 
   // Free queue in order, head first (tests and debugging).
@@ -105,7 +104,7 @@ class BlockPool {
     int32_t next_free = kNoLink;
     bool has_hash = false;
     uint64_t hash = 0;
-    uint64_t parent_hash = 0;     // with extra_key and the tokens: what the hash was made from
+    uint64_t parent_hash = 0;  // with extra_key and the tokens: what the hash was made from
     uint64_t extra_key = 0;
   };
 

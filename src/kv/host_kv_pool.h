@@ -33,7 +33,7 @@ class HostKvPool {
 
   KvCacheShape shape_;
   int32_t num_blocks_;
-  size_t elements_per_half_;   // block_size * num_kv_heads * head_dim
+  size_t elements_per_half_;    // block_size * num_kv_heads * head_dim
   std::vector<uint16_t> data_;  // (num_blocks, num_layers, 2 [K, V], block_size, num_kv_heads, head_dim)
 };
 

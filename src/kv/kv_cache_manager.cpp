@@ -13,7 +13,9 @@ std::vector<int32_t> reversed(std::span<const int32_t> block_ids) {
   return std::vector<int32_t>(block_ids.rbegin(), block_ids.rend());
 }
 
-std::string sequence_name(SequenceId sequence) { return "sequence " + std::to_string(sequence); }
+std::string sequence_name(SequenceId sequence) {
+  return "sequence " + std::to_string(sequence);
+}
 
 }  // namespace
 
@@ -25,8 +27,7 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
 
 // ---- prefix cache ---------------------------------------------------------------------------
 
-PrefixMatch KvCacheManager::find_cached_prefix(std::span<const int32_t> token_ids,
-                                               uint64_t extra_key) const {
+PrefixMatch KvCacheManager::find_cached_prefix(std::span<const int32_t> token_ids, uint64_t extra_key) const {
   PrefixMatch match;
   match.extra_key = extra_key;
   match.num_query_tokens = static_cast<int32_t>(token_ids.size());
@@ -35,9 +36,8 @@ PrefixMatch KvCacheManager::find_cached_prefix(std::span<const int32_t> token_id
   match.num_query_blocks = (match.num_query_tokens - 1) / block_size_;
   uint64_t parent_hash = kRootBlockHash;
   for (int32_t index = 0; index < match.num_query_blocks; ++index) {
-    const BlockKey key =
-        make_block_key(parent_hash, token_ids.subspan(static_cast<size_t>(index) * block_size_, block_size_),
-                       extra_key);
+    const BlockKey key = make_block_key(
+        parent_hash, token_ids.subspan(static_cast<size_t>(index) * block_size_, block_size_), extra_key);
     const std::optional<int32_t> block = device_pool_.find_cached_block(key);
     if (!block) break;  // a chain: block i + 1 can't be right if block i is missing
     match.block_ids.push_back(*block);
@@ -56,8 +56,7 @@ void KvCacheManager::cache_full_blocks(SequenceId sequence, std::span<const int3
   for (int32_t index = state.num_cached_blocks; index < num_full_blocks; ++index) {
     const uint64_t parent_hash = index == 0 ? kRootBlockHash : state.block_hashes[index - 1];
     const BlockKey key = make_block_key(
-        parent_hash, token_ids.subspan(static_cast<size_t>(index) * block_size_, block_size_),
-        state.extra_key);
+        parent_hash, token_ids.subspan(static_cast<size_t>(index) * block_size_, block_size_), state.extra_key);
     if (index < static_cast<int32_t>(state.block_hashes.size())) {
       assert(state.block_hashes[index] == key.hash && "the sequence's tokens changed");
     } else {
@@ -76,8 +75,9 @@ void KvCacheManager::cache_full_blocks(SequenceId sequence, std::span<const int3
 
 // ---- allocation -----------------------------------------------------------------------------
 
-std::optional<KvCacheManager::AllocationPlan> KvCacheManager::plan_allocation(
-    SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix) const {
+std::optional<KvCacheManager::AllocationPlan> KvCacheManager::plan_allocation(SequenceId sequence,
+                                                                              int32_t num_new_tokens,
+                                                                              const PrefixMatch& prefix) const {
   assert(num_new_tokens >= 0);
   AllocationPlan plan;
   const auto it = sequences_.find(sequence);
@@ -89,8 +89,7 @@ std::optional<KvCacheManager::AllocationPlan> KvCacheManager::plan_allocation(
       if (device_pool_.is_free(block)) ++plan.num_prefix_blocks_free;
     }
     const int32_t total_tokens = prefix.num_computed_tokens + num_new_tokens;
-    plan.num_blocks_to_allocate =
-        blocks_for_tokens(total_tokens) - static_cast<int32_t>(prefix.block_ids.size());
+    plan.num_blocks_to_allocate = blocks_for_tokens(total_tokens) - static_cast<int32_t>(prefix.block_ids.size());
     return plan;
   }
   const SequenceBlocks& state = it->second;
@@ -109,17 +108,14 @@ std::optional<KvCacheManager::AllocationPlan> KvCacheManager::plan_allocation(
   return plan;
 }
 
-bool KvCacheManager::can_allocate_slots(SequenceId sequence, int32_t num_new_tokens,
-                                        const PrefixMatch& prefix) const {
+bool KvCacheManager::can_allocate_slots(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix) const {
   const std::optional<AllocationPlan> plan = plan_allocation(sequence, num_new_tokens, prefix);
   // Prefix blocks sitting in the free queue leave it when referenced, so they can't also be
   // handed out as new blocks.
-  return plan && plan->num_blocks_to_allocate <=
-                     device_pool_.num_free_blocks() - plan->num_prefix_blocks_free;
+  return plan && plan->num_blocks_to_allocate <= device_pool_.num_free_blocks() - plan->num_prefix_blocks_free;
 }
 
-bool KvCacheManager::allocate_slots(SequenceId sequence, int32_t num_new_tokens,
-                                    const PrefixMatch& prefix) {
+bool KvCacheManager::allocate_slots(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix) {
   assert(!is_swapped(sequence) && "swap a sequence in before allocating for it");
   assert(prefix.block_ids.size() == prefix.block_hashes.size());
   if (!can_allocate_slots(sequence, num_new_tokens, prefix)) return false;
@@ -138,8 +134,7 @@ bool KvCacheManager::allocate_slots(SequenceId sequence, int32_t num_new_tokens,
     state.extra_key = prefix.extra_key;
     if (device_pool_.prefix_caching_enabled() && prefix.num_query_tokens > 0) {
       device_pool_.record_prefix_cache_query(prefix.num_query_tokens, prefix.num_computed_tokens,
-                                             prefix.num_query_blocks,
-                                             static_cast<int32_t>(prefix.block_ids.size()));
+                                             prefix.num_query_blocks, static_cast<int32_t>(prefix.block_ids.size()));
     }
   }
   std::optional<std::vector<int32_t>> blocks = device_pool_.allocate(plan.num_blocks_to_allocate);
@@ -203,15 +198,14 @@ void KvCacheManager::fork(SequenceId parent, SequenceId child) {
 
 // ---- swapping ---------------------------------------------------------------------------------
 
-std::optional<std::vector<int32_t>> KvCacheManager::distinct_blocks(
-    std::span<const SequenceId> sequences, bool swapped) const {
+std::optional<std::vector<int32_t>> KvCacheManager::distinct_blocks(std::span<const SequenceId> sequences,
+                                                                    bool swapped) const {
   std::vector<int32_t> blocks;
   std::vector<char> seen((swapped ? host_pool_ : device_pool_).num_blocks(), 0);
   for (size_t index = 0; index < sequences.size(); ++index) {
     const auto it = sequences_.find(sequences[index]);
     if (it == sequences_.end() || it->second.swapped != swapped) return std::nullopt;
-    if (std::find(sequences.begin(), sequences.begin() + index, sequences[index]) !=
-        sequences.begin() + index) {
+    if (std::find(sequences.begin(), sequences.begin() + index, sequences[index]) != sequences.begin() + index) {
       return std::nullopt;  // listed twice
     }
     for (int32_t block : swapped ? it->second.host_block_table : it->second.block_table) {
@@ -301,7 +295,9 @@ bool KvCacheManager::is_swapped(SequenceId sequence) const {
   return it != sequences_.end() && it->second.swapped;
 }
 
-int32_t KvCacheManager::num_tokens(SequenceId sequence) const { return at(sequence).num_tokens; }
+int32_t KvCacheManager::num_tokens(SequenceId sequence) const {
+  return at(sequence).num_tokens;
+}
 
 std::span<const int32_t> KvCacheManager::block_table(SequenceId sequence) const {
   return at(sequence).block_table;
@@ -336,15 +332,15 @@ KvCacheMetrics KvCacheManager::metrics() const {
   for (const auto& [id, state] : sequences_) {
     metrics.num_swapped_sequences += state.swapped ? 1 : 0;
     for (size_t index = 0; index < state.block_table.size(); ++index) {
-      const int32_t tokens = std::min<int32_t>(block_size_, state.num_tokens - static_cast<int32_t>(index) * block_size_);
+      const int32_t tokens =
+          std::min<int32_t>(block_size_, state.num_tokens - static_cast<int32_t>(index) * block_size_);
       filled[state.block_table[index]] = std::max(filled[state.block_table[index]], tokens);
     }
   }
   for (int32_t tokens : filled) metrics.num_tokens_held += tokens;
   metrics.num_token_slots = static_cast<int64_t>(metrics.num_used_blocks) * block_size_;
-  metrics.kv_utilization = metrics.num_token_slots == 0
-                               ? 1.0
-                               : static_cast<double>(metrics.num_tokens_held) / metrics.num_token_slots;
+  metrics.kv_utilization =
+      metrics.num_token_slots == 0 ? 1.0 : static_cast<double>(metrics.num_tokens_held) / metrics.num_token_slots;
   metrics.num_host_blocks = host_pool_.num_usable_blocks();
   metrics.num_used_host_blocks = host_pool_.num_used_blocks();
   metrics.num_sequences = static_cast<int32_t>(sequences_.size());
@@ -376,9 +372,9 @@ Status KvCacheManager::check_tables(const BlockPool& pool, bool host) const {
   }
   for (int32_t block = 1; block < pool.num_blocks(); ++block) {
     if (holders[block] != pool.ref_count(block)) {
-      return Status::error(std::string(host ? "host " : "") + "block " + std::to_string(block) +
-                           " has ref count " + std::to_string(pool.ref_count(block)) + " but " +
-                           std::to_string(holders[block]) + " tables hold it");
+      return Status::error(std::string(host ? "host " : "") + "block " + std::to_string(block) + " has ref count " +
+                           std::to_string(pool.ref_count(block)) + " but " + std::to_string(holders[block]) +
+                           " tables hold it");
     }
   }
   return Status::ok();
@@ -394,8 +390,8 @@ Status KvCacheManager::check_invariants() const {
     const std::vector<int32_t>& table = state.swapped ? state.host_block_table : state.block_table;
     const std::vector<int32_t>& other = state.swapped ? state.block_table : state.host_block_table;
     if (static_cast<int32_t>(table.size()) != blocks_for_tokens(state.num_tokens) || !other.empty()) {
-      return Status::error(sequence_name(id) + ": table size doesn't match " +
-                           std::to_string(state.num_tokens) + " tokens");
+      return Status::error(sequence_name(id) + ": table size doesn't match " + std::to_string(state.num_tokens) +
+                           " tokens");
     }
     if (state.num_cached_blocks > state.num_tokens / block_size_ ||
         state.num_cached_blocks > static_cast<int32_t>(state.block_hashes.size())) {
@@ -404,8 +400,7 @@ Status KvCacheManager::check_invariants() const {
     if (state.swapped) continue;
     for (int32_t index = 0; index < state.num_cached_blocks; ++index) {
       if (device_pool_.block_hash(state.block_table[index]) != state.block_hashes[index]) {
-        return Status::error(sequence_name(id) + ": block " + std::to_string(index) +
-                             " lost its hash");
+        return Status::error(sequence_name(id) + ": block " + std::to_string(index) + " lost its hash");
       }
     }
   }

@@ -37,9 +37,9 @@ namespace folio {
 using SequenceId = int64_t;
 
 struct KvCacheConfig {
-  int32_t num_blocks = 0;         // device blocks, the null block 0 included (= storage's count)
-  int32_t block_size = 16;        // tokens per block
-  int32_t num_host_blocks = 0;    // host swap blocks, null block included; <= 1: no swapping
+  int32_t num_blocks = 0;       // device blocks, the null block 0 included (= storage's count)
+  int32_t block_size = 16;      // tokens per block
+  int32_t num_host_blocks = 0;  // host swap blocks, null block included; <= 1: no swapping
   bool enable_prefix_caching = true;
 };
 
@@ -47,26 +47,26 @@ struct KvCacheConfig {
 // (the last one must be computed for its logits). Valid until the manager next changes: pass
 // it straight to allocate_slots, which takes the references.
 struct PrefixMatch {
-  uint64_t extra_key = kNoExtraKey;  // part of every block's identity (adapter, media)
-  int32_t num_query_tokens = 0;      // tokens looked up
-  int32_t num_query_blocks = 0;      // full blocks that could have hit
-  int32_t num_computed_tokens = 0;   // block_ids.size() * block_size: K/V already in the cache
-  std::vector<int32_t> block_ids;    // (num hit blocks,) in position order
+  uint64_t extra_key = kNoExtraKey;    // part of every block's identity (adapter, media)
+  int32_t num_query_tokens = 0;        // tokens looked up
+  int32_t num_query_blocks = 0;        // full blocks that could have hit
+  int32_t num_computed_tokens = 0;     // block_ids.size() * block_size: K/V already in the cache
+  std::vector<int32_t> block_ids;      // (num hit blocks,) in position order
   std::vector<uint64_t> block_hashes;  // (num hit blocks,) their chained hashes
 };
 
 struct KvCacheMetrics {
-  int32_t num_blocks = 0;          // usable device blocks (null block excluded)
+  int32_t num_blocks = 0;  // usable device blocks (null block excluded)
   int32_t num_used_blocks = 0;
-  int32_t num_free_blocks = 0;     // cached free blocks included: they can be handed out
-  int32_t num_cached_blocks = 0;   // blocks the prefix cache can find, used or free
-  double usage = 0.0;              // num_used_blocks / num_blocks
-  int64_t num_tokens_held = 0;     // token slots in used blocks that some sequence has taken
-  int64_t num_token_slots = 0;     // num_used_blocks * block_size
-  double kv_utilization = 0.0;     // num_tokens_held / num_token_slots (1 when nothing is used)
-  int32_t num_host_blocks = 0;     // usable host blocks
+  int32_t num_free_blocks = 0;    // cached free blocks included: they can be handed out
+  int32_t num_cached_blocks = 0;  // blocks the prefix cache can find, used or free
+  double usage = 0.0;             // num_used_blocks / num_blocks
+  int64_t num_tokens_held = 0;    // token slots in used blocks that some sequence has taken
+  int64_t num_token_slots = 0;    // num_used_blocks * block_size
+  double kv_utilization = 0.0;    // num_tokens_held / num_token_slots (1 when nothing is used)
+  int32_t num_host_blocks = 0;    // usable host blocks
   int32_t num_used_host_blocks = 0;
-  int32_t num_sequences = 0;       // running and swapped
+  int32_t num_sequences = 0;  // running and swapped
   int32_t num_swapped_sequences = 0;
   int64_t num_copy_on_write_blocks = 0;  // since construction
   int64_t num_swapped_out_blocks = 0;
@@ -80,9 +80,7 @@ class KvCacheManager {
 
   int32_t block_size() const { return block_size_; }
   int32_t num_free_blocks() const { return device_pool_.num_free_blocks(); }
-  int32_t blocks_for_tokens(int32_t num_tokens) const {
-    return (num_tokens + block_size_ - 1) / block_size_;
-  }
+  int32_t blocks_for_tokens(int32_t num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
   const BlockPool& device_pool() const { return device_pool_; }
   const BlockPool& host_pool() const { return host_pool_; }
 
@@ -90,8 +88,7 @@ class KvCacheManager {
   // Longest run of cached full blocks from position 0 (an empty match, carrying extra_key,
   // when prefix caching is off). Takes no references and counts nothing: a request that waits
   // for room may look up again every step.
-  PrefixMatch find_cached_prefix(std::span<const int32_t> token_ids,
-                                 uint64_t extra_key = kNoExtraKey) const;
+  PrefixMatch find_cached_prefix(std::span<const int32_t> token_ids, uint64_t extra_key = kNoExtraKey) const;
 
   // After the forward pass: makes the sequence's newly filled full blocks findable. token_ids
   // are its tokens from position 0 whose K/V are now computed (more are ignored). No-op when
@@ -112,8 +109,7 @@ class KvCacheManager {
   // supplies its first blocks and num_computed_tokens, and those tokens count as held. For a
   // known sequence prefix must be empty. False leaves every state as it was: the pool is full,
   // the sequence is swapped out, or the prefix match went stale.
-  bool can_allocate_slots(SequenceId sequence, int32_t num_new_tokens,
-                          const PrefixMatch& prefix = {}) const;
+  bool can_allocate_slots(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix = {}) const;
   bool allocate_slots(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix = {});
 
   // Gives back slots past num_tokens (rejected speculative tokens), freeing blocks left empty.
@@ -175,8 +171,8 @@ class KvCacheManager {
   };
 
   struct AllocationPlan {
-    int32_t num_blocks_to_allocate = 0;   // new table entries, plus one for copy-on-write
-    int32_t num_prefix_blocks_free = 0;   // prefix blocks that now sit in the free queue
+    int32_t num_blocks_to_allocate = 0;  // new table entries, plus one for copy-on-write
+    int32_t num_prefix_blocks_free = 0;  // prefix blocks that now sit in the free queue
     bool copy_on_write = false;
   };
 
@@ -184,8 +180,7 @@ class KvCacheManager {
                                                 const PrefixMatch& prefix) const;
   // Distinct blocks of the given tables, in first-seen order; nothing if an id is unknown,
   // repeated, or in the wrong state.
-  std::optional<std::vector<int32_t>> distinct_blocks(std::span<const SequenceId> sequences,
-                                                      bool swapped) const;
+  std::optional<std::vector<int32_t>> distinct_blocks(std::span<const SequenceId> sequences, bool swapped) const;
   SequenceBlocks& running(SequenceId sequence);
   const SequenceBlocks& at(SequenceId sequence) const;
   Status check_tables(const BlockPool& pool, bool host) const;

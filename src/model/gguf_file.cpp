@@ -67,13 +67,13 @@ uint64_t min_encoded_bytes(GgufValueType type) {
 }
 
 bool is_unsigned_type(GgufValueType type) {
-  return type == GgufValueType::UINT8 || type == GgufValueType::UINT16 ||
-         type == GgufValueType::UINT32 || type == GgufValueType::UINT64;
+  return type == GgufValueType::UINT8 || type == GgufValueType::UINT16 || type == GgufValueType::UINT32 ||
+         type == GgufValueType::UINT64;
 }
 
 bool is_signed_type(GgufValueType type) {
-  return type == GgufValueType::INT8 || type == GgufValueType::INT16 ||
-         type == GgufValueType::INT32 || type == GgufValueType::INT64;
+  return type == GgufValueType::INT8 || type == GgufValueType::INT16 || type == GgufValueType::INT32 ||
+         type == GgufValueType::INT64;
 }
 
 bool is_float_type(GgufValueType type) {
@@ -134,13 +134,10 @@ class Parser {
   explicit Parser(std::span<const uint8_t> bytes) : reader_(bytes), file_size_(bytes.size()) {}
 
   Status parse_header(uint32_t* version, uint64_t* tensor_count, uint64_t* metadata_count);
-  Status parse_metadata(uint64_t count, std::map<std::string, GgufValue, std::less<>>* metadata,
-                        uint64_t* alignment);
-  Status parse_tensor_infos(uint64_t count, uint64_t alignment,
-                            std::vector<GgufTensorInfo>* tensors,
+  Status parse_metadata(uint64_t count, std::map<std::string, GgufValue, std::less<>>* metadata, uint64_t* alignment);
+  Status parse_tensor_infos(uint64_t count, uint64_t alignment, std::vector<GgufTensorInfo>* tensors,
                             std::map<std::string, size_t, std::less<>>* tensor_index);
-  Status place_data_section(uint64_t alignment, std::vector<GgufTensorInfo>& tensors,
-                            uint64_t* data_offset);
+  Status place_data_section(uint64_t alignment, std::vector<GgufTensorInfo>& tensors, uint64_t* data_offset);
 
  private:
   // "<subject> at offset <offset>: <parts...>"; numeric parts are printed in decimal.
@@ -163,8 +160,7 @@ class Parser {
   Status read_field(std::string_view field, T* out) {
     const uint64_t at = reader_.offset();
     if (reader_.read(out)) return Status::ok();
-    return fail(at, "file ends inside the ", field, " (", sizeof(T), " bytes needed, ",
-                reader_.remaining(), " left)");
+    return fail(at, "file ends inside the ", field, " (", sizeof(T), " bytes needed, ", reader_.remaining(), " left)");
   }
 
   // Reads a fixed-size value and widens it to the variant's storage type.
@@ -195,8 +191,7 @@ Status Parser::parse_header(uint32_t* version, uint64_t* tensor_count, uint64_t*
   if (magic != kMagic) {
     char shown[4];
     std::memcpy(shown, &magic, 4);
-    return fail(0, "bad magic '", printable(std::string_view(shown, 4)),
-                "', expected 'GGUF' (not a GGUF file)");
+    return fail(0, "bad magic '", printable(std::string_view(shown, 4)), "', expected 'GGUF' (not a GGUF file)");
   }
   const uint64_t version_at = reader_.offset();
   if (Status s = read_field("version", version); !s) return s;
@@ -211,20 +206,19 @@ Status Parser::parse_header(uint32_t* version, uint64_t* tensor_count, uint64_t*
                 " byte-swapped); folio reads little-endian files only");
   }
   if (*version != 2 && *version != 3) {
-    return fail(version_at, "unsupported GGUF version ", *version,
-                " (folio reads versions 2 and 3)");
+    return fail(version_at, "unsupported GGUF version ", *version, " (folio reads versions 2 and 3)");
   }
   const uint64_t tensor_count_at = reader_.offset();
   if (Status s = read_field("tensor count", tensor_count); !s) return s;
   const uint64_t metadata_count_at = reader_.offset();
   if (Status s = read_field("metadata count", metadata_count); !s) return s;
   if (*tensor_count > reader_.remaining() / kMinTensorInfoBytes) {
-    return fail(tensor_count_at, "tensor count ", *tensor_count, " cannot fit in the ",
-                reader_.remaining(), " bytes left");
+    return fail(tensor_count_at, "tensor count ", *tensor_count, " cannot fit in the ", reader_.remaining(),
+                " bytes left");
   }
   if (*metadata_count > reader_.remaining() / kMinMetadataEntryBytes) {
-    return fail(metadata_count_at, "metadata count ", *metadata_count, " cannot fit in the ",
-                reader_.remaining(), " bytes left");
+    return fail(metadata_count_at, "metadata count ", *metadata_count, " cannot fit in the ", reader_.remaining(),
+                " bytes left");
   }
   return Status::ok();
 }
@@ -234,8 +228,7 @@ Status Parser::read_string(std::string_view field, std::string* out) {
   uint64_t length = 0;
   if (Status s = read_field(std::string(field) + " length", &length); !s) return s;
   if (length > reader_.remaining()) {
-    return fail(at, field, " length ", length, " exceeds the ", reader_.remaining(),
-                " bytes left in the file");
+    return fail(at, field, " length ", length, " exceeds the ", reader_.remaining(), " bytes left in the file");
   }
   out->assign(reader_.take(length));
   return Status::ok();
@@ -245,26 +238,16 @@ Status Parser::read_value(GgufValueType type, int depth, GgufValue* out) {
   out->type = type;
   const uint64_t at = reader_.offset();
   switch (type) {
-    case GgufValueType::UINT8:
-      return read_scalar<uint8_t, uint64_t>("uint8 value", out);
-    case GgufValueType::INT8:
-      return read_scalar<int8_t, int64_t>("int8 value", out);
-    case GgufValueType::UINT16:
-      return read_scalar<uint16_t, uint64_t>("uint16 value", out);
-    case GgufValueType::INT16:
-      return read_scalar<int16_t, int64_t>("int16 value", out);
-    case GgufValueType::UINT32:
-      return read_scalar<uint32_t, uint64_t>("uint32 value", out);
-    case GgufValueType::INT32:
-      return read_scalar<int32_t, int64_t>("int32 value", out);
-    case GgufValueType::UINT64:
-      return read_scalar<uint64_t, uint64_t>("uint64 value", out);
-    case GgufValueType::INT64:
-      return read_scalar<int64_t, int64_t>("int64 value", out);
-    case GgufValueType::FLOAT32:
-      return read_scalar<float, double>("float32 value", out);
-    case GgufValueType::FLOAT64:
-      return read_scalar<double, double>("float64 value", out);
+    case GgufValueType::UINT8: return read_scalar<uint8_t, uint64_t>("uint8 value", out);
+    case GgufValueType::INT8: return read_scalar<int8_t, int64_t>("int8 value", out);
+    case GgufValueType::UINT16: return read_scalar<uint16_t, uint64_t>("uint16 value", out);
+    case GgufValueType::INT16: return read_scalar<int16_t, int64_t>("int16 value", out);
+    case GgufValueType::UINT32: return read_scalar<uint32_t, uint64_t>("uint32 value", out);
+    case GgufValueType::INT32: return read_scalar<int32_t, int64_t>("int32 value", out);
+    case GgufValueType::UINT64: return read_scalar<uint64_t, uint64_t>("uint64 value", out);
+    case GgufValueType::INT64: return read_scalar<int64_t, int64_t>("int64 value", out);
+    case GgufValueType::FLOAT32: return read_scalar<float, double>("float32 value", out);
+    case GgufValueType::FLOAT64: return read_scalar<double, double>("float64 value", out);
     case GgufValueType::BOOL: {
       uint8_t value = 0;
       if (Status s = read_field("bool value", &value); !s) return s;
@@ -278,8 +261,7 @@ Status Parser::read_value(GgufValueType type, int depth, GgufValue* out) {
       out->data = std::move(text);
       return Status::ok();
     }
-    case GgufValueType::ARRAY:
-      return read_array(depth, out);
+    case GgufValueType::ARRAY: return read_array(depth, out);
   }
   return fail(at, "unknown value type ", static_cast<uint32_t>(type));
 }
@@ -299,8 +281,7 @@ Status Parser::read_array(int depth, GgufValue* out) {
   uint64_t count = 0;
   if (Status s = read_field("array count", &count); !s) return s;
   if (count > reader_.remaining() / min_encoded_bytes(element_type)) {
-    return fail(count_at, "array count ", count, " cannot fit in the ", reader_.remaining(),
-                " bytes left");
+    return fail(count_at, "array count ", count, " cannot fit in the ", reader_.remaining(), " bytes left");
   }
   GgufArray array;
   array.element_type = element_type;
@@ -313,8 +294,7 @@ Status Parser::read_array(int depth, GgufValue* out) {
   return Status::ok();
 }
 
-Status Parser::parse_metadata(uint64_t count,
-                              std::map<std::string, GgufValue, std::less<>>* metadata,
+Status Parser::parse_metadata(uint64_t count, std::map<std::string, GgufValue, std::less<>>* metadata,
                               uint64_t* alignment) {
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t entry_at = reader_.offset();
@@ -385,28 +365,24 @@ Status Parser::read_tensor_info(size_t index, uint64_t alignment, GgufTensorInfo
   if (!type) return fail(type_at, "unknown type id ", type_id);
   info->type = type->type;
   if (info->dims[0] % type->block_elems != 0) {
-    return fail(type_at, "dims[0] = ", info->dims[0], " is not a multiple of the ", type->name,
-                " block size ", type->block_elems);
+    return fail(type_at, "dims[0] = ", info->dims[0], " is not a multiple of the ", type->name, " block size ",
+                type->block_elems);
   }
   const uint64_t num_blocks = num_elements / static_cast<uint64_t>(type->block_elems);
-  if (__builtin_mul_overflow(num_blocks, static_cast<uint64_t>(type->block_bytes),
-                             &info->num_bytes)) {
-    return fail(type_at, "byte size overflows (", num_blocks, " blocks of ", type->block_bytes,
-                " bytes)");
+  if (__builtin_mul_overflow(num_blocks, static_cast<uint64_t>(type->block_bytes), &info->num_bytes)) {
+    return fail(type_at, "byte size overflows (", num_blocks, " blocks of ", type->block_bytes, " bytes)");
   }
 
   const uint64_t offset_at = reader_.offset();
   if (Status s = read_field("data offset", &info->offset); !s) return s;
   if (info->offset % alignment != 0) {
-    return fail(offset_at, "data offset ", info->offset, " is not a multiple of the alignment ",
-                alignment);
+    return fail(offset_at, "data offset ", info->offset, " is not a multiple of the alignment ", alignment);
   }
   tensor_offset_fields_.push_back(offset_at);
   return Status::ok();
 }
 
-Status Parser::parse_tensor_infos(uint64_t count, uint64_t alignment,
-                                  std::vector<GgufTensorInfo>* tensors,
+Status Parser::parse_tensor_infos(uint64_t count, uint64_t alignment, std::vector<GgufTensorInfo>* tensors,
                                   std::map<std::string, size_t, std::less<>>* tensor_index) {
   tensors->reserve(static_cast<size_t>(count));  // count was bounded by the file size
   tensor_offset_fields_.reserve(static_cast<size_t>(count));
@@ -421,8 +397,7 @@ Status Parser::parse_tensor_infos(uint64_t count, uint64_t alignment,
   return Status::ok();
 }
 
-Status Parser::place_data_section(uint64_t alignment, std::vector<GgufTensorInfo>& tensors,
-                                  uint64_t* data_offset) {
+Status Parser::place_data_section(uint64_t alignment, std::vector<GgufTensorInfo>& tensors, uint64_t* data_offset) {
   const uint64_t infos_end = reader_.offset();
   // infos_end <= file size and alignment <= 2^31, so this cannot overflow.
   *data_offset = (infos_end + alignment - 1) / alignment * alignment;
@@ -440,9 +415,9 @@ Status Parser::place_data_section(uint64_t alignment, std::vector<GgufTensorInfo
     const GgufTensorInfo& info = tensors[i];
     if (info.offset > data_size || info.num_bytes > data_size - info.offset) {
       subject_ = "tensor '" + printable(info.name) + "' info";
-      return fail(tensor_offset_fields_[i], "data [", info.offset, ", ", info.offset, " + ",
-                  info.num_bytes, ") runs past the end of the file (data section holds ", data_size,
-                  " bytes from offset ", *data_offset, ")");
+      return fail(tensor_offset_fields_[i], "data [", info.offset, ", ", info.offset, " + ", info.num_bytes,
+                  ") runs past the end of the file (data section holds ", data_size, " bytes from offset ",
+                  *data_offset, ")");
     }
   }
   return Status::ok();
@@ -451,8 +426,7 @@ Status Parser::place_data_section(uint64_t alignment, std::vector<GgufTensorInfo
 // Converts every item of an array value, or gives nullopt: no value, not an array, another
 // element kind, or an item that does not convert.
 template <typename T, typename ElementOk, typename Convert>
-std::optional<std::vector<T>> convert_array(const GgufValue* value, ElementOk element_ok,
-                                            Convert convert) {
+std::optional<std::vector<T>> convert_array(const GgufValue* value, ElementOk element_ok, Convert convert) {
   const GgufArray* array = value ? value->as_array() : nullptr;
   if (!array || !element_ok(array->element_type)) return std::nullopt;
   std::vector<T> out;
@@ -524,16 +498,13 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
       status = parser.parse_metadata(metadata_count, &file.metadata_, &file.alignment_);
     }
     if (status) {
-      status = parser.parse_tensor_infos(tensor_count, file.alignment_, &file.tensors_,
-                                         &file.tensor_index_);
+      status = parser.parse_tensor_infos(tensor_count, file.alignment_, &file.tensors_, &file.tensor_index_);
     }
-    if (status)
-      status = parser.place_data_section(file.alignment_, file.tensors_, &file.data_offset_);
+    if (status) status = parser.place_data_section(file.alignment_, file.tensors_, &file.data_offset_);
     if (!status) return Status::error("gguf: " + status.message());
     return file;
   } catch (const std::bad_alloc&) {
-    return Status::error("gguf: out of memory while parsing a " + std::to_string(bytes.size()) +
-                         "-byte file");
+    return Status::error("gguf: out of memory while parsing a " + std::to_string(bytes.size()) + "-byte file");
   } catch (const std::exception& e) {
     return Status::error(std::string("gguf: unexpected error while parsing: ") + e.what());
   }

@@ -57,7 +57,7 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> dims;  // GGUF order: dims[0] is the contiguous (row) dimension
   DType type = DType::F32;
-  uint64_t offset = 0;        // from the start of the tensor data section
+  uint64_t offset = 0;  // from the start of the tensor data section
   uint64_t num_elements = 0;
   uint64_t num_bytes = 0;
 };

@@ -8,7 +8,9 @@ namespace {
 
 constexpr std::string_view kKeyPrefix = "tokenizer.ggml.";
 
-std::string key(std::string_view name) { return std::string(kKeyPrefix).append(name); }
+std::string key(std::string_view name) {
+  return std::string(kKeyPrefix).append(name);
+}
 
 }  // namespace
 

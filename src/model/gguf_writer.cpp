@@ -10,8 +10,7 @@ namespace folio {
 namespace {
 
 // GGUF value type ids.
-constexpr uint32_t kTypeUint32 = 4, kTypeInt32 = 5, kTypeFloat32 = 6, kTypeBool = 7,
-                   kTypeString = 8, kTypeArray = 9;
+constexpr uint32_t kTypeUint32 = 4, kTypeInt32 = 5, kTypeFloat32 = 6, kTypeBool = 7, kTypeString = 8, kTypeArray = 9;
 
 // Chunks of about this many bytes are filled and written at a time: large enough for fast I/O,
 // small enough that the writer's memory stays flat.
@@ -85,8 +84,7 @@ GgufWriter& GgufWriter::add_i32_array(std::string_view name, const std::vector<i
   return *this;
 }
 
-GgufWriter& GgufWriter::add_tensor(std::string name, std::vector<uint64_t> dims, DType type,
-                                   TensorFill fill) {
+GgufWriter& GgufWriter::add_tensor(std::string name, std::vector<uint64_t> dims, DType type, TensorFill fill) {
   Tensor t{std::move(name), std::move(dims), type, std::move(fill)};
   t.row_bytes = row_bytes(type, static_cast<int64_t>(t.dims[0]));
   uint64_t rows = 1;
@@ -102,8 +100,7 @@ uint64_t GgufWriter::data_bytes() const {
   return total;
 }
 
-Status GgufWriter::write(const std::string& path,
-                         const std::function<void(uint64_t, uint64_t)>& progress) const {
+Status GgufWriter::write(const std::string& path, const std::function<void(uint64_t, uint64_t)>& progress) const {
   std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
   if (!file) return Status::error("cannot create '" + path + "': " + std::strerror(errno));
   std::vector<uint8_t> header;

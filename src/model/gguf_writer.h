@@ -37,8 +37,7 @@ class GgufWriter {
 
   uint64_t data_bytes() const;
   // progress(bytes written, total bytes).
-  Status write(const std::string& path,
-               const std::function<void(uint64_t, uint64_t)>& progress = {}) const;
+  Status write(const std::string& path, const std::function<void(uint64_t, uint64_t)>& progress = {}) const;
 
  private:
   struct Tensor {

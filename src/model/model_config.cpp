@@ -16,8 +16,7 @@ Expected<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   const std::optional<std::string> arch = file.get_string("general.architecture");
   if (!arch) return Status::error("model: general.architecture is missing");
   if (!is_supported_architecture(*arch)) {
-    return Status::error("model: architecture '" + *arch +
-                         "' is not supported (supported: llama, mistral, qwen2)");
+    return Status::error("model: architecture '" + *arch + "' is not supported (supported: llama, mistral, qwen2)");
   }
   config.architecture = *arch;
   config.name = file.get_string("general.name").value_or(*arch);
@@ -27,40 +26,35 @@ Expected<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     const std::optional<int64_t> value = file.get_int(prefix + std::string(key));
     if (!value) return Status::error("model: " + prefix + std::string(key) + " is missing");
     if (*value < min_value || *value > (int64_t{1} << 30)) {
-      return Status::error("model: " + prefix + std::string(key) + " = " +
-                           std::to_string(*value) + " is out of range");
+      return Status::error("model: " + prefix + std::string(key) + " = " + std::to_string(*value) + " is out of range");
     }
     out = static_cast<int32_t>(*value);
     return Status::ok();
   };
-  for (const Status& s : {required_int("block_count", config.num_layers, 1),
-                          required_int("embedding_length", config.hidden_dim, 1),
-                          required_int("feed_forward_length", config.ffn_dim, 1),
-                          required_int("attention.head_count", config.num_heads, 1),
-                          required_int("context_length", config.context_length, 1)}) {
+  for (const Status& s :
+       {required_int("block_count", config.num_layers, 1), required_int("embedding_length", config.hidden_dim, 1),
+        required_int("feed_forward_length", config.ffn_dim, 1),
+        required_int("attention.head_count", config.num_heads, 1),
+        required_int("context_length", config.context_length, 1)}) {
     if (!s) return s;
   }
-  config.num_kv_heads = static_cast<int32_t>(
-      file.get_int(prefix + "attention.head_count_kv").value_or(config.num_heads));
+  config.num_kv_heads =
+      static_cast<int32_t>(file.get_int(prefix + "attention.head_count_kv").value_or(config.num_heads));
   if (config.num_kv_heads < 1 || config.num_heads % config.num_kv_heads != 0) {
     return Status::error("model: head_count " + std::to_string(config.num_heads) +
-                         " is not a multiple of head_count_kv " +
-                         std::to_string(config.num_kv_heads));
+                         " is not a multiple of head_count_kv " + std::to_string(config.num_kv_heads));
   }
   if (config.hidden_dim % config.num_heads != 0) {
     return Status::error("model: embedding_length is not a multiple of head_count");
   }
   config.head_dim = static_cast<int32_t>(
       file.get_int(prefix + "attention.key_length").value_or(config.hidden_dim / config.num_heads));
-  config.rms_norm_eps = static_cast<float>(
-      file.get_float(prefix + "attention.layer_norm_rms_epsilon").value_or(1e-5));
-  config.rope_freq_base =
-      static_cast<float>(file.get_float(prefix + "rope.freq_base").value_or(10000.0));
-  config.rope_dim =
-      static_cast<int32_t>(file.get_int(prefix + "rope.dimension_count").value_or(config.head_dim));
+  config.rms_norm_eps = static_cast<float>(file.get_float(prefix + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  config.rope_freq_base = static_cast<float>(file.get_float(prefix + "rope.freq_base").value_or(10000.0));
+  config.rope_dim = static_cast<int32_t>(file.get_int(prefix + "rope.dimension_count").value_or(config.head_dim));
   if (config.rope_dim <= 0 || config.rope_dim > config.head_dim || config.rope_dim % 2 != 0) {
-    return Status::error("model: rope.dimension_count " + std::to_string(config.rope_dim) +
-                         " does not fit head size " + std::to_string(config.head_dim));
+    return Status::error("model: rope.dimension_count " + std::to_string(config.rope_dim) + " does not fit head size " +
+                         std::to_string(config.head_dim));
   }
   const std::string scaling = file.get_string(prefix + "rope.scaling.type").value_or("none");
   if (scaling == "linear") {
@@ -72,11 +66,9 @@ Expected<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     return Status::error("model: rope scaling '" + scaling + "' is not supported");
   }
   // Qwen2 keeps Hugging Face's rotate-half layout; llama-family GGUFs are permuted to pairs.
-  config.rope_style = config.architecture == "qwen2" ? RopeStyle::kHalves
-                                                     : RopeStyle::kAdjacentPairs;
+  config.rope_style = config.architecture == "qwen2" ? RopeStyle::kHalves : RopeStyle::kAdjacentPairs;
 
-  const std::optional<std::vector<std::string>> tokens =
-      file.get_string_array("tokenizer.ggml.tokens");
+  const std::optional<std::vector<std::string>> tokens = file.get_string_array("tokenizer.ggml.tokens");
   config.vocab_size = static_cast<int32_t>(
       file.get_int(prefix + "vocab_size").value_or(tokens ? static_cast<int64_t>(tokens->size()) : 0));
   if (config.vocab_size <= 0) return Status::error("model: vocabulary size is unknown");

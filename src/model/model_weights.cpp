@@ -15,40 +15,38 @@ std::string shape_string(const std::vector<int64_t>& dims) {
 }
 
 // Finds a 2-D weight of GGUF shape [cols, rows] in a computable type.
-Status load_matrix(const GgufFile& file, const std::string& name, int64_t cols, int64_t rows,
-                   WeightTensor& out, bool optional = false) {
+Status load_matrix(const GgufFile& file, const std::string& name, int64_t cols, int64_t rows, WeightTensor& out,
+                   bool optional = false) {
   const GgufTensorInfo* info = file.find_tensor(name);
   if (info == nullptr) {
     return optional ? Status::ok() : Status::error("model: tensor '" + name + "' is missing");
   }
   if (info->dims.size() != 2 || info->dims[0] != cols || info->dims[1] != rows) {
-    return Status::error("model: tensor '" + name + "' has shape " + shape_string(info->dims) +
-                         ", expected [" + std::to_string(cols) + ", " + std::to_string(rows) +
-                         "]");
+    return Status::error("model: tensor '" + name + "' has shape " + shape_string(info->dims) + ", expected [" +
+                         std::to_string(cols) + ", " + std::to_string(rows) + "]");
   }
   if (!quant::is_weight_format(info->type)) {
-    return Status::error("model: tensor '" + name + "' has type " +
-                         std::string(dtype_name(info->type)) + ", which folio cannot compute with");
+    return Status::error("model: tensor '" + name + "' has type " + std::string(dtype_name(info->type)) +
+                         ", which folio cannot compute with");
   }
   out = WeightTensor{info->type, rows, cols, file.tensor_data(*info)};
   return Status::ok();
 }
 
 // Small vectors (norms, biases, rope factors) are converted to float and owned.
-Status load_vector(const GgufFile& file, const std::string& name, int64_t size,
-                   std::vector<float>& out, bool optional = false) {
+Status load_vector(const GgufFile& file, const std::string& name, int64_t size, std::vector<float>& out,
+                   bool optional = false) {
   const GgufTensorInfo* info = file.find_tensor(name);
   if (info == nullptr) {
     return optional ? Status::ok() : Status::error("model: tensor '" + name + "' is missing");
   }
   if (info->num_elements != static_cast<uint64_t>(size)) {
-    return Status::error("model: tensor '" + name + "' has shape " + shape_string(info->dims) +
-                         ", expected " + std::to_string(size) + " elements");
+    return Status::error("model: tensor '" + name + "' has shape " + shape_string(info->dims) + ", expected " +
+                         std::to_string(size) + " elements");
   }
   const quant::DequantizeRowFn dequantize = quant::dequantizer(info->type);
   if (!quant::is_weight_format(info->type) || size % dtype_info(info->type).block_elems != 0) {
-    return Status::error("model: tensor '" + name + "' has unsupported type " +
-                         std::string(dtype_name(info->type)));
+    return Status::error("model: tensor '" + name + "' has unsupported type " + std::string(dtype_name(info->type)));
   }
   out.resize(size);
   dequantize(file.tensor_data(*info), out.data(), size);
@@ -57,8 +55,7 @@ Status load_vector(const GgufFile& file, const std::string& name, int64_t size,
 
 }  // namespace
 
-Expected<std::unique_ptr<ModelWeights>> ModelWeights::load(const GgufFile& file,
-                                                       const LoadProgress& progress) {
+Expected<std::unique_ptr<ModelWeights>> ModelWeights::load(const GgufFile& file, const LoadProgress& progress) {
   Expected<ModelConfig> config = ModelConfig::from_gguf(file);
   if (!config) return config.status();
   std::unique_ptr<ModelWeights> model(new ModelWeights());
@@ -82,19 +79,18 @@ Expected<std::unique_ptr<ModelWeights>> ModelWeights::load(const GgufFile& file,
   for (int32_t i = 0; i < c.num_layers; ++i) {
     LayerWeights& layer = model->layers_[i];
     const std::string p = "blk." + std::to_string(i) + ".";
-    for (const Status& step : {
-             load_vector(file, p + "attn_norm.weight", hidden, layer.attn_norm),
-             load_matrix(file, p + "attn_q.weight", hidden, c.q_dim(), layer.q),
-             load_matrix(file, p + "attn_k.weight", hidden, c.kv_dim(), layer.k),
-             load_matrix(file, p + "attn_v.weight", hidden, c.kv_dim(), layer.v),
-             load_matrix(file, p + "attn_output.weight", c.q_dim(), hidden, layer.o),
-             load_vector(file, p + "attn_q.bias", c.q_dim(), layer.q_bias, true),
-             load_vector(file, p + "attn_k.bias", c.kv_dim(), layer.k_bias, true),
-             load_vector(file, p + "attn_v.bias", c.kv_dim(), layer.v_bias, true),
-             load_vector(file, p + "ffn_norm.weight", hidden, layer.ffn_norm),
-             load_matrix(file, p + "ffn_gate.weight", hidden, c.ffn_dim, layer.gate),
-             load_matrix(file, p + "ffn_up.weight", hidden, c.ffn_dim, layer.up),
-             load_matrix(file, p + "ffn_down.weight", c.ffn_dim, hidden, layer.down)}) {
+    for (const Status& step : {load_vector(file, p + "attn_norm.weight", hidden, layer.attn_norm),
+                               load_matrix(file, p + "attn_q.weight", hidden, c.q_dim(), layer.q),
+                               load_matrix(file, p + "attn_k.weight", hidden, c.kv_dim(), layer.k),
+                               load_matrix(file, p + "attn_v.weight", hidden, c.kv_dim(), layer.v),
+                               load_matrix(file, p + "attn_output.weight", c.q_dim(), hidden, layer.o),
+                               load_vector(file, p + "attn_q.bias", c.q_dim(), layer.q_bias, true),
+                               load_vector(file, p + "attn_k.bias", c.kv_dim(), layer.k_bias, true),
+                               load_vector(file, p + "attn_v.bias", c.kv_dim(), layer.v_bias, true),
+                               load_vector(file, p + "ffn_norm.weight", hidden, layer.ffn_norm),
+                               load_matrix(file, p + "ffn_gate.weight", hidden, c.ffn_dim, layer.gate),
+                               load_matrix(file, p + "ffn_up.weight", hidden, c.ffn_dim, layer.up),
+                               load_matrix(file, p + "ffn_down.weight", c.ffn_dim, hidden, layer.down)}) {
       if (!step) return step;
     }
   }

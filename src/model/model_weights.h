@@ -18,11 +18,11 @@
 namespace folio {
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // (hidden,)
-  WeightTensor q, k, v, o;       // (q_dim, hidden), (kv_dim, hidden) x2, (hidden, q_dim)
+  std::vector<float> attn_norm;               // (hidden,)
+  WeightTensor q, k, v, o;                    // (q_dim, hidden), (kv_dim, hidden) x2, (hidden, q_dim)
   std::vector<float> q_bias, k_bias, v_bias;  // empty unless the model has QKV bias (Qwen2)
-  std::vector<float> ffn_norm;   // (hidden,)
-  WeightTensor gate, up, down;   // (ffn, hidden) x2, (hidden, ffn)
+  std::vector<float> ffn_norm;                // (hidden,)
+  WeightTensor gate, up, down;                // (ffn, hidden) x2, (hidden, ffn)
 
   bool has_qkv_bias() const { return !q_bias.empty() || !k_bias.empty() || !v_bias.empty(); }
 };
@@ -40,8 +40,8 @@ class ModelWeights {
   uint64_t weight_bytes() const { return weight_bytes_; }
 
   const WeightTensor& token_embedding() const { return token_embedding_; }  // (vocab, hidden)
-  const WeightTensor& output() const { return output_; }  // (vocab, hidden); the embedding when tied
-  const std::vector<float>& output_norm() const { return output_norm_; }          // (hidden,)
+  const WeightTensor& output() const { return output_; }                    // (vocab, hidden); the embedding when tied
+  const std::vector<float>& output_norm() const { return output_norm_; }    // (hidden,)
   const std::vector<float>& rope_freq_factors() const { return rope_freq_factors_; }  // Llama-3, or empty
   const std::vector<LayerWeights>& layers() const { return layers_; }
   bool tied_embeddings() const { return output_.data == token_embedding_.data; }

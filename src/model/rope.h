@@ -14,9 +14,9 @@ enum class RopeStyle {
 
 struct RopeSpec {
   RopeStyle style = RopeStyle::kAdjacentPairs;
-  int32_t rotary_dim = 0;        // leading dims of each head that rotate (usually head_dim)
+  int32_t rotary_dim = 0;  // leading dims of each head that rotate (usually head_dim)
   float freq_base = 10000.0f;
-  float position_scale = 1.0f;   // linear rope scaling: positions multiplied by this
+  float position_scale = 1.0f;  // linear rope scaling: positions multiplied by this
 };
 
 }  // namespace folio

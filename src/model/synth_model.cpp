@@ -6,9 +6,9 @@
 #include <numbers>
 #include <thread>
 
-#include "quant/formats.h"
 #include "core/fp16.h"
 #include "model/gguf_writer.h"
+#include "quant/formats.h"
 #include "text/byte_level.h"
 
 namespace folio {
@@ -34,9 +34,7 @@ void fill_row(uint64_t seed, float std_dev, float* row, int64_t n) {
 
 void encode_row(DType type, const float* src, uint8_t* dst, int64_t n) {
   switch (type) {
-    case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      break;
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); break;
     case DType::BF16:
       for (int64_t i = 0; i < n; ++i) {
         const uint16_t b = fp32_to_bf16(src[i]);
@@ -49,16 +47,13 @@ void encode_row(DType type, const float* src, uint8_t* dst, int64_t n) {
         std::memcpy(dst + 2 * i, &h, 2);
       }
       break;
-    default:
-      quant::quantize_row_reference(type, src, dst, n);
-      break;
+    default: quant::quantize_row_reference(type, src, dst, n); break;
   }
 }
 
 // A tensor filler: rows of `cols` values of standard deviation std_dev (or all `constant`
 // when std_dev is 0), drawn in parallel; row r's values depend only on (seed, tensor, r).
-GgufWriter::TensorFill random_rows(DType type, int64_t cols, float std_dev, uint64_t seed,
-                                   float constant = 0.0f) {
+GgufWriter::TensorFill random_rows(DType type, int64_t cols, float std_dev, uint64_t seed, float constant = 0.0f) {
   return [=](uint64_t offset, std::span<uint8_t> out) {
     const size_t row_size = row_bytes(type, cols);
     const int64_t first_row = static_cast<int64_t>(offset / row_size);
@@ -67,8 +62,10 @@ GgufWriter::TensorFill random_rows(DType type, int64_t cols, float std_dev, uint
     auto work = [&](int64_t begin, int64_t end) {
       std::vector<float> row(static_cast<size_t>(cols));
       for (int64_t r = begin; r < end; ++r) {
-        if (std_dev == 0.0f) std::fill(row.begin(), row.end(), constant);
-        else fill_row(seed ^ mix(static_cast<uint64_t>(first_row + r) + 1), std_dev, row.data(), cols);
+        if (std_dev == 0.0f)
+          std::fill(row.begin(), row.end(), constant);
+        else
+          fill_row(seed ^ mix(static_cast<uint64_t>(first_row + r) + 1), std_dev, row.data(), cols);
         encode_row(type, row.data(), out.data() + static_cast<size_t>(r) * row_size, cols);
       }
     };

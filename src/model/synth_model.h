@@ -17,7 +17,7 @@
 namespace folio {
 
 struct SynthConfig {
-  std::string name;            // smollm2-135m, llama3-8b, llama3-70b-1layer, tiny
+  std::string name;  // smollm2-135m, llama3-8b, llama3-70b-1layer, tiny
   int32_t num_layers = 0;
   int32_t hidden_dim = 0;
   int32_t ffn_dim = 0;
@@ -28,7 +28,7 @@ struct SynthConfig {
   float rope_freq_base = 10000.0f;
   bool llama3_rope_scaling = false;  // writes rope_freqs.weight (Llama 3.1: factor 8, 1 / 4)
   bool tied_embeddings = false;
-  bool llama3_vocab = false;         // Llama-3 special tokens at 128000+; else SmolLM2's at 0..2
+  bool llama3_vocab = false;  // Llama-3 special tokens at 128000+; else SmolLM2's at 0..2
 };
 
 // The known shapes; an error lists them.
@@ -38,7 +38,7 @@ std::vector<std::string> synth_config_names();
 struct SynthOptions {
   DType weight_type = DType::BF16;  // 2-D weights: BF16, F16, F32 or Q8_0
   uint64_t seed = 1;
-  int32_t num_layers = 0;           // 0: the config's
+  int32_t num_layers = 0;  // 0: the config's
 };
 
 // Llama-3 rope scaling divisors for each of the head_dim / 2 frequencies.
@@ -46,8 +46,7 @@ std::vector<float> llama3_rope_freq_factors(int32_t head_dim, float freq_base);
 
 // Writes the model to path, streaming (memory stays flat), filling rows on all cores.
 // progress(bytes written, total bytes).
-Status write_synth_model(const SynthConfig& config, const SynthOptions& options,
-                         const std::string& path,
+Status write_synth_model(const SynthConfig& config, const SynthOptions& options, const std::string& path,
                          const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 }  // namespace folio

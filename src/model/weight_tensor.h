@@ -11,8 +11,8 @@ namespace folio {
 
 struct WeightTensor {
   DType type = DType::F32;
-  int64_t rows = 0;         // output features (GGUF dims[1])
-  int64_t cols = 0;         // input features (GGUF dims[0], contiguous)
+  int64_t rows = 0;            // output features (GGUF dims[1])
+  int64_t cols = 0;            // input features (GGUF dims[0], contiguous)
   const void* data = nullptr;  // rows * row_bytes(type, cols) bytes; owned elsewhere (mmap)
 
   size_t row_stride_bytes() const { return row_bytes(type, cols); }

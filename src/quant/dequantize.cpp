@@ -13,7 +13,9 @@
 namespace folio::quant {
 namespace {
 
-float half(uint16_t bits) { return fp16_to_fp32(bits); }
+float half(uint16_t bits) {
+  return fp16_to_fp32(bits);
+}
 
 void dequantize_row_f32(const void* src, float* dst, int64_t n) {
   std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
@@ -89,8 +91,7 @@ void dequantize_row_q8_1(const void* src, float* dst, int64_t n) {
   }
 }
 
-void dequantize_q45k_block(uint16_t d_bits, uint16_t dmin_bits, const uint8_t* scales,
-                           const uint8_t* q, float* dst) {
+void dequantize_q45k_block(uint16_t d_bits, uint16_t dmin_bits, const uint8_t* scales, const uint8_t* q, float* dst) {
   uint8_t sc[8], m[8];
   unpack_q4k_scales(scales, sc, m);
   const float d = half(d_bits);
@@ -156,10 +157,8 @@ bool is_weight_format(DType type) {
     case DType::Q8_0:
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K:
-      return true;
-    default:
-      return false;
+    case DType::Q6_K: return true;
+    default: return false;
   }
 }
 
@@ -167,17 +166,13 @@ DType activation_format(DType weight_type) {
   switch (weight_type) {
     case DType::Q4_0:
     case DType::Q5_0:
-    case DType::Q8_0:
-      return DType::Q8_0;
+    case DType::Q8_0: return DType::Q8_0;
     case DType::Q4_1:
-    case DType::Q5_1:
-      return DType::Q8_1;
+    case DType::Q5_1: return DType::Q8_1;
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K:
-      return DType::Q8_K;
-    default:
-      return DType::F32;
+    case DType::Q6_K: return DType::Q8_K;
+    default: return DType::F32;
   }
 }
 

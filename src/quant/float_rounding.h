@@ -7,7 +7,9 @@ namespace folio::quant {
 
 // Round half to even, as the SIMD rounding instructions do in their default mode; used by
 // every activation converter so that all paths produce the same bytes.
-static inline float round_half_even(float x) { return __builtin_rintf(x); }
+static inline float round_half_even(float x) {
+  return __builtin_rintf(x);
+}
 
 // Returns x unchanged but hides it from the optimizer, so that `keep_rounded(a * b) + c` is
 // computed as a rounded product then a sum, never as one fused multiply-add (GCC contracts

@@ -14,7 +14,9 @@
 namespace folio::quant {
 namespace {
 
-int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+int clamp_int(int v, int lo, int hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
 
 // The element of largest magnitude, with its sign (the first one on ties).
 float signed_absmax(const float* x, int count) {
@@ -102,7 +104,9 @@ void quantize_blocks_32(const float* src, void* dst, int64_t n) {
   }
 }
 
-int nearest(float x) { return static_cast<int>(std::lround(x)); }
+int nearest(float x) {
+  return static_cast<int>(std::lround(x));
+}
 
 void pack_q4k_scales(const uint8_t* sc, const uint8_t* m, uint8_t* packed) {
   for (int j = 0; j < 4; ++j) {
@@ -114,8 +118,8 @@ void pack_q4k_scales(const uint8_t* sc, const uint8_t* m, uint8_t* packed) {
 
 // Q4_K / Q5_K: sub-block j covers [-offset_j, -offset_j + levels_1 * scale_j] with offset_j =
 // -min(0, min x) >= 0; super-block scales d = max scale / 63, dmin = max offset / 63.
-void quantize_q45k_block(const float* x, int max_q, uint16_t* d_bits, uint16_t* dmin_bits,
-                         uint8_t* scales, uint8_t* q) {
+void quantize_q45k_block(const float* x, int max_q, uint16_t* d_bits, uint16_t* dmin_bits, uint8_t* scales,
+                         uint8_t* q) {
   float scale[8], offset[8];
   float max_scale = 0.0f, max_offset = 0.0f;
   for (int j = 0; j < 8; ++j) {
@@ -206,8 +210,8 @@ void quantize_row_q6_k(const float* src, void* dst, int64_t n) {
       for (int l = 0; l < 32; ++l) {
         y[b].ql[64 * h + l] = static_cast<uint8_t>((qq[l] & 0x0f) | ((qq[l + 64] & 0x0f) << 4));
         y[b].ql[64 * h + l + 32] = static_cast<uint8_t>((qq[l + 32] & 0x0f) | ((qq[l + 96] & 0x0f) << 4));
-        y[b].qh[32 * h + l] = static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) |
-                                                   ((qq[l + 64] >> 4) << 4) | ((qq[l + 96] >> 4) << 6));
+        y[b].qh[32 * h + l] = static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) | ((qq[l + 64] >> 4) << 4) |
+                                                   ((qq[l + 96] >> 4) << 6));
       }
     }
   }
@@ -217,45 +221,24 @@ void quantize_row_q6_k(const float* src, void* dst, int64_t n) {
 
 bool quantize_row_reference(DType type, const float* src, void* dst, int64_t n) {
   switch (type) {
-    case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return true;
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return true;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_fp16(src[i]);
       return true;
     case DType::BF16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_bf16(src[i]);
       return true;
-    case DType::Q4_0:
-      quantize_blocks_32<BlockQ4_0>(src, dst, n);
-      return true;
-    case DType::Q4_1:
-      quantize_blocks_32<BlockQ4_1>(src, dst, n);
-      return true;
-    case DType::Q5_0:
-      quantize_blocks_32<BlockQ5_0>(src, dst, n);
-      return true;
-    case DType::Q5_1:
-      quantize_blocks_32<BlockQ5_1>(src, dst, n);
-      return true;
-    case DType::Q8_0:
-      quantize_blocks_32<BlockQ8_0>(src, dst, n);
-      return true;
-    case DType::Q4_K:
-      quantize_row_q4_k(src, dst, n);
-      return true;
-    case DType::Q5_K:
-      quantize_row_q5_k(src, dst, n);
-      return true;
-    case DType::Q6_K:
-      quantize_row_q6_k(src, dst, n);
-      return true;
+    case DType::Q4_0: quantize_blocks_32<BlockQ4_0>(src, dst, n); return true;
+    case DType::Q4_1: quantize_blocks_32<BlockQ4_1>(src, dst, n); return true;
+    case DType::Q5_0: quantize_blocks_32<BlockQ5_0>(src, dst, n); return true;
+    case DType::Q5_1: quantize_blocks_32<BlockQ5_1>(src, dst, n); return true;
+    case DType::Q8_0: quantize_blocks_32<BlockQ8_0>(src, dst, n); return true;
+    case DType::Q4_K: quantize_row_q4_k(src, dst, n); return true;
+    case DType::Q5_K: quantize_row_q5_k(src, dst, n); return true;
+    case DType::Q6_K: quantize_row_q6_k(src, dst, n); return true;
     case DType::Q8_1:
-    case DType::Q8_K:
-      activation_quantizer(type)(src, dst, n);
-      return true;
-    default:
-      return false;
+    case DType::Q8_K: activation_quantizer(type)(src, dst, n); return true;
+    default: return false;
   }
 }
 

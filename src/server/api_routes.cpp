@@ -59,11 +59,12 @@ ApiResult handle_api_request(const ApiRequest& request, const ApiContext& contex
     return ApiResponse{200, "text/html; charset=utf-8", std::string(chat_page_html())};
   }
   const bool known = path == "/v1/models" || path == "/metrics" || path == "/v1/completions" ||
-                     path == "/v1/chat/completions" || path == "/health" ||
-                     path == "/tokenize" || path == "/detokenize";
+                     path == "/v1/chat/completions" || path == "/health" || path == "/tokenize" ||
+                     path == "/detokenize";
   if (!known) return api_error(404, "no route for " + std::string(request.method) + " " + std::string(path));
   if (!authorized(request, context)) return api_error(401, "a valid API key is required (Authorization: Bearer KEY)");
-  if (path == "/v1/models" && get) return ApiResponse{200, "application/json", models_body(context.model.name, context.created)};
+  if (path == "/v1/models" && get)
+    return ApiResponse{200, "application/json", models_body(context.model.name, context.created)};
   if (path == "/metrics" && get) {
     return ApiResponse{200, "text/plain; version=0.0.4; charset=utf-8",
                        prometheus_metrics_text(context.worker->metrics(), context.model.name)};

@@ -21,8 +21,8 @@ namespace folio::server {
 struct ApiContext {
   EngineWorker* worker = nullptr;
   ModelInfo model;
-  std::string api_key;   // empty: no authentication
-  int64_t created = 0;   // Unix seconds the server started (the model's "created")
+  std::string api_key;  // empty: no authentication
+  int64_t created = 0;  // Unix seconds the server started (the model's "created")
 };
 
 struct ApiRequest {

@@ -6,7 +6,9 @@ namespace folio::server {
 
 EngineWorker::EngineWorker(Engine& engine, int32_t max_waiting) : engine_(engine), max_waiting_(max_waiting) {}
 
-EngineWorker::~EngineWorker() { stop(); }
+EngineWorker::~EngineWorker() {
+  stop();
+}
 
 void EngineWorker::start() {
   if (thread_.joinable()) return;
@@ -33,8 +35,8 @@ std::optional<EngineWorker::Ticket> EngineWorker::submit(std::vector<std::vector
       return std::nullopt;
     }
     ++num_queued_submissions_;
-    commands_.push_back(Submission{ticket, std::move(prompts), std::move(params), std::move(sink),
-                                   std::chrono::steady_clock::now()});
+    commands_.push_back(
+        Submission{ticket, std::move(prompts), std::move(params), std::move(sink), std::chrono::steady_clock::now()});
   }
   wake_.notify_one();
   return ticket;
@@ -98,7 +100,8 @@ void EngineWorker::apply(Command& command) {
     }
     for (size_t i = 0; i < ids.size(); ++i) owner_of_[ids[i]] = Owner{submission->ticket, static_cast<int32_t>(i)};
     const int32_t num_samples = n * static_cast<int32_t>(ids.size());
-    live_.emplace(submission->ticket, Live{std::move(ids), std::move(submission->sink), num_samples, 0, submission->submitted});
+    live_.emplace(submission->ticket,
+                  Live{std::move(ids), std::move(submission->sink), num_samples, 0, submission->submitted});
     return;
   }
   const Ticket ticket = std::get<Cancellation>(command).ticket;

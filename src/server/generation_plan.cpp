@@ -21,11 +21,11 @@ int64_t unix_seconds() {
 // default_max_tokens: the endpoint's default; none means as much as the context leaves (for
 // several prompts, the shortest leftover, so that one limit fits all).
 Expected<GenerationPlan> finish_plan(std::vector<std::vector<int32_t>> prompts, const GenerationOptions& options,
-                                     std::optional<int32_t> default_max_tokens, ApiKind kind,
-                                     const ModelInfo& model) {
+                                     std::optional<int32_t> default_max_tokens, ApiKind kind, const ModelInfo& model) {
   std::optional<int32_t> max_tokens = options.max_tokens ? options.max_tokens : default_max_tokens;
   int64_t longest = 0;
-  for (const std::vector<int32_t>& prompt : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(prompt.size()));
+  for (const std::vector<int32_t>& prompt : prompts)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(prompt.size()));
   for (const std::vector<int32_t>& prompt : prompts) {
     // The endpoint's default shrinks to fit; a limit the client gave must fit as given.
     const std::optional<int32_t> asked = options.max_tokens;
@@ -90,7 +90,7 @@ Expected<GenerationPlan> plan_completion(const CompletionRequest& request, const
 }
 
 Expected<std::vector<int32_t>> chat_prompt_tokens(const std::vector<ChatMessage>& messages, const ModelInfo& model,
-                                                 bool add_generation_prompt) {
+                                                  bool add_generation_prompt) {
   if (!model.chat_template) return Status::error("the model has no chat template; use /v1/completions");
   return folio::chat_prompt_tokens(*model.chat_template, *model.tokenizer, messages, add_generation_prompt);
 }

@@ -35,7 +35,7 @@ Expected<GenerationPlan> plan_chat_completion(const ChatCompletionRequest& reque
 
 // The messages rendered by the model's chat template and tokenized, as a chat completion sees them.
 Expected<std::vector<int32_t>> chat_prompt_tokens(const std::vector<ChatMessage>& messages, const ModelInfo& model,
-                                                 bool add_generation_prompt);
+                                                  bool add_generation_prompt);
 
 // "cmpl-<24 hex digits>" / "chatcmpl-...": unique within the process, unpredictable across.
 std::string new_response_id(const char* prefix);

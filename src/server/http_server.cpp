@@ -76,7 +76,9 @@ Status HttpServer::listen(const std::string& host, uint16_t port) {
   return Status::ok();
 }
 
-uint16_t HttpServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+uint16_t HttpServer::port() const {
+  return impl_->acceptor.local_endpoint().port();
+}
 
 void HttpServer::run(int num_threads, const std::function<void()>& on_stop) {
   impl_->on_stop = on_stop;

@@ -49,8 +49,9 @@ void HttpSession::do_read() {
 void HttpSession::on_read(beast::error_code ec) {
   if (state_ == State::kClosed) return;
   if (ec == http::error::body_limit) {
-    send_response(api_error(413, "the request body is larger than " + std::to_string(limits_.max_body_bytes) + " bytes"),
-                  /*close_after=*/true);
+    send_response(
+        api_error(413, "the request body is larger than " + std::to_string(limits_.max_body_bytes) + " bytes"),
+        /*close_after=*/true);
     return;
   }
   if (ec == http::error::header_limit) {
@@ -91,7 +92,8 @@ void HttpSession::start_generation(GenerationPlan plan) {
   auto self = shared_from_this();
   OutputSink sink;
   sink.on_output = [self](ServedOutput out) {
-    net::post(self->stream_.get_executor(), [self, out = std::move(out)]() mutable { self->on_output(std::move(out)); });
+    net::post(self->stream_.get_executor(),
+              [self, out = std::move(out)]() mutable { self->on_output(std::move(out)); });
   };
   sink.on_rejected = [self](Status status) {
     net::post(self->stream_.get_executor(), [self, status = std::move(status)] { self->on_rejected(status); });

@@ -26,9 +26,9 @@
 namespace folio::server {
 
 struct HttpLimits {
-  size_t max_body_bytes = size_t{8} << 20;     // larger bodies get 413
+  size_t max_body_bytes = size_t{8} << 20;  // larger bodies get 413
   size_t max_header_bytes = size_t{64} << 10;
-  std::chrono::seconds read_timeout{30};       // a whole request, and an idle keep-alive wait
+  std::chrono::seconds read_timeout{30};              // a whole request, and an idle keep-alive wait
   size_t max_pending_write_bytes = size_t{16} << 20;  // a client this far behind is dropped
 };
 

@@ -7,15 +7,15 @@ namespace folio::server {
 namespace {
 
 // Seconds, from a millisecond (a fast GPU decode step) to most of an hour (a long CPU queue).
-constexpr double kTtftBuckets[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-                                   1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
-constexpr double kTpotBuckets[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
-                                   0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
-constexpr double kE2eBuckets[] = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
+constexpr double kTtftBuckets[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+                                   1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+constexpr double kTpotBuckets[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3, 0.4,
+                                   0.5,   0.75,  1.0,  2.5,   5.0,  7.5,   10.0, 20.0, 40.0, 80.0};
+constexpr double kE2eBuckets[] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
                                   30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 // Token counts: 1-2-5 steps up to a million.
-constexpr double kTokenBuckets[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000,
-                                    10000, 20000, 50000, 100000, 200000, 500000, 1000000};
+constexpr double kTokenBuckets[] = {1,    2,    5,     10,    20,    50,     100,    200,    500,    1000,
+                                    2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000};
 
 // The shortest text that reads back as the same double: "0.005", not "0.0050000000000000001".
 std::string number(double value) {

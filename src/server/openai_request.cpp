@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <limits>
-#include <span>
 #include <nlohmann/json.hpp>
+#include <span>
 
 namespace folio::server {
 namespace {
@@ -127,7 +127,8 @@ Status read_logprobs(const json& body, bool chat, GenerationOptions& options) {
     Expected<std::optional<int64_t>> n = read_integer(body, "logprobs", 0, max);
     if (!n) return n.status();
     if (*n) logprobs = static_cast<int>(**n);
-    if (field(body, "top_logprobs") != nullptr) return Status::error("'top_logprobs' is a chat field; use 'logprobs': N");
+    if (field(body, "top_logprobs") != nullptr)
+      return Status::error("'top_logprobs' is a chat field; use 'logprobs': N");
     if (Status s = read_bool(body, "echo", options.echo); !s) return s;
     if (options.echo && logprobs >= 0) {
       return Status::error("'echo' together with 'logprobs' (prompt logprobs) is not supported");
@@ -152,7 +153,8 @@ Expected<GenerationOptions> parse_options(const json& body, bool chat) {
     if (!model->is_string()) return type_error("model", "a string");
     options.model = model->get<std::string>();
   }
-  if (const json* user = field(body, "user"); user != nullptr && !user->is_string()) return type_error("user", "a string");
+  if (const json* user = field(body, "user"); user != nullptr && !user->is_string())
+    return type_error("user", "a string");
 
   SamplingParams& sampling = options.params.sampling;
   if (Status s = read_number(body, "temperature", 0.0, 2.0, sampling.temperature); !s) return s;
@@ -221,7 +223,8 @@ Expected<std::string> message_content(const json& message, size_t i) {
       return Status::error(where + ": only parts of type 'text' are supported");
     }
     const json* part_text = field(part, "text");
-    if (part_text == nullptr || !part_text->is_string()) return Status::error(where + ": a text part needs a string 'text'");
+    if (part_text == nullptr || !part_text->is_string())
+      return Status::error(where + ": a text part needs a string 'text'");
     if (!text.empty()) text += "\n";
     text += part_text->get<std::string>();
   }

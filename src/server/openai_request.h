@@ -27,12 +27,12 @@ namespace folio::server {
 
 // What both endpoints share.
 struct GenerationOptions {
-  std::string model;                 // empty: not given
-  RequestParams params;              // max_tokens left at its default; see max_tokens below
-  std::optional<int32_t> max_tokens; // not given: the endpoint's default
+  std::string model;                  // empty: not given
+  RequestParams params;               // max_tokens left at its default; see max_tokens below
+  std::optional<int32_t> max_tokens;  // not given: the endpoint's default
   bool stream = false;
-  bool include_usage = false;        // stream_options.include_usage
-  bool echo = false;                 // completions: the prompt's text starts each choice
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: the prompt's text starts each choice
 };
 
 // One prompt of a completion request: text, or token ids when text is not set.
@@ -57,8 +57,8 @@ struct ChatCompletionRequest {
 inline constexpr int32_t kMaxRequestTokens = 1 << 20;
 inline constexpr int32_t kMaxParallelSamples = 128;
 inline constexpr size_t kMaxStopStrings = 16;
-inline constexpr size_t kMaxPrompts = 256;  // per completion request
-inline constexpr int64_t kMaxChoices = 1024; // prompts x n
+inline constexpr size_t kMaxPrompts = 256;    // per completion request
+inline constexpr int64_t kMaxChoices = 1024;  // prompts x n
 
 // POST /tokenize and /detokenize (vLLM's extension): text or chat messages to token ids and
 // back, so clients can count tokens the way the server will.

@@ -36,7 +36,8 @@ ordered_json finish_reason_json(FinishReason reason) {
 }  // namespace
 
 std::string error_body(int http_status, const std::string& message) {
-  ordered_json error = {{"message", message}, {"type", error_type(http_status)}, {"param", nullptr}, {"code", http_status}};
+  ordered_json error = {
+      {"message", message}, {"type", error_type(http_status)}, {"param", nullptr}, {"code", http_status}};
   return dump(ordered_json{{"error", error}});
 }
 
@@ -70,7 +71,8 @@ ordered_json ResponseAssembler::logprobs_json(Choice& choice) const {
         const std::string t = piece(id);
         top.push_back({{"token", t}, {"logprob", logprob}, {"bytes", bytes_of(t)}});
       }
-      content.push_back({{"token", text}, {"logprob", sample.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
+      content.push_back(
+          {{"token", text}, {"logprob", sample.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
     }
     result = {{"content", content}, {"refusal", nullptr}};
   } else {
@@ -163,18 +165,18 @@ std::string ResponseAssembler::add(int32_t prompt, const RequestOutput& out) {
   choice.started = true;
   if (!out.text_delta.empty() || out.finished) {
     const std::string* text = (!out.text_delta.empty() || !chat) ? &out.text_delta : nullptr;
-    events += chunk_event(index, text, /*role=*/false, out.finished ? out.finish_reason : FinishReason::kNone,
-                          &choice);
+    events += chunk_event(index, text, /*role=*/false, out.finished ? out.finish_reason : FinishReason::kNone, &choice);
   }
   if (done()) {
     if (identity_.include_usage) {
-      ordered_json usage_chunk = {{"id", identity_.id},
-                                  {"object", identity_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion"},
-                                  {"created", identity_.created},
-                                  {"model", identity_.model},
-                                  {"system_fingerprint", kSystemFingerprint},
-                                  {"choices", ordered_json::array()},
-                                  {"usage", usage_json()}};
+      ordered_json usage_chunk = {
+          {"id", identity_.id},
+          {"object", identity_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion"},
+          {"created", identity_.created},
+          {"model", identity_.model},
+          {"system_fingerprint", kSystemFingerprint},
+          {"choices", ordered_json::array()},
+          {"usage", usage_json()}};
       events += "data: " + dump(usage_chunk) + "\n\n";
     }
     events += "data: [DONE]\n\n";

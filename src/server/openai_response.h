@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -28,11 +28,11 @@ struct ResponseIdentity {
   std::string id;       // "cmpl-..." / "chatcmpl-..."
   int64_t created = 0;  // Unix seconds
   std::string model;
-  int32_t n = 1;             // samples per prompt
-  int32_t num_prompts = 1;   // completions may carry several; OpenAI numbers their choices prompt by prompt
+  int32_t n = 1;            // samples per prompt
+  int32_t num_prompts = 1;  // completions may carry several; OpenAI numbers their choices prompt by prompt
   bool stream = false;
   bool include_usage = false;
-  int32_t logprobs = -1;  // -1: none; N >= 0: each token's logprob and the N most likely
+  int32_t logprobs = -1;          // -1: none; N >= 0: each token's logprob and the N most likely
   std::vector<std::string> echo;  // completions with echo: each prompt's text, starting its choices
 };
 

@@ -31,7 +31,8 @@ class MetricsWriter {
              " " + number + "\n";
   }
   void add_finished(const char* reason, int64_t value) {
-    text_ += std::string("folio:request_success_total") + "{" + model_label_ + ",finished_reason=\"" + reason + "\"} " + std::to_string(value) + "\n";
+    text_ += std::string("folio:request_success_total") + "{" + model_label_ + ",finished_reason=\"" + reason + "\"} " +
+             std::to_string(value) + "\n";
   }
   void add_histogram(const char* name, const char* help, const Histogram& histogram) {
     text_ += histogram.prometheus_text(name, help, model_label_);
@@ -67,8 +68,9 @@ std::string prometheus_metrics_text(const WorkerMetrics& metrics, const std::str
         static_cast<double>(metrics.counters.num_requests_aborted));
   w.add("folio:request_rejected_total", "counter", "Requests the engine refused (too long, bad values).",
         static_cast<double>(metrics.counters.num_requests_rejected));
-  w.text() += "# HELP folio:request_success_total Sequences finished, by reason.\n"
-              "# TYPE folio:request_success_total counter\n";
+  w.text() +=
+      "# HELP folio:request_success_total Sequences finished, by reason.\n"
+      "# TYPE folio:request_success_total counter\n";
   w.add_finished("stop", metrics.counters.num_requests_finished_stop);
   w.add_finished("length", metrics.counters.num_requests_finished_length);
   const RequestLatencies& l = metrics.latencies;

@@ -6,8 +6,7 @@
 
 namespace folio {
 
-BpeModel BpeModel::build(const Vocab& vocab, const std::vector<std::string>& merges,
-                         bool ignore_merges) {
+BpeModel BpeModel::build(const Vocab& vocab, const std::vector<std::string>& merges, bool ignore_merges) {
   BpeModel model;
   model.ignore_merges_ = ignore_merges;
   std::unordered_map<std::string, int32_t, TransparentStringHash, std::equal_to<>> synthetic_ids;
@@ -40,8 +39,7 @@ BpeModel BpeModel::build(const Vocab& vocab, const std::vector<std::string>& mer
     const int32_t left_id = id_of(left);
     const int32_t right_id = id_of(right);
     // The first occurrence of a pair keeps its rank, as with llama.cpp's map emplace.
-    model.merges_.try_emplace(pair_key(left_id, right_id),
-                              Merge{static_cast<int32_t>(rank), id_of(joined)});
+    model.merges_.try_emplace(pair_key(left_id, right_id), Merge{static_cast<int32_t>(rank), id_of(joined)});
   }
   return model;
 }
@@ -59,8 +57,7 @@ void BpeModel::emit(const Vocab& vocab, int32_t id, std::vector<int32_t>& out) c
   }
 }
 
-void BpeModel::encode_word(const Vocab& vocab, std::string_view word,
-                           std::vector<int32_t>& out) const {
+void BpeModel::encode_word(const Vocab& vocab, std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   if (ignore_merges_) {
     std::string spelled;
@@ -105,8 +102,7 @@ void BpeModel::encode_word(const Vocab& vocab, std::string_view word,
     if (left < 0 || right < 0) return;
     const auto it = merges_.find(pair_key(symbols[left].id, symbols[right].id));
     if (it == merges_.end()) return;
-    heap.push_back({it->second.rank, left, right, it->second.result,
-                    symbols[left].length + symbols[right].length});
+    heap.push_back({it->second.rank, left, right, it->second.result, symbols[left].length + symbols[right].length});
     std::push_heap(heap.begin(), heap.end(), later);
   };
   for (int32_t i = 1; i < n; ++i) try_add(i - 1, i);

@@ -25,8 +25,7 @@ class BpeModel {
  public:
   // merges: "left right" strings, highest priority first (tokenizer.ggml.merges).
   // ignore_merges: a word that is itself a token is emitted whole (Llama-3's tokenizer.json).
-  static BpeModel build(const Vocab& vocab, const std::vector<std::string>& merges,
-                        bool ignore_merges);
+  static BpeModel build(const Vocab& vocab, const std::vector<std::string>& merges, bool ignore_merges);
 
   // Appends the ids of one word given as raw bytes (not yet in the byte-level alphabet).
   void encode_word(const Vocab& vocab, std::string_view word, std::vector<int32_t>& out) const;
@@ -37,8 +36,7 @@ class BpeModel {
     int32_t result;  // token id, or a synthetic id
   };
   static uint64_t pair_key(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-           static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
   void emit(const Vocab& vocab, int32_t id, std::vector<int32_t>& out) const;
 

@@ -31,7 +31,9 @@ const ByteTables& tables() {
 
 }  // namespace
 
-char32_t byte_to_unicode(uint8_t byte) { return tables().to_unicode[byte]; }
+char32_t byte_to_unicode(uint8_t byte) {
+  return tables().to_unicode[byte];
+}
 
 std::optional<uint8_t> unicode_to_byte(char32_t cp) {
   if (cp >= tables().to_byte.size() || tables().to_byte[cp] < 0) return std::nullopt;

@@ -3,7 +3,7 @@
 namespace folio {
 
 Expected<std::vector<int32_t>> chat_prompt_tokens(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
-                                                 std::span<const ChatMessage> messages, bool add_generation_prompt) {
+                                                  std::span<const ChatMessage> messages, bool add_generation_prompt) {
   const nlohmann::json extra = {
       {"bos_token", tokenizer.bos_id() >= 0 ? tokenizer.token_to_piece(tokenizer.bos_id()) : std::string()},
       {"eos_token", tokenizer.eos_id() >= 0 ? tokenizer.token_to_piece(tokenizer.eos_id()) : std::string()}};

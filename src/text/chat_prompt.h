@@ -15,6 +15,6 @@
 namespace folio {
 
 Expected<std::vector<int32_t>> chat_prompt_tokens(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
-                                                 std::span<const ChatMessage> messages, bool add_generation_prompt);
+                                                  std::span<const ChatMessage> messages, bool add_generation_prompt);
 
 }  // namespace folio

@@ -17,12 +17,12 @@ namespace {
 Status check_names(const jinja::Expr* expr) {
   if (!expr) return Status::ok();
   if (expr->kind == jinja::ExprKind::kFilter && !jinja::has_filter(expr->name)) {
-    return Status::error("template error at line " + std::to_string(expr->line) +
-                         ": no filter named '" + expr->name + "'");
+    return Status::error("template error at line " + std::to_string(expr->line) + ": no filter named '" + expr->name +
+                         "'");
   }
   if (expr->kind == jinja::ExprKind::kTest && !jinja::has_test(expr->name)) {
-    return Status::error("template error at line " + std::to_string(expr->line) +
-                         ": no test named '" + expr->name + "'");
+    return Status::error("template error at line " + std::to_string(expr->line) + ": no test named '" + expr->name +
+                         "'");
   }
   for (const auto& arg : expr->args) {
     if (Status s = check_names(arg.get()); !s) return s;
@@ -66,8 +66,7 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view source) try {
   return Status::error(std::string("chat template parse failed: ") + e.what());
 }
 
-Expected<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
-                                           bool add_generation_prompt,
+Expected<std::string> ChatTemplate::render(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                            const nlohmann::json& extra_context) const {
   if (!extra_context.is_null() && !extra_context.is_object()) {
     return Status::error("chat template extra_context must be a JSON object");
@@ -92,8 +91,7 @@ Expected<std::string> ChatTemplate::render(std::span<const ChatMessage> messages
   return render_context(context);
 }
 
-Expected<std::string> ChatTemplate::render_context(const nlohmann::ordered_json& context) const
-    try {
+Expected<std::string> ChatTemplate::render_context(const nlohmann::ordered_json& context) const try {
   if (!context.is_object()) return Status::error("chat template context must be a JSON object");
   // Value::from_json copies string bytes as they are (no UTF-8 validation that could throw).
   Expected<jinja::Value> value = jinja::Value::from_json(context);

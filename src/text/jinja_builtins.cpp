@@ -12,7 +12,9 @@
 
 namespace folio::jinja {
 
-Value required() { return Value::undefined("required"); }
+Value required() {
+  return Value::undefined("required");
+}
 
 Expected<std::vector<Value>> bind_args(std::string_view function, const CallArgs& args,
                                        std::initializer_list<Param> params) {
@@ -20,8 +22,7 @@ Expected<std::vector<Value>> bind_args(std::string_view function, const CallArgs
   std::vector<bool> given(params.size(), false);
   for (const Param& param : params) bound.push_back(param.default_value);
   if (args.positional.size() > params.size()) {
-    return Status::error(std::string(function) + "() takes at most " +
-                         std::to_string(params.size()) + " arguments");
+    return Status::error(std::string(function) + "() takes at most " + std::to_string(params.size()) + " arguments");
   }
   for (size_t i = 0; i < args.positional.size(); ++i) {
     bound[i] = args.positional[i];
@@ -34,18 +35,15 @@ Expected<std::vector<Value>> bind_args(std::string_view function, const CallArgs
       ++i;
     }
     if (i == params.size()) {
-      return Status::error(std::string(function) + "() got an unexpected keyword argument '" +
-                           name + "'");
+      return Status::error(std::string(function) + "() got an unexpected keyword argument '" + name + "'");
     }
     bound[i] = value;
     given[i] = true;
   }
   size_t i = 0;
   for (const Param& param : params) {
-    if (!given[i] && param.default_value.is_undefined() &&
-        param.default_value.undefined_hint() == "required") {
-      return Status::error(std::string(function) + "() missing required argument '" + param.name +
-                           "'");
+    if (!given[i] && param.default_value.is_undefined() && param.default_value.undefined_hint() == "required") {
+      return Status::error(std::string(function) + "() missing required argument '" + param.name + "'");
     }
     ++i;
   }
@@ -54,10 +52,8 @@ Expected<std::vector<Value>> bind_args(std::string_view function, const CallArgs
 
 Expected<List> iterate(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kUndefined:
-      return List{};
-    case Value::Kind::kList:
-      return value.as_list();
+    case Value::Kind::kUndefined: return List{};
+    case Value::Kind::kList: return value.as_list();
     case Value::Kind::kDict: {
       List keys;
       for (const auto& item : value.as_dict().items) keys.emplace_back(item.first);
@@ -72,8 +68,7 @@ Expected<List> iterate(const Value& value) {
       }
       return chars;
     }
-    default:
-      return Status::error("'" + value.type_name() + "' object is not iterable");
+    default: return Status::error("'" + value.type_name() + "' object is not iterable");
   }
 }
 
@@ -84,8 +79,7 @@ Value get_attribute(const Value& object, std::string_view name) {
   if (dict) {
     if (const Value* found = dict->find(name)) return *found;
   }
-  return Value::undefined("'" + object.type_name() + " object' has no attribute '" +
-                          std::string(name) + "'");
+  return Value::undefined("'" + object.type_name() + " object' has no attribute '" + std::string(name) + "'");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -147,11 +141,9 @@ Expected<Value> binary_operator(std::string_view op, const Value& a, const Value
       return Value(fx / fy);
     }
     if (op == "//" || op == "%") {
-      if (fy == 0.0)
-        return Status::error(op == "//" ? "integer division or modulo by zero" : "modulo by zero");
+      if (fy == 0.0) return Status::error(op == "//" ? "integer division or modulo by zero" : "modulo by zero");
       if (integers) {
-        if (x == INT64_MIN && y == -1)
-          return Status::error("integer overflow in " + std::string(op));
+        if (x == INT64_MIN && y == -1) return Status::error("integer overflow in " + std::string(op));
         int64_t quotient = x / y, remainder = x % y;
         if (remainder != 0 && ((remainder < 0) != (y < 0))) {
           --quotient;  // Python rounds toward -inf
@@ -168,10 +160,8 @@ Expected<Value> binary_operator(std::string_view op, const Value& a, const Value
       if (integers && y >= 0) {
         int64_t result = 1, base = x;
         for (int64_t e = y; e > 0; e >>= 1) {
-          if ((e & 1) && __builtin_mul_overflow(result, base, &result))
-            return Status::error("integer overflow in **");
-          if (e > 1 && __builtin_mul_overflow(base, base, &base))
-            return Status::error("integer overflow in **");
+          if ((e & 1) && __builtin_mul_overflow(result, base, &result)) return Status::error("integer overflow in **");
+          if (e > 1 && __builtin_mul_overflow(base, base, &base)) return Status::error("integer overflow in **");
         }
         return Value(result);
       }
@@ -209,8 +199,7 @@ Expected<bool> contains(const Value& container, const Value& item) {
   switch (container.kind()) {
     case Value::Kind::kString:
       if (!item.is_string()) {
-        return Status::error("'in <string>' requires string as left operand, not " +
-                             item.type_name());
+        return Status::error("'in <string>' requires string as left operand, not " + item.type_name());
       }
       return container.as_string().find(item.as_string()) != std::string::npos;
     case Value::Kind::kList:
@@ -221,14 +210,11 @@ Expected<bool> contains(const Value& container, const Value& item) {
     case Value::Kind::kDict:
     case Value::Kind::kNamespace: {
       if (!item.is_string()) return false;
-      const Dict& dict =
-          container.is_dict() ? container.as_dict() : container.namespace_attributes();
+      const Dict& dict = container.is_dict() ? container.as_dict() : container.namespace_attributes();
       return dict.find(item.as_string()) != nullptr;
     }
-    case Value::Kind::kUndefined:
-      return false;
-    default:
-      return Status::error("argument of type '" + container.type_name() + "' is not iterable");
+    case Value::Kind::kUndefined: return false;
+    default: return Status::error("argument of type '" + container.type_name() + "' is not iterable");
   }
 }
 
@@ -289,9 +275,7 @@ const std::map<std::string, TestFn, std::less<>>& tests() {
     simple("number", [](const Value& v) { return v.is_number(); });
     simple("string", [](const Value& v) { return v.is_string(); });
     simple("mapping", [](const Value& v) { return v.is_dict(); });
-    simple("iterable", [](const Value& v) {
-      return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
-    });
+    simple("iterable", [](const Value& v) { return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined(); });
     simple("sequence", [](const Value& v) { return v.is_list() || v.is_dict() || v.is_string(); });
     simple("callable", [](const Value& v) { return v.is_function(); });
     simple("escaped", [](const Value&) { return false; });
@@ -300,8 +284,7 @@ const std::map<std::string, TestFn, std::less<>>& tests() {
     for (const char* name : {"odd", "even"}) {
       const bool odd = name[0] == 'o';
       (*t)[name] = [odd, name](const Value& v, const CallArgs&) -> Expected<bool> {
-        if (!v.is_int() && !v.is_bool())
-          return Status::error(std::string(name) + " test needs an integer");
+        if (!v.is_int() && !v.is_bool()) return Status::error(std::string(name) + " test needs an integer");
         return (v.as_int() % 2 != 0) == odd;
       };
     }
@@ -312,22 +295,21 @@ const std::map<std::string, TestFn, std::less<>>& tests() {
       if (v.is_float() || n.is_float()) return std::fmod(v.as_float(), n.as_float()) == 0.0;
       return v.as_int() % n.as_int() == 0;
     };
-    for (const auto& [name, op] :
-         std::vector<std::pair<const char*, const char*>>{{"==", "=="},
-                                                          {"eq", "=="},
-                                                          {"equalto", "=="},
-                                                          {"!=", "!="},
-                                                          {"ne", "!="},
-                                                          {"<", "<"},
-                                                          {"lt", "<"},
-                                                          {"lessthan", "<"},
-                                                          {"<=", "<="},
-                                                          {"le", "<="},
-                                                          {">", ">"},
-                                                          {"gt", ">"},
-                                                          {"greaterthan", ">"},
-                                                          {">=", ">="},
-                                                          {"ge", ">="}}) {
+    for (const auto& [name, op] : std::vector<std::pair<const char*, const char*>>{{"==", "=="},
+                                                                                   {"eq", "=="},
+                                                                                   {"equalto", "=="},
+                                                                                   {"!=", "!="},
+                                                                                   {"ne", "!="},
+                                                                                   {"<", "<"},
+                                                                                   {"lt", "<"},
+                                                                                   {"lessthan", "<"},
+                                                                                   {"<=", "<="},
+                                                                                   {"le", "<="},
+                                                                                   {">", ">"},
+                                                                                   {"gt", ">"},
+                                                                                   {"greaterthan", ">"},
+                                                                                   {">=", ">="},
+                                                                                   {"ge", ">="}}) {
       (*t)[name] = compare_test(op);
     }
     (*t)["in"] = [](const Value& v, const CallArgs& args) -> Expected<bool> {
@@ -346,7 +328,9 @@ const std::map<std::string, TestFn, std::less<>>& tests() {
 
 }  // namespace
 
-bool has_test(std::string_view name) { return tests().count(name) > 0; }
+bool has_test(std::string_view name) {
+  return tests().count(name) > 0;
+}
 
 Expected<bool> apply_test(std::string_view name, const Value& operand, CallArgs& args) {
   const auto it = tests().find(name);

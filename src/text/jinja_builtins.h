@@ -22,8 +22,7 @@ Expected<bool> apply_test(std::string_view name, const Value& operand, CallArgs&
 
 // Methods of str and dict (`s.strip()`, `d.items()`). `found` is false when the object has
 // no such method, so the caller can fall back to attribute lookup.
-Expected<Value> call_method(const Value& object, std::string_view name, CallArgs& args,
-                            bool& found);
+Expected<Value> call_method(const Value& object, std::string_view name, CallArgs& args, bool& found);
 
 // +, -, *, /, //, %, ** with Python's semantics (floor division and modulo round toward
 // -inf, int overflow is an error rather than a wrap).

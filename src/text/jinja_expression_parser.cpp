@@ -94,13 +94,11 @@ Expected<ExprPtr> Parser::parse_compare() {
 
 // jinja2's arithmetic levels, loosest first: + -, then ~, then * / // %, then **.
 Expected<ExprPtr> Parser::parse_binary(int level) {
-  static const std::vector<std::vector<std::string_view>> kLevels = {
-      {"+", "-"}, {"~"}, {"*", "/", "//", "%"}, {"**"}};
+  static const std::vector<std::vector<std::string_view>> kLevels = {{"+", "-"}, {"~"}, {"*", "/", "//", "%"}, {"**"}};
   if (level == static_cast<int>(kLevels.size())) return parse_unary(true);
   JINJA_ASSIGN_OR_RETURN(ExprPtr left, parse_binary(level + 1));
   while (current().type == TokenType::kOperator &&
-         std::find(kLevels[level].begin(), kLevels[level].end(), current().text) !=
-             kLevels[level].end()) {
+         std::find(kLevels[level].begin(), kLevels[level].end(), current().text) != kLevels[level].end()) {
     auto node = make_expr(ExprKind::kBinary, current().line);
     node->op = advance().text;
     JINJA_ASSIGN_OR_RETURN(ExprPtr right, parse_binary(level + 1));
@@ -155,8 +153,7 @@ Expected<ExprPtr> Parser::parse_primary() {
   }
   if (token.type == TokenType::kInteger || token.type == TokenType::kFloat) {
     auto node = make_expr(ExprKind::kLiteral, line);
-    node->literal =
-        token.type == TokenType::kInteger ? Value(token.int_value) : Value(token.float_value);
+    node->literal = token.type == TokenType::kInteger ? Value(token.int_value) : Value(token.float_value);
     advance();
     return node;
   }
@@ -256,8 +253,7 @@ Status Parser::parse_call_args(Expr& call) {
   JINJA_RETURN_IF_ERROR(expect_op("("));
   while (!at_op(")")) {
     if (at_op("*") || at_op("**")) return error("*args and **kwargs in calls are not supported");
-    if (current().type == TokenType::kName && peek().type == TokenType::kOperator &&
-        peek().text == "=") {
+    if (current().type == TokenType::kName && peek().type == TokenType::kOperator && peek().text == "=") {
       std::string name = advance().text;
       advance();
       JINJA_ASSIGN_OR_RETURN(ExprPtr value, parse_expression());
@@ -288,9 +284,8 @@ Expected<ExprPtr> Parser::parse_filters_and_tests(ExprPtr node) {
       const TokenType type = current().type;
       if (at_op("(")) {
         JINJA_RETURN_IF_ERROR(parse_call_args(*test));
-      } else if ((type == TokenType::kName || type == TokenType::kString ||
-                  type == TokenType::kInteger || type == TokenType::kFloat || at_op("[") ||
-                  at_op("{")) &&
+      } else if ((type == TokenType::kName || type == TokenType::kString || type == TokenType::kInteger ||
+                  type == TokenType::kFloat || at_op("[") || at_op("{")) &&
                  !at_name("else") && !at_name("or") && !at_name("and")) {
         // `x is divisibleby 3`, `x is sameas none`: one argument without parentheses.
         JINJA_ASSIGN_OR_RETURN(ExprPtr arg, parse_primary());

@@ -14,7 +14,9 @@ namespace {
 
 using FilterFn = std::function<Expected<Value>(const Value&, const CallArgs&)>;
 
-std::string lower(const std::string& s) { return change_case(s, CaseMapping::kLower); }
+std::string lower(const std::string& s) {
+  return change_case(s, CaseMapping::kLower);
+}
 
 // `attribute="a.b"` as jinja's make_attrgetter reads it: dotted path, integer parts index.
 Value get_path(const Value& item, const std::string& path) {
@@ -26,8 +28,7 @@ Value get_path(const Value& item, const std::string& path) {
     const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
     if (numeric && current.is_list()) {
       const size_t index = std::stoul(part);
-      current = index < current.as_list().size() ? current.as_list()[index]
-                                                 : Value::undefined("no item " + part);
+      current = index < current.as_list().size() ? current.as_list()[index] : Value::undefined("no item " + part);
     } else {
       current = get_attribute(current, part);
     }
@@ -45,14 +46,12 @@ Value sort_key(const Value& item, const Value& attribute, bool case_sensitive) {
 
 CallArgs rest_args(const CallArgs& args, size_t skip) {
   CallArgs rest;
-  for (size_t i = skip; i < args.positional.size(); ++i)
-    rest.positional.push_back(args.positional[i]);
+  for (size_t i = skip; i < args.positional.size(); ++i) rest.positional.push_back(args.positional[i]);
   rest.keyword = args.keyword;
   return rest;
 }
 
-Expected<Value> select_filter(const Value& seq, const CallArgs& args, bool by_attribute,
-                              bool keep_matches) {
+Expected<Value> select_filter(const Value& seq, const CallArgs& args, bool by_attribute, bool keep_matches) {
   JINJA_ASSIGN_OR_RETURN(List items, iterate(seq));
   size_t next = 0;
   std::string attribute;
@@ -93,8 +92,7 @@ Expected<Value> tojson_filter(const Value& v, const CallArgs& args) {
   if (a[1].is_int()) options.indent = static_cast<int>(std::clamp<int64_t>(a[1].as_int(), 0, 64));
   if (a[1].is_string()) options.indent_string = a[1].as_string();
   if (a[1].is_string() && a[1].as_string().empty()) options.indent = 0;
-  if (a[2].is_list() && a[2].as_list().size() == 2 && a[2].as_list()[0].is_string() &&
-      a[2].as_list()[1].is_string()) {
+  if (a[2].is_list() && a[2].as_list().size() == 2 && a[2].as_list()[0].is_string() && a[2].as_list()[1].is_string()) {
     options.item_separator = a[2].as_list()[0].as_string();
     options.key_separator = a[2].as_list()[1].as_string();
   }
@@ -104,8 +102,7 @@ Expected<Value> tojson_filter(const Value& v, const CallArgs& args) {
 }
 
 Expected<Value> int_filter(const Value& v, const CallArgs& args) {
-  JINJA_ASSIGN_OR_RETURN(std::vector<Value> a,
-                         bind_args("int", args, {{"default", Value(0)}, {"base", Value(10)}}));
+  JINJA_ASSIGN_OR_RETURN(std::vector<Value> a, bind_args("int", args, {{"default", Value(0)}, {"base", Value(10)}}));
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
   if (v.is_float()) {
     const double f = v.as_float();
@@ -141,9 +138,8 @@ Expected<Value> float_filter(const Value& v, const CallArgs& args) {
 }
 
 Expected<Value> round_filter(const Value& v, const CallArgs& args) {
-  JINJA_ASSIGN_OR_RETURN(
-      std::vector<Value> a,
-      bind_args("round", args, {{"precision", Value(0)}, {"method", Value("common")}}));
+  JINJA_ASSIGN_OR_RETURN(std::vector<Value> a,
+                         bind_args("round", args, {{"precision", Value(0)}, {"method", Value("common")}}));
   if (!v.is_number()) return Status::error("round filter needs a number");
   const int64_t precision = a[0].is_int() ? std::clamp<int64_t>(a[0].as_int(), -308, 308) : 0;
   const std::string method = a[1].is_string() ? a[1].as_string() : "common";
@@ -152,8 +148,7 @@ Expected<Value> round_filter(const Value& v, const CallArgs& args) {
     // Python rounds the exact binary value half-to-even (round(2.675, 2) == 2.67); printf's
     // %.*f does the same, which a multiply-by-100 shortcut would not.
     char buffer[512];
-    std::snprintf(buffer, sizeof buffer, "%.*f",
-                  static_cast<int>(std::min<int64_t>(precision, 100)), x);
+    std::snprintf(buffer, sizeof buffer, "%.*f", static_cast<int>(std::min<int64_t>(precision, 100)), x);
     return Value(std::strtod(buffer, nullptr));
   }
   const double scale = std::pow(10.0, static_cast<double>(precision));
@@ -166,28 +161,22 @@ Expected<Value> round_filter(const Value& v, const CallArgs& args) {
 
 Expected<Value> length_filter(const Value& v, const CallArgs&) {
   switch (v.kind()) {
-    case Value::Kind::kString:
-      return Value(static_cast<int64_t>(count_code_points(v.as_string())));
-    case Value::Kind::kList:
-      return Value(static_cast<int64_t>(v.as_list().size()));
-    case Value::Kind::kDict:
-      return Value(static_cast<int64_t>(v.as_dict().items.size()));
-    case Value::Kind::kUndefined:
-      return Value(0);
-    default:
-      return Status::error("object of type '" + v.type_name() + "' has no len()");
+    case Value::Kind::kString: return Value(static_cast<int64_t>(count_code_points(v.as_string())));
+    case Value::Kind::kList: return Value(static_cast<int64_t>(v.as_list().size()));
+    case Value::Kind::kDict: return Value(static_cast<int64_t>(v.as_dict().items.size()));
+    case Value::Kind::kUndefined: return Value(0);
+    default: return Status::error("object of type '" + v.type_name() + "' has no len()");
   }
 }
 
 Expected<Value> sort_filter(const Value& v, const CallArgs& args) {
-  JINJA_ASSIGN_OR_RETURN(std::vector<Value> a, bind_args("sort", args,
-                                                         {{"reverse", Value(false)},
-                                                          {"case_sensitive", Value(false)},
-                                                          {"attribute", Value(None{})}}));
+  JINJA_ASSIGN_OR_RETURN(
+      std::vector<Value> a,
+      bind_args("sort", args,
+                {{"reverse", Value(false)}, {"case_sensitive", Value(false)}, {"attribute", Value(None{})}}));
   JINJA_ASSIGN_OR_RETURN(List items, iterate(v));
   std::vector<std::pair<Value, Value>> keyed;
-  for (Value& item : items)
-    keyed.emplace_back(sort_key(item, a[2], a[1].truthy()), std::move(item));
+  for (Value& item : items) keyed.emplace_back(sort_key(item, a[2], a[1].truthy()), std::move(item));
   Status failure;
   std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
     Expected<bool> less = a[0].truthy() ? less_than(y.first, x.first) : less_than(x.first, y.first);
@@ -201,17 +190,16 @@ Expected<Value> sort_filter(const Value& v, const CallArgs& args) {
 }
 
 Expected<Value> min_max(const Value& v, const CallArgs& args, bool want_max) {
-  JINJA_ASSIGN_OR_RETURN(std::vector<Value> a, bind_args(want_max ? "max" : "min", args,
-                                                         {{"case_sensitive", Value(false)},
-                                                          {"attribute", Value(None{})}}));
+  JINJA_ASSIGN_OR_RETURN(
+      std::vector<Value> a,
+      bind_args(want_max ? "max" : "min", args, {{"case_sensitive", Value(false)}, {"attribute", Value(None{})}}));
   JINJA_ASSIGN_OR_RETURN(List items, iterate(v));
   if (items.empty()) return Value::undefined("no items in an empty sequence");
   size_t best = 0;
   for (size_t i = 1; i < items.size(); ++i) {
     const Value key = sort_key(items[i], a[1], a[0].truthy());
     const Value best_key = sort_key(items[best], a[1], a[0].truthy());
-    JINJA_ASSIGN_OR_RETURN(bool better,
-                           want_max ? less_than(best_key, key) : less_than(key, best_key));
+    JINJA_ASSIGN_OR_RETURN(bool better, want_max ? less_than(best_key, key) : less_than(key, best_key));
     if (better) best = i;
   }
   return items[best];
@@ -237,17 +225,15 @@ Expected<Value> map_filter(const Value& v, const CallArgs& args) {
   }
   CallArgs filter_args = rest_args(args, 1);
   for (const Value& item : items) {
-    JINJA_ASSIGN_OR_RETURN(Value mapped,
-                           apply_filter(args.positional[0].as_string(), item, filter_args));
+    JINJA_ASSIGN_OR_RETURN(Value mapped, apply_filter(args.positional[0].as_string(), item, filter_args));
     out.push_back(std::move(mapped));
   }
   return Value(std::move(out));
 }
 
 Expected<Value> unique_filter(const Value& v, const CallArgs& args) {
-  JINJA_ASSIGN_OR_RETURN(
-      std::vector<Value> a,
-      bind_args("unique", args, {{"case_sensitive", Value(false)}, {"attribute", Value(None{})}}));
+  JINJA_ASSIGN_OR_RETURN(std::vector<Value> a,
+                         bind_args("unique", args, {{"case_sensitive", Value(false)}, {"attribute", Value(None{})}}));
   JINJA_ASSIGN_OR_RETURN(List items, iterate(v));
   List out, keys;
   for (const Value& item : items) {
@@ -263,12 +249,10 @@ Expected<Value> unique_filter(const Value& v, const CallArgs& args) {
 Expected<Value> indent_filter(const Value& v, const CallArgs& args) {
   JINJA_ASSIGN_OR_RETURN(
       std::vector<Value> a,
-      bind_args("indent", args,
-                {{"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}}));
+      bind_args("indent", args, {{"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}}));
   const std::string indentation =
-      a[0].is_string()
-          ? a[0].as_string()
-          : std::string(static_cast<size_t>(std::clamp<int64_t>(a[0].as_int(), 0, 256)), ' ');
+      a[0].is_string() ? a[0].as_string()
+                       : std::string(static_cast<size_t>(std::clamp<int64_t>(a[0].as_int(), 0, 256)), ' ');
   // jinja2: every line after the first gets the indentation; blank lines only with blank=True.
   std::vector<std::string> lines;
   const std::string s = to_str(v);
@@ -296,8 +280,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
     auto& t = *f;
     t["abs"] = [](const Value& v, const CallArgs&) -> Expected<Value> {
       if (v.is_float()) return Value(std::fabs(v.as_float()));
-      if (!v.is_number())
-        return Status::error("bad operand type for abs(): '" + v.type_name() + "'");
+      if (!v.is_number()) return Status::error("bad operand type for abs(): '" + v.type_name() + "'");
       if (v.as_int() == INT64_MIN) return Status::error("integer overflow in abs");
       return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
     };
@@ -311,18 +294,17 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
     t["length"] = length_filter;
     t["count"] = length_filter;
     t["default"] = [](const Value& v, const CallArgs& args) -> Expected<Value> {
-      JINJA_ASSIGN_OR_RETURN(
-          std::vector<Value> a,
-          bind_args("default", args, {{"default_value", Value("")}, {"boolean", Value(false)}}));
+      JINJA_ASSIGN_OR_RETURN(std::vector<Value> a,
+                             bind_args("default", args, {{"default_value", Value("")}, {"boolean", Value(false)}}));
       if (v.is_undefined() || (a[1].truthy() && !v.truthy())) return a[0];
       return v;
     };
     t["d"] = t["default"];
     t["dictsort"] = [](const Value& v, const CallArgs& args) -> Expected<Value> {
-      JINJA_ASSIGN_OR_RETURN(std::vector<Value> a, bind_args("dictsort", args,
-                                                             {{"case_sensitive", Value(false)},
-                                                              {"by", Value("key")},
-                                                              {"reverse", Value(false)}}));
+      JINJA_ASSIGN_OR_RETURN(
+          std::vector<Value> a,
+          bind_args("dictsort", args,
+                    {{"case_sensitive", Value(false)}, {"by", Value("key")}, {"reverse", Value(false)}}));
       if (!v.is_dict()) return Status::error("dictsort needs a dict");
       std::vector<std::pair<std::string, Value>> items = v.as_dict().items;
       const bool by_value = to_str(a[1]) == "value";
@@ -343,23 +325,12 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
       std::string out;
       for (char c : to_str(v)) {
         switch (c) {
-          case '&':
-            out += "&amp;";
-            break;
-          case '<':
-            out += "&lt;";
-            break;
-          case '>':
-            out += "&gt;";
-            break;
-          case '"':
-            out += "&#34;";
-            break;
-          case '\'':
-            out += "&#39;";
-            break;
-          default:
-            out += c;
+          case '&': out += "&amp;"; break;
+          case '<': out += "&lt;"; break;
+          case '>': out += "&gt;"; break;
+          case '"': out += "&#34;"; break;
+          case '\'': out += "&#39;"; break;
+          default: out += c;
         }
       }
       return Value(std::move(out));
@@ -381,14 +352,12 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
       if (v.is_undefined()) return Value(List{});
       if (!v.is_dict()) return Status::error("items filter needs a dict, got " + v.type_name());
       List out;
-      for (const auto& [key, item] : v.as_dict().items)
-        out.push_back(Value(List{Value(key), item}));
+      for (const auto& [key, item] : v.as_dict().items) out.push_back(Value(List{Value(key), item}));
       return Value(std::move(out));
     };
     t["join"] = [](const Value& v, const CallArgs& args) -> Expected<Value> {
-      JINJA_ASSIGN_OR_RETURN(
-          std::vector<Value> a,
-          bind_args("join", args, {{"d", Value("")}, {"attribute", Value(None{})}}));
+      JINJA_ASSIGN_OR_RETURN(std::vector<Value> a,
+                             bind_args("join", args, {{"d", Value("")}, {"attribute", Value(None{})}}));
       JINJA_ASSIGN_OR_RETURN(List items, iterate(v));
       std::string out;
       const std::string separator = to_str(a[0]);
@@ -403,32 +372,21 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
       JINJA_ASSIGN_OR_RETURN(List items, iterate(v));
       return Value(std::move(items));
     };
-    t["lower"] = [](const Value& v, const CallArgs&) -> Expected<Value> {
-      return Value(lower(to_str(v)));
-    };
+    t["lower"] = [](const Value& v, const CallArgs&) -> Expected<Value> { return Value(lower(to_str(v))); };
     t["upper"] = [](const Value& v, const CallArgs&) -> Expected<Value> {
       return Value(change_case(to_str(v), CaseMapping::kUpper));
     };
     t["map"] = map_filter;
     t["max"] = [](const Value& v, const CallArgs& args) { return min_max(v, args, true); };
     t["min"] = [](const Value& v, const CallArgs& args) { return min_max(v, args, false); };
-    t["select"] = [](const Value& v, const CallArgs& args) {
-      return select_filter(v, args, false, true);
-    };
-    t["reject"] = [](const Value& v, const CallArgs& args) {
-      return select_filter(v, args, false, false);
-    };
-    t["selectattr"] = [](const Value& v, const CallArgs& args) {
-      return select_filter(v, args, true, true);
-    };
-    t["rejectattr"] = [](const Value& v, const CallArgs& args) {
-      return select_filter(v, args, true, false);
-    };
+    t["select"] = [](const Value& v, const CallArgs& args) { return select_filter(v, args, false, true); };
+    t["reject"] = [](const Value& v, const CallArgs& args) { return select_filter(v, args, false, false); };
+    t["selectattr"] = [](const Value& v, const CallArgs& args) { return select_filter(v, args, true, true); };
+    t["rejectattr"] = [](const Value& v, const CallArgs& args) { return select_filter(v, args, true, false); };
     t["replace"] = [](const Value& v, const CallArgs& args) -> Expected<Value> {
       JINJA_ASSIGN_OR_RETURN(
           std::vector<Value> a,
-          bind_args("replace", args,
-                    {{"old", required()}, {"new", required()}, {"count", Value(None{})}}));
+          bind_args("replace", args, {{"old", required()}, {"new", required()}, {"count", Value(None{})}}));
       CallArgs method_args;
       method_args.positional = {a[0], a[1]};
       if (a[2].is_int()) method_args.positional.push_back(a[2]);
@@ -448,19 +406,15 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
     t["round"] = round_filter;
     t["safe"] = [](const Value& v, const CallArgs&) -> Expected<Value> { return v; };
     t["sort"] = sort_filter;
-    t["string"] = [](const Value& v, const CallArgs&) -> Expected<Value> {
-      return Value(to_str(v));
-    };
+    t["string"] = [](const Value& v, const CallArgs&) -> Expected<Value> { return Value(to_str(v)); };
     t["sum"] = [](const Value& v, const CallArgs& args) -> Expected<Value> {
-      JINJA_ASSIGN_OR_RETURN(
-          std::vector<Value> a,
-          bind_args("sum", args, {{"attribute", Value(None{})}, {"start", Value(0)}}));
+      JINJA_ASSIGN_OR_RETURN(std::vector<Value> a,
+                             bind_args("sum", args, {{"attribute", Value(None{})}, {"start", Value(0)}}));
       JINJA_ASSIGN_OR_RETURN(List items, iterate(v));
       Value total = a[1];
       for (const Value& item : items) {
-        JINJA_ASSIGN_OR_RETURN(
-            total, binary_operator("+", total,
-                                   a[0].is_string() ? get_path(item, a[0].as_string()) : item));
+        JINJA_ASSIGN_OR_RETURN(total,
+                               binary_operator("+", total, a[0].is_string() ? get_path(item, a[0].as_string()) : item));
       }
       return total;
     };
@@ -469,8 +423,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
     };
     t["tojson"] = tojson_filter;
     t["trim"] = [](const Value& v, const CallArgs& args) -> Expected<Value> {
-      JINJA_ASSIGN_OR_RETURN(std::vector<Value> a,
-                             bind_args("trim", args, {{"chars", Value(None{})}}));
+      JINJA_ASSIGN_OR_RETURN(std::vector<Value> a, bind_args("trim", args, {{"chars", Value(None{})}}));
       const std::string chars = a[0].is_string() ? a[0].as_string() : std::string();
       return Value(python_strip(to_str(v), a[0].is_string() ? &chars : nullptr, true, true));
     };
@@ -489,7 +442,9 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
 
 }  // namespace
 
-bool has_filter(std::string_view name) { return filters().count(name) > 0; }
+bool has_filter(std::string_view name) {
+  return filters().count(name) > 0;
+}
 
 Expected<Value> apply_filter(std::string_view name, const Value& operand, CallArgs& args) {
   const auto it = filters().find(name);
@@ -498,8 +453,7 @@ Expected<Value> apply_filter(std::string_view name, const Value& operand, CallAr
   // does; these few raise in jinja2 instead.
   static constexpr std::string_view kStrict[] = {"abs", "dictsort", "float", "indent",
                                                  "int", "reverse",  "round", "tojson"};
-  if (operand.is_undefined() &&
-      std::find(std::begin(kStrict), std::end(kStrict), name) != std::end(kStrict)) {
+  if (operand.is_undefined() && std::find(std::begin(kStrict), std::end(kStrict), name) != std::end(kStrict)) {
     const std::string& hint = operand.undefined_hint();
     return Status::error(hint.empty() ? "undefined value passed to " + std::string(name) : hint);
   }

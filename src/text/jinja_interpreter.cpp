@@ -34,24 +34,20 @@ class Interpreter {
     int& depth_;
   };
   struct ScopeGuard {
-    ScopeGuard(std::vector<Scope>& scopes, Scope scope) : scopes_(scopes) {
-      scopes_.push_back(std::move(scope));
-    }
+    ScopeGuard(std::vector<Scope>& scopes, Scope scope) : scopes_(scopes) { scopes_.push_back(std::move(scope)); }
     ~ScopeGuard() { scopes_.pop_back(); }
     std::vector<Scope>& scopes_;
   };
 
   Status check_depth() const {
     if (depth_ <= limits_.max_depth) return Status::ok();
-    return Status::error("template recursion deeper than " + std::to_string(limits_.max_depth) +
-                         " levels");
+    return Status::error("template recursion deeper than " + std::to_string(limits_.max_depth) + " levels");
   }
   // Prefixes the first error on its way out with the line of the innermost node that failed.
   Status locate(const Status& status, int line) {
     if (located_) return status;
     located_ = true;
-    return Status::error("template error at line " + std::to_string(line) + ": " +
-                         status.message());
+    return Status::error("template error at line " + std::to_string(line) + ": " + status.message());
   }
 
   Value lookup(const std::string& name) const {
@@ -65,8 +61,7 @@ class Interpreter {
   Status append(std::string_view text) {
     out_->append(text);
     if (out_->size() > limits_.max_output_bytes) {
-      return Status::error("template output exceeds " + std::to_string(limits_.max_output_bytes) +
-                           " bytes");
+      return Status::error("template output exceeds " + std::to_string(limits_.max_output_bytes) + " bytes");
     }
     return Status::ok();
   }
@@ -88,11 +83,10 @@ class Interpreter {
     }
     JINJA_ASSIGN_OR_RETURN(List items, iterate(value));
     if (items.size() != targets.size()) {
-      return Status::error(
-          items.size() > targets.size()
-              ? "too many values to unpack (expected " + std::to_string(targets.size()) + ")"
-              : "not enough values to unpack (expected " + std::to_string(targets.size()) +
-                    ", got " + std::to_string(items.size()) + ")");
+      return Status::error(items.size() > targets.size()
+                               ? "too many values to unpack (expected " + std::to_string(targets.size()) + ")"
+                               : "not enough values to unpack (expected " + std::to_string(targets.size()) + ", got " +
+                                     std::to_string(items.size()) + ")");
     }
     for (size_t i = 0; i < targets.size(); ++i) scope[targets[i]] = std::move(items[i]);
     return Status::ok();
@@ -119,13 +113,11 @@ class Interpreter {
 
   Expected<Value> eval(const Expr& expr) {
     DepthGuard guard(depth_);
-    Expected<Value> value =
-        check_depth().is_ok() ? eval_inner(expr) : Expected<Value>(check_depth());
+    Expected<Value> value = check_depth().is_ok() ? eval_inner(expr) : Expected<Value>(check_depth());
     // Bounds on what a value may grow to, so that walks over it (print, ==, tojson) and its
     // destruction stay bounded in stack and time.
     if (value && value->depth() > kMaxValueDepth) {
-      value =
-          Status::error("value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+      value = Status::error("value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
     } else if (value && value->tree_size() > kMaxValueNodes) {
       value = Status::error("value has more than " + std::to_string(kMaxValueNodes) + " elements");
     }
@@ -148,9 +140,7 @@ class Interpreter {
 
 Expected<Interpreter::Flow> Interpreter::exec_inner(const Stmt& stmt) {
   switch (stmt.kind) {
-    case StmtKind::kText:
-      JINJA_RETURN_IF_ERROR(append(stmt.text));
-      return Flow::kNormal;
+    case StmtKind::kText: JINJA_RETURN_IF_ERROR(append(stmt.text)); return Flow::kNormal;
     case StmtKind::kOutput: {
       JINJA_ASSIGN_OR_RETURN(Value value, eval(*stmt.expr));
       JINJA_RETURN_IF_ERROR(append(to_str(value)));
@@ -166,15 +156,13 @@ Expected<Interpreter::Flow> Interpreter::exec_inner(const Stmt& stmt) {
         if (taken) return exec_list(body);
       }
       return Flow::kNormal;
-    case StmtKind::kFor:
-      return exec_for(stmt);
+    case StmtKind::kFor: return exec_for(stmt);
     case StmtKind::kSet: {
       JINJA_ASSIGN_OR_RETURN(Value value, eval(*stmt.expr));
       if (!stmt.attribute.empty()) {
         Value target = lookup(stmt.targets[0]);
         if (!target.is_namespace()) {
-          return Status::error("cannot assign attribute on non-namespace object '" +
-                               stmt.targets[0] + "'");
+          return Status::error("cannot assign attribute on non-namespace object '" + stmt.targets[0] + "'");
         }
         if (value.contains_namespace()) {
           return Status::error("a namespace cannot be stored inside a namespace");
@@ -207,12 +195,9 @@ Expected<Interpreter::Flow> Interpreter::exec_inner(const Stmt& stmt) {
       JINJA_RETURN_IF_ERROR(append(to_str(value)));
       return Flow::kNormal;
     }
-    case StmtKind::kBreak:
-      return Flow::kBreak;
-    case StmtKind::kContinue:
-      return Flow::kContinue;
-    case StmtKind::kGeneration:
-      return exec_list(stmt.body);
+    case StmtKind::kBreak: return Flow::kBreak;
+    case StmtKind::kContinue: return Flow::kContinue;
+    case StmtKind::kGeneration: return exec_list(stmt.body);
   }
   return Flow::kNormal;
 }
@@ -238,15 +223,14 @@ Expected<Interpreter::Flow> Interpreter::exec_for(const Stmt& stmt) {
   auto index = std::make_shared<int64_t>(0);
   const Value cycle(std::make_shared<const Function>(
       Function{"cycle", [index](CallArgs& args) -> Expected<Value> {
-                 if (args.positional.empty())
-                   return Status::error("loop.cycle() needs at least one value");
+                 if (args.positional.empty()) return Status::error("loop.cycle() needs at least one value");
                  return args.positional[static_cast<size_t>(*index) % args.positional.size()];
                }}));
   const int64_t length = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < length; ++i) {
     if (++iterations_ > limits_.max_loop_iterations) {
-      return Status::error("template loops ran more than " +
-                           std::to_string(limits_.max_loop_iterations) + " iterations");
+      return Status::error("template loops ran more than " + std::to_string(limits_.max_loop_iterations) +
+                           " iterations");
     }
     *index = i;
     Dict loop;
@@ -276,8 +260,8 @@ Expected<Value> Interpreter::call_macro(const Stmt& macro, CallArgs& args) {
   DepthGuard guard(depth_);
   JINJA_RETURN_IF_ERROR(check_depth());
   if (args.positional.size() > macro.params.size()) {
-    return Status::error("macro '" + macro.name + "' takes not more than " +
-                         std::to_string(macro.params.size()) + " argument(s)");
+    return Status::error("macro '" + macro.name + "' takes not more than " + std::to_string(macro.params.size()) +
+                         " argument(s)");
   }
   Scope scope;
   std::vector<bool> given(macro.params.size(), false);
@@ -362,15 +346,12 @@ Expected<Value> Interpreter::eval_subscript(const Expr& expr) {
     if (index.is_string()) return get_attribute(object, index.as_string());
     if ((object.is_list() || object.is_string()) && (index.is_int() || index.is_bool())) {
       const bool is_list = object.is_list();
-      const std::vector<char32_t> cps =
-          is_list ? std::vector<char32_t>{} : decode_utf8(object.as_string());
-      const int64_t size = is_list ? static_cast<int64_t>(object.as_list().size())
-                                   : static_cast<int64_t>(cps.size());
+      const std::vector<char32_t> cps = is_list ? std::vector<char32_t>{} : decode_utf8(object.as_string());
+      const int64_t size = is_list ? static_cast<int64_t>(object.as_list().size()) : static_cast<int64_t>(cps.size());
       int64_t i = index.as_int();
       if (i < 0) i += size;
       if (i < 0 || i >= size) {
-        return Value::undefined("'" + object.type_name() + " object' has no element " +
-                                std::to_string(index.as_int()));
+        return Value::undefined("'" + object.type_name() + " object' has no element " + std::to_string(index.as_int()));
       }
       if (is_list) return object.as_list()[static_cast<size_t>(i)];
       std::string one;
@@ -397,10 +378,9 @@ Expected<Value> Interpreter::eval_subscript(const Expr& expr) {
   if (!object.is_list() && !object.is_string()) {
     return Status::error("'" + object.type_name() + "' object is not subscriptable");
   }
-  const std::vector<char32_t> cps =
-      object.is_string() ? decode_utf8(object.as_string()) : std::vector<char32_t>{};
-  const int64_t size = object.is_list() ? static_cast<int64_t>(object.as_list().size())
-                                        : static_cast<int64_t>(cps.size());
+  const std::vector<char32_t> cps = object.is_string() ? decode_utf8(object.as_string()) : std::vector<char32_t>{};
+  const int64_t size =
+      object.is_list() ? static_cast<int64_t>(object.as_list().size()) : static_cast<int64_t>(cps.size());
   auto clamp = [&](int64_t v, bool present, int64_t fallback) {
     if (!present) return fallback;
     if (v < 0) v += size;
@@ -423,10 +403,8 @@ Expected<Value> Interpreter::eval_subscript(const Expr& expr) {
 
 Expected<Value> Interpreter::eval_inner(const Expr& expr) {
   switch (expr.kind) {
-    case ExprKind::kLiteral:
-      return expr.literal;
-    case ExprKind::kName:
-      return lookup(expr.name);
+    case ExprKind::kLiteral: return expr.literal;
+    case ExprKind::kName: return lookup(expr.name);
     case ExprKind::kList: {
       List items;
       for (const auto& item : expr.args) {
@@ -439,8 +417,7 @@ Expected<Value> Interpreter::eval_inner(const Expr& expr) {
       Dict dict;
       for (size_t i = 0; i + 1 < expr.args.size(); i += 2) {
         JINJA_ASSIGN_OR_RETURN(Value key, eval(*expr.args[i]));
-        if (!key.is_string())
-          return Status::error("only string keys are supported in dict literals");
+        if (!key.is_string()) return Status::error("only string keys are supported in dict literals");
         JINJA_ASSIGN_OR_RETURN(Value value, eval(*expr.args[i + 1]));
         dict.set(key.as_string(), std::move(value));
       }
@@ -448,12 +425,9 @@ Expected<Value> Interpreter::eval_inner(const Expr& expr) {
     }
     case ExprKind::kGetAttr:
     case ExprKind::kGetItem:
-    case ExprKind::kSlice:
-      return eval_subscript(expr);
-    case ExprKind::kCall:
-      return eval_call(expr);
-    case ExprKind::kFilter:
-      return eval_filter(expr, nullptr);
+    case ExprKind::kSlice: return eval_subscript(expr);
+    case ExprKind::kCall: return eval_call(expr);
+    case ExprKind::kFilter: return eval_filter(expr, nullptr);
     case ExprKind::kTest: {
       JINJA_ASSIGN_OR_RETURN(Value operand, eval(*expr.args[0]));
       JINJA_ASSIGN_OR_RETURN(CallArgs args, eval_args(expr, 1));
@@ -465,8 +439,7 @@ Expected<Value> Interpreter::eval_inner(const Expr& expr) {
       if (expr.op == "not") return Value(!operand.truthy());
       if (operand.is_undefined()) return Status::error(operand.undefined_hint());
       if (!operand.is_number()) {
-        return Status::error("bad operand type for unary " + expr.op + ": '" + operand.type_name() +
-                             "'");
+        return Status::error("bad operand type for unary " + expr.op + ": '" + operand.type_name() + "'");
       }
       if (expr.op == "+") return operand.is_float() ? operand : Value(operand.as_int());
       if (operand.is_float()) return Value(-operand.as_float());
@@ -522,8 +495,7 @@ Expected<Value> Interpreter::eval_inner(const Expr& expr) {
 
 }  // namespace
 
-Expected<std::string> render(const StmtList& program, const Dict& context,
-                             const RenderLimits& limits) {
+Expected<std::string> render(const StmtList& program, const Dict& context, const RenderLimits& limits) {
   Interpreter interpreter(limits);
   return interpreter.run(program, context);
 }

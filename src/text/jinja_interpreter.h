@@ -22,7 +22,6 @@ struct RenderLimits {
 
 // `context` holds the template's variables (messages, add_generation_prompt, ...); builtin
 // globals (range, namespace, raise_exception, ...) sit below it and can be shadowed.
-Expected<std::string> render(const StmtList& program, const Dict& context,
-                             const RenderLimits& limits = {});
+Expected<std::string> render(const StmtList& program, const Dict& context, const RenderLimits& limits = {});
 
 }  // namespace folio::jinja

@@ -78,8 +78,7 @@ class Lexer {
     if (!text.empty()) tokens_.push_back(make(TokenType::kText, offset, std::move(text)));
   }
   // Applies {%- / lstrip_blocks to the text before a tag.
-  std::string strip_before_tag(std::string text, size_t text_begin, char modifier,
-                               bool is_variable) const;
+  std::string strip_before_tag(std::string text, size_t text_begin, char modifier, bool is_variable) const;
   // Lexes the inside of {{ }} or {% %} starting at pos; returns the offset after the closer
   // and sets strip_after when the closer was -}} / -%}.
   Expected<size_t> lex_tag(size_t pos, bool is_block, size_t tag_offset, char& close_modifier);
@@ -92,8 +91,7 @@ class Lexer {
   std::vector<Token> tokens_;
 };
 
-std::string Lexer::strip_before_tag(std::string text, size_t text_begin, char modifier,
-                                    bool is_variable) const {
+std::string Lexer::strip_before_tag(std::string text, size_t text_begin, char modifier, bool is_variable) const {
   if (modifier == '-') {
     return python_strip(text, nullptr, false, true);
   }
@@ -119,8 +117,8 @@ Expected<std::vector<Token>> Lexer::run() {
   size_t pos = 0;
   while (pos < src_.size()) {
     size_t tag = src_.find('{', pos);
-    while (tag != std::string::npos && tag + 1 < src_.size() && src_[tag + 1] != '{' &&
-           src_[tag + 1] != '%' && src_[tag + 1] != '#') {
+    while (tag != std::string::npos && tag + 1 < src_.size() && src_[tag + 1] != '{' && src_[tag + 1] != '%' &&
+           src_[tag + 1] != '#') {
       tag = src_.find('{', tag + 1);
     }
     if (tag == std::string::npos || tag + 1 >= src_.size()) {
@@ -130,9 +128,7 @@ Expected<std::vector<Token>> Lexer::run() {
     const char kind = src_[tag + 1];
     const char modifier = tag + 2 < src_.size() ? src_[tag + 2] : '\0';
     const bool has_modifier = modifier == '-' || modifier == '+';
-    emit_text(strip_before_tag(src_.substr(pos, tag - pos), pos, has_modifier ? modifier : '\0',
-                               kind == '{'),
-              pos);
+    emit_text(strip_before_tag(src_.substr(pos, tag - pos), pos, has_modifier ? modifier : '\0', kind == '{'), pos);
     size_t inner = tag + 2 + (has_modifier ? 1 : 0);
 
     if (kind == '#') {
@@ -158,12 +154,10 @@ Expected<std::vector<Token>> Lexer::run() {
     // {% raw %}: the lexer owns it; the parser never sees the tag. jinja2 applies no
     // trim_blocks to the opening raw tag, only -%}.
     const bool raw = is_block && tokens_.size() == first_token + 3 &&
-                     tokens_[first_token + 1].type == TokenType::kName &&
-                     tokens_[first_token + 1].text == "raw";
+                     tokens_[first_token + 1].type == TokenType::kName && tokens_[first_token + 1].text == "raw";
     if (close_modifier == '-') {
       pos = skip_spaces(pos);
-    } else if (is_block && !raw && close_modifier != '+' && pos < src_.size() &&
-               src_[pos] == '\n') {
+    } else if (is_block && !raw && close_modifier != '+' && pos < src_.size() && src_[pos] == '\n') {
       ++pos;  // trim_blocks
     }
     if (raw) {
@@ -196,9 +190,9 @@ Expected<size_t> Lexer::lex_raw(size_t pos) {
     char close = '\0';
     if (i < src_.size() && (src_[i] == '-' || src_[i] == '+')) close = src_[i++];
     if (src_.compare(i, 2, "%}") != 0) return error_at(i, "expected %} after endraw");
-    emit_text(strip_before_tag(src_.substr(pos, tag - pos), pos,
-                               modifier == '-' || modifier == '+' ? modifier : '\0', false),
-              pos);
+    emit_text(
+        strip_before_tag(src_.substr(pos, tag - pos), pos, modifier == '-' || modifier == '+' ? modifier : '\0', false),
+        pos);
     i += 2;
     if (close == '-') return skip_spaces(i);
     if (close != '+' && i < src_.size() && src_[i] == '\n') ++i;
@@ -206,15 +200,13 @@ Expected<size_t> Lexer::lex_raw(size_t pos) {
   }
 }
 
-Expected<size_t> Lexer::lex_tag(size_t pos, bool is_block, size_t tag_offset,
-                                char& close_modifier) {
+Expected<size_t> Lexer::lex_tag(size_t pos, bool is_block, size_t tag_offset, char& close_modifier) {
   std::vector<char> brackets;  // closers we wait for; the tag can only end when empty
   const char* closer = is_block ? "%}" : "}}";
   while (true) {
     while (pos < src_.size() && std::isspace(static_cast<unsigned char>(src_[pos]))) ++pos;
     if (pos >= src_.size()) {
-      return error_at(tag_offset, is_block ? "block tag is not closed with %}"
-                                           : "variable tag is not closed with }}");
+      return error_at(tag_offset, is_block ? "block tag is not closed with %}" : "variable tag is not closed with }}");
     }
     if (brackets.empty()) {
       for (char modifier : {'-', '+', '\0'}) {
@@ -230,9 +222,7 @@ Expected<size_t> Lexer::lex_tag(size_t pos, bool is_block, size_t tag_offset,
     const char c = src_[pos];
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t end = pos;
-      while (end < src_.size() &&
-             (std::isalnum(static_cast<unsigned char>(src_[end])) || src_[end] == '_'))
-        ++end;
+      while (end < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[end])) || src_[end] == '_')) ++end;
       tokens_.push_back(make(TokenType::kName, pos, src_.substr(pos, end - pos)));
       pos = end;
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
@@ -247,8 +237,7 @@ Expected<size_t> Lexer::lex_tag(size_t pos, bool is_block, size_t tag_offset,
       for (const char* two : kTwoChar) {
         if (src_.compare(pos, 2, two) == 0) op = two;
       }
-      if (op.size() == 1 &&
-          std::string_view("+-*/%~<>=()[]{},.:|").find(c) == std::string_view::npos) {
+      if (op.size() == 1 && std::string_view("+-*/%~<>=()[]{},.:|").find(c) == std::string_view::npos) {
         return error_at(pos, std::string("unexpected character '") + c + "'");
       }
       if (c == '(' || c == '[' || c == '{') {
@@ -268,17 +257,16 @@ Expected<size_t> Lexer::lex_tag(size_t pos, bool is_block, size_t tag_offset,
 size_t Lexer::lex_number(size_t pos) {
   // jinja2: digits with optional _ separators, then an optional fraction and/or exponent.
   auto digits = [&](size_t p) {
-    while (p < src_.size() && (std::isdigit(static_cast<unsigned char>(src_[p])) ||
-                               (src_[p] == '_' && p + 1 < src_.size() &&
-                                std::isdigit(static_cast<unsigned char>(src_[p + 1])))))
+    while (p < src_.size() &&
+           (std::isdigit(static_cast<unsigned char>(src_[p])) ||
+            (src_[p] == '_' && p + 1 < src_.size() && std::isdigit(static_cast<unsigned char>(src_[p + 1])))))
       ++p;
     return p;
   };
   const size_t start = pos;
   size_t end = digits(pos);
   bool is_float = false;
-  if (end + 1 < src_.size() && src_[end] == '.' &&
-      std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
+  if (end + 1 < src_.size() && src_[end] == '.' && std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
     end = digits(end + 1);
     is_float = true;
   }
@@ -322,9 +310,8 @@ Expected<size_t> Lexer::lex_string(size_t pos) {
     for (size_t k = 0; k < count; ++k) {
       const char h = src_[start + k];
       if (!std::isxdigit(static_cast<unsigned char>(h))) return false;
-      out = out * 16 + static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(h))
-                                                 ? h - '0'
-                                                 : std::tolower(h) - 'a' + 10);
+      out = out * 16 +
+            static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : std::tolower(h) - 'a' + 10);
     }
     return true;
   };
@@ -336,9 +323,7 @@ Expected<size_t> Lexer::lex_string(size_t pos) {
     const char e = src_[i + 1];
     char32_t cp = 0;
     switch (e) {
-      case '\n':
-        i += 2;
-        break;  // backslash-newline is a line continuation
+      case '\n': i += 2; break;  // backslash-newline is a line continuation
       case '\\':
         value += '\\';
         i += 2;

@@ -19,8 +19,7 @@ Value strings_to_list(Strings parts) {
 }
 
 // str.split / str.rsplit. sep == nullptr splits on whitespace runs and drops empty parts.
-Expected<Strings> split(const std::string& s, const std::string* sep, int64_t max_split,
-                        bool from_right) {
+Expected<Strings> split(const std::string& s, const std::string* sep, int64_t max_split, bool from_right) {
   Strings parts;
   if (sep && sep->empty()) return Status::error("empty separator");
   if (max_split < 0) max_split = INT64_MAX;
@@ -39,8 +38,7 @@ Expected<Strings> split(const std::string& s, const std::string* sep, int64_t ma
       } else {
         while (end < cps.size() && !is_python_space(cps[end])) ++end;
       }
-      std::u32string part(cps.begin() + static_cast<ptrdiff_t>(i),
-                          cps.begin() + static_cast<ptrdiff_t>(end));
+      std::u32string part(cps.begin() + static_cast<ptrdiff_t>(i), cps.begin() + static_cast<ptrdiff_t>(end));
       if (from_right) std::reverse(part.begin(), part.end());
       parts.push_back(encode_utf8(part));
       i = end;
@@ -80,8 +78,8 @@ Expected<bool> affix_match(const std::string& s, const Value& affix, bool prefix
                            " first arg must be str or a tuple of str, not " + option.type_name());
     }
     const std::string& a = option.as_string();
-    if (a.size() <= s.size() && (prefix ? s.compare(0, a.size(), a) == 0
-                                        : s.compare(s.size() - a.size(), a.size(), a) == 0))
+    if (a.size() <= s.size() &&
+        (prefix ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0))
       return true;
   }
   return false;
@@ -89,27 +87,22 @@ Expected<bool> affix_match(const std::string& s, const Value& affix, bool prefix
 
 bool every_char(const std::string& s, int (*predicate)(int)) {
   if (s.empty()) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [&](char c) { return predicate(static_cast<unsigned char>(c)) != 0; });
+  return std::all_of(s.begin(), s.end(), [&](char c) { return predicate(static_cast<unsigned char>(c)) != 0; });
 }
 
-Expected<Value> string_method(const std::string& s, std::string_view name, CallArgs& args,
-                              bool& found) {
+Expected<Value> string_method(const std::string& s, std::string_view name, CallArgs& args, bool& found) {
   found = true;
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     JINJA_ASSIGN_OR_RETURN(std::vector<Value> a, bind_args(name, args, {{"chars", Value(None{})}}));
     const std::string chars = a[0].is_string() ? a[0].as_string() : std::string();
-    return Value(
-        python_strip(s, a[0].is_string() ? &chars : nullptr, name != "rstrip", name != "lstrip"));
+    return Value(python_strip(s, a[0].is_string() ? &chars : nullptr, name != "rstrip", name != "lstrip"));
   }
   if (name == "split" || name == "rsplit") {
-    JINJA_ASSIGN_OR_RETURN(
-        std::vector<Value> a,
-        bind_args(name, args, {{"sep", Value(None{})}, {"maxsplit", Value(-1)}}));
+    JINJA_ASSIGN_OR_RETURN(std::vector<Value> a,
+                           bind_args(name, args, {{"sep", Value(None{})}, {"maxsplit", Value(-1)}}));
     const std::string sep = a[0].is_string() ? a[0].as_string() : std::string();
-    JINJA_ASSIGN_OR_RETURN(Strings parts,
-                           split(s, a[0].is_string() ? &sep : nullptr,
-                                 a[1].is_int() ? a[1].as_int() : -1, name == "rsplit"));
+    JINJA_ASSIGN_OR_RETURN(Strings parts, split(s, a[0].is_string() ? &sep : nullptr,
+                                                a[1].is_int() ? a[1].as_int() : -1, name == "rsplit"));
     return strings_to_list(std::move(parts));
   }
   if (name == "splitlines") {
@@ -134,11 +127,9 @@ Expected<Value> string_method(const std::string& s, std::string_view name, CallA
   if (name == "title") return Value(change_case(s, CaseMapping::kTitle));
   if (name == "capitalize") return Value(change_case(s, CaseMapping::kCapitalize));
   if (name == "replace") {
-    JINJA_ASSIGN_OR_RETURN(
-        std::vector<Value> a,
-        bind_args(name, args, {{"old", required()}, {"new", required()}, {"count", Value(-1)}}));
-    if (!a[0].is_string() || !a[1].is_string())
-      return Status::error("replace() arguments must be str");
+    JINJA_ASSIGN_OR_RETURN(std::vector<Value> a,
+                           bind_args(name, args, {{"old", required()}, {"new", required()}, {"count", Value(-1)}}));
+    if (!a[0].is_string() || !a[1].is_string()) return Status::error("replace() arguments must be str");
     const std::string& from = a[0].as_string();
     const std::string& to = a[1].as_string();
     int64_t remaining = a[2].is_int() && a[2].as_int() >= 0 ? a[2].as_int() : INT64_MAX;
@@ -185,8 +176,8 @@ Expected<Value> string_method(const std::string& s, std::string_view name, CallA
     std::string out;
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].is_string()) {
-        return Status::error("sequence item " + std::to_string(i) + ": expected str instance, " +
-                             items[i].type_name() + " found");
+        return Status::error("sequence item " + std::to_string(i) + ": expected str instance, " + items[i].type_name() +
+                             " found");
       }
       if (i > 0) out += s;
       out += items[i].as_string();
@@ -227,9 +218,8 @@ Expected<Value> dict_method(const Dict& dict, std::string_view name, CallArgs& a
     return Value(std::move(out));
   }
   if (name == "get") {
-    JINJA_ASSIGN_OR_RETURN(
-        std::vector<Value> a,
-        bind_args(name, args, {{"key", required()}, {"default", Value(None{})}}));
+    JINJA_ASSIGN_OR_RETURN(std::vector<Value> a,
+                           bind_args(name, args, {{"key", required()}, {"default", Value(None{})}}));
     if (!a[0].is_string()) return a[1];
     const Value* item = dict.find(a[0].as_string());
     return item ? *item : a[1];
@@ -238,25 +228,21 @@ Expected<Value> dict_method(const Dict& dict, std::string_view name, CallArgs& a
   return Value();
 }
 
-std::shared_ptr<const Function> make_function(std::string name,
-                                              std::function<Expected<Value>(CallArgs&)> call) {
+std::shared_ptr<const Function> make_function(std::string name, std::function<Expected<Value>(CallArgs&)> call) {
   return std::make_shared<const Function>(Function{std::move(name), std::move(call)});
 }
 
 }  // namespace
 
-Expected<Value> call_method(const Value& object, std::string_view name, CallArgs& args,
-                            bool& found) {
+Expected<Value> call_method(const Value& object, std::string_view name, CallArgs& args, bool& found) {
   found = false;
   if (object.is_string()) return string_method(object.as_string(), name, args, found);
   if (object.is_dict()) return dict_method(object.as_dict(), name, args, found);
-  if (object.is_list() &&
-      (name == "append" || name == "extend" || name == "pop" || name == "insert" ||
-       name == "remove" || name == "clear" || name == "sort" || name == "reverse")) {
+  if (object.is_list() && (name == "append" || name == "extend" || name == "pop" || name == "insert" ||
+                           name == "remove" || name == "clear" || name == "sort" || name == "reverse")) {
     found = true;
     // What Hugging Face's ImmutableSandboxedEnvironment answers as well.
-    return Status::error("access to attribute '" + std::string(name) +
-                         "' of 'list' object is unsafe.");
+    return Status::error("access to attribute '" + std::string(name) + "' of 'list' object is unsafe.");
   }
   return Value();
 }
@@ -267,8 +253,7 @@ Dict make_globals() {
                 if (!args.keyword.empty() || args.positional.empty() || args.positional.size() > 3)
                   return Status::error("range expected 1 to 3 integer arguments");
                 for (const Value& v : args.positional) {
-                  if (!v.is_int() && !v.is_bool())
-                    return Status::error("range() arguments must be integers");
+                  if (!v.is_int() && !v.is_bool()) return Status::error("range() arguments must be integers");
                 }
                 const auto& p = args.positional;
                 const int64_t start = p.size() == 1 ? 0 : p[0].as_int();
@@ -279,16 +264,14 @@ Dict make_globals() {
                 for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
                   if (out.size() >= kMaxCollectionSize) return Status::error("range() is too long");
                   out.emplace_back(i);
-                  if ((step > 0 && i > INT64_MAX - step) || (step < 0 && i < INT64_MIN - step))
-                    break;
+                  if ((step > 0 && i > INT64_MAX - step) || (step < 0 && i < INT64_MIN - step)) break;
                 }
                 return Value(std::move(out));
               }));
   globals.set("namespace", make_function("namespace", [](CallArgs& args) -> Expected<Value> {
                 auto attributes = std::make_shared<Dict>();
                 for (const Value& v : args.positional) {
-                  if (!v.is_dict())
-                    return Status::error("namespace() positional argument must be a dict");
+                  if (!v.is_dict()) return Status::error("namespace() positional argument must be a dict");
                   for (const auto& [key, item] : v.as_dict().items) attributes->set(key, item);
                 }
                 for (const auto& [key, item] : args.keyword) attributes->set(key, item);
@@ -303,22 +286,18 @@ Dict make_globals() {
   globals.set("dict", make_function("dict", [](CallArgs& args) -> Expected<Value> {
                 Dict out;
                 for (const Value& v : args.positional) {
-                  if (!v.is_dict())
-                    return Status::error("dict() positional argument must be a dict");
+                  if (!v.is_dict()) return Status::error("dict() positional argument must be a dict");
                   for (const auto& [key, item] : v.as_dict().items) out.set(key, item);
                 }
                 for (const auto& [key, item] : args.keyword) out.set(key, item);
                 return Value(std::move(out));
               }));
-  globals.set("raise_exception",
-              make_function("raise_exception", [](CallArgs& args) -> Expected<Value> {
+  globals.set("raise_exception", make_function("raise_exception", [](CallArgs& args) -> Expected<Value> {
                 // The template's own message is the whole error: it is written for the end user.
-                return Status::error(args.positional.empty() ? "raise_exception() called"
-                                                             : to_str(args.positional[0]));
+                return Status::error(args.positional.empty() ? "raise_exception() called" : to_str(args.positional[0]));
               }));
   globals.set("strftime_now", make_function("strftime_now", [](CallArgs& args) -> Expected<Value> {
-                JINJA_ASSIGN_OR_RETURN(std::vector<Value> a,
-                                       bind_args("strftime_now", args, {{"format", required()}}));
+                JINJA_ASSIGN_OR_RETURN(std::vector<Value> a, bind_args("strftime_now", args, {{"format", required()}}));
                 const std::time_t now = std::time(nullptr);
                 std::tm local{};
                 localtime_r(&now, &local);

@@ -5,8 +5,7 @@
 namespace folio::jinja {
 namespace detail {
 
-Expected<StmtList> Parser::parse_body(std::initializer_list<std::string_view> end_tags,
-                                      std::string& matched) {
+Expected<StmtList> Parser::parse_body(std::initializer_list<std::string_view> end_tags, std::string& matched) {
   DepthGuard guard(depth_);
   JINJA_RETURN_IF_ERROR(check_depth());
   StmtList body;
@@ -35,8 +34,7 @@ Expected<StmtList> Parser::parse_body(std::initializer_list<std::string_view> en
       body.push_back(std::move(stmt));
     } else if (token.type == TokenType::kBlockBegin) {
       const Token& name = peek();
-      if (name.type == TokenType::kName &&
-          std::find(end_tags.begin(), end_tags.end(), name.text) != end_tags.end()) {
+      if (name.type == TokenType::kName && std::find(end_tags.begin(), end_tags.end(), name.text) != end_tags.end()) {
         advance();
         matched = advance().text;
         return body;
@@ -51,8 +49,7 @@ Expected<StmtList> Parser::parse_body(std::initializer_list<std::string_view> en
 }
 
 Expected<std::unique_ptr<Stmt>> Parser::parse_statement() {
-  if (current().type != TokenType::kName)
-    return error("expected a tag name, got " + describe(current()));
+  if (current().type != TokenType::kName) return error("expected a tag name, got " + describe(current()));
   const int line = current().line;
   const std::string tag = advance().text;
   if (tag == "if") return parse_if(line);
@@ -160,8 +157,7 @@ Expected<std::unique_ptr<Stmt>> Parser::parse_for(int line) {
 Expected<std::unique_ptr<Stmt>> Parser::parse_set(int line) {
   auto stmt = std::make_unique<Stmt>();
   stmt->line = line;
-  if (current().type == TokenType::kName && peek().type == TokenType::kOperator &&
-      peek().text == ".") {
+  if (current().type == TokenType::kName && peek().type == TokenType::kOperator && peek().text == ".") {
     stmt->targets.push_back(advance().text);  // `set ns.attr = value`
     advance();
     JINJA_ASSIGN_OR_RETURN(stmt->attribute, expect_identifier());

@@ -30,40 +30,26 @@ class Parser {
  private:
   // ---- token helpers ----
   const Token& current() const { return tokens_[pos_]; }
-  const Token& peek(size_t ahead = 1) const {
-    return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)];
-  }
-  bool at_name(std::string_view name) const {
-    return current().type == TokenType::kName && current().text == name;
-  }
-  bool at_op(std::string_view op) const {
-    return current().type == TokenType::kOperator && current().text == op;
-  }
+  const Token& peek(size_t ahead = 1) const { return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)]; }
+  bool at_name(std::string_view name) const { return current().type == TokenType::kName && current().text == name; }
+  bool at_op(std::string_view op) const { return current().type == TokenType::kOperator && current().text == op; }
   Token advance() { return tokens_[pos_ < tokens_.size() - 1 ? pos_++ : pos_]; }
 
   static std::string describe(const Token& token) {
     switch (token.type) {
-      case TokenType::kEnd:
-        return "end of template";
-      case TokenType::kBlockEnd:
-        return "'%}'";
-      case TokenType::kVariableEnd:
-        return "'}}'";
-      case TokenType::kBlockBegin:
-        return "'{%'";
-      case TokenType::kVariableBegin:
-        return "'{{'";
-      case TokenType::kText:
-        return "template text";
-      case TokenType::kString:
-        return "string literal";
-      default:
-        return "'" + token.text + "'";
+      case TokenType::kEnd: return "end of template";
+      case TokenType::kBlockEnd: return "'%}'";
+      case TokenType::kVariableEnd: return "'}}'";
+      case TokenType::kBlockBegin: return "'{%'";
+      case TokenType::kVariableBegin: return "'{{'";
+      case TokenType::kText: return "template text";
+      case TokenType::kString: return "string literal";
+      default: return "'" + token.text + "'";
     }
   }
   Status error(const std::string& message) const {
-    return Status::error("template syntax error at line " + std::to_string(current().line) +
-                         ", column " + std::to_string(current().column) + ": " + message);
+    return Status::error("template syntax error at line " + std::to_string(current().line) + ", column " +
+                         std::to_string(current().column) + ": " + message);
   }
   Status expect_op(std::string_view op) {
     if (!at_op(op)) return error("expected '" + std::string(op) + "', got " + describe(current()));
@@ -85,8 +71,7 @@ class Parser {
     return Status::ok();
   }
   Expected<std::string> expect_identifier() {
-    if (current().type != TokenType::kName)
-      return error("expected a name, got " + describe(current()));
+    if (current().type != TokenType::kName) return error("expected a name, got " + describe(current()));
     return advance().text;
   }
 
@@ -104,14 +89,12 @@ class Parser {
     int& depth_;
   };
   Status check_depth() const {
-    return depth_ > kMaxParseDepth
-               ? error("template nests deeper than " + std::to_string(kMaxParseDepth) + " levels")
-               : Status::ok();
+    return depth_ > kMaxParseDepth ? error("template nests deeper than " + std::to_string(kMaxParseDepth) + " levels")
+                                   : Status::ok();
   }
 
   // ---- statements ----
-  Expected<StmtList> parse_body(std::initializer_list<std::string_view> end_tags,
-                                std::string& matched);
+  Expected<StmtList> parse_body(std::initializer_list<std::string_view> end_tags, std::string& matched);
   Expected<std::unique_ptr<Stmt>> parse_statement();
   Expected<std::unique_ptr<Stmt>> parse_if(int line);
   Expected<std::unique_ptr<Stmt>> parse_for(int line);

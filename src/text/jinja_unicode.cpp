@@ -10,15 +10,8 @@ std::vector<char32_t> decode_utf8(std::string_view text) {
   size_t i = 0;
   while (i < text.size()) {
     const auto byte = static_cast<unsigned char>(text[i]);
-    int length = byte < 0x80         ? 1
-                 : (byte >> 5) == 6  ? 2
-                 : (byte >> 4) == 14 ? 3
-                 : (byte >> 3) == 30 ? 4
-                                     : 0;
-    char32_t c = length == 1   ? byte
-                 : length == 2 ? (byte & 0x1F)
-                 : length == 3 ? (byte & 0x0F)
-                               : (byte & 0x07);
+    int length = byte < 0x80 ? 1 : (byte >> 5) == 6 ? 2 : (byte >> 4) == 14 ? 3 : (byte >> 3) == 30 ? 4 : 0;
+    char32_t c = length == 1 ? byte : length == 2 ? (byte & 0x1F) : length == 3 ? (byte & 0x0F) : (byte & 0x07);
     bool valid = length > 0 && i + length <= text.size();
     for (int k = 1; valid && k < length; ++k) {
       const auto next = static_cast<unsigned char>(text[i + k]);
@@ -68,9 +61,8 @@ size_t count_code_points(std::string_view text) {
 }
 
 bool is_python_space(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 namespace {
@@ -79,9 +71,8 @@ char32_t lower_of(char32_t c) {
   if (c >= 'A' && c <= 'Z') return c + 32;
   if (c < 0xC0) return c;
   if (c <= 0xDE) return c == 0xD7 ? c : c + 32;
-  if ((c >= 0x100 && c <= 0x137 && c % 2 == 0 && c != 0x130) ||
-      (c >= 0x139 && c <= 0x148 && c % 2 == 1) || (c >= 0x14A && c <= 0x177 && c % 2 == 0) ||
-      (c >= 0x179 && c <= 0x17E && c % 2 == 1))
+  if ((c >= 0x100 && c <= 0x137 && c % 2 == 0 && c != 0x130) || (c >= 0x139 && c <= 0x148 && c % 2 == 1) ||
+      (c >= 0x14A && c <= 0x177 && c % 2 == 0) || (c >= 0x179 && c <= 0x17E && c % 2 == 1))
     return c + 1;
   if (c == 0x178) return 0xFF;
   if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
@@ -114,7 +105,9 @@ char32_t upper_of(char32_t c) {
   return c;
 }
 
-bool is_cased(char32_t c) { return lower_of(c) != c || upper_of(c) != c || c == 0xDF; }
+bool is_cased(char32_t c) {
+  return lower_of(c) != c || upper_of(c) != c || c == 0xDF;
+}
 
 void append_mapped(std::string& out, char32_t c, bool upper) {
   if (upper && c == 0xDF) {
@@ -136,23 +129,16 @@ std::string change_case(std::string_view text, CaseMapping mapping) {
   bool first = true;            // str.capitalize(): first character
   for (char32_t c : decode_utf8(text)) {
     switch (mapping) {
-      case CaseMapping::kLower:
-        append_mapped(out, c, false);
-        break;
-      case CaseMapping::kUpper:
-        append_mapped(out, c, true);
-        break;
-      case CaseMapping::kCapitalize:
-        append_mapped(out, c, first);
-        break;
+      case CaseMapping::kLower: append_mapped(out, c, false); break;
+      case CaseMapping::kUpper: append_mapped(out, c, true); break;
+      case CaseMapping::kCapitalize: append_mapped(out, c, first); break;
       case CaseMapping::kTitle:
         append_mapped(out, c, !previous_cased);
         previous_cased = is_cased(c);
         break;
       case CaseMapping::kJinjaTitle: {
         // jinja2 splits on runs of [-\s({[<] and capitalizes each piece.
-        const bool separator =
-            c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || is_python_space(c);
+        const bool separator = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || is_python_space(c);
         if (separator) {
           append_utf8(out, c);
         } else {
@@ -172,8 +158,7 @@ std::string python_strip(std::string_view text, const std::string* chars, bool l
   std::vector<char32_t> strip_set;
   if (chars) strip_set = decode_utf8(*chars);
   auto strippable = [&](char32_t c) {
-    return chars ? std::find(strip_set.begin(), strip_set.end(), c) != strip_set.end()
-                 : is_python_space(c);
+    return chars ? std::find(strip_set.begin(), strip_set.end(), c) != strip_set.end() : is_python_space(c);
   };
   size_t begin = 0, end = cps.size();
   while (left && begin < end && strippable(cps[begin])) ++begin;

@@ -64,26 +64,20 @@ Value::Value(Namespace ns) {
 Expected<Value> Value::from_json(const nlohmann::ordered_json& json, int depth) {
   using Json = nlohmann::ordered_json;
   if (depth > kMaxValueDepth) {
-    return Status::error("context JSON is nested deeper than " + std::to_string(kMaxValueDepth) +
-                         " levels");
+    return Status::error("context JSON is nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
   }
   switch (json.type()) {
-    case Json::value_t::null:
-      return Value(None{});
-    case Json::value_t::boolean:
-      return Value(json.get<bool>());
-    case Json::value_t::number_integer:
-      return Value(json.get<int64_t>());
+    case Json::value_t::null: return Value(None{});
+    case Json::value_t::boolean: return Value(json.get<bool>());
+    case Json::value_t::number_integer: return Value(json.get<int64_t>());
     case Json::value_t::number_unsigned: {
       const uint64_t u = json.get<uint64_t>();
       // Beyond int64 only a float can hold it (Python would keep a big int).
       if (u > static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<double>(u));
       return Value(static_cast<int64_t>(u));
     }
-    case Json::value_t::number_float:
-      return Value(json.get<double>());
-    case Json::value_t::string:
-      return Value(json.get<std::string>());
+    case Json::value_t::number_float: return Value(json.get<double>());
+    case Json::value_t::string: return Value(json.get<std::string>());
     case Json::value_t::array: {
       List list;
       list.reserve(json.size());
@@ -104,8 +98,7 @@ Expected<Value> Value::from_json(const nlohmann::ordered_json& json, int depth) 
       }
       return Value(std::move(dict));
     }
-    default:
-      return Value(None{});  // binary / discarded: nothing a template can use
+    default: return Value(None{});  // binary / discarded: nothing a template can use
   }
 }
 
@@ -117,49 +110,31 @@ double Value::as_float() const {
 bool Value::truthy() const {
   switch (kind()) {
     case Kind::kUndefined:
-    case Kind::kNone:
-      return false;
-    case Kind::kBool:
-      return as_bool();
-    case Kind::kInt:
-      return as_int() != 0;
-    case Kind::kFloat:
-      return as_float() != 0.0;
-    case Kind::kString:
-      return !as_string().empty();
-    case Kind::kList:
-      return !as_list().empty();
-    case Kind::kDict:
-      return !as_dict().items.empty();
+    case Kind::kNone: return false;
+    case Kind::kBool: return as_bool();
+    case Kind::kInt: return as_int() != 0;
+    case Kind::kFloat: return as_float() != 0.0;
+    case Kind::kString: return !as_string().empty();
+    case Kind::kList: return !as_list().empty();
+    case Kind::kDict: return !as_dict().items.empty();
     case Kind::kNamespace:
-    case Kind::kFunction:
-      return true;
+    case Kind::kFunction: return true;
   }
   return false;
 }
 
 std::string Value::type_name() const {
   switch (kind()) {
-    case Kind::kUndefined:
-      return "Undefined";
-    case Kind::kNone:
-      return "NoneType";
-    case Kind::kBool:
-      return "bool";
-    case Kind::kInt:
-      return "int";
-    case Kind::kFloat:
-      return "float";
-    case Kind::kString:
-      return "str";
-    case Kind::kList:
-      return "list";
-    case Kind::kDict:
-      return "dict";
-    case Kind::kNamespace:
-      return "Namespace";
-    case Kind::kFunction:
-      return "function";
+    case Kind::kUndefined: return "Undefined";
+    case Kind::kNone: return "NoneType";
+    case Kind::kBool: return "bool";
+    case Kind::kInt: return "int";
+    case Kind::kFloat: return "float";
+    case Kind::kString: return "str";
+    case Kind::kList: return "list";
+    case Kind::kDict: return "dict";
+    case Kind::kNamespace: return "Namespace";
+    case Kind::kFunction: return "function";
   }
   return "object";
 }
@@ -173,8 +148,7 @@ std::string float_repr(double value) {
   // Shortest round-trip digits from to_chars, laid out the way Python's repr does: plain
   // notation for decimal exponents in [-4, 16), scientific with a 2-digit exponent otherwise.
   char buffer[64];
-  const auto result =
-      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
   std::string sci(buffer, result.ptr);
   const size_t e_pos = sci.find('e');
   const bool negative = sci[0] == '-';
@@ -188,8 +162,7 @@ std::string float_repr(double value) {
     out += digits[0];
     if (digits.size() > 1) out += "." + digits.substr(1);
     char exp_buffer[16];
-    std::snprintf(exp_buffer, sizeof exp_buffer, "e%c%02d", exponent < 0 ? '-' : '+',
-                  std::abs(exponent));
+    std::snprintf(exp_buffer, sizeof exp_buffer, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
     return out + exp_buffer;
   }
   if (exponent < 0) {
@@ -251,27 +224,13 @@ void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
   for (char32_t c : decode_utf8(s)) {
     switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
       default: {
         char buffer[16];
         if (c < 0x20 || (ensure_ascii && c > 0x7E && c <= 0xFFFF)) {
@@ -279,8 +238,7 @@ void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
           out += buffer;
         } else if (ensure_ascii && c > 0xFFFF) {
           const char32_t v = c - 0x10000;
-          std::snprintf(buffer, sizeof buffer, "\\u%04x\\u%04x",
-                        static_cast<unsigned>(0xD800 + (v >> 10)),
+          std::snprintf(buffer, sizeof buffer, "\\u%04x\\u%04x", static_cast<unsigned>(0xD800 + (v >> 10)),
                         static_cast<unsigned>(0xDC00 + (v & 0x3FF)));
           out += buffer;
         } else {
@@ -299,33 +257,22 @@ Status json_value(std::string& out, const Value& value, const JsonOptions& optio
   const std::string unit = !options.indent_string.empty()
                                ? options.indent_string
                                : std::string(static_cast<size_t>(std::max(options.indent, 0)), ' ');
-  const std::string item_sep =
-      !options.item_separator.empty() ? options.item_separator : (pretty ? "," : ", ");
+  const std::string item_sep = !options.item_separator.empty() ? options.item_separator : (pretty ? "," : ", ");
   const std::string key_sep = !options.key_separator.empty() ? options.key_separator : ": ";
   auto newline = [&](int level) {
     out += '\n';
     for (int i = 0; i < level; ++i) out += unit;
   };
   switch (value.kind()) {
-    case Value::Kind::kNone:
-      out += "null";
-      return Status::ok();
-    case Value::Kind::kBool:
-      out += value.as_bool() ? "true" : "false";
-      return Status::ok();
-    case Value::Kind::kInt:
-      out += std::to_string(value.as_int());
-      return Status::ok();
+    case Value::Kind::kNone: out += "null"; return Status::ok();
+    case Value::Kind::kBool: out += value.as_bool() ? "true" : "false"; return Status::ok();
+    case Value::Kind::kInt: out += std::to_string(value.as_int()); return Status::ok();
     case Value::Kind::kFloat: {
       const double f = value.as_float();
-      out += std::isnan(f)   ? "NaN"
-             : std::isinf(f) ? (f > 0 ? "Infinity" : "-Infinity")
-                             : float_repr(f);
+      out += std::isnan(f) ? "NaN" : std::isinf(f) ? (f > 0 ? "Infinity" : "-Infinity") : float_repr(f);
       return Status::ok();
     }
-    case Value::Kind::kString:
-      json_string(out, value.as_string(), options.ensure_ascii);
-      return Status::ok();
+    case Value::Kind::kString: json_string(out, value.as_string(), options.ensure_ascii); return Status::ok();
     case Value::Kind::kList: {
       const List& list = value.as_list();
       if (list.empty()) {
@@ -348,8 +295,7 @@ Status json_value(std::string& out, const Value& value, const JsonOptions& optio
       const Dict& dict = value.is_dict() ? value.as_dict() : value.namespace_attributes();
       for (const auto& item : dict.items) items.push_back(&item);
       if (options.sort_keys) {
-        std::stable_sort(items.begin(), items.end(),
-                         [](const auto* a, const auto* b) { return a->first < b->first; });
+        std::stable_sort(items.begin(), items.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
       }
       if (items.empty()) {
         out += "{}";
@@ -367,10 +313,8 @@ Status json_value(std::string& out, const Value& value, const JsonOptions& optio
       out += '}';
       return Status::ok();
     }
-    case Value::Kind::kUndefined:
-      return Status::error("tojson: Object of type Undefined is not JSON serializable");
-    case Value::Kind::kFunction:
-      return Status::error("tojson: a function is not JSON serializable");
+    case Value::Kind::kUndefined: return Status::error("tojson: Object of type Undefined is not JSON serializable");
+    case Value::Kind::kFunction: return Status::error("tojson: a function is not JSON serializable");
   }
   return Status::ok();
 }
@@ -385,8 +329,7 @@ Expected<std::string> to_json(const Value& value, const JsonOptions& options) {
 
 std::string to_repr(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kString:
-      return repr_string(value.as_string());
+    case Value::Kind::kString: return repr_string(value.as_string());
     case Value::Kind::kList:
     case Value::Kind::kDict: {
       // Stops once past kMaxStringBytes: the caller's output limit rejects it anyway, and a
@@ -409,28 +352,20 @@ std::string to_repr(const Value& value) {
       }
       return out + (value.is_list() ? "]" : "}");
     }
-    default:
-      return to_str(value);
+    default: return to_str(value);
   }
 }
 
 std::string to_str(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kUndefined:
-      return "";
-    case Value::Kind::kNone:
-      return "None";
-    case Value::Kind::kBool:
-      return value.as_bool() ? "True" : "False";
-    case Value::Kind::kInt:
-      return std::to_string(value.as_int());
-    case Value::Kind::kFloat:
-      return float_repr(value.as_float());
-    case Value::Kind::kString:
-      return value.as_string();
+    case Value::Kind::kUndefined: return "";
+    case Value::Kind::kNone: return "None";
+    case Value::Kind::kBool: return value.as_bool() ? "True" : "False";
+    case Value::Kind::kInt: return std::to_string(value.as_int());
+    case Value::Kind::kFloat: return float_repr(value.as_float());
+    case Value::Kind::kString: return value.as_string();
     case Value::Kind::kList:
-    case Value::Kind::kDict:
-      return to_repr(value);
+    case Value::Kind::kDict: return to_repr(value);
     case Value::Kind::kNamespace: {
       std::string out = "<Namespace {";
       bool first = true;
@@ -441,8 +376,7 @@ std::string to_str(const Value& value) {
       }
       return out + "}>";
     }
-    case Value::Kind::kFunction:
-      return "<function " + value.as_function().name + ">";
+    case Value::Kind::kFunction: return "<function " + value.as_function().name + ">";
   }
   return "";
 }
@@ -458,10 +392,8 @@ bool equals(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone:
-      return true;
-    case Value::Kind::kString:
-      return a.as_string() == b.as_string();
+    case Value::Kind::kNone: return true;
+    case Value::Kind::kString: return a.as_string() == b.as_string();
     case Value::Kind::kList: {
       const List& x = a.as_list();
       const List& y = b.as_list();
@@ -481,12 +413,9 @@ bool equals(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Value::Kind::kNamespace:
-      return &a.namespace_attributes() == &b.namespace_attributes();
-    case Value::Kind::kFunction:
-      return &a.as_function() == &b.as_function();
-    default:
-      return false;
+    case Value::Kind::kNamespace: return &a.namespace_attributes() == &b.namespace_attributes();
+    case Value::Kind::kFunction: return &a.as_function() == &b.as_function();
+    default: return false;
   }
 }
 
@@ -506,8 +435,7 @@ Expected<bool> less_than(const Value& a, const Value& b) {
     }
     return x.size() < y.size();
   }
-  return Status::error("'<' not supported between instances of '" + a.type_name() + "' and '" +
-                       b.type_name() + "'");
+  return Status::error("'<' not supported between instances of '" + a.type_name() + "' and '" + b.type_name() + "'");
 }
 
 }  // namespace folio::jinja

@@ -63,18 +63,7 @@ struct Namespace {
 
 class Value {
  public:
-  enum class Kind {
-    kUndefined,
-    kNone,
-    kBool,
-    kInt,
-    kFloat,
-    kString,
-    kList,
-    kDict,
-    kNamespace,
-    kFunction
-  };
+  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kFunction };
 
   Value() : data_(Undefined{}) {}
   Value(Undefined u) : data_(std::move(u)) {}       // NOLINT
@@ -113,9 +102,7 @@ class Value {
   bool as_bool() const { return std::get<bool>(data_); }
   int64_t as_int() const { return is_bool() ? as_bool() : std::get<int64_t>(data_); }
   double as_float() const;  // any number
-  const std::string& as_string() const {
-    return *std::get<std::shared_ptr<const std::string>>(data_);
-  }
+  const std::string& as_string() const { return *std::get<std::shared_ptr<const std::string>>(data_); }
   const List& as_list() const { return *std::get<std::shared_ptr<const List>>(data_); }
   const Dict& as_dict() const { return *std::get<std::shared_ptr<const Dict>>(data_); }
   Dict& namespace_attributes() const { return *std::get<Namespace>(data_).attributes; }
@@ -137,9 +124,8 @@ class Value {
   std::string type_name() const;
 
  private:
-  std::variant<Undefined, None, bool, int64_t, double, std::shared_ptr<const std::string>,
-               std::shared_ptr<const List>, std::shared_ptr<const Dict>, Namespace,
-               std::shared_ptr<const Function>>
+  std::variant<Undefined, None, bool, int64_t, double, std::shared_ptr<const std::string>, std::shared_ptr<const List>,
+               std::shared_ptr<const Dict>, Namespace, std::shared_ptr<const Function>>
       data_;
   int depth_ = 0;
   bool contains_namespace_ = false;

@@ -22,15 +22,19 @@ uint8_t facts_of(char32_t cp) {
   return facts;
 }
 
-char32_t ascii_lower(char32_t cp) { return (cp >= 'A' && cp <= 'Z') ? cp + ('a' - 'A') : cp; }
+char32_t ascii_lower(char32_t cp) {
+  return (cp >= 'A' && cp <= 'Z') ? cp + ('a' - 'A') : cp;
+}
 
-bool is_cr_or_lf(char32_t cp) { return cp == '\r' || cp == '\n'; }
+bool is_cr_or_lf(char32_t cp) {
+  return cp == '\r' || cp == '\n';
+}
 
 // One piece of text [begin, end) being cut into words; appends word lengths to `out`.
 class PieceSplitter {
  public:
-  PieceSplitter(std::span<const char32_t> cps, std::span<const uint8_t> facts, size_t begin,
-                size_t end, std::vector<uint32_t>& out)
+  PieceSplitter(std::span<const char32_t> cps, std::span<const uint8_t> facts, size_t begin, size_t end,
+                std::vector<uint32_t>& out)
       : cps_(cps), facts_(facts), end_(end), word_start_(begin), out_(out) {}
 
   void split_gpt2();
@@ -60,8 +64,7 @@ size_t PieceSplitter::contraction_at(size_t pos, bool ignore_case) const {
   if (next == 's' || next == 't' || next == 'm' || next == 'd') return 2;
   if (pos + 2 >= end_) return 0;
   const char32_t next2 = fold(cps_[pos + 2]);
-  if ((next == 'r' && next2 == 'e') || (next == 'v' && next2 == 'e') ||
-      (next == 'l' && next2 == 'l')) {
+  if ((next == 'r' && next2 == 'e') || (next == 'v' && next2 == 'e') || (next == 'l' && next2 == 'l')) {
     return 3;
   }
   return 0;
@@ -168,8 +171,7 @@ void PieceSplitter::split_llama3(bool digits_in_threes) {
 // of its own (llama.cpp's regex splitting keeps both the matches and the text between them).
 // With `max_run` > 0 runs are cut into chunks of exactly max_run, leftover kept as gap text.
 template <typename Pred>
-std::vector<uint32_t> isolate_runs(const std::vector<uint32_t>& pieces, Pred in_class,
-                                   size_t max_run = 0) {
+std::vector<uint32_t> isolate_runs(const std::vector<uint32_t>& pieces, Pred in_class, size_t max_run = 0) {
   std::vector<uint32_t> out;
   out.reserve(pieces.size());
   size_t begin = 0;
@@ -217,17 +219,13 @@ bool is_default_punct(char32_t cp, uint8_t facts) {
 
 std::optional<PreTokenizerKind> pre_tokenizer_from_name(std::string_view name) {
   static constexpr std::array<std::string_view, 9> kLlama3 = {
-      "llama3",  "llama-v3", "llama-bpe", "falcon3",     "falcon-h1",
-      "pixtral", "midm-2.0", "lfm2",      "jina-v5-nano"};
-  static constexpr std::array<std::string_view, 6> kQwen2 = {
-      "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2"};
-  static constexpr std::array<std::string_view, 7> kSmolLM = {
-      "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"};
-  static constexpr std::array<std::string_view, 5> kGpt2 = {"gpt-2", "phi-2", "gigachat", "mellum",
-                                                            "exaone4"};
-  const auto in = [&](const auto& names) {
-    return std::find(names.begin(), names.end(), name) != names.end();
-  };
+      "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"};
+  static constexpr std::array<std::string_view, 6> kQwen2 = {"qwen2",   "deepseek-r1-qwen", "kormo",
+                                                             "f2llmv2", "megrez",           "stablelm2"};
+  static constexpr std::array<std::string_view, 7> kSmolLM = {"smollm",    "starcoder", "refact",    "command-r",
+                                                              "codeshell", "exaone",    "minerva-7b"};
+  static constexpr std::array<std::string_view, 5> kGpt2 = {"gpt-2", "phi-2", "gigachat", "mellum", "exaone4"};
+  const auto in = [&](const auto& names) { return std::find(names.begin(), names.end(), name) != names.end(); };
   if (in(kLlama3)) return PreTokenizerKind::kLlama3;
   if (in(kQwen2)) return PreTokenizerKind::kQwen2;
   if (in(kSmolLM)) return PreTokenizerKind::kSmolLM;
@@ -260,9 +258,7 @@ std::vector<uint32_t> split_words(PreTokenizerKind kind, std::span<const char32_
   const auto gpt2 = [](PieceSplitter& s) { s.split_gpt2(); };
 
   switch (kind) {
-    case PreTokenizerKind::kGpt2:
-      run_matcher(gpt2);
-      break;
+    case PreTokenizerKind::kGpt2: run_matcher(gpt2); break;
     case PreTokenizerKind::kSmolLM:
       pieces = isolate_runs(pieces, is_number, /*max_run=*/1);
       run_matcher(gpt2);
@@ -274,8 +270,7 @@ std::vector<uint32_t> split_words(PreTokenizerKind kind, std::span<const char32_
       run_matcher([](PieceSplitter& s) { s.split_llama3(/*digits_in_threes=*/false); });
       break;
     case PreTokenizerKind::kDefault:
-      pieces =
-          isolate_runs(pieces, [&](size_t pos) { return is_default_punct(cps[pos], facts[pos]); });
+      pieces = isolate_runs(pieces, [&](size_t pos) { return is_default_punct(cps[pos], facts[pos]); });
       run_matcher(gpt2);
       pieces = isolate_runs(pieces, is_number);
       pieces = isolate_runs(pieces, is_ascii_digit, /*max_run=*/3);

@@ -44,11 +44,10 @@ void SpmModel::encode(const Vocab& vocab, std::string_view text, std::vector<int
   std::vector<Symbol> symbols;
   symbols.reserve(text.size());
   for (size_t offset = 0; offset < text.size();) {
-    const size_t length =
-        std::min(utf8_length_from_lead(static_cast<uint8_t>(text[offset])), text.size() - offset);
+    const size_t length = std::min(utf8_length_from_lead(static_cast<uint8_t>(text[offset])), text.size() - offset);
     const int32_t index = static_cast<int32_t>(symbols.size());
-    symbols.push_back({index - 1, offset + length < text.size() ? index + 1 : -1,
-                       static_cast<uint32_t>(offset), static_cast<uint32_t>(length)});
+    symbols.push_back({index - 1, offset + length < text.size() ? index + 1 : -1, static_cast<uint32_t>(offset),
+                       static_cast<uint32_t>(length)});
     offset += length;
   }
 

@@ -34,8 +34,7 @@ struct Fragment {
 
 // Cuts the text at every occurrence of a special token's text, longest texts first, each token
 // over all fragments before the next token (llama.cpp's order, which decides overlaps).
-std::vector<Fragment> partition_special(const Tokenizer::State& s, std::string_view text,
-                                        bool parse_special) {
+std::vector<Fragment> partition_special(const Tokenizer::State& s, std::string_view text, bool parse_special) {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({-1, 0, text.size()});
@@ -75,8 +74,7 @@ Expected<Tokenizer> Tokenizer::from_metadata(const TokenizerMetadata& file) {
   return Tokenizer(std::move(state.value()));
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
-                                       bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   const State& s = *state_;
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);
@@ -105,8 +103,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
         ids.push_back(fragment.token);
         continue;
       }
-      const std::vector<char32_t> cps =
-          decode_utf8_lenient(text.substr(fragment.offset, fragment.length));
+      const std::vector<char32_t> cps = decode_utf8_lenient(text.substr(fragment.offset, fragment.length));
       size_t begin = 0;
       for (const uint32_t length : split_words(s.pre_tokenizer, cps)) {
         word.clear();
@@ -143,16 +140,36 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
   return id >= 0 ? std::optional<int32_t>(id) : std::nullopt;
 }
 
-int32_t Tokenizer::vocab_size() const { return state_->vocab.size(); }
-TokenizerKind Tokenizer::kind() const { return state_->kind; }
-int32_t Tokenizer::bos_id() const { return state_->bos_id; }
-int32_t Tokenizer::eos_id() const { return state_->eos_id; }
-int32_t Tokenizer::eot_id() const { return state_->eot_id; }
-int32_t Tokenizer::unknown_id() const { return state_->unknown_id; }
-int32_t Tokenizer::padding_id() const { return state_->padding_id; }
-bool Tokenizer::add_bos() const { return state_->add_bos; }
-bool Tokenizer::add_eos() const { return state_->add_eos; }
-bool Tokenizer::add_space_prefix() const { return state_->add_space_prefix; }
+int32_t Tokenizer::vocab_size() const {
+  return state_->vocab.size();
+}
+TokenizerKind Tokenizer::kind() const {
+  return state_->kind;
+}
+int32_t Tokenizer::bos_id() const {
+  return state_->bos_id;
+}
+int32_t Tokenizer::eos_id() const {
+  return state_->eos_id;
+}
+int32_t Tokenizer::eot_id() const {
+  return state_->eot_id;
+}
+int32_t Tokenizer::unknown_id() const {
+  return state_->unknown_id;
+}
+int32_t Tokenizer::padding_id() const {
+  return state_->padding_id;
+}
+bool Tokenizer::add_bos() const {
+  return state_->add_bos;
+}
+bool Tokenizer::add_eos() const {
+  return state_->add_eos;
+}
+bool Tokenizer::add_space_prefix() const {
+  return state_->add_space_prefix;
+}
 
 bool Tokenizer::is_end_of_generation(int32_t id) const {
   const std::vector<int32_t>& eog = state_->end_of_generation_ids;
@@ -164,10 +181,14 @@ const std::vector<int32_t>& Tokenizer::end_of_generation_ids() const {
 bool Tokenizer::is_special(int32_t id) const {
   return state_->vocab.has_attr(id, kAttrControl | kAttrUnknown);
 }
-bool Tokenizer::is_control(int32_t id) const { return state_->vocab.has_attr(id, kAttrControl); }
+bool Tokenizer::is_control(int32_t id) const {
+  return state_->vocab.has_attr(id, kAttrControl);
+}
 bool Tokenizer::is_user_defined(int32_t id) const {
   return state_->vocab.has_attr(id, kAttrUserDefined);
 }
-bool Tokenizer::is_byte(int32_t id) const { return state_->vocab.has_attr(id, kAttrByte); }
+bool Tokenizer::is_byte(int32_t id) const {
+  return state_->vocab.has_attr(id, kAttrByte);
+}
 
 }  // namespace folio

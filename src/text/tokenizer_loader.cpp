@@ -13,8 +13,8 @@
 #include <span>
 #include <string_view>
 
-#include "text/tokenizer_metadata.h"
 #include "text/byte_level.h"
+#include "text/tokenizer_metadata.h"
 #include "text/tokenizer_state.h"
 
 namespace folio {
@@ -48,7 +48,7 @@ Status load_vocab(const TokenizerMetadata& m, Vocab& vocab) {
   for (size_t i = 0; i < n; ++i) {
     std::string& text = vocab.texts[i];
     if (text.empty()) text = "[EMPTY_" + std::to_string(i) + "]";  // as llama.cpp names them
-    vocab.text_to_id[text] = static_cast<int32_t>(i);  // a repeated text maps to its last id
+    vocab.text_to_id[text] = static_cast<int32_t>(i);              // a repeated text maps to its last id
   }
   return Status::ok();
 }
@@ -161,8 +161,7 @@ void detect_special_roles(const TokenizerMetadata& file, Tokenizer::State& s) {
   };
   const bool has_call = eog_with_text("<|call|>") >= 0 || eog_with_text("<|calls|>") >= 0;
   if (const int32_t end = eog_with_text("<|end|>");
-      end >= 0 && has_call &&
-      (eog_with_text("<|return|>") >= 0 || eog_with_text("<|flush|>") >= 0)) {
+      end >= 0 && has_call && (eog_with_text("<|return|>") >= 0 || eog_with_text("<|flush|>") >= 0)) {
     drop(end, kAttrUserDefined);
   }
   if (const int32_t eos = eog_with_text("</s>");
@@ -257,9 +256,8 @@ Expected<std::shared_ptr<Tokenizer::State>> load_tokenizer_state(const Tokenizer
       s.partition_tokens.push_back(id);
     }
   }
-  std::stable_sort(s.partition_tokens.begin(), s.partition_tokens.end(), [&](int32_t a, int32_t b) {
-    return vocab.texts[a].size() > vocab.texts[b].size();
-  });
+  std::stable_sort(s.partition_tokens.begin(), s.partition_tokens.end(),
+                   [&](int32_t a, int32_t b) { return vocab.texts[a].size() > vocab.texts[b].size(); });
 
   s.pieces.resize(vocab.size());
   for (int32_t id = 0; id < vocab.size(); ++id) s.pieces[id] = piece_of(s, id);

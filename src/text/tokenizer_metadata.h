@@ -12,10 +12,10 @@
 namespace folio {
 
 struct TokenizerMetadata {
-  std::string model;                        // tokenizer.ggml.model: "gpt2" or "llama"
-  std::optional<std::string> pre;           // tokenizer.ggml.pre
-  std::vector<std::string> tokens;          // tokenizer.ggml.tokens
-  std::optional<std::vector<float>> scores;        // tokenizer.ggml.scores
+  std::string model;                                // tokenizer.ggml.model: "gpt2" or "llama"
+  std::optional<std::string> pre;                   // tokenizer.ggml.pre
+  std::vector<std::string> tokens;                  // tokenizer.ggml.tokens
+  std::optional<std::vector<float>> scores;         // tokenizer.ggml.scores
   std::optional<std::vector<int64_t>> token_types;  // tokenizer.ggml.token_type
   std::optional<std::vector<std::string>> merges;   // tokenizer.ggml.merges
   // The integer keys present, by name without the prefix ("bos_token_id", "eos_token_id",

@@ -21,8 +21,8 @@ std::vector<char32_t> decode_utf8_lenient(std::string_view text) {
       cp = (char32_t(b0 & 0x0F) << 12) | (char32_t(byte(i + 1) & 0x3F) << 6) | (byte(i + 2) & 0x3F);
       length = 3;
     } else if ((b0 & 0xF8) == 0xF0 && is_cont(i + 1) && is_cont(i + 2) && is_cont(i + 3)) {
-      cp = (char32_t(b0 & 0x07) << 18) | (char32_t(byte(i + 1) & 0x3F) << 12) |
-           (char32_t(byte(i + 2) & 0x3F) << 6) | (byte(i + 3) & 0x3F);
+      cp = (char32_t(b0 & 0x07) << 18) | (char32_t(byte(i + 1) & 0x3F) << 12) | (char32_t(byte(i + 2) & 0x3F) << 6) |
+           (byte(i + 3) & 0x3F);
       length = 4;
       if (cp > 0x10FFFF) {
         cp = kReplacementChar;

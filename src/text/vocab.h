@@ -24,20 +24,13 @@ enum TokenAttr : uint8_t {
 
 inline uint8_t token_attr_from_type(int64_t token_type) {
   switch (token_type) {
-    case 1:
-      return kAttrNormal;
-    case 2:
-      return kAttrUnknown;
-    case 3:
-      return kAttrControl;
-    case 4:
-      return kAttrUserDefined;
-    case 5:
-      return kAttrUnused;
-    case 6:
-      return kAttrByte;
-    default:
-      return 0;
+    case 1: return kAttrNormal;
+    case 2: return kAttrUnknown;
+    case 3: return kAttrControl;
+    case 4: return kAttrUserDefined;
+    case 5: return kAttrUnused;
+    case 6: return kAttrByte;
+    default: return 0;
   }
 }
 

@@ -60,8 +60,8 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool) {
   for (float& x : q) x = normal(rng);
   std::vector<float> out(q.size(), std::nanf(""));  // poisoned: every element must be written
   std::vector<float> expected(q.size(), std::nanf(""));
-  AttentionBatch batch{q.data(), out.data(), total_queries, c.num_heads,
-                       1.0f / std::sqrt(static_cast<float>(c.head_dim)), sequences};
+  AttentionBatch batch{
+      q.data(), out.data(), total_queries, c.num_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), sequences};
   paged_attention(batch, cache, pool);
   batch.out = expected.data();
   paged_attention_reference(batch, cache);

@@ -76,7 +76,7 @@ TEST(CpuOps, SwigluAndAdd) {
 // kernel's activation-row group), against a float64 product of the dequantized weights and the
 // unconverted activations. The tolerance covers the activations' 8-bit conversion.
 TEST(CpuOps, MatmulAllTypesMatchFloat64) {
-  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+  const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                          DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   const int64_t rows = 37, cols = 512;
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
@@ -89,7 +89,7 @@ TEST(CpuOps, MatmulAllTypesMatchFloat64) {
       std::vector<uint8_t> w_bytes(rows * row_bytes(type, cols));
       for (int64_t r = 0; r < rows; ++r) {
         ASSERT_TRUE(quant::quantize_row_reference(type, w_float.data() + r * cols,
-                                           w_bytes.data() + r * row_bytes(type, cols), cols));
+                                                  w_bytes.data() + r * row_bytes(type, cols), cols));
       }
       WeightTensor w{type, rows, cols, w_bytes.data()};
       std::vector<float> w_deq(rows * cols);

@@ -20,8 +20,8 @@ TEST(CudaAttentionPlan, SplitsFollowTheContextAlone) {
 }
 
 TEST(CudaAttentionPlan, SplitTokensCoverTheContextOnTileEdges) {
-  for (const DecodeSplitPolicy policy : {DecodeSplitPolicy{}, DecodeSplitPolicy{64, 1 << 20},
-                                         DecodeSplitPolicy{192, 3}, DecodeSplitPolicy{1 << 24, 1}}) {
+  for (const DecodeSplitPolicy policy : {DecodeSplitPolicy{}, DecodeSplitPolicy{64, 1 << 20}, DecodeSplitPolicy{192, 3},
+                                         DecodeSplitPolicy{1 << 24, 1}}) {
     for (int32_t context : {1, 63, 64, 65, 1000, 4096, 32768, 32769, 100000, 131072}) {
       const int32_t per_split = decode_split_tokens(context, policy);
       const int32_t splits = decode_num_splits(context, policy);
@@ -35,8 +35,8 @@ TEST(CudaAttentionPlan, SplitTokensCoverTheContextOnTileEdges) {
 }
 
 TEST(CudaAttentionPlan, GridCoversEveryShorterContext) {
-  for (const DecodeSplitPolicy policy : {DecodeSplitPolicy{}, DecodeSplitPolicy{64, 1 << 20},
-                                         DecodeSplitPolicy{192, 3}}) {
+  for (const DecodeSplitPolicy policy :
+       {DecodeSplitPolicy{}, DecodeSplitPolicy{64, 1 << 20}, DecodeSplitPolicy{192, 3}}) {
     for (int32_t max_context : {1, 64, 512, 513, 4096, 32768, 40000, 131072}) {
       const int32_t grid = decode_grid_splits(max_context, policy);
       for (int32_t context = 1; context <= max_context; context += 1 + context / 7) {

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 
-#include "model/gguf_tokenizer.h"
 #include "cli/bench_serve_dataset.h"
 #include "cli/bench_workload.h"
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "support/test_paths.h"
 #include "support/tiny_model.h"
 

@@ -111,7 +111,9 @@ std::string http_chunk(const std::string& data) {
   return size + data + "\r\n";
 }
 
-void pause_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+void pause_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 struct Collected {
   std::vector<std::string> events;
@@ -144,8 +146,8 @@ TEST(BaseUrl, Parses) {
   EXPECT_EQ(url.path_prefix, "/x");
   EXPECT_EQ(parse_base_url("example.com:81").value().port, "81");  // no scheme: http
   EXPECT_NE(parse_base_url("https://a.b").error().find("https"), std::string::npos);
-  for (const char* bad : {"ftp://a", "http://", "http://:80", "http://a:0", "http://a:65536", "http://a:8x", "http://u@a",
-                          "http://[::1"}) {
+  for (const char* bad : {"ftp://a", "http://", "http://:80", "http://a:0", "http://a:65536", "http://a:8x",
+                          "http://u@a", "http://[::1"}) {
     EXPECT_FALSE(parse_base_url(bad).has_value()) << bad;
   }
 }
@@ -156,7 +158,8 @@ TEST(HttpClient, ChunkedEventsCutAnywhereArriveWhole) {
     EXPECT_NE(request.find("{\"prompt\":\"x\"}"), std::string::npos);
     send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
     // HTTP chunks that end inside an event, inside "data:", inside a CRLF.
-    for (const std::string piece : {"data: {\"a\":", "1}\n\nda", "ta: {\"a\":2}\r", "\n\r\n: ping\n\n", "data: [DONE]\n\n"}) {
+    for (const std::string piece :
+         {"data: {\"a\":", "1}\n\nda", "ta: {\"a\":2}\r", "\n\r\n: ping\n\n", "data: [DONE]\n\n"}) {
       send_all(fd, http_chunk(piece));
       pause_ms(20);
     }

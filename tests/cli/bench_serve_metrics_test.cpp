@@ -61,7 +61,7 @@ TEST(ServeMetrics, CountsThroughputsAndLatencies) {
   const std::vector<RequestRecord> records = {
       ok(0.1, 0.5, 10, 5, {0.1, 0.1, 0.1, 0.1}),  // TPOT 0.4 / 4 = 0.1
       ok(0.3, 1.3, 20, 11, {0.05, 0.15}),         // TPOT 1.0 / 10 = 0.1; chunks of several tokens
-      ok(0.2, 0.2, 30, 1),                         // one token: no TPOT
+      ok(0.2, 0.2, 30, 1),                        // one token: no TPOT
       failed("HTTP 500: boom"),
   };
   const ServeMetrics m = compute_serve_metrics(records, 2.0, {});

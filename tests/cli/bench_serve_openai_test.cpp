@@ -13,7 +13,9 @@ namespace {
 using Clock = OpenAiStreamRecorder::Clock;
 using nlohmann::json;
 
-Clock::time_point at_ms(Clock::time_point t0, int ms) { return t0 + std::chrono::milliseconds(ms); }
+Clock::time_point at_ms(Clock::time_point t0, int ms) {
+  return t0 + std::chrono::milliseconds(ms);
+}
 
 std::string completion_chunk(const std::string& text, const char* finish = nullptr) {
   json choice = {{"index", 0}, {"text", text}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
@@ -21,12 +23,14 @@ std::string completion_chunk(const std::string& text, const char* finish = nullp
 }
 
 std::string chat_chunk(const json& delta) {
-  return json{{"object", "chat.completion.chunk"}, {"choices", json::array({json{{"index", 0}, {"delta", delta}}})}}.dump();
+  return json{{"object", "chat.completion.chunk"}, {"choices", json::array({json{{"index", 0}, {"delta", delta}}})}}
+      .dump();
 }
 
 std::string usage_chunk(int prompt, int completion) {
-  return json{{"choices", json::array()},
-              {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}}}}
+  return json{
+      {"choices", json::array()},
+      {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}}}}
       .dump();
 }
 
@@ -93,7 +97,8 @@ TEST(OpenAiStreamRecorder, FailuresSayWhy) {
   {
     OpenAiStreamRecorder recorder(ApiKind::kCompletions, t0);
     const RequestRecord r = recorder.finish(
-        HttpOutcome{400, "", R"({"error":{"message":"'logit_bias' is not supported yet","type":"invalid_request_error"}})"},
+        HttpOutcome{400, "",
+                    R"({"error":{"message":"'logit_bias' is not supported yet","type":"invalid_request_error"}})"},
         at_ms(t0, 3), 4, 8);
     EXPECT_FALSE(r.success);
     EXPECT_EQ(r.error, "HTTP 400: 'logit_bias' is not supported yet");
@@ -107,7 +112,8 @@ TEST(OpenAiStreamRecorder, FailuresSayWhy) {
   {
     OpenAiStreamRecorder recorder(ApiKind::kCompletions, t0);
     recorder.on_event(completion_chunk("a"), at_ms(t0, 5));
-    const RequestRecord r = recorder.finish(HttpOutcome{200, "no complete response within 1 s", ""}, at_ms(t0, 1000), 4, 8);
+    const RequestRecord r =
+        recorder.finish(HttpOutcome{200, "no complete response within 1 s", ""}, at_ms(t0, 1000), 4, 8);
     EXPECT_FALSE(r.success);
     EXPECT_EQ(r.error, "HTTP 200, then no complete response within 1 s");
   }

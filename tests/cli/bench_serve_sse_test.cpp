@@ -34,11 +34,16 @@ const std::string kStream =
     "data:\n\n"
     "data: [DONE]\n\n";
 
-const std::vector<std::string> kEvents = {
-    "{\"choices\":[{\"text\":\"Hel\"}]}", "{\"choices\":[{\"text\":\"lo\"}]}", "first line\nsecond line",
-    "{\"text\":\"\\u00e9\xc3\xa9\"}", "", "[DONE]"};
+const std::vector<std::string> kEvents = {"{\"choices\":[{\"text\":\"Hel\"}]}",
+                                          "{\"choices\":[{\"text\":\"lo\"}]}",
+                                          "first line\nsecond line",
+                                          "{\"text\":\"\\u00e9\xc3\xa9\"}",
+                                          "",
+                                          "[DONE]"};
 
-TEST(SseParser, ReadsEveryEventOfAWholeStream) { EXPECT_EQ(parse_in_pieces(kStream, {}), kEvents); }
+TEST(SseParser, ReadsEveryEventOfAWholeStream) {
+  EXPECT_EQ(parse_in_pieces(kStream, {}), kEvents);
+}
 
 TEST(SseParser, SameEventsWhereverOneCutFalls) {
   for (size_t cut = 0; cut <= kStream.size(); ++cut) {

@@ -26,8 +26,7 @@ double half_value_reference(uint16_t h) {
   const int exponent = (h >> 10) & 0x1f;
   const int mantissa = h & 0x3ff;
   if (exponent == 31) {
-    return mantissa ? std::numeric_limits<double>::quiet_NaN()
-                    : sign * std::numeric_limits<double>::infinity();
+    return mantissa ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
   }
   if (exponent == 0) return sign * std::ldexp(static_cast<double>(mantissa), -24);
   return sign * std::ldexp(1.0 + mantissa / 1024.0, exponent - 15);
@@ -49,8 +48,7 @@ double round_to_format_reference(double x, int mantissa_bits, int min_exponent) 
 
 double fp32_to_fp16_reference(float f) {
   const double rounded = round_to_format_reference(f, 10, -14);
-  if (std::fabs(rounded) > 65504.0)
-    return std::copysign(std::numeric_limits<double>::infinity(), f);
+  if (std::fabs(rounded) > 65504.0) return std::copysign(std::numeric_limits<double>::infinity(), f);
   return rounded;
 }
 
@@ -62,7 +60,9 @@ double fp32_to_bf16_reference(float f) {
   return rounded;
 }
 
-bool is_half_nan(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
+bool is_half_nan(uint16_t h) {
+  return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0;
+}
 
 TEST(Fp16, EveryHalfDecodesExactlyAndRoundTrips) {
   for (uint32_t bits = 0; bits <= 0xffffu; ++bits) {
@@ -89,8 +89,7 @@ TEST(Fp16, TiesRoundToEven) {
     const double low = half_value_reference(static_cast<uint16_t>(bits));
     const double high = half_value_reference(static_cast<uint16_t>(bits + 1));
     const auto midpoint = static_cast<float>((low + high) / 2);  // exact: 11 bits < 24
-    const uint16_t even =
-        (bits & 1u) ? static_cast<uint16_t>(bits + 1) : static_cast<uint16_t>(bits);
+    const uint16_t even = (bits & 1u) ? static_cast<uint16_t>(bits + 1) : static_cast<uint16_t>(bits);
     ASSERT_EQ(fp32_to_fp16(midpoint), even) << std::hex << bits;
     ASSERT_EQ(fp32_to_fp16(std::nextafter(midpoint, 0.0f)), bits) << std::hex << bits;
     ASSERT_EQ(fp32_to_fp16(std::nextafter(midpoint, 1e9f)), bits + 1) << std::hex << bits;
@@ -235,8 +234,7 @@ void check_split(ThreadPool& pool, int64_t n, int64_t grain) {
       },
       grain);
   for (int64_t i = 0; i < n; ++i) {
-    ASSERT_EQ(visits[static_cast<size_t>(i)].load(), 1)
-        << "n=" << n << " grain=" << grain << " i=" << i;
+    ASSERT_EQ(visits[static_cast<size_t>(i)].load(), 1) << "n=" << n << " grain=" << grain << " i=" << i;
   }
   std::set<int> threads_seen;
   for (const Chunk& chunk : chunks) {

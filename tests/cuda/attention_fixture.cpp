@@ -19,10 +19,9 @@ std::string AttentionProblem::describe() const {
     min_c = std::min(min_c, s.context_len);
     max_c = std::max(max_c, s.context_len);
   }
-  return "seqs=" + std::to_string(seqs.size()) + " q=" + std::to_string(min_q) + ".." +
-         std::to_string(max_q) + " ctx=" + std::to_string(min_c) + ".." + std::to_string(max_c) +
-         " h=" + std::to_string(num_heads) + "/" + std::to_string(num_kv_heads) +
-         " d=" + std::to_string(head_dim) + " bs=" + std::to_string(block_size);
+  return "seqs=" + std::to_string(seqs.size()) + " q=" + std::to_string(min_q) + ".." + std::to_string(max_q) +
+         " ctx=" + std::to_string(min_c) + ".." + std::to_string(max_c) + " h=" + std::to_string(num_heads) + "/" +
+         std::to_string(num_kv_heads) + " d=" + std::to_string(head_dim) + " bs=" + std::to_string(block_size);
 }
 
 void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
@@ -134,7 +133,8 @@ std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int32_t t = tokens[i];
     const int32_t s = static_cast<int32_t>(std::upper_bound(p.cu_query_starts.begin(), p.cu_query_starts.end(), t) -
-                                           p.cu_query_starts.begin()) - 1;
+                                           p.cu_query_starts.begin()) -
+                      1;
     const int32_t position = p.context_lens[s] - p.seqs[s].query_len + (t - p.cu_query_starts[s]);
     for (size_t e = 0; e < row_elems; ++e) q[i * row_elems + e] = from_half(p.q[t * row_elems + e]);
     AttentionSequence seq;
@@ -145,14 +145,18 @@ std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<
                                                (position + p.block_size) / p.block_size);
     sequences.push_back(seq);
   }
-  const KvLayerView cache{const_cast<uint16_t*>(p.k.data()), const_cast<uint16_t*>(p.v.data()), p.num_blocks,
-                          p.block_size, p.num_kv_heads, p.head_dim};
+  const KvLayerView cache{const_cast<uint16_t*>(p.k.data()),
+                          const_cast<uint16_t*>(p.v.data()),
+                          p.num_blocks,
+                          p.block_size,
+                          p.num_kv_heads,
+                          p.head_dim};
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i = next++; i < sequences.size(); i = next++) {
-      const AttentionBatch batch{q.data(), out.data(), static_cast<int32_t>(tokens.size()), p.num_heads, scale,
-                                 std::span<const AttentionSequence>(&sequences[i], 1)};
+      const AttentionBatch batch{q.data(),    out.data(), static_cast<int32_t>(tokens.size()),
+                                 p.num_heads, scale,      std::span<const AttentionSequence>(&sequences[i], 1)};
       cpu::paged_attention_reference(batch, cache);
     }
   };
@@ -164,6 +168,8 @@ std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<
   return std::vector<double>(out.begin(), out.end());
 }
 
-size_t host_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+size_t host_threads() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 }  // namespace folio::cuda::check

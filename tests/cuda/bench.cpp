@@ -19,11 +19,16 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   // reaches about half of it; printed for comparison only).
   const double copy_ms = time_ms([&] { copy_kernel_16(b.get(), a.get(), copy_bytes, opt.sm_count, nullptr); }, 3, 20);
   const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e6);  // read + write
-  const double memcpy_ms = time_ms([&] { cudaMemcpyAsync(b.get(), a.get(), copy_bytes, cudaMemcpyDeviceToDevice); }, 3, 20);
-  std::printf("RESULT cuda_copy_d2d bytes=1GiB ms=%.3f gb_per_s=%.0f (read+write, 16-byte copy kernel; pct_of_copy below is against this)\n",
-              copy_ms, copy_gbs);
-  std::printf("RESULT cuda_memcpy_d2d bytes=1GiB ms=%.3f gb_per_s=%.0f (read+write, cudaMemcpyAsync, not used as the roofline)\n",
-              memcpy_ms, 2.0 * copy_bytes / (memcpy_ms * 1e6));
+  const double memcpy_ms =
+      time_ms([&] { cudaMemcpyAsync(b.get(), a.get(), copy_bytes, cudaMemcpyDeviceToDevice); }, 3, 20);
+  std::printf(
+      "RESULT cuda_copy_d2d bytes=1GiB ms=%.3f gb_per_s=%.0f (read+write, 16-byte copy kernel; pct_of_copy below is "
+      "against this)\n",
+      copy_ms, copy_gbs);
+  std::printf(
+      "RESULT cuda_memcpy_d2d bytes=1GiB ms=%.3f gb_per_s=%.0f (read+write, cudaMemcpyAsync, not used as the "
+      "roofline)\n",
+      memcpy_ms, 2.0 * copy_bytes / (memcpy_ms * 1e6));
   std::fflush(stdout);
 
   // Decode through the dispatcher (the batch-invariant split plan, reduce included); GB/s
@@ -45,12 +50,14 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     DeviceBuffer<unsigned char> ws(std::max<size_t>(1, ws_bytes));
     const Workspace workspace{ws.get(), ws.size()};
     const double ms = policy != nullptr
-        ? time_ms([&] { paged_attention_decode_policy(args, workspace, used, nullptr); }, 5, 20)
-        : time_ms([&] { paged_attention(args, workspace, opt.sm_count, nullptr); }, 5, 20);
+                          ? time_ms([&] { paged_attention_decode_policy(args, workspace, used, nullptr); }, 5, 20)
+                          : time_ms([&] { paged_attention(args, workspace, opt.sm_count, nullptr); }, 5, 20);
     const double gbs = p.kv_bytes_read() / (ms * 1e6);
-    std::printf("RESULT %s ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f splits=%d split_tokens=%d kv_mb=%.1f (kv reads vs copy read+write)\n", name, ms,
-                gbs, 100.0 * gbs / copy_gbs, decode_num_splits(ctx, used), decode_split_tokens(ctx, used),
-                p.kv_bytes_read() / 1e6);
+    std::printf(
+        "RESULT %s ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f splits=%d split_tokens=%d kv_mb=%.1f (kv reads vs copy "
+        "read+write)\n",
+        name, ms, gbs, 100.0 * gbs / copy_gbs, decode_num_splits(ctx, used), decode_split_tokens(ctx, used),
+        p.kv_bytes_read() / 1e6);
     std::fflush(stdout);
   };
   decode("attn_decode_b64_ctx4k", 64, 4096, 32, 8, 128, nullptr);
@@ -77,8 +84,8 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   auto prefill = [&](const char* base_name, int batch, int seq_len, int heads, int kv_heads, int dim,
                      PrefillKernel kernel) {
     const bool is_default = kernel == kDefaultPrefillKernel;
-    const char* kernel_name = kernel == PrefillKernel::kRows64    ? "rows64"
-                              : kernel == PrefillKernel::kRows128 ? "rows128"
+    const char* kernel_name = kernel == PrefillKernel::kRows64      ? "rows64"
+                              : kernel == PrefillKernel::kRows128   ? "rows128"
                               : kernel == PrefillKernel::kRows128v2 ? "rows128v2"
                                                                     : "rows128v3";
     const std::string name = is_default ? std::string(base_name) : std::string(base_name) + "_" + kernel_name;
@@ -113,7 +120,8 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     FOLIO_CUDA_OK(cudaMemset(w.get(), 0, w.size() * 4));
     const double ms = time_ms([&] { rms_norm(x.get(), add.get(), w.get(), out.get(), n, dim, 1e-5f, nullptr); }, 3, 20);
     const double bytes = n * dim * (4.0 * 3 + 2.0);
-    std::printf("RESULT rms_norm_add_4096x4096 ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f\n", ms, bytes / (ms * 1e6), 100.0 * bytes / (ms * 1e6) / copy_gbs);
+    std::printf("RESULT rms_norm_add_4096x4096 ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f\n", ms, bytes / (ms * 1e6),
+                100.0 * bytes / (ms * 1e6) / copy_gbs);
   }
   {
     const int64_t n = 4096, ffn = 14336;
@@ -122,7 +130,8 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     FOLIO_CUDA_OK(cudaMemset(gu.get(), 0, gu.size() * 4));
     const double ms = time_ms([&] { swiglu(gu.get(), n, ffn, out.get(), nullptr); }, 3, 20);
     const double bytes = n * ffn * (8.0 + 2.0);
-    std::printf("RESULT swiglu_4096x14336 ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f\n", ms, bytes / (ms * 1e6), 100.0 * bytes / (ms * 1e6) / copy_gbs);
+    std::printf("RESULT swiglu_4096x14336 ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f\n", ms, bytes / (ms * 1e6),
+                100.0 * bytes / (ms * 1e6) / copy_gbs);
   }
   {
     const int rows = 64, vocab = 128256;

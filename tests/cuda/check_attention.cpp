@@ -118,12 +118,14 @@ void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rn
 
   const bool decode_only = p.max_query_len <= 1;
   const int32_t num_seqs = static_cast<int32_t>(p.seqs.size());
-  size_t workspace_bytes = attention_workspace_bytes(num_seqs, p.num_heads, p.num_kv_heads, p.head_dim,
-                                                     p.max_context_len, opt.sm_count);
+  size_t workspace_bytes =
+      attention_workspace_bytes(num_seqs, p.num_heads, p.num_kv_heads, p.head_dim, p.max_context_len, opt.sm_count);
   if (decode_only) {
     for (const ForcedPolicy& f : kForcedPolicies) {
-      workspace_bytes = std::max(workspace_bytes,
-          decode_workspace_layout(num_seqs, p.num_heads, p.head_dim, decode_grid_splits(p.max_context_len, f.policy)).total_bytes);
+      workspace_bytes = std::max(
+          workspace_bytes,
+          decode_workspace_layout(num_seqs, p.num_heads, p.head_dim, decode_grid_splits(p.max_context_len, f.policy))
+              .total_bytes);
     }
   }
   DeviceBuffer<unsigned char> workspace(workspace_bytes);
@@ -140,7 +142,8 @@ void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rn
     const double ms = time_ms(launch, 0, 1);
     sync_or_die(name.c_str());
     runs.push_back({name, note, p.d_out.download(), ms});
-    Outcome vs_gpu = outcome_of(label + "." + name, shape, all_rows(runs.back().out), gpu_ref_rows, kAtolPair, kRtolPair, ms);
+    Outcome vs_gpu =
+        outcome_of(label + "." + name, shape, all_rows(runs.back().out), gpu_ref_rows, kAtolPair, kRtolPair, ms);
     vs_gpu.note = note + " vs cuda reference (all rows)";
     report(vs_gpu);
   };
@@ -150,35 +153,42 @@ void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rn
     // the results of the others).
     const bool v3 = g_new_kernel == PrefillKernel::kRows128v3;
     const std::string tag = v3 ? "prefill128v3" : "prefill128v2";
-    run_kernel(tag + (decode_only ? "_on_decode" : "_all_rows"),
-               [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, g_new_kernel); },
-               std::string(v3 ? "128-row v3 prefill kernel (4 warps x 32 rows, 32-key steps)"
-                              : "128-row v2 prefill kernel (4 warps x 32 rows)") +
-                   (decode_only ? "" : ", decode rows too"));
+    run_kernel(
+        tag + (decode_only ? "_on_decode" : "_all_rows"),
+        [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, g_new_kernel); },
+        std::string(v3 ? "128-row v3 prefill kernel (4 warps x 32 rows, 32-key steps)"
+                       : "128-row v2 prefill kernel (4 warps x 32 rows)") +
+            (decode_only ? "" : ", decode rows too"));
   } else {
-  const int32_t most_splits = decode_num_splits(p.max_context_len);
-  run_kernel("dispatch", [&] { paged_attention(args, ws, opt.sm_count, nullptr); },
-             decode_only ? "decode splits<=" + std::to_string(most_splits) : "prefill+decode");
-  if (decode_only) {
-    for (const ForcedPolicy& f : kForcedPolicies) {
-      run_kernel(std::string("decode.") + f.name, [&] { paged_attention_decode_policy(args, ws, f.policy, nullptr); },
-                 "splits<=" + std::to_string(decode_grid_splits(p.max_context_len, f.policy)));
+    const int32_t most_splits = decode_num_splits(p.max_context_len);
+    run_kernel(
+        "dispatch", [&] { paged_attention(args, ws, opt.sm_count, nullptr); },
+        decode_only ? "decode splits<=" + std::to_string(most_splits) : "prefill+decode");
+    if (decode_only) {
+      for (const ForcedPolicy& f : kForcedPolicies) {
+        run_kernel(
+            std::string("decode.") + f.name, [&] { paged_attention_decode_policy(args, ws, f.policy, nullptr); },
+            "splits<=" + std::to_string(decode_grid_splits(p.max_context_len, f.policy)));
+      }
+      run_kernel(
+          "prefill_on_decode", [&] { paged_attention_prefill(args, nullptr); }, "prefill kernel");
+      run_kernel(
+          "prefill128_on_decode",
+          [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, PrefillKernel::kRows128); },
+          "128-row prefill kernel");
+    } else {
+      if (opt.full) {
+        run_kernel(
+            "prefill_all_rows", [&] { paged_attention_prefill(args, nullptr); }, "prefill kernel, decode rows too");
+      }
+      // Both prefill shapes on every prefill case, whichever one the dispatcher uses.
+      for (const PrefillKernel kernel : {PrefillKernel::kRows64, PrefillKernel::kRows128}) {
+        run_kernel(
+            kernel == PrefillKernel::kRows64 ? "prefill64_all_rows" : "prefill128_all_rows",
+            [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, kernel); },
+            std::string(kernel == PrefillKernel::kRows64 ? "64" : "128") + "-row prefill kernel, decode rows too");
+      }
     }
-    run_kernel("prefill_on_decode", [&] { paged_attention_prefill(args, nullptr); }, "prefill kernel");
-    run_kernel("prefill128_on_decode",
-               [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, PrefillKernel::kRows128); },
-               "128-row prefill kernel");
-  } else {
-    if (opt.full) {
-      run_kernel("prefill_all_rows", [&] { paged_attention_prefill(args, nullptr); }, "prefill kernel, decode rows too");
-    }
-    // Both prefill shapes on every prefill case, whichever one the dispatcher uses.
-    for (const PrefillKernel kernel : {PrefillKernel::kRows64, PrefillKernel::kRows128}) {
-      run_kernel(kernel == PrefillKernel::kRows64 ? "prefill64_all_rows" : "prefill128_all_rows",
-                 [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, kernel); },
-                 std::string(kernel == PrefillKernel::kRows64 ? "64" : "128") + "-row prefill kernel, decode rows too");
-    }
-  }
   }  // !g_v2_pass
 
   const std::vector<double> ref = ref_future.get();
@@ -241,10 +251,8 @@ void check_decode(const Options& opt, std::mt19937_64& rng) {
     std::vector<std::pair<int, int32_t>> where;  // (head config index, block size)
   };
   const std::vector<Large> large = {
-      {{64, 2000}, {{1, 16}, {4, 32}}},
-      {{256, 300}, {{1, 32}, {0, 16}, {3, 16}}},
-      {{1, 32768}, {{1, 16}, {4, 32}}},
-      {{4, 9000}, {{1, 32}, {0, 16}, {5, 16}}},
+      {{64, 2000}, {{1, 16}, {4, 32}}}, {{256, 300}, {{1, 32}, {0, 16}, {3, 16}}},
+      {{1, 32768}, {{1, 16}, {4, 32}}}, {{4, 9000}, {{1, 32}, {0, 16}, {5, 16}}},
       {{16, 4096}, {{2, 32}, {1, 16}}},
   };
   for (const Large& l : large) {
@@ -260,10 +268,19 @@ void check_decode(const Options& opt, std::mt19937_64& rng) {
 
 void check_prefill(const Options& opt, std::mt19937_64& rng) {
   std::vector<std::vector<SeqSpec>> batches = {
-      {{1, 1}}, {{2, 2}}, {{63, 63}}, {{64, 64}}, {{65, 65}}, {{130, 130}}, {{1000, 1000}},
-      {{17, 22}}, {{64, 164}}, {{200, 1200}}, {{1, 1000}},                 // chunked prefill
+      {{1, 1}},
+      {{2, 2}},
+      {{63, 63}},
+      {{64, 64}},
+      {{65, 65}},
+      {{130, 130}},
+      {{1000, 1000}},
+      {{17, 22}},
+      {{64, 164}},
+      {{200, 1200}},
+      {{1, 1000}},                                                          // chunked prefill
       {{5, 5}, {1, 40}, {77, 300}, {1, 1}, {128, 128}, {3, 700}, {1, 64}},  // mixed varlen
-      {{1, 5000}, {300, 300}, {1, 700}, {64, 2000}, {2, 2}, {1, 1}},         // mixed, split decode rows
+      {{1, 5000}, {300, 300}, {1, 700}, {64, 2000}, {2, 2}, {1, 1}},        // mixed, split decode rows
   };
   if (opt.quick) batches = {{{65, 65}}, {{17, 22}}, {{5, 5}, {1, 40}, {77, 300}, {1, 1}}};
   std::vector<int32_t> block_sizes = {16, 32};
@@ -348,8 +365,8 @@ std::vector<std::vector<uint16_t>> run_sub_batch(const AttentionProblem& p, cons
   a.num_tokens = cu.back();
   a.max_query_len = max_q;
   a.max_context_len = std::max(max_ctx, graph_max_context);
-  DeviceBuffer<unsigned char> workspace(attention_workspace_bytes(a.num_seqs, p.num_heads, p.num_kv_heads,
-                                                                  p.head_dim, a.max_context_len, opt.sm_count));
+  DeviceBuffer<unsigned char> workspace(
+      attention_workspace_bytes(a.num_seqs, p.num_heads, p.num_kv_heads, p.head_dim, a.max_context_len, opt.sm_count));
   d_out.poison();
   if (prefill_only) {
     paged_attention_prefill(a, nullptr, PrefillRows::kMultiTokenOnly, *prefill_only);
@@ -394,49 +411,57 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
       return static_cast<size_t>(std::find(order.begin(), order.end(), s) - order.begin());
     };
     if (!g_v2_pass) {
-    const auto batch64 = run_sub_batch(p, decodes, 0, 0, opt);
-    const auto graph128 = run_sub_batch(p, decodes, 64, 65536, opt);  // a 128-sequence graph bucket
-    const auto mixed_out = run_sub_batch(p, mixed, 0, 0, opt);
-    const auto mixed_graph = run_sub_batch(p, mixed, 3, 65536, opt);
-    for (int32_t t : decode_targets) {
-      const auto alone = run_sub_batch(p, {t}, 0, 0, opt);
-      const auto alone_graph = run_sub_batch(p, {t}, 0, 65536, opt);  // a 1-sequence graph bucket
-      const std::vector<uint16_t>& ref = alone[0];
-      const bool finite = std::none_of(ref.begin(), ref.end(), [](uint16_t b) { return std::isnan(from_bf16(b)); });
-      const bool same = alone_graph[0] == ref && batch64[find_in(decodes, t)] == ref &&
-                        graph128[find_in(decodes, t)] == ref && mixed_out[find_in(mixed, t)] == ref &&
-                        mixed_graph[find_in(mixed, t)] == ref;
-      report_flag("invariance.decode", shape + " ctx=" + std::to_string(p.seqs[t].context_len), finite && same,
-                  std::string("alone == alone(graph max ctx) == batch of 64 == padded 128 == mixed: ") +
-                      (same ? "bit-identical" : "DIFFER") + (finite ? "" : " (NaN output)"));
-    }
-    for (int32_t t : prefill_targets) {
-      const auto alone = run_sub_batch(p, {t}, 0, 0, opt);
-      const bool finite = std::none_of(alone[0].begin(), alone[0].end(), [](uint16_t b) { return std::isnan(from_bf16(b)); });
-      const bool same = mixed_out[find_in(mixed, t)] == alone[0] && mixed_graph[find_in(mixed, t)] == alone[0];
-      report_flag("invariance.prefill", shape + " q=" + std::to_string(p.seqs[t].query_len) + " ctx=" +
-                      std::to_string(p.seqs[t].context_len), finite && same,
-                  std::string("alone == mixed batch: ") + (same ? "bit-identical" : "DIFFER") + (finite ? "" : " (NaN output)"));
-    }
+      const auto batch64 = run_sub_batch(p, decodes, 0, 0, opt);
+      const auto graph128 = run_sub_batch(p, decodes, 64, 65536, opt);  // a 128-sequence graph bucket
+      const auto mixed_out = run_sub_batch(p, mixed, 0, 0, opt);
+      const auto mixed_graph = run_sub_batch(p, mixed, 3, 65536, opt);
+      for (int32_t t : decode_targets) {
+        const auto alone = run_sub_batch(p, {t}, 0, 0, opt);
+        const auto alone_graph = run_sub_batch(p, {t}, 0, 65536, opt);  // a 1-sequence graph bucket
+        const std::vector<uint16_t>& ref = alone[0];
+        const bool finite = std::none_of(ref.begin(), ref.end(), [](uint16_t b) { return std::isnan(from_bf16(b)); });
+        const bool same = alone_graph[0] == ref && batch64[find_in(decodes, t)] == ref &&
+                          graph128[find_in(decodes, t)] == ref && mixed_out[find_in(mixed, t)] == ref &&
+                          mixed_graph[find_in(mixed, t)] == ref;
+        report_flag("invariance.decode", shape + " ctx=" + std::to_string(p.seqs[t].context_len), finite && same,
+                    std::string("alone == alone(graph max ctx) == batch of 64 == padded 128 == mixed: ") +
+                        (same ? "bit-identical" : "DIFFER") + (finite ? "" : " (NaN output)"));
+      }
+      for (int32_t t : prefill_targets) {
+        const auto alone = run_sub_batch(p, {t}, 0, 0, opt);
+        const bool finite =
+            std::none_of(alone[0].begin(), alone[0].end(), [](uint16_t b) { return std::isnan(from_bf16(b)); });
+        const bool same = mixed_out[find_in(mixed, t)] == alone[0] && mixed_graph[find_in(mixed, t)] == alone[0];
+        report_flag(
+            "invariance.prefill",
+            shape + " q=" + std::to_string(p.seqs[t].query_len) + " ctx=" + std::to_string(p.seqs[t].context_len),
+            finite && same,
+            std::string("alone == mixed batch: ") + (same ? "bit-identical" : "DIFFER") +
+                (finite ? "" : " (NaN output)"));
+      }
     }  // !g_v2_pass
     // Each prefill kernel shape on its own (the dispatcher above uses the default one).
     const std::vector<PrefillKernel> kernels =
         g_v2_pass ? std::vector<PrefillKernel>{g_new_kernel}
                   : std::vector<PrefillKernel>{PrefillKernel::kRows64, PrefillKernel::kRows128};
     for (const PrefillKernel kernel : kernels) {
-      const char* kernel_name = kernel == PrefillKernel::kRows64 ? "64" : kernel == PrefillKernel::kRows128 ? "128"
-                              : kernel == PrefillKernel::kRows128v2 ? "128v2" : "128v3";
+      const char* kernel_name = kernel == PrefillKernel::kRows64      ? "64"
+                                : kernel == PrefillKernel::kRows128   ? "128"
+                                : kernel == PrefillKernel::kRows128v2 ? "128v2"
+                                                                      : "128v3";
       const auto mixed_k = run_sub_batch(p, mixed, 0, 0, opt, kernel);
       const auto mixed_graph_k = run_sub_batch(p, mixed, 3, 65536, opt, kernel);
       for (int32_t t : prefill_targets) {
         const auto alone = run_sub_batch(p, {t}, 0, 0, opt, kernel);
-        const bool finite = std::none_of(alone[0].begin(), alone[0].end(), [](uint16_t b) { return std::isnan(from_bf16(b)); });
+        const bool finite =
+            std::none_of(alone[0].begin(), alone[0].end(), [](uint16_t b) { return std::isnan(from_bf16(b)); });
         const bool same = mixed_k[find_in(mixed, t)] == alone[0] && mixed_graph_k[find_in(mixed, t)] == alone[0];
-        report_flag(std::string("invariance.prefill") + kernel_name,
-                    shape + " q=" + std::to_string(p.seqs[t].query_len) + " ctx=" + std::to_string(p.seqs[t].context_len),
-                    finite && same,
-                    std::string(kernel_name) + "-row prefill kernel alone == mixed batch: " +
-                        (same ? "bit-identical" : "DIFFER") + (finite ? "" : " (NaN output)"));
+        report_flag(
+            std::string("invariance.prefill") + kernel_name,
+            shape + " q=" + std::to_string(p.seqs[t].query_len) + " ctx=" + std::to_string(p.seqs[t].context_len),
+            finite && same,
+            std::string(kernel_name) + "-row prefill kernel alone == mixed batch: " +
+                (same ? "bit-identical" : "DIFFER") + (finite ? "" : " (NaN output)"));
       }
     }
   }

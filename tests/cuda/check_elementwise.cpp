@@ -26,7 +26,9 @@ std::vector<float> random_floats(std::mt19937_64& rng, size_t n, float scale) {
 }
 
 template <class T>
-std::vector<double> widen(const std::vector<T>& v) { return std::vector<double>(v.begin(), v.end()); }
+std::vector<double> widen(const std::vector<T>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
 std::vector<double> widen_bf16(const std::vector<uint16_t>& v) {
   std::vector<double> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = from_bf16(v[i]);
@@ -58,7 +60,8 @@ void check_embed(const Options&, std::mt19937_64& rng) {
       DeviceBuffer<int32_t> d_tokens(tokens);
       DeviceBuffer<float> d_out(n * hidden);
       d_out.poison();
-      const double ms = time_ms([&] { embed_rows(d_table.get(), vocab, hidden, d_tokens.get(), n, d_out.get(), nullptr); }, 0, 1);
+      const double ms =
+          time_ms([&] { embed_rows(d_table.get(), vocab, hidden, d_tokens.get(), n, d_out.get(), nullptr); }, 0, 1);
       sync_or_die("embed_rows");
       std::vector<double> ref(n * hidden, 0.0);
       for (int64_t t = 0; t < n; ++t) {
@@ -90,19 +93,25 @@ void check_rms_norm(const Options& opt, std::mt19937_64& rng) {
           DeviceBuffer<float> d_out32(n * dim);
           d_out16.poison();
           d_out32.poison();
-          const double ms = time_ms([&] {
-            if (bf16) rms_norm(d_x.get(), with_add ? d_add.get() : nullptr, d_w.get(), d_out16.get(), n, dim, eps, nullptr);
-            else rms_norm_f32(d_x.get(), with_add ? d_add.get() : nullptr, d_w.get(), d_out32.get(), n, dim, eps, nullptr);
-          }, 0, 1);
+          const double ms = time_ms(
+              [&] {
+                if (bf16)
+                  rms_norm(d_x.get(), with_add ? d_add.get() : nullptr, d_w.get(), d_out16.get(), n, dim, eps, nullptr);
+                else
+                  rms_norm_f32(d_x.get(), with_add ? d_add.get() : nullptr, d_w.get(), d_out32.get(), n, dim, eps,
+                               nullptr);
+              },
+              0, 1);
           sync_or_die("rms_norm");
           if (bf16) {
-            report(outcome_of("rms_norm(bf16)", shape, widen_bf16(d_out16.download()), widen(ref), 1e-6, kBf16Rtol, ms));
+            report(
+                outcome_of("rms_norm(bf16)", shape, widen_bf16(d_out16.download()), widen(ref), 1e-6, kBf16Rtol, ms));
           } else {
             report(outcome_of("rms_norm_f32", shape, widen(d_out32.download()), widen(ref), 1e-6, 2e-6, ms));
           }
           // The residual write-back is one fp32 add: exact.
-          report(outcome_of(bf16 ? "rms_norm(bf16).residual" : "rms_norm_f32.residual", shape,
-                            widen(d_x.download()), widen(summed), 0.0, 0.0));
+          report(outcome_of(bf16 ? "rms_norm(bf16).residual" : "rms_norm_f32.residual", shape, widen(d_x.download()),
+                            widen(summed), 0.0, 0.0));
         }
         if (opt.quick) break;
       }
@@ -141,11 +150,11 @@ struct RopeCase {
 
 void check_rope_write_kv(const Options& opt, std::mt19937_64& rng) {
   const RopeCase cases[] = {
-      {9, 3, 64, 64, RopeStyle::kAdjacentPairs, false, false, 1.0f},     // SmolLM2
-      {32, 8, 128, 128, RopeStyle::kAdjacentPairs, false, true, 1.0f},    // Llama 3 (freq factors)
-      {14, 2, 64, 64, RopeStyle::kHalves, true, false, 1.0f},             // Qwen2-like, bias
-      {8, 8, 128, 64, RopeStyle::kHalves, false, false, 0.5f},            // partial rotary, scaling
-      {4, 2, 128, 96, RopeStyle::kAdjacentPairs, true, false, 1.0f},      // partial rotary
+      {9, 3, 64, 64, RopeStyle::kAdjacentPairs, false, false, 1.0f},    // SmolLM2
+      {32, 8, 128, 128, RopeStyle::kAdjacentPairs, false, true, 1.0f},  // Llama 3 (freq factors)
+      {14, 2, 64, 64, RopeStyle::kHalves, true, false, 1.0f},           // Qwen2-like, bias
+      {8, 8, 128, 64, RopeStyle::kHalves, false, false, 0.5f},          // partial rotary, scaling
+      {4, 2, 128, 96, RopeStyle::kAdjacentPairs, true, false, 1.0f},    // partial rotary
   };
   for (const RopeCase& c : cases) {
     for (int32_t n : {1, 19, 300}) {
@@ -174,9 +183,12 @@ void check_rope_write_kv(const Options& opt, std::mt19937_64& rng) {
       for (int32_t t = 0; t < n; ++t) {
         for (int32_t i = 0; i < width; ++i) {
           const float x = qkv[static_cast<size_t>(t) * width + i] + (c.bias ? bias[i] : 0.0f);
-          if (i < q_dim) q[static_cast<size_t>(t) * q_dim + i] = x;
-          else if (i < q_dim + kv_dim) k[static_cast<size_t>(t) * kv_dim + i - q_dim] = x;
-          else v[static_cast<size_t>(t) * kv_dim + i - q_dim - kv_dim] = x;
+          if (i < q_dim)
+            q[static_cast<size_t>(t) * q_dim + i] = x;
+          else if (i < q_dim + kv_dim)
+            k[static_cast<size_t>(t) * kv_dim + i - q_dim] = x;
+          else
+            v[static_cast<size_t>(t) * kv_dim + i - q_dim - kv_dim] = x;
         }
       }
       RopeParams params{c.style, c.rotary_dim, 500000.0f, c.position_scale, c.factors ? factors.data() : nullptr};
@@ -190,8 +202,10 @@ void check_rope_write_kv(const Options& opt, std::mt19937_64& rng) {
       for (int32_t t = 0; t < n; ++t) {
         if (slots[t] < 0) continue;
         written_slots.push_back(slots[t]);
-        wk.insert(wk.end(), k.begin() + static_cast<size_t>(t) * kv_dim, k.begin() + static_cast<size_t>(t + 1) * kv_dim);
-        wv.insert(wv.end(), v.begin() + static_cast<size_t>(t) * kv_dim, v.begin() + static_cast<size_t>(t + 1) * kv_dim);
+        wk.insert(wk.end(), k.begin() + static_cast<size_t>(t) * kv_dim,
+                  k.begin() + static_cast<size_t>(t + 1) * kv_dim);
+        wv.insert(wv.end(), v.begin() + static_cast<size_t>(t) * kv_dim,
+                  v.begin() + static_cast<size_t>(t + 1) * kv_dim);
       }
       cpu_backend().write_kv(ref_cache, wk.data(), wv.data(), written_slots);
       std::vector<double> ref_q(q.size());
@@ -205,20 +219,23 @@ void check_rope_write_kv(const Options& opt, std::mt19937_64& rng) {
       d_v.poison();
       KvLayerView cache{d_k.get(), d_v.get(), num_blocks, block_size, c.num_kv_heads, c.head_dim};
       DeviceRope rope{c.style, c.rotary_dim, 500000.0f, c.position_scale, c.factors ? d_factors.get() : nullptr};
-      const double ms = time_ms([&] {
-        rope_write_kv(d_qkv.get(), c.bias ? d_bias.get() : nullptr, d_pos.get(), d_slots.get(), n,
-                      c.num_heads, rope, d_q.get(), cache, nullptr);
-      }, 0, 1);
+      const double ms = time_ms(
+          [&] {
+            rope_write_kv(d_qkv.get(), c.bias ? d_bias.get() : nullptr, d_pos.get(), d_slots.get(), n, c.num_heads,
+                          rope, d_q.get(), cache, nullptr);
+          },
+          0, 1);
       sync_or_die("rope_write_kv");
       const std::string shape = "n=" + std::to_string(n) + " h=" + std::to_string(c.num_heads) + "/" +
                                 std::to_string(c.num_kv_heads) + " d=" + std::to_string(c.head_dim) +
                                 " rot=" + std::to_string(c.rotary_dim) +
-                                (c.style == RopeStyle::kHalves ? " halves" : " pairs") +
-                                (c.bias ? " bias" : "") + (c.factors ? " factors" : "");
+                                (c.style == RopeStyle::kHalves ? " halves" : " pairs") + (c.bias ? " bias" : "") +
+                                (c.factors ? " factors" : "");
       // Rope of a unit-scale vector: absolute error up to ~1e-6 * |x| from sin/cos ulps,
       // then fp16 rounding.
       report(outcome_of("rope_write_kv.q", shape, widen_half(d_q.download()), ref_q, 2e-3, kHalfRtol, ms));
-      report(outcome_of("rope_write_kv.cache_k", shape, widen_half(d_k.download()), widen_half(ref_k), 2e-3, kHalfRtol));
+      report(
+          outcome_of("rope_write_kv.cache_k", shape, widen_half(d_k.download()), widen_half(ref_k), 2e-3, kHalfRtol));
       report(outcome_of("rope_write_kv.cache_v", shape, widen_half(d_v.download()), widen_half(ref_v), 0.0, 0.0));
     }
   }

@@ -92,9 +92,16 @@ void check_greedy(const Options& opt, std::mt19937_64& rng) {
     std::uniform_int_distribution<int32_t> any_token(0, vocab - 1);
     for (int32_t r = 0; r < rows; ++r) {
       float* row = &logits[static_cast<size_t>(r) * vocab];
-      if (r % 3 == 1) for (int32_t i = 0; i < vocab; ++i) row[i] = std::round(row[i]);  // many ties
-      if (r % 5 == 2) { row[any_token(rng)] = NAN; row[0] = NAN; }
-      if (r % 7 == 3) { const int32_t a = any_token(rng), b = std::min(a + 3, vocab - 1); row[a] = row[b] = 50.0f; }
+      if (r % 3 == 1)
+        for (int32_t i = 0; i < vocab; ++i) row[i] = std::round(row[i]);  // many ties
+      if (r % 5 == 2) {
+        row[any_token(rng)] = NAN;
+        row[0] = NAN;
+      }
+      if (r % 7 == 3) {
+        const int32_t a = any_token(rng), b = std::min(a + 3, vocab - 1);
+        row[a] = row[b] = 50.0f;
+      }
       SamplingParams s;
       s.temperature = 0.0f;
       s.logprobs = 0;
@@ -149,10 +156,13 @@ std::vector<double> expected_distribution(const std::vector<float>& logits, cons
   if (s.top_p < 1.0f) {
     std::vector<int32_t> order;
     double total = 0.0;
-    for (size_t i = 0; i < vocab; ++i) if (keep[i]) { order.push_back(static_cast<int32_t>(i)); total += w[i]; }
-    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-      return scaled[a] > scaled[b] || (scaled[a] == scaled[b] && a < b);
-    });
+    for (size_t i = 0; i < vocab; ++i)
+      if (keep[i]) {
+        order.push_back(static_cast<int32_t>(i));
+        total += w[i];
+      }
+    std::sort(order.begin(), order.end(),
+              [&](int32_t a, int32_t b) { return scaled[a] > scaled[b] || (scaled[a] == scaled[b] && a < b); });
     const double target = static_cast<double>(s.top_p) * total;
     double above = 0.0;
     for (size_t j = 0; j < order.size(); ++j) {
@@ -160,21 +170,30 @@ std::vector<double> expected_distribution(const std::vector<float>& logits, cons
       above += w[order[j]];
     }
   }
-  if (s.min_p > 0.0f) for (size_t i = 0; i < vocab; ++i) keep[i] = keep[i] && w[i] >= s.min_p;
+  if (s.min_p > 0.0f)
+    for (size_t i = 0; i < vocab; ++i) keep[i] = keep[i] && w[i] >= s.min_p;
   std::vector<double> prob(vocab, 0.0);
   double sum = 0.0;
-  for (size_t i = 0; i < vocab; ++i) if (keep[i]) sum += w[i];
-  for (size_t i = 0; i < vocab; ++i) if (keep[i]) prob[i] = w[i] / sum;
+  for (size_t i = 0; i < vocab; ++i)
+    if (keep[i]) sum += w[i];
+  for (size_t i = 0; i < vocab; ++i)
+    if (keep[i]) prob[i] = w[i] / sum;
   return prob;
 }
 
 void check_distribution(const Options& opt, std::mt19937_64& rng) {
-  struct Config { const char* name; float t; int k; float p; float min_p; float round_to; };
-  const Config configs[] = {
-      {"plain", 1.0f, -1, 1.0f, 0.0f, 0.0f},        {"top_k", 0.7f, 10, 1.0f, 0.0f, 0.0f},
-      {"top_p", 1.0f, -1, 0.8f, 0.0f, 0.0f},        {"min_p", 1.0f, -1, 1.0f, 0.1f, 0.0f},
-      {"all", 1.3f, 50, 0.9f, 0.05f, 0.0f},         {"top_p_ties", 1.0f, -1, 0.5f, 0.0f, 0.5f},
-      {"top_k_ties", 1.0f, 7, 1.0f, 0.0f, 1.0f},    {"top_p_tiny", 1.0f, -1, 0.01f, 0.0f, 0.0f}};
+  struct Config {
+    const char* name;
+    float t;
+    int k;
+    float p;
+    float min_p;
+    float round_to;
+  };
+  const Config configs[] = {{"plain", 1.0f, -1, 1.0f, 0.0f, 0.0f},     {"top_k", 0.7f, 10, 1.0f, 0.0f, 0.0f},
+                            {"top_p", 1.0f, -1, 0.8f, 0.0f, 0.0f},     {"min_p", 1.0f, -1, 1.0f, 0.1f, 0.0f},
+                            {"all", 1.3f, 50, 0.9f, 0.05f, 0.0f},      {"top_p_ties", 1.0f, -1, 0.5f, 0.0f, 0.5f},
+                            {"top_k_ties", 1.0f, 7, 1.0f, 0.0f, 1.0f}, {"top_p_tiny", 1.0f, -1, 0.01f, 0.0f, 0.0f}};
   const int32_t vocab = 300;
   const int32_t rows = opt.quick ? 4000 : 20000;
   for (const Config& c : configs) {
@@ -198,7 +217,10 @@ void check_distribution(const Options& opt, std::mt19937_64& rng) {
     std::vector<double> counts(vocab, 0.0);
     int outside = 0, invalid = 0;
     for (int32_t t : first.tokens) {
-      if (t < 0 || t >= vocab) { ++invalid; continue; }
+      if (t < 0 || t >= vocab) {
+        ++invalid;
+        continue;
+      }
       counts[t] += 1.0;
       if (expected[t] == 0.0) ++outside;
     }
@@ -222,9 +244,11 @@ void check_distribution(const Options& opt, std::mt19937_64& rng) {
     }
     const bool deterministic = first.tokens == second.tokens;
     char note[256];
-    std::snprintf(note, sizeof note, "support=%d tv=%.4f (bound %.4f) outside=%d invalid=%d cpu_outside=%d deterministic=%d",
-                  support, tv, bound, outside, invalid, cpu_outside, deterministic ? 1 : 0);
-    report_flag(std::string("sample.dist.") + c.name, "rows=" + std::to_string(rows) + " vocab=" + std::to_string(vocab),
+    std::snprintf(note, sizeof note,
+                  "support=%d tv=%.4f (bound %.4f) outside=%d invalid=%d cpu_outside=%d deterministic=%d", support, tv,
+                  bound, outside, invalid, cpu_outside, deterministic ? 1 : 0);
+    report_flag(std::string("sample.dist.") + c.name,
+                "rows=" + std::to_string(rows) + " vocab=" + std::to_string(vocab),
                 outside == 0 && invalid == 0 && cpu_outside == 0 && tv <= bound && deterministic, note, first.ms);
   }
 }

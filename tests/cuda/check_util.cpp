@@ -9,8 +9,7 @@ namespace {
 int g_failures = 0;
 }
 
-Comparison compare(const std::vector<double>& got, const std::vector<double>& ref, double atol,
-                   double rtol) {
+Comparison compare(const std::vector<double>& got, const std::vector<double>& ref, double atol, double rtol) {
   Comparison c;
   c.count = std::min(got.size(), ref.size());
   if (got.size() != ref.size()) c.failures += 1;  // size mismatch is a failure of its own
@@ -47,9 +46,8 @@ Comparison compare(const std::vector<double>& got, const std::vector<double>& re
   return c;
 }
 
-Outcome outcome_of(const std::string& name, const std::string& shape,
-                   const std::vector<double>& got, const std::vector<double>& ref, double atol,
-                   double rtol, double ms) {
+Outcome outcome_of(const std::string& name, const std::string& shape, const std::vector<double>& got,
+                   const std::vector<double>& ref, double atol, double rtol, double ms) {
   Outcome o;
   o.name = name;
   o.shape = shape;
@@ -63,19 +61,18 @@ Outcome outcome_of(const std::string& name, const std::string& shape,
 
 void report(const Outcome& o) {
   if (!o.pass) ++g_failures;
-  std::printf("%-4s %-28s %-58s n=%-9zu max_abs=%.3e max_rel=%.3e worst[%zu] got=%.6g ref=%.6g "
-              "bad=%zu tol=(%.1e,%.1e)",
-              o.pass ? "ok" : "FAIL", o.name.c_str(), o.shape.c_str(), o.cmp.count, o.cmp.max_abs,
-              o.cmp.max_rel, o.cmp.worst, o.cmp.worst_got, o.cmp.worst_ref, o.cmp.failures,
-              o.atol, o.rtol);
+  std::printf(
+      "%-4s %-28s %-58s n=%-9zu max_abs=%.3e max_rel=%.3e worst[%zu] got=%.6g ref=%.6g "
+      "bad=%zu tol=(%.1e,%.1e)",
+      o.pass ? "ok" : "FAIL", o.name.c_str(), o.shape.c_str(), o.cmp.count, o.cmp.max_abs, o.cmp.max_rel, o.cmp.worst,
+      o.cmp.worst_got, o.cmp.worst_ref, o.cmp.failures, o.atol, o.rtol);
   if (o.ms >= 0) std::printf(" %.3f ms", o.ms);
   if (!o.note.empty()) std::printf(" %s", o.note.c_str());
   std::printf("\n");
   std::fflush(stdout);
 }
 
-void report_flag(const std::string& name, const std::string& shape, bool pass,
-                 const std::string& note, double ms) {
+void report_flag(const std::string& name, const std::string& shape, bool pass, const std::string& note, double ms) {
   if (!pass) ++g_failures;
   std::printf("%-4s %-28s %-58s %s", pass ? "ok" : "FAIL", name.c_str(), shape.c_str(), note.c_str());
   if (ms >= 0) std::printf(" %.3f ms", ms);
@@ -83,7 +80,9 @@ void report_flag(const std::string& name, const std::string& shape, bool pass,
   std::fflush(stdout);
 }
 
-int failures_so_far() { return g_failures; }
+int failures_so_far() {
+  return g_failures;
+}
 
 double time_ms(const std::function<void()>& fn, int warmup, int iterations) {
   for (int i = 0; i < warmup; ++i) fn();
@@ -106,17 +105,25 @@ void sync_or_die(const char* where) {
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
-    std::printf("FAIL CUDA error after %s: %s (%s); aborting the remaining checks\n", where,
-                cudaGetErrorName(err), cudaGetErrorString(err));
+    std::printf("FAIL CUDA error after %s: %s (%s); aborting the remaining checks\n", where, cudaGetErrorName(err),
+                cudaGetErrorString(err));
     std::fflush(stdout);
     std::exit(3);
   }
 }
 
-uint16_t to_half(float x) { return fp32_to_fp16(x); }
-float from_half(uint16_t h) { return fp16_to_fp32(h); }
-uint16_t to_bf16(float x) { return fp32_to_bf16(x); }
-float from_bf16(uint16_t b) { return bf16_to_fp32(b); }
+uint16_t to_half(float x) {
+  return fp32_to_fp16(x);
+}
+float from_half(uint16_t h) {
+  return fp16_to_fp32(h);
+}
+uint16_t to_bf16(float x) {
+  return fp32_to_bf16(x);
+}
+float from_bf16(uint16_t b) {
+  return bf16_to_fp32(b);
+}
 
 std::vector<Check>& registry() {
   static std::vector<Check> checks;

@@ -15,14 +15,14 @@
 
 namespace folio::cuda::check {
 
-#define FOLIO_CUDA_OK(expr)                                                                \
-  do {                                                                                     \
-    const cudaError_t folio_err = (expr);                                                  \
-    if (folio_err != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(folio_err),    \
-                   __FILE__, __LINE__, cudaGetErrorString(folio_err));                     \
-      std::exit(2);                                                                        \
-    }                                                                                      \
+#define FOLIO_CUDA_OK(expr)                                                                                 \
+  do {                                                                                                      \
+    const cudaError_t folio_err = (expr);                                                                   \
+    if (folio_err != cudaSuccess) {                                                                         \
+      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(folio_err), __FILE__, __LINE__, \
+                   cudaGetErrorString(folio_err));                                                          \
+      std::exit(2);                                                                                         \
+    }                                                                                                       \
   } while (0)
 
 // Owning device allocation of n elements of T.
@@ -34,10 +34,15 @@ class DeviceBuffer {
     if (n > 0) FOLIO_CUDA_OK(cudaMalloc(&ptr_, n * sizeof(T)));
   }
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
-  ~DeviceBuffer() { if (ptr_ != nullptr) cudaFree(ptr_); }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), n_(o.n_) { o.ptr_ = nullptr; o.n_ = 0; }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), n_(o.n_) {
+    o.ptr_ = nullptr;
+    o.n_ = 0;
+  }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       if (ptr_ != nullptr) cudaFree(ptr_);
@@ -60,7 +65,9 @@ class DeviceBuffer {
     return host;
   }
   // Every byte 0xff: NaN in fp32, fp16 and bf16, -1 in int32. Unwritten outputs then fail.
-  void poison() { if (n_ > 0) FOLIO_CUDA_OK(cudaMemset(ptr_, 0xff, n_ * sizeof(T))); }
+  void poison() {
+    if (n_ > 0) FOLIO_CUDA_OK(cudaMemset(ptr_, 0xff, n_ * sizeof(T)));
+  }
 
  private:
   T* ptr_ = nullptr;
@@ -78,8 +85,7 @@ struct Comparison {
   double worst_got = 0.0, worst_ref = 0.0;
   double worst_excess = -1e300;
 };
-Comparison compare(const std::vector<double>& got, const std::vector<double>& ref, double atol,
-                   double rtol);
+Comparison compare(const std::vector<double>& got, const std::vector<double>& ref, double atol, double rtol);
 
 // A check's outcome; report() prints it as one line and remembers failures.
 struct Outcome {
@@ -92,12 +98,11 @@ struct Outcome {
   std::string note;
 };
 void report(const Outcome& outcome);
-Outcome outcome_of(const std::string& name, const std::string& shape,
-                   const std::vector<double>& got, const std::vector<double>& ref, double atol,
-                   double rtol, double ms = -1.0);
+Outcome outcome_of(const std::string& name, const std::string& shape, const std::vector<double>& got,
+                   const std::vector<double>& ref, double atol, double rtol, double ms = -1.0);
 // A check that is not an element comparison (exit code, support of a distribution, ...).
-void report_flag(const std::string& name, const std::string& shape, bool pass,
-                 const std::string& note, double ms = -1.0);
+void report_flag(const std::string& name, const std::string& shape, bool pass, const std::string& note,
+                 double ms = -1.0);
 int failures_so_far();
 
 // Times fn (which launches work on the default stream) with CUDA events.

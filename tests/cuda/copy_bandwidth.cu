@@ -10,8 +10,8 @@ namespace {
 constexpr int kCopyThreads = 256;
 constexpr int kCopyUnroll = 4;
 
-__global__ void __launch_bounds__(kCopyThreads) copy16_kernel(uint4* __restrict__ dst, const uint4* __restrict__ src,
-                                                              size_t count) {
+__global__ void __launch_bounds__(kCopyThreads)
+    copy16_kernel(uint4* __restrict__ dst, const uint4* __restrict__ src, size_t count) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (; i + (kCopyUnroll - 1) * stride < count; i += kCopyUnroll * stride) {

@@ -116,7 +116,8 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
   fill_random_bf16(w, static_cast<size_t>(max_mk), rng);
   const cuda::GemmPolicy heuristic{.batch_invariant = false, .small_batch_gemv = false};
   Expected<std::unique_ptr<cuda::CublasLtGemm>> made = cuda::CublasLtGemm::create(size_t{32} << 20, heuristic);
-  Expected<std::unique_ptr<cuda::CublasLtGemm>> made_reference = cuda::CublasLtGemm::create(size_t{32} << 20, heuristic);
+  Expected<std::unique_ptr<cuda::CublasLtGemm>> made_reference =
+      cuda::CublasLtGemm::create(size_t{32} << 20, heuristic);
   if (!made || !made_reference) {
     std::printf("bench: gemm: %s\n", (made ? made_reference : made).error().c_str());
     release();
@@ -192,15 +193,17 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       worst_error = std::max(worst_error, error_vs_reference(s));
       const double weight_gb = static_cast<double>(s.m * s.k) * 2 / 1e9;
       const double flop = 2.0 * static_cast<double>(max_n * s.m * s.k);
-      std::printf("bench: gemm %-10s %-8s m=%-6lld k=%-6lld n=1 %7.1f us (%4.0f GB/s)  n=256 %7.1f us  "
-                  "n=8192 %8.1f us (%3.0f TFLOP/s)\n",
-                  label, s.name, static_cast<long long>(s.m), static_cast<long long>(s.k), us[0],
-                  weight_gb / (us[0] / 1e6), us[1], us[2], flop / (us[2] / 1e6) / 1e12);
+      std::printf(
+          "bench: gemm %-10s %-8s m=%-6lld k=%-6lld n=1 %7.1f us (%4.0f GB/s)  n=256 %7.1f us  "
+          "n=8192 %8.1f us (%3.0f TFLOP/s)\n",
+          label, s.name, static_cast<long long>(s.m), static_cast<long long>(s.k), us[0], weight_gb / (us[0] / 1e6),
+          us[1], us[2], flop / (us[2] / 1e6) / 1e12);
     }
-    std::printf("%s gemm_step %s ms_n1=%.2f ms_n256=%.2f ms_n8192=%.1f row_invariant=%s fallbacks=%d "
-                "relerr_vs_cublaslt_n1-8=%.1e\n",
-                headline ? "RESULT" : "bench:", label, step_ms[0], step_ms[1], step_ms[2], invariant ? "yes" : "no", gemm->pinned_fallbacks(),
-                worst_error);
+    std::printf(
+        "%s gemm_step %s ms_n1=%.2f ms_n256=%.2f ms_n8192=%.1f row_invariant=%s fallbacks=%d "
+        "relerr_vs_cublaslt_n1-8=%.1e\n",
+        headline ? "RESULT" : "bench:", label, step_ms[0], step_ms[1], step_ms[2], invariant ? "yes" : "no",
+        gemm->pinned_fallbacks(), worst_error);
     std::fflush(stdout);
   };
   gemm->set_policy(heuristic);
@@ -213,10 +216,11 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
         std::printf("bench: tuning %s: %s\n", s.name, t.error().c_str());
         continue;
       }
-      std::printf("bench: tuned %-8s %2d candidates, pinned %s: n=1 %.1f us (best %.1f), n=256 %.1f us (best %.1f), "
-                  "n=8192 %.1f us (best %.1f); %.0f ms\n",
-                  s.name, t->candidates, t->algorithm.c_str(), t->chosen_us[0], t->best_us[0], t->chosen_us[1],
-                  t->best_us[1], t->chosen_us[2], t->best_us[2], 1e3 * t->seconds);
+      std::printf(
+          "bench: tuned %-8s %2d candidates, pinned %s: n=1 %.1f us (best %.1f), n=256 %.1f us (best %.1f), "
+          "n=8192 %.1f us (best %.1f); %.0f ms\n",
+          s.name, t->candidates, t->algorithm.c_str(), t->chosen_us[0], t->best_us[0], t->chosen_us[1], t->best_us[1],
+          t->chosen_us[2], t->best_us[2], 1e3 * t->seconds);
     }
     measure("tuned", true);
   }
@@ -300,16 +304,18 @@ void offline(cuda::CudaExecutor& executor, const Tokenizer& tokenizer, const Eng
               (generated + static_cast<double>(requests) * prompt_len) / seconds);
   const double execute = after.execute_seconds - before.execute_seconds;
   const double update = after.update_seconds - before.update_seconds;
-  std::printf("RESULT %s_breakdown execute_s=%.2f (gpu layers %.2f, gpu head+sample/copy %.2f, upload %.2f, "
-              "sync wait %.2f, graph capture %.2f) update_s=%.2f schedule_and_rest_s=%.2f\n",
-              name, execute, s.layers_gpu_s, s.head_gpu_s, s.upload_host_s, s.wait_host_s, s.capture_s, update,
-              seconds - execute - update);
-  std::printf("RESULT %s_steps total=%lld prefill=%lld mixed=%lld decode_graph=%lld decode_eager=%lld "
-              "gpu_sampled=%lld logits_to_host_mb=%.1f pinned_gemm_fallbacks=%d\n",
-              name, static_cast<long long>(after.num_steps - before.num_steps), static_cast<long long>(s.prefill_steps),
-              static_cast<long long>(s.mixed_steps), static_cast<long long>(s.graph_replays),
-              static_cast<long long>(s.eager_decode_steps), static_cast<long long>(s.device_sampled_steps),
-              s.logits_bytes_to_host / 1e6, s.gemm_pinned_fallbacks);
+  std::printf(
+      "RESULT %s_breakdown execute_s=%.2f (gpu layers %.2f, gpu head+sample/copy %.2f, upload %.2f, "
+      "sync wait %.2f, graph capture %.2f) update_s=%.2f schedule_and_rest_s=%.2f\n",
+      name, execute, s.layers_gpu_s, s.head_gpu_s, s.upload_host_s, s.wait_host_s, s.capture_s, update,
+      seconds - execute - update);
+  std::printf(
+      "RESULT %s_steps total=%lld prefill=%lld mixed=%lld decode_graph=%lld decode_eager=%lld "
+      "gpu_sampled=%lld logits_to_host_mb=%.1f pinned_gemm_fallbacks=%d\n",
+      name, static_cast<long long>(after.num_steps - before.num_steps), static_cast<long long>(s.prefill_steps),
+      static_cast<long long>(s.mixed_steps), static_cast<long long>(s.graph_replays),
+      static_cast<long long>(s.eager_decode_steps), static_cast<long long>(s.device_sampled_steps),
+      s.logits_bytes_to_host / 1e6, s.gemm_pinned_fallbacks);
   std::fflush(stdout);
 }
 
@@ -373,19 +379,21 @@ int run_bench(const std::vector<std::string>& args) {
                pinned_name);
   print_decode("decode_single_stream_ctx4k", single_stream(executor, tokenizer, config, rng, 3968, 128, bandwidth),
                pinned_name);
-  const cuda::GemmPolicy pinned{.batch_invariant = true, .pinned_rows = pinned_rows, .pinned_candidate = pinned_candidate,
-                                .tune_pinned = tune};
+  const cuda::GemmPolicy pinned{
+      .batch_invariant = true, .pinned_rows = pinned_rows, .pinned_candidate = pinned_candidate, .tune_pinned = tune};
   if (tune) {  // the previous default, for comparison: the heuristic's first split-free pick at n = 512
-    executor.set_gemm_policy(cuda::GemmPolicy{.batch_invariant = true, .pinned_rows = pinned_rows,
-                                                          .pinned_candidate = pinned_candidate, .tune_pinned = false});
+    executor.set_gemm_policy(cuda::GemmPolicy{.batch_invariant = true,
+                                              .pinned_rows = pinned_rows,
+                                              .pinned_candidate = pinned_candidate,
+                                              .tune_pinned = false});
     print_decode("decode_single_stream_untuned_pinned",
                  single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth), "pinned (untuned)");
   }
   const cuda::GemmPolicy fast{.batch_invariant = false, .small_batch_gemv = true};  // heuristic, GEMV at n <= 8
   const cuda::GemmPolicy heuristic{.batch_invariant = false, .small_batch_gemv = false};
   executor.set_gemm_policy(fast);
-  print_decode("decode_single_stream_fast_gemm",
-               single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth), "heuristic+GEMV");
+  print_decode("decode_single_stream_fast_gemm", single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth),
+               "heuristic+GEMV");
   print_decode("decode_single_stream_ctx4k_fast_gemm",
                single_stream(executor, tokenizer, config, rng, 3968, 128, bandwidth), "heuristic+GEMV");
   executor.set_gemm_policy(heuristic);

@@ -25,10 +25,9 @@ struct LoadedModel {
 Expected<LoadedModel> load_model(const std::string& path);
 
 // A CUDA executor whose KV pool is kv_blocks blocks (plus the null block) of 16 tokens.
-std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, int32_t kv_blocks,
-                                             int32_t swap_blocks = 0, int32_t max_num_seqs = 64,
-                                             int32_t max_batched_tokens = 512, bool graphs = true,
-                                             const cuda::GemmPolicy& gemm = {});
+std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, int32_t kv_blocks, int32_t swap_blocks = 0,
+                                                  int32_t max_num_seqs = 64, int32_t max_batched_tokens = 512,
+                                                  bool graphs = true, const cuda::GemmPolicy& gemm = {});
 
 // Counts failures; each check prints one PASS/FAIL line.
 struct Tally {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf_tokenizer.h"
 #include "e2e_common.h"
 #include "executor/kv_pool_sizing.h"
+#include "model/gguf_tokenizer.h"
 
 namespace folio::e2e {
 
@@ -36,8 +36,8 @@ Expected<LoadedModel> load_model(const std::string& path) {
 }
 
 std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, int32_t kv_blocks, int32_t swap_blocks,
-                                             int32_t max_num_seqs, int32_t max_batched_tokens, bool graphs,
-                                             const cuda::GemmPolicy& gemm) {
+                                                  int32_t max_num_seqs, int32_t max_batched_tokens, bool graphs,
+                                                  const cuda::GemmPolicy& gemm) {
   const int64_t block_bytes = kv_bytes_per_block(model.config(), 16);
   cuda::CudaExecutorOptions options;
   options.kv_cache_bytes = kv_blocks * block_bytes;

@@ -51,8 +51,9 @@ int run_engine(const std::vector<std::string>& args) {
   text << in.rdbuf();
   const std::vector<int32_t> corpus = loaded->tokenizer->encode(text.str(), false, false);
   auto slice = [&](size_t offset, size_t length) {
-    return std::vector<int32_t>(corpus.begin() + static_cast<std::ptrdiff_t>(offset % (corpus.size() - length)),
-                                corpus.begin() + static_cast<std::ptrdiff_t>(offset % (corpus.size() - length) + length));
+    return std::vector<int32_t>(
+        corpus.begin() + static_cast<std::ptrdiff_t>(offset % (corpus.size() - length)),
+        corpus.begin() + static_cast<std::ptrdiff_t>(offset % (corpus.size() - length) + length));
   };
   const ModelWeights& model = *loaded->model;
   const Tokenizer& tokenizer = *loaded->tokenizer;
@@ -95,7 +96,8 @@ int run_engine(const std::vector<std::string>& args) {
     size_t next = 0;
     Invariance r;
     while (next < prompts.size() || engine.has_unfinished_requests()) {
-      for (int k = 0; k < 3 && next < prompts.size(); ++k, ++next) index[engine.add_request(prompts[next], params).value()] = next;
+      for (int k = 0; k < 3 && next < prompts.size(); ++k, ++next)
+        index[engine.add_request(prompts[next], params).value()] = next;
       for (const RequestOutput& out : engine.step()) {
         auto& tokens = batched[index.at(out.id)];
         tokens.insert(tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
@@ -109,16 +111,16 @@ int run_engine(const std::vector<std::string>& args) {
   {  // Pinned: the --batch-invariant guarantee.
     const auto start = std::chrono::steady_clock::now();
     const Invariance r = batch_invariance();
-    tally.check(r.same == 32 && r.max_running > 8,
-                "batch invariance [pinned GEMMs]: " + std::to_string(r.same) + "/32 requests equal alone (max running " +
-                    std::to_string(r.max_running) + ")");
+    tally.check(r.same == 32 && r.max_running > 8, "batch invariance [pinned GEMMs]: " + std::to_string(r.same) +
+                                                       "/32 requests equal alone (max running " +
+                                                       std::to_string(r.max_running) + ")");
     tally.check(r.pool_empty, "batch invariance: pool empty after");
     const cuda::CudaExecutorStats stats = roomy->stats();
-    std::printf("      graphs captured %d, graph replays %lld, eager steps %lld, GPU-sampled steps %lld, "
-                "pinned-GEMM fallbacks %d, %.1f s\n",
-                stats.graphs_captured, static_cast<long long>(stats.graph_replays),
-                static_cast<long long>(stats.eager_steps), static_cast<long long>(stats.device_sampled_steps),
-                stats.gemm_pinned_fallbacks, seconds_since(start));
+    std::printf(
+        "      graphs captured %d, graph replays %lld, eager steps %lld, GPU-sampled steps %lld, "
+        "pinned-GEMM fallbacks %d, %.1f s\n",
+        stats.graphs_captured, static_cast<long long>(stats.graph_replays), static_cast<long long>(stats.eager_steps),
+        static_cast<long long>(stats.device_sampled_steps), stats.gemm_pinned_fallbacks, seconds_since(start));
   }
   {  // Sampling on the GPU (pinned GEMMs, so a row's logits do not depend on the batch):
      // temperature 0.8, top-p 0.9, repetition penalty 1.1, seed 42 gives the same tokens on two
@@ -136,8 +138,8 @@ int run_engine(const std::vector<std::string>& args) {
     const int64_t host_bytes_before = roomy->stats().logits_bytes_to_host;
     auto note = [&](const Engine& engine, const std::vector<std::vector<int32_t>>& outputs) {
       const EngineMetrics m = engine.metrics();
-      all_device = all_device && m.num_device_sampled_steps > 0 &&
-                   roomy->stats().logits_bytes_to_host == host_bytes_before;
+      all_device =
+          all_device && m.num_device_sampled_steps > 0 && roomy->stats().logits_bytes_to_host == host_bytes_before;
       for (const auto& tokens : outputs) {
         for (int32_t t : tokens) in_vocab = in_vocab && t >= 0 && t < vocab;
       }
@@ -196,12 +198,13 @@ int run_engine(const std::vector<std::string>& args) {
     tally.check(batched[5] == runs[0], "GPU sampling: the seeded request in a batch of 8 (max running " +
                                            std::to_string(max_running) + ") equals it alone");
     tally.check(in_vocab, "GPU sampling: every token in [0, vocab)");
-    tally.check(all_device && sampled_steps > 0,
-                "GPU sampling: every step sampled on the device (" + std::to_string(sampled_steps) + " in the batch run)");
-    std::printf("RESULT engine_gpu_sampling same_two_runs=%s batch_equals_alone=%s in_vocab=%s "
-                "tokens_equal_to_greedy=%d/%zu\n",
-                runs[0] == runs[1] ? "yes" : "no", batched[5] == runs[0] ? "yes" : "no", in_vocab ? "yes" : "no",
-                greedy_equal, runs[0].size());
+    tally.check(all_device && sampled_steps > 0, "GPU sampling: every step sampled on the device (" +
+                                                     std::to_string(sampled_steps) + " in the batch run)");
+    std::printf(
+        "RESULT engine_gpu_sampling same_two_runs=%s batch_equals_alone=%s in_vocab=%s "
+        "tokens_equal_to_greedy=%d/%zu\n",
+        runs[0] == runs[1] ? "yes" : "no", batched[5] == runs[0] ? "yes" : "no", in_vocab ? "yes" : "no", greedy_equal,
+        runs[0].size());
   }
   roomy->set_gemm_policy(fast);
   {  // Fast: how many still match, for the record.
@@ -270,14 +273,16 @@ int run_engine(const std::vector<std::string>& args) {
       if (invariant) {
         tally.check(same == 8, name + ": " + std::to_string(same) + "/8 outputs equal unconstrained");
       } else {
-        fast_summary += std::string(swap ? " preemption_swap=" : " preemption_recompute=") + std::to_string(same) + "/8";
+        fast_summary +=
+            std::string(swap ? " preemption_swap=" : " preemption_recompute=") + std::to_string(same) + "/8";
       }
       tally.check(pool_empty(engine), name + ": pool empty after");
     }
   }
-  std::printf("RESULT engine_fast_gemm%s (informational: equal tokens across batch compositions, "
-              "guaranteed with --batch-invariant only)\n",
-              fast_summary.c_str());
+  std::printf(
+      "RESULT engine_fast_gemm%s (informational: equal tokens across batch compositions, "
+      "guaranteed with --batch-invariant only)\n",
+      fast_summary.c_str());
   std::printf("engine: %d passed, %d failed\n", tally.passed, tally.failed);
   return tally.failed == 0 ? 0 : 1;
 }

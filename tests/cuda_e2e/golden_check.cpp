@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "backend/cpu/cpu_backend.h"
-#include "e2e_common.h"
 #include "backend/cpu/cpu_executor.h"
+#include "e2e_common.h"
 
 namespace folio::e2e {
 namespace {
@@ -90,7 +90,8 @@ std::vector<SampledToken> run_device_greedy(Executor& executor, const std::vecto
 
 int run_golden(const std::vector<std::string>& args) {
   const std::string path = arg_value(args, "--model", "");
-  const std::string goldens = arg_value(args, "--goldens", std::string(FOLIO_SOURCE_DIR) + "/tests/golden/model/smollm2_q4_1.json");
+  const std::string goldens =
+      arg_value(args, "--goldens", std::string(FOLIO_SOURCE_DIR) + "/tests/golden/model/smollm2_q4_1.json");
   const int32_t steps = std::stoi(arg_value(args, "--tokens", "32"));
   Expected<LoadedModel> loaded = load_model(path);
   if (!loaded) {
@@ -104,7 +105,8 @@ int run_golden(const std::vector<std::string>& args) {
 
   cpu::CpuBackend backend(0, cpu::detect_isa(), cpu::ActivationPrecision::kFloat32);
   Tally tally;
-  std::printf("%-8s %7s %12s %10s %14s %12s\n", "case", "prompt", "logit relerr", "same top1", "first differ", "cpu margin");
+  std::printf("%-8s %7s %12s %10s %14s %12s\n", "case", "prompt", "logit relerr", "same top1", "first differ",
+              "cpu margin");
   for (const nlohmann::json& c : cases) {
     const std::string name = c["name"];
     const std::vector<int32_t> prompt = c["prompt_ids"];
@@ -134,19 +136,23 @@ int run_golden(const std::vector<std::string>& args) {
                 same ? "-" : std::to_string(margin).c_str());
     const bool finite = std::all_of(got.last_prompt_logits.begin(), got.last_prompt_logits.end(),
                                     [](float v) { return std::isfinite(v); });
-    tally.check(finite && relerr < 5e-2, name + ": last-position logits relative error " + std::to_string(relerr) + " < 5e-2");
+    tally.check(finite && relerr < 5e-2,
+                name + ": last-position logits relative error " + std::to_string(relerr) + " < 5e-2");
     // A parting of ways is explained when the CPU itself hesitated there (top-2 within 0.5).
     tally.check(same || margin < 0.5f, name + ": greedy tokens " +
-                (same ? "identical for " + std::to_string(steps) : "part at step " + std::to_string(first) +
-                 " where the CPU's top-2 margin is " + std::to_string(margin)));
+                                           (same ? "identical for " + std::to_string(steps)
+                                                 : "part at step " + std::to_string(first) +
+                                                       " where the CPU's top-2 margin is " + std::to_string(margin)));
     // GPU sampling must pick exactly what the host argmax of the same GPU logits picked.
     size_t same_sampled = 0;
     bool logprobs_sane = true;
     while (same_sampled < sampled.size() && sampled[same_sampled].token == got.tokens[same_sampled]) ++same_sampled;
-    for (const SampledToken& g : sampled) logprobs_sane = logprobs_sane && g.logprob <= 0.0f && std::isfinite(g.logprob);
+    for (const SampledToken& g : sampled)
+      logprobs_sane = logprobs_sane && g.logprob <= 0.0f && std::isfinite(g.logprob);
     tally.check(same_sampled == sampled.size() && logprobs_sane,
-                name + ": GPU greedy sampling equals the host argmax of GPU logits for " + std::to_string(same_sampled) +
-                    "/" + std::to_string(sampled.size()) + " tokens, logprobs " + (logprobs_sane ? "finite <= 0" : "BAD"));
+                name + ": GPU greedy sampling equals the host argmax of GPU logits for " +
+                    std::to_string(same_sampled) + "/" + std::to_string(sampled.size()) + " tokens, logprobs " +
+                    (logprobs_sane ? "finite <= 0" : "BAD"));
   }
   std::printf("golden: %d passed, %d failed\n", tally.passed, tally.failed);
   return tally.failed == 0 ? 0 : 1;

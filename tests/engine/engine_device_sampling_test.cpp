@@ -165,9 +165,7 @@ class SamplingExecutor final : public Executor {
 
 class EngineDeviceSamplingTest : public testing::DefaultModelTest {
  protected:
-  static int32_t num_blocks() {
-    return static_cast<int32_t>((int64_t{256} << 20) / testing::block_bytes(*model_)) + 1;
-  }
+  static int32_t num_blocks() { return static_cast<int32_t>((int64_t{256} << 20) / testing::block_bytes(*model_)) + 1; }
 
   // Runs the requests (all added at once) to completion; tokens and samples per request.
   struct Outcome {
@@ -178,7 +176,8 @@ class EngineDeviceSamplingTest : public testing::DefaultModelTest {
                      const std::vector<RequestParams>& params) {
     std::map<RequestId, size_t> index;
     for (size_t i = 0; i < prompts.size(); ++i) index[engine.add_request(prompts[i], params[i]).value()] = i;
-    Outcome out{std::vector<std::vector<int32_t>>(prompts.size()), std::vector<std::vector<SampleResult>>(prompts.size())};
+    Outcome out{std::vector<std::vector<int32_t>>(prompts.size()),
+                std::vector<std::vector<SampleResult>>(prompts.size())};
     while (engine.has_unfinished_requests()) {
       for (const RequestOutput& o : engine.step()) {
         const size_t i = index.at(o.id);
@@ -188,7 +187,6 @@ class EngineDeviceSamplingTest : public testing::DefaultModelTest {
     }
     return out;
   }
-
 };
 
 TEST_F(EngineDeviceSamplingTest, GreedyTokensAndLogprobsEqualTheSamplers) {

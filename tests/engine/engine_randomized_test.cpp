@@ -17,11 +17,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
-#include <ostream>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -48,7 +48,9 @@ struct RandomizedEngineConfig {
   uint32_t seed;
 };
 
-void PrintTo(const RandomizedEngineConfig& c, std::ostream* os) { *os << c.name << " seed " << c.seed; }
+void PrintTo(const RandomizedEngineConfig& c, std::ostream* os) {
+  *os << c.name << " seed " << c.seed;
+}
 
 // Runs the configuration with another seed (to search for failures, or reproduce one):
 //   FOLIO_ENGINE_RANDOMIZED_SEED=17 ./folio_tests --gtest_filter='*EngineRandomized*'
@@ -76,7 +78,7 @@ struct Tracked {
   Kind kind = Kind::kPlain;
   std::map<int32_t, std::vector<int32_t>> tokens;  // by index (beam: by rank)
   std::map<int32_t, std::string> text;
-  std::map<int32_t, FinishReason> finished;        // indexes that finished
+  std::map<int32_t, FinishReason> finished;  // indexes that finished
   bool aborted = false;
   bool done = false;  // every index finished, or aborted
 };
@@ -131,8 +133,8 @@ class TinyEngineTest : public ::testing::Test {
   }
 
   // Folds one step's outputs into the tracked requests, checking what the API promises.
-  static void absorb(const std::vector<RequestOutput>& outputs, std::map<RequestId, Tracked>& tracked,
-                     Counts* counts, const std::string& where) {
+  static void absorb(const std::vector<RequestOutput>& outputs, std::map<RequestId, Tracked>& tracked, Counts* counts,
+                     const std::string& where) {
     std::vector<RequestId> beams_finished;
     for (const RequestOutput& out : outputs) {
       auto it = tracked.find(out.id);
@@ -182,10 +184,9 @@ class TinyEngineTest : public ::testing::Test {
       } else {
         ASSERT_EQ(out.finish_reason, FinishReason::kStop) << where << ": request " << out.id;
         const int32_t last = tokens.back();
-        const bool stop_token =
-            (!t.params.ignore_eos && tiny_->tokenizer().is_end_of_generation(last)) ||
-            std::find(t.params.stop_token_ids.begin(), t.params.stop_token_ids.end(), last) !=
-                t.params.stop_token_ids.end();
+        const bool stop_token = (!t.params.ignore_eos && tiny_->tokenizer().is_end_of_generation(last)) ||
+                                std::find(t.params.stop_token_ids.begin(), t.params.stop_token_ids.end(), last) !=
+                                    t.params.stop_token_ids.end();
         if (stop_token) {
           if (counts) ++counts->finished_stop_token;
         } else {
@@ -244,8 +245,7 @@ class TinyEngineTest : public ::testing::Test {
   static inline cpu::CpuBackend* backend_ = nullptr;
 };
 
-class EngineRandomized : public TinyEngineTest,
-                         public ::testing::WithParamInterface<RandomizedEngineConfig> {};
+class EngineRandomized : public TinyEngineTest, public ::testing::WithParamInterface<RandomizedEngineConfig> {};
 
 TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
   const RandomizedEngineConfig c = with_overrides(GetParam());
@@ -256,7 +256,7 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
   // that a seed gives the same workload with any standard library.
   std::mt19937 rng(c.seed);
   auto unit = [&] { return static_cast<double>(rng()) / 4294967296.0; };  // [0, 1)
-  auto uniform = [&](int32_t lo, int32_t hi) {  // [lo, hi]
+  auto uniform = [&](int32_t lo, int32_t hi) {                            // [lo, hi]
     return lo + static_cast<int32_t>(rng() % static_cast<uint32_t>(hi - lo + 1));
   };
   auto chance = [&](double p) { return unit() < p; };
@@ -316,12 +316,13 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
       if (chance(0.3)) params.sampling.top_p = 0.9f;
     }
     if (chance(0.2)) params.sampling.logprobs = uniform(0, 3);
-    if (kind != Kind::kBeam && chance(0.2)) params.stop = {stop_strings[uniform(0, static_cast<int32_t>(stop_strings.size()) - 1)]};
+    if (kind != Kind::kBeam && chance(0.2))
+      params.stop = {stop_strings[uniform(0, static_cast<int32_t>(stop_strings.size()) - 1)]};
     if (chance(0.1)) params.stop_token_ids = {uniform(1, testing::kTinyVocabSize - 1)};
     Expected<RequestId> id = engine.add_request(prompt, params);
     ASSERT_TRUE(id) << id.error();
-    what << "add " << *id << " (" << prompt.size() << " prompt tokens, max " << params.max_tokens
-         << ", n " << params.n << ", beam " << params.beam_width << ", priority " << params.priority << ")";
+    what << "add " << *id << " (" << prompt.size() << " prompt tokens, max " << params.max_tokens << ", n " << params.n
+         << ", beam " << params.beam_width << ", priority " << params.priority << ")";
     Tracked& t = tracked[*id];
     t.prompt = std::move(prompt);
     t.params = std::move(params);
@@ -399,14 +400,17 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
       std::ostringstream live;
       for (const auto& [id, t] : tracked) {
         if (t.done) continue;
-        live << " " << id << (t.kind == Kind::kBeam ? "(beam " : t.kind == Kind::kParallel ? "(n " : "(")
+        live << " " << id
+             << (t.kind == Kind::kBeam       ? "(beam "
+                 : t.kind == Kind::kParallel ? "(n "
+                                             : "(")
              << std::max(t.params.n, t.params.beam_width) << ", " << t.prompt.size() << "+" << t.params.max_tokens
              << " tokens)";
       }
-      FAIL() << "seed " << c.seed << ": the engine makes no progress: running " << stuck.num_running
-             << ", waiting " << stuck.num_waiting << ", swapped " << stuck.num_swapped << ", blocks used "
-             << stuck.kv.num_used_blocks << " of " << c.num_blocks << ", host blocks used "
-             << stuck.kv.num_used_host_blocks << "; unfinished requests:" << live.str();
+      FAIL() << "seed " << c.seed << ": the engine makes no progress: running " << stuck.num_running << ", waiting "
+             << stuck.num_waiting << ", swapped " << stuck.num_swapped << ", blocks used " << stuck.kv.num_used_blocks
+             << " of " << c.num_blocks << ", host blocks used " << stuck.kv.num_used_host_blocks
+             << "; unfinished requests:" << live.str();
     }
     absorb(engine.step(), tracked, &counts, "drain");
     ++counts.operations;
@@ -456,8 +460,8 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
     ++replayed[t.kind];
     ++counts.replays;
     const Tracked alone = run_alone(t, c.block_size);
-    EXPECT_EQ(alone.tokens, t.tokens) << "request " << id << " (n " << t.params.n << ", beam "
-                                      << t.params.beam_width << ") differs from the same request alone";
+    EXPECT_EQ(alone.tokens, t.tokens) << "request " << id << " (n " << t.params.n << ", beam " << t.params.beam_width
+                                      << ") differs from the same request alone";
     EXPECT_EQ(alone.finished, t.finished) << "request " << id;
     EXPECT_EQ(alone.text, t.text) << "request " << id;
   }
@@ -479,12 +483,11 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
       static_cast<long long>(counts.beam_requests), static_cast<long long>(m.num_preemptions),
       static_cast<long long>(m.kv.num_swapped_out_blocks), static_cast<long long>(m.kv.num_swapped_in_blocks),
       static_cast<long long>(m.kv.prefix_cache.num_hit_blocks),
-      static_cast<long long>(m.kv.prefix_cache.num_query_blocks),
-      static_cast<long long>(m.kv.num_copy_on_write_blocks), static_cast<long long>(counts.finished_length),
-      static_cast<long long>(counts.finished_stop_token), static_cast<long long>(counts.finished_stop_string),
-      static_cast<long long>(counts.max_running), static_cast<long long>(counts.max_waiting),
-      static_cast<long long>(counts.max_swapped), static_cast<long long>(counts.max_seqs_exceeded),
-      static_cast<long long>(counts.replays));
+      static_cast<long long>(m.kv.prefix_cache.num_query_blocks), static_cast<long long>(m.kv.num_copy_on_write_blocks),
+      static_cast<long long>(counts.finished_length), static_cast<long long>(counts.finished_stop_token),
+      static_cast<long long>(counts.finished_stop_string), static_cast<long long>(counts.max_running),
+      static_cast<long long>(counts.max_waiting), static_cast<long long>(counts.max_swapped),
+      static_cast<long long>(counts.max_seqs_exceeded), static_cast<long long>(counts.replays));
 }
 
 // About 256 token slots of device KV for up to 20 live requests of up to 88 tokens each (n and

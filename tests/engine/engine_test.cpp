@@ -12,8 +12,8 @@
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "engine/sequence_runner.h"
-#include "support/cpu_engine.h"
 #include "model/gguf_file.h"
+#include "support/cpu_engine.h"
 #include "support/default_model_fixture.h"
 #include "support/test_paths.h"
 
@@ -28,7 +28,7 @@ class EngineTest : public testing::DefaultModelTest {
     std::vector<std::vector<int32_t>> outputs;
     for (const auto& prompt : prompts) {
       testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, EngineConfig{});
-  Engine& engine = engine_cpu.engine;
+      Engine& engine = engine_cpu.engine;
       outputs.push_back(engine.generate({prompt}, params)[0].tokens);
     }
     return outputs;
@@ -40,7 +40,6 @@ class EngineTest : public testing::DefaultModelTest {
     EXPECT_EQ(m.kv.num_sequences, 0);
     EXPECT_EQ(m.num_running + m.num_waiting + m.num_swapped, 0);
   }
-
 };
 
 TEST_F(EngineTest, StaggeredContinuousBatchEqualsEachRequestAlone) {
@@ -108,7 +107,6 @@ TEST_F(EngineTest, SharedPrefixComputesOnlyTheSuffix) {
   expect_pool_empty(engine);
 }
 
-
 TEST_F(EngineTest, PreemptionByRecomputeAndBySwapKeepsOutputs) {
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 8; ++i) prompts.push_back(slice(300 * i, 60 + 10 * i));
@@ -122,7 +120,7 @@ TEST_F(EngineTest, PreemptionByRecomputeAndBySwapKeepsOutputs) {
     config.scheduler.preemption_mode = mode;
     if (mode == PreemptionMode::kSwap) kv.swap_space_bytes = 200 * block_bytes;
     testing::CpuEngine engine_cpu(*model_, *backend_, *tokenizer_, config, kv);
-  Engine& engine = engine_cpu.engine;
+    Engine& engine = engine_cpu.engine;
     const std::vector<Generation> results = engine.generate(prompts, params);
     EXPECT_GT(engine.metrics().num_preemptions, 0);
     if (mode == PreemptionMode::kSwap) {
@@ -218,7 +216,7 @@ TEST_F(EngineTest, ParallelSamplingForksAndEqualsIndependentRuns) {
     single.n = 1;
     single.sampling.seed = 1234 + i;
     testing::CpuEngine alone_cpu(*model_, *backend_, *tokenizer_, EngineConfig{});
-  Engine& alone = alone_cpu.engine;
+    Engine& alone = alone_cpu.engine;
     const RequestId single_id = alone.add_request(prompt, single).value();
     std::vector<int32_t> tokens;
     while (alone.has_unfinished_requests()) {
@@ -232,8 +230,8 @@ TEST_F(EngineTest, ParallelSamplingForksAndEqualsIndependentRuns) {
   }
   EXPECT_NE(samples[0], samples[1]);
   // 220 tokens = 14 blocks each; shared, the 12 full prompt blocks are held once.
-  std::printf("n=4: peak %d blocks shared vs %d with full copies (%.0f%% saved)\n", peak_blocks,
-              4 * alone_peak, 100.0 * (1.0 - static_cast<double>(peak_blocks) / (4 * alone_peak)));
+  std::printf("n=4: peak %d blocks shared vs %d with full copies (%.0f%% saved)\n", peak_blocks, 4 * alone_peak,
+              100.0 * (1.0 - static_cast<double>(peak_blocks) / (4 * alone_peak)));
   EXPECT_LT(peak_blocks, 4 * alone_peak);
   EXPECT_LE(peak_blocks, alone_peak + 3 * 3);
 }
@@ -252,13 +250,16 @@ struct ReferenceBeam {
 };
 
 std::vector<std::vector<int32_t>> reference_beam_search(ModelWeights& model, cpu::CpuBackend& backend,
-                                                        const Tokenizer& tokenizer,
-                                                        const std::vector<int32_t>& prompt,
+                                                        const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
                                                         int32_t width, int32_t max_tokens) {
   std::vector<ReferenceBeam> live = {{}};
   std::vector<std::pair<double, std::vector<int32_t>>> ended;  // (score, tokens)
   for (int32_t step = 0; step < max_tokens && !live.empty(); ++step) {
-    struct Candidate { double cum; int32_t beam; int32_t token; };
+    struct Candidate {
+      double cum;
+      int32_t beam;
+      int32_t token;
+    };
     std::vector<Candidate> candidates;
     for (int32_t b = 0; b < static_cast<int32_t>(live.size()); ++b) {
       std::vector<int32_t> context = prompt;
@@ -273,8 +274,10 @@ std::vector<std::vector<int32_t>> reference_beam_search(ModelWeights& model, cpu
       const double log_sum = std::log(sum) + max_logit;
       std::vector<int32_t> ids(logits.size());
       std::iota(ids.begin(), ids.end(), 0);
-      std::sort(ids.begin(), ids.end(), [&](int32_t x, int32_t y) { return logits[x] > logits[y] || (logits[x] == logits[y] && x < y); });
-      for (int32_t k = 0; k < 2 * width; ++k) candidates.push_back({live[b].cum_logprob + (logits[ids[k]] - log_sum), b, ids[k]});
+      std::sort(ids.begin(), ids.end(),
+                [&](int32_t x, int32_t y) { return logits[x] > logits[y] || (logits[x] == logits[y] && x < y); });
+      for (int32_t k = 0; k < 2 * width; ++k)
+        candidates.push_back({live[b].cum_logprob + (logits[ids[k]] - log_sum), b, ids[k]});
     }
     std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
       if (x.cum != y.cum) return x.cum > y.cum;
@@ -311,13 +314,14 @@ std::vector<std::vector<int32_t>> reference_beam_search(ModelWeights& model, cpu
   for (const ReferenceBeam& beam : live) ended.push_back({beam.cum_logprob / beam.tokens.size(), beam.tokens});
   std::stable_sort(ended.begin(), ended.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   std::vector<std::vector<int32_t>> result;
-  for (int32_t i = 0; i < std::min<int32_t>(width, static_cast<int32_t>(ended.size())); ++i) result.push_back(ended[i].second);
+  for (int32_t i = 0; i < std::min<int32_t>(width, static_cast<int32_t>(ended.size())); ++i)
+    result.push_back(ended[i].second);
   return result;
 }
 
 TEST_F(EngineTest, BeamSearchEqualsFullCopyReference) {
-  const std::vector<int32_t> prompt = tokenizer_->encode(
-      "<|im_start|>user\nName a fruit.<|im_end|>\n<|im_start|>assistant\n", false, true);
+  const std::vector<int32_t> prompt =
+      tokenizer_->encode("<|im_start|>user\nName a fruit.<|im_end|>\n<|im_start|>assistant\n", false, true);
   constexpr int32_t kWidth = 4, kMaxTokens = 12;
   RequestParams params;
   params.beam_width = kWidth;
@@ -342,8 +346,8 @@ TEST_F(EngineTest, BeamSearchEqualsFullCopyReference) {
   ASSERT_EQ(outputs, static_cast<int32_t>(reference.size()));
   for (size_t i = 0; i < reference.size(); ++i) EXPECT_EQ(hypotheses[i], reference[i]) << "hypothesis " << i;
   const int32_t full_copies = kWidth * static_cast<int32_t>((prompt.size() + kMaxTokens + 15) / 16);
-  std::printf("beam width %d: peak %d KV blocks shared vs %d with full copies (%.0f%% saved)\n", kWidth,
-              peak_blocks, full_copies, 100.0 * (1.0 - static_cast<double>(peak_blocks) / full_copies));
+  std::printf("beam width %d: peak %d KV blocks shared vs %d with full copies (%.0f%% saved)\n", kWidth, peak_blocks,
+              full_copies, 100.0 * (1.0 - static_cast<double>(peak_blocks) / full_copies));
   EXPECT_LT(peak_blocks, full_copies);
 }
 

@@ -51,8 +51,8 @@ TEST(SamplerMemory, SamplersAtA128kVocabularyOwnNoVocabularySizedBuffers) {
   std::printf("memory per sampler at a %zu-token vocabulary: %.0f bytes (sizeof %zu); scratch %zu bytes, shared\n",
               kVocab, per_sampler, sizeof(Sampler),
               scratch.work.capacity() * 4 + scratch.weights.capacity() * 4 + scratch.select.capacity() * 4 +
-                  scratch.candidates.capacity() * sizeof(SamplerScratch::Candidate) + scratch.output_counts.capacity() * 4 +
-                  scratch.seen.capacity());
+                  scratch.candidates.capacity() * sizeof(SamplerScratch::Candidate) +
+                  scratch.output_counts.capacity() * 4 + scratch.seen.capacity());
   // A vocabulary-sized buffer per sampler would be >= 128k bytes; the RNG state is 2.5 KB.
   EXPECT_LT(per_sampler, 8192.0);
 }

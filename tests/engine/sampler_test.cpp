@@ -22,15 +22,13 @@ SamplerScratch& scratch() {
 // ---------------------------------------------------------------------------------------------
 // float64 reference of steps 4-7 (temperature, top-k, top-p, min-p), written independently of
 // the sampler: full sorts, no shortcuts. Returns the normalized distribution over the vocab.
-std::vector<double> reference_distribution(const std::vector<float>& logits,
-                                           const SamplingParams& p) {
+std::vector<double> reference_distribution(const std::vector<float>& logits, const SamplingParams& p) {
   const size_t n = logits.size();
   std::vector<double> scaled(n);
   for (size_t i = 0; i < n; ++i) scaled[i] = static_cast<double>(logits[i]) / p.temperature;
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return scaled[a] > scaled[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scaled[a] > scaled[b]; });
   std::vector<bool> keep(n, true);
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {
     const double kth = scaled[order[p.top_k - 1]];
@@ -65,8 +63,7 @@ std::vector<double> reference_distribution(const std::vector<float>& logits,
 // Pearson chi-square of observed counts against expected probabilities. Bins whose expected
 // count is under 5 are pooled so the statistic stays chi-square distributed. Returns
 // {statistic, degrees of freedom}.
-std::pair<double, int> chi_square(const std::vector<int>& counts, const std::vector<double>& probs,
-                                  int draws) {
+std::pair<double, int> chi_square(const std::vector<int>& counts, const std::vector<double>& probs, int draws) {
   double stat = 0.0;
   int bins = 0;
   double pooled_expected = 0.0, pooled_observed = 0.0;
@@ -81,8 +78,7 @@ std::pair<double, int> chi_square(const std::vector<int>& counts, const std::vec
     ++bins;
   }
   if (pooled_expected > 0.0) {
-    stat +=
-        (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
+    stat += (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
     ++bins;
   }
   return {stat, std::max(1, bins - 1)};
@@ -113,8 +109,7 @@ struct DrawStats {
   int outside_allowed = 0;
 };
 
-DrawStats draw(const std::vector<float>& logits, SamplingParams params, int draws,
-               const std::vector<double>& allowed) {
+DrawStats draw(const std::vector<float>& logits, SamplingParams params, int draws, const std::vector<double>& allowed) {
   params.seed = 1234;
   Sampler sampler(params);
   DrawStats stats{std::vector<int>(logits.size(), 0), 0};
@@ -329,8 +324,7 @@ TEST(SamplerTest, LogprobsAreRawFloat64LogSoftmax) {
 
   std::vector<int32_t> by_rank(logits.size());
   std::iota(by_rank.begin(), by_rank.end(), 0);
-  std::stable_sort(by_rank.begin(), by_rank.end(),
-                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  std::stable_sort(by_rank.begin(), by_rank.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
   ASSERT_EQ(result.top_logprobs.size(), 5u);
   for (size_t i = 0; i < 5; ++i) {
     EXPECT_EQ(result.top_logprobs[i].first, by_rank[i]) << i;  // ties: lower id first

@@ -38,8 +38,7 @@ class SchedulerTest : public ::testing::Test {
     std::iota(prompt.begin(), prompt.end(), first);
     for (int32_t& t : prompt) t = 1 + t % 250;
     const RequestId id = next_id_++;
-    requests_.push_back(
-        std::make_unique<Request>(id, id, 0, params, std::move(prompt), length, tiny_->tokenizer()));
+    requests_.push_back(std::make_unique<Request>(id, id, 0, params, std::move(prompt), length, tiny_->tokenizer()));
     requests_.back()->arrival_order = static_cast<uint64_t>(id);
     return requests_.back().get();
   }

@@ -87,8 +87,7 @@ TEST(BlockPool, CachedBlocksGoToTheTailInFreeOrderUncachedToTheHead) {
   // Uncached first (reused before anything findable), then the prefix tail before its head.
   EXPECT_EQ(std::vector<int32_t>(queue.begin() + 2, queue.end()),
             (std::vector<int32_t>{blocks[2], blocks[1], blocks[0]}));
-  EXPECT_TRUE((queue[0] == blocks[3] && queue[1] == blocks[4]) ||
-              (queue[0] == blocks[4] && queue[1] == blocks[3]));
+  EXPECT_TRUE((queue[0] == blocks[3] && queue[1] == blocks[4]) || (queue[0] == blocks[4] && queue[1] == blocks[3]));
   expect_ok(pool);
 }
 

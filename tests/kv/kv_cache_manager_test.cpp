@@ -57,7 +57,7 @@ TEST(KvCacheManager, AllocatesTablesAndSlots) {
 
 TEST(KvCacheManager, ExhaustionSaysNoAndChangesNothing) {
   KvCacheManager manager({.num_blocks = 5, .block_size = 4});  // 4 usable blocks
-  ASSERT_TRUE(manager.allocate_slots(1, 10));  // 3 blocks
+  ASSERT_TRUE(manager.allocate_slots(1, 10));                  // 3 blocks
   const std::vector<int32_t> queue = manager.device_pool().free_queue();
   EXPECT_FALSE(manager.can_allocate_slots(1, 7));
   EXPECT_FALSE(manager.allocate_slots(1, 7));  // would need 2 more
@@ -210,8 +210,7 @@ TEST(KvCacheManager, FreeReleasesLastBlockFirst) {
   const std::vector<int32_t> queue = manager.device_pool().free_queue();
   // The partial block (uncached) is reused first, then the prefix from its tail.
   EXPECT_EQ(queue.front(), table[3]);
-  EXPECT_EQ(std::vector<int32_t>(queue.end() - 3, queue.end()),
-            (std::vector<int32_t>{table[2], table[1], table[0]}));
+  EXPECT_EQ(std::vector<int32_t>(queue.end() - 3, queue.end()), (std::vector<int32_t>{table[2], table[1], table[0]}));
   EXPECT_EQ(manager.num_free_blocks(), 7);
   expect_ok(manager);
 }

@@ -49,10 +49,15 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
         // to 90 tokens to run out often.
         num_blocks_(std::max(8, 160 / config_.block_size)),
         num_host_blocks_(num_blocks_ / 2),
-        manager_({.num_blocks = num_blocks_, .block_size = config_.block_size,
-                  .num_host_blocks = num_host_blocks_, .enable_prefix_caching = config_.enable_prefix_caching}),
-        storage_(KvCacheShape{.num_layers = 2, .num_blocks = num_blocks_, .block_size = config_.block_size,
-                              .num_kv_heads = 1, .head_dim = 4}),
+        manager_({.num_blocks = num_blocks_,
+                  .block_size = config_.block_size,
+                  .num_host_blocks = num_host_blocks_,
+                  .enable_prefix_caching = config_.enable_prefix_caching}),
+        storage_(KvCacheShape{.num_layers = 2,
+                              .num_blocks = num_blocks_,
+                              .block_size = config_.block_size,
+                              .num_kv_heads = 1,
+                              .head_dim = 4}),
         host_(storage_.shape(), num_host_blocks_),
         rng_(config_.seed) {
     // A few "system prompts" that new prompts start with, so prefixes are shared.
@@ -91,8 +96,8 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
     bool operator==(const Snapshot&) const = default;
   };
   Snapshot snapshot() const {
-    Snapshot result{manager_.device_pool().free_queue(), manager_.host_pool().free_queue(),
-                    manager_.pending_copies().size(), {}};
+    Snapshot result{
+        manager_.device_pool().free_queue(), manager_.host_pool().free_queue(), manager_.pending_copies().size(), {}};
     for (const auto& [id, sequence] : sequences_) {
       const auto table = sequence.swapped ? manager_.host_block_table(id) : manager_.block_table(id);
       result.tables[id] = std::vector<int32_t>(table.begin(), table.end());
@@ -238,11 +243,10 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
       for (int32_t position = 0; position < sequence.num_computed; ++position) {
         const bool matches =
             sequence.swapped
-                ? testing::host_fake_kv_matches(host_, storage_.shape(), manager_.host_block_table(id),
-                                                position, fingerprints[position])
+                ? testing::host_fake_kv_matches(host_, storage_.shape(), manager_.host_block_table(id), position,
+                                                fingerprints[position])
                 : testing::fake_kv_matches(storage_, manager_.block_table(id), position, fingerprints[position]);
-        ASSERT_TRUE(matches) << "sequence " << id << " position " << position << " after operation "
-                             << num_operations_;
+        ASSERT_TRUE(matches) << "sequence " << id << " position " << position << " after operation " << num_operations_;
       }
     }
   }
@@ -299,13 +303,13 @@ TEST_P(KvCacheRandomized, InvariantsHoldAndEveryTokenReadsBack) {
   run(12000);
   ASSERT_FALSE(HasFatalFailure());
   const KvCacheMetrics metrics = manager_.metrics();
-  std::printf("operations %d refusals %d forks %d swaps %d copy-on-write %lld swapped in %lld "
-              "prefix hits %lld/%lld blocks\n",
-              num_operations_, num_refusals_, num_forks_, num_swaps_,
-              static_cast<long long>(metrics.num_copy_on_write_blocks),
-              static_cast<long long>(metrics.num_swapped_in_blocks),
-              static_cast<long long>(metrics.prefix_cache.num_hit_blocks),
-              static_cast<long long>(metrics.prefix_cache.num_query_blocks));
+  std::printf(
+      "operations %d refusals %d forks %d swaps %d copy-on-write %lld swapped in %lld "
+      "prefix hits %lld/%lld blocks\n",
+      num_operations_, num_refusals_, num_forks_, num_swaps_, static_cast<long long>(metrics.num_copy_on_write_blocks),
+      static_cast<long long>(metrics.num_swapped_in_blocks),
+      static_cast<long long>(metrics.prefix_cache.num_hit_blocks),
+      static_cast<long long>(metrics.prefix_cache.num_query_blocks));
   // The workload really exercised what it claims to.
   EXPECT_GT(num_refusals_, 50);
   EXPECT_GT(num_forks_, 50);

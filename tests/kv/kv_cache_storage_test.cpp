@@ -104,8 +104,8 @@ TEST(KvCacheStorage, SlotMappingPutsEveryTokenWhereItsTableSays) {
   // position back through the block table must find that token's K/V.
   const int32_t block_size = 4;
   KvCacheManager manager({.num_blocks = 40, .block_size = block_size});
-  KvCacheStorage storage(KvCacheShape{.num_layers = 2, .num_blocks = 40, .block_size = block_size,
-                                      .num_kv_heads = 2, .head_dim = 4});
+  KvCacheStorage storage(
+      KvCacheShape{.num_layers = 2, .num_blocks = 40, .block_size = block_size, .num_kv_heads = 2, .head_dim = 4});
   std::mt19937 rng(5);
   std::vector<std::vector<int32_t>> tokens(4);
   // One forward pass for one sequence: reserve, run the decided copies, write the new K/V.

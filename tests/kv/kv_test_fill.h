@@ -53,8 +53,8 @@ inline void write_fake_kv(KvCacheStorage& storage, int32_t slot, uint64_t finger
 
 // Reads back through the block table the way attention does: block table[p / block_size],
 // offset p % block_size.
-inline bool fake_kv_matches(KvCacheStorage& storage, std::span<const int32_t> block_table,
-                            int32_t position, uint64_t fingerprint) {
+inline bool fake_kv_matches(KvCacheStorage& storage, std::span<const int32_t> block_table, int32_t position,
+                            uint64_t fingerprint) {
   const KvCacheShape& shape = storage.shape();
   const int32_t row = shape.num_kv_heads * shape.head_dim;
   const int32_t block = block_table[position / shape.block_size];
@@ -70,16 +70,17 @@ inline bool fake_kv_matches(KvCacheStorage& storage, std::span<const int32_t> bl
 }
 
 // The same check for a swapped-out sequence, whose blocks live in the host pool.
-inline bool host_fake_kv_matches(const HostKvPool& host, const KvCacheShape& shape,
-                                 std::span<const int32_t> host_table, int32_t position,
-                                 uint64_t fingerprint) {
+inline bool host_fake_kv_matches(const HostKvPool& host, const KvCacheShape& shape, std::span<const int32_t> host_table,
+                                 int32_t position, uint64_t fingerprint) {
   const int32_t row = shape.num_kv_heads * shape.head_dim;
   const int32_t block = host_table[position / shape.block_size];
   const size_t base = static_cast<size_t>(position % shape.block_size) * row;
   for (int32_t layer = 0; layer < shape.num_layers; ++layer) {
     for (int32_t element = 0; element < row; ++element) {
-      if (host.block_keys(block, layer)[base + element] != fake_kv_element(fingerprint, layer, 0, element)) return false;
-      if (host.block_values(block, layer)[base + element] != fake_kv_element(fingerprint, layer, 1, element)) return false;
+      if (host.block_keys(block, layer)[base + element] != fake_kv_element(fingerprint, layer, 0, element))
+        return false;
+      if (host.block_values(block, layer)[base + element] != fake_kv_element(fingerprint, layer, 1, element))
+        return false;
     }
   }
   return true;

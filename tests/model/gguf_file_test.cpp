@@ -34,8 +34,7 @@ std::string parse_error(const std::vector<uint8_t>& bytes) {
   return file.error();
 }
 
-#define EXPECT_ERROR_HAS(message, part) \
-  EXPECT_NE((message).find(part), std::string::npos) << "message: " << (message)
+#define EXPECT_ERROR_HAS(message, part) EXPECT_NE((message).find(part), std::string::npos) << "message: " << (message)
 
 // A small file that uses every value type, nested arrays and tensors of several types; its
 // last byte is tensor data, so every strict prefix of it is invalid.
@@ -65,9 +64,9 @@ GgufTestWriter rich_writer(uint32_t version = 3) {
   nested.u32(gt::kInt32).u64(0);
   nested.u32(gt::kInt32).u64(1).i32(3);
   writer.add_raw("test.nested", gt::kArray, nested);
-  writer.add_tensor("token_embd.weight", {8, 3}, DType::F32,
-                    floats_to_bytes({0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
-                                     12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23}));
+  writer.add_tensor(
+      "token_embd.weight", {8, 3}, DType::F32,
+      floats_to_bytes({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23}));
   writer.add_tensor("blk.0.attn_q.weight", {32, 2}, DType::Q4_0);
   writer.add_tensor("blk.0.attn_norm.weight", {5}, DType::F16);
   writer.add_tensor("output.weight", {64, 1, 1, 2}, DType::Q8_0);
@@ -133,10 +132,8 @@ TEST(GgufFile, ReadsArraysAndNestedArrays) {
   const std::vector<uint8_t> bytes = rich_writer().build();
   Expected<GgufFile> file = GgufFile::parse(bytes);
   ASSERT_TRUE(file.has_value()) << file.error();
-  EXPECT_EQ(file->get_string_array("tokenizer.ggml.tokens"),
-            (std::vector<std::string>{"<s>", "</s>", "a", ""}));
-  EXPECT_EQ(file->get_float_array("tokenizer.ggml.scores"),
-            (std::vector<float>{0.0f, -1.0f, 2.5f}));
+  EXPECT_EQ(file->get_string_array("tokenizer.ggml.tokens"), (std::vector<std::string>{"<s>", "</s>", "a", ""}));
+  EXPECT_EQ(file->get_float_array("tokenizer.ggml.scores"), (std::vector<float>{0.0f, -1.0f, 2.5f}));
   EXPECT_EQ(file->get_int_array("tokenizer.ggml.token_type"), (std::vector<int64_t>{1, 3, -1}));
 
   const GgufArray* outer = file->find("test.nested")->as_array();
@@ -149,8 +146,7 @@ TEST(GgufFile, ReadsArraysAndNestedArrays) {
     ASSERT_NE(inner, nullptr);
     EXPECT_EQ(inner->element_type, GgufValueType::INT32);
     ASSERT_EQ(inner->items.size(), expected[i].size());
-    for (size_t j = 0; j < expected[i].size(); ++j)
-      EXPECT_EQ(inner->items[j].as_int(), expected[i][j]);
+    for (size_t j = 0; j < expected[i].size(); ++j) EXPECT_EQ(inner->items[j].as_int(), expected[i][j]);
   }
 }
 
@@ -247,8 +243,7 @@ TEST(GgufFile, TensorInfosAndDataPointers) {
     const size_t file_position = static_cast<size_t>(data - bytes.data());
     EXPECT_EQ(file_position % 32, 0u) << info.name;
     ASSERT_LE(file_position + info.num_bytes, bytes.size());
-    EXPECT_EQ(std::vector<uint8_t>(data, data + info.num_bytes), writer.tensors()[i].data)
-        << info.name;
+    EXPECT_EQ(std::vector<uint8_t>(data, data + info.num_bytes), writer.tensors()[i].data) << info.name;
   }
 }
 
@@ -266,9 +261,8 @@ TEST(GgufFile, HonoursCustomAlignment) {
       const GgufTensorInfo& info = file->tensors()[i];
       const auto position = static_cast<size_t>(file->tensor_data(info) - bytes.data());
       EXPECT_EQ(position % alignment, 0u);
-      EXPECT_EQ(
-          std::vector<uint8_t>(file->tensor_data(info), file->tensor_data(info) + info.num_bytes),
-          writer.tensors()[i].data);
+      EXPECT_EQ(std::vector<uint8_t>(file->tensor_data(info), file->tensor_data(info) + info.num_bytes),
+                writer.tensors()[i].data);
     }
   }
 }
@@ -301,8 +295,7 @@ TEST(GgufFileRejects, BadMagic) {
 }
 
 TEST(GgufFileRejects, VersionOneAndUnknownVersions) {
-  EXPECT_ERROR_HAS(parse_error(rich_writer(1).build()),
-                   "header at offset 4: GGUF version 1 is not supported");
+  EXPECT_ERROR_HAS(parse_error(rich_writer(1).build()), "header at offset 4: GGUF version 1 is not supported");
   EXPECT_ERROR_HAS(parse_error(rich_writer(4).build()), "unsupported GGUF version 4");
   EXPECT_ERROR_HAS(parse_error(rich_writer(0).build()), "unsupported GGUF version 0");
 }
@@ -319,8 +312,7 @@ TEST(GgufFileRejects, TruncationAtEveryByte) {
   ASSERT_TRUE(GgufFile::parse(bytes).has_value());
   for (size_t length = 0; length < bytes.size(); ++length) {
     // A copy of exactly `length` bytes, so the address sanitizer sees any read past it.
-    const std::vector<uint8_t> prefix(bytes.begin(),
-                                      bytes.begin() + static_cast<ptrdiff_t>(length));
+    const std::vector<uint8_t> prefix(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(length));
     Expected<GgufFile> file = GgufFile::parse(prefix);
     ASSERT_FALSE(file.has_value()) << "a " << length << "-byte prefix parsed";
     ASSERT_EQ(file.error().rfind("gguf: ", 0), 0u) << file.error();
@@ -338,8 +330,7 @@ TEST(GgufFileRejects, CorruptedBytesNeverCrash) {
       Expected<GgufFile> file = GgufFile::parse(corrupted);
       if (!file.has_value()) continue;
       for (const GgufTensorInfo& info : file->tensors()) {
-        ASSERT_LE(static_cast<size_t>(file->tensor_data(info) - corrupted.data()) + info.num_bytes,
-                  corrupted.size());
+        ASSERT_LE(static_cast<size_t>(file->tensor_data(info) - corrupted.data()) + info.num_bytes, corrupted.size());
       }
     }
   }
@@ -373,28 +364,24 @@ TEST(GgufFileRejects, HugeCounts) {
   strings.u32(gt::kString).u64(4).u64(0).u64(0).u64(0);
   GgufTestWriter string_writer;
   string_writer.add_raw("s", gt::kArray, strings);
-  EXPECT_ERROR_HAS(parse_error(string_writer.build()),
-                   "array count 4 cannot fit in the 24 bytes left");
+  EXPECT_ERROR_HAS(parse_error(string_writer.build()), "array count 4 cannot fit in the 24 bytes left");
 
   GgufTestWriter tensors;
   tensors.override_tensor_count(~uint64_t{0});
   EXPECT_ERROR_HAS(parse_error(tensors.build()), "header at offset 8: tensor count");
   GgufTestWriter keys;
   keys.add_u8("a", 1).override_metadata_count(uint64_t{1} << 40);
-  EXPECT_ERROR_HAS(parse_error(keys.build()),
-                   "header at offset 16: metadata count 1099511627776 cannot fit");
+  EXPECT_ERROR_HAS(parse_error(keys.build()), "header at offset 16: metadata count 1099511627776 cannot fit");
 }
 
 TEST(GgufFileRejects, UnknownValueTypes) {
   GgufTestWriter writer;
   writer.add_u8("fine", 1).add_raw("odd", 13, ByteWriter().u32(0));
-  EXPECT_ERROR_HAS(parse_error(writer.build()),
-                   "metadata key 'odd' at offset 52: unknown value type 13");
+  EXPECT_ERROR_HAS(parse_error(writer.build()), "metadata key 'odd' at offset 52: unknown value type 13");
 
   GgufTestWriter array_writer;
   array_writer.add_raw("arr", gt::kArray, ByteWriter().u32(99).u64(0));
-  EXPECT_ERROR_HAS(parse_error(array_writer.build()),
-                   "metadata key 'arr' at offset 39: unknown array element type 99");
+  EXPECT_ERROR_HAS(parse_error(array_writer.build()), "metadata key 'arr' at offset 39: unknown array element type 99");
 
   GgufTestWriter bool_writer;
   bool_writer.add_raw("flag", gt::kBool, ByteWriter().u8(2));
@@ -412,8 +399,7 @@ TEST(GgufFileRejects, UnknownTensorType) {
 TEST(GgufFileRejects, BadTensorShapes) {
   auto shape_error = [](std::vector<uint64_t> dims, DType type) {
     GgufTestWriter writer;
-    writer.add_tensor(
-        {"t", std::move(dims), static_cast<uint32_t>(type), std::vector<uint8_t>(64), {}});
+    writer.add_tensor({"t", std::move(dims), static_cast<uint32_t>(type), std::vector<uint8_t>(64), {}});
     return parse_error(writer.build());
   };
   EXPECT_ERROR_HAS(shape_error({}, DType::F32), "n_dims is 0, must be 1 to 4");
@@ -422,8 +408,7 @@ TEST(GgufFileRejects, BadTensorShapes) {
   EXPECT_ERROR_HAS(shape_error({uint64_t{1} << 32, uint64_t{1} << 32}, DType::F32),
                    "element count overflows at dims[1]");
   EXPECT_ERROR_HAS(shape_error({~uint64_t{0}}, DType::F32), "element count overflows at dims[0]");
-  EXPECT_ERROR_HAS(shape_error({33, 2}, DType::Q4_0),
-                   "dims[0] = 33 is not a multiple of the Q4_0 block size 32");
+  EXPECT_ERROR_HAS(shape_error({33, 2}, DType::Q4_0), "dims[0] = 33 is not a multiple of the Q4_0 block size 32");
   // Fits int64 in elements, but not in bytes.
   EXPECT_ERROR_HAS(shape_error({uint64_t{1} << 62}, DType::F32), "byte size overflows");
 }
@@ -431,18 +416,15 @@ TEST(GgufFileRejects, BadTensorShapes) {
 TEST(GgufFileRejects, MisalignedTensorOffset) {
   GgufTestWriter writer;
   writer.add_tensor({"w", {4}, static_cast<uint32_t>(DType::F32), std::vector<uint8_t>(16), 4});
-  EXPECT_ERROR_HAS(
-      parse_error(writer.build()),
-      "tensor 'w' info at offset 49: data offset 4 is not a multiple of the alignment 32");
+  EXPECT_ERROR_HAS(parse_error(writer.build()),
+                   "tensor 'w' info at offset 49: data offset 4 is not a multiple of the alignment 32");
 }
 
 TEST(GgufFileRejects, TensorPastEndOfFile) {
   GgufTestWriter short_data;
-  short_data.add_tensor("a", {4}, DType::F32)
-      .add_tensor("w", {8}, DType::F32, std::vector<uint8_t>(31));
+  short_data.add_tensor("a", {4}, DType::F32).add_tensor("w", {8}, DType::F32, std::vector<uint8_t>(31));
   EXPECT_ERROR_HAS(parse_error(short_data.build()), "tensor 'w' info at offset");
-  EXPECT_ERROR_HAS(parse_error(short_data.build()),
-                   "data [32, 32 + 32) runs past the end of the file");
+  EXPECT_ERROR_HAS(parse_error(short_data.build()), "data [32, 32 + 32) runs past the end of the file");
 
   GgufTestWriter far_offset;
   far_offset.add_tensor("a", {4}, DType::F32);
@@ -470,9 +452,8 @@ TEST(GgufFileRejects, BadAlignment) {
     GgufTestWriter writer;
     writer.add_i64("general.alignment", alignment);
     const std::string message = parse_error(writer.build());
-    EXPECT_ERROR_HAS(
-        message,
-        "metadata key 'general.alignment' at offset 53: alignment must be a nonzero power of two");
+    EXPECT_ERROR_HAS(message,
+                     "metadata key 'general.alignment' at offset 53: alignment must be a nonzero power of two");
   }
   GgufTestWriter text;
   text.add_string("general.alignment", "32");
@@ -488,15 +469,13 @@ TEST(GgufFileRejects, EscapesUnprintableNames) {
 // ---- files on disk -------------------------------------------------------------------------
 
 TEST(GgufFileOpen, MapsAFileAndOwnsTheMapping) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("folio_gguf_test_" + std::to_string(::getpid()) + ".gguf"))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("folio_gguf_test_" + std::to_string(::getpid()) + ".gguf")).string();
   GgufTestWriter writer = rich_writer();
   const std::vector<uint8_t> bytes = writer.build();
   {
     std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()),
-              static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   }
   Expected<GgufFile> opened = GgufFile::open(path);
   std::filesystem::remove(path);  // the mapping stays valid after unlink
@@ -505,9 +484,8 @@ TEST(GgufFileOpen, MapsAFileAndOwnsTheMapping) {
   EXPECT_EQ(file.path(), path);
   const GgufTensorInfo* embd = file.find_tensor("token_embd.weight");
   ASSERT_NE(embd, nullptr);
-  EXPECT_EQ(
-      std::vector<uint8_t>(file.tensor_data(*embd), file.tensor_data(*embd) + embd->num_bytes),
-      writer.tensors()[0].data);
+  EXPECT_EQ(std::vector<uint8_t>(file.tensor_data(*embd), file.tensor_data(*embd) + embd->num_bytes),
+            writer.tensors()[0].data);
 }
 
 TEST(GgufFileOpen, ReportsMissingAndBrokenFiles) {
@@ -515,15 +493,13 @@ TEST(GgufFileOpen, ReportsMissingAndBrokenFiles) {
   ASSERT_FALSE(missing.has_value());
   EXPECT_ERROR_HAS(missing.error(), "cannot open '/nonexistent/model.gguf'");
 
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("folio_gguf_bad_" + std::to_string(::getpid()) + ".gguf"))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("folio_gguf_bad_" + std::to_string(::getpid()) + ".gguf")).string();
   { std::ofstream(path, std::ios::binary) << "GGUF"; }
   Expected<GgufFile> broken = GgufFile::open(path);
   std::filesystem::remove(path);
   ASSERT_FALSE(broken.has_value());
-  EXPECT_ERROR_HAS(broken.error(),
-                   "gguf: " + path + ": header at offset 4: file ends inside the version");
+  EXPECT_ERROR_HAS(broken.error(), "gguf: " + path + ": header at offset 4: file ends inside the version");
 }
 
 std::string models_dir() {
@@ -549,16 +525,13 @@ TEST(GgufFileOpen, RealSmolLM2Model) {
   EXPECT_EQ(embd->type, DType::Q8_0);
   EXPECT_EQ(embd->dims, (std::vector<int64_t>{576, 49152}));
   EXPECT_EQ(embd->num_bytes, 576u / 32 * 34 * 49152);
-  const std::optional<std::vector<std::string>> tokens =
-      file->get_string_array("tokenizer.ggml.tokens");
+  const std::optional<std::vector<std::string>> tokens = file->get_string_array("tokenizer.ggml.tokens");
   ASSERT_TRUE(tokens.has_value());
   EXPECT_EQ(tokens->size(), 49152u);
   // The last tensor ends inside the file (the reader checked it; this checks the arithmetic).
   for (const GgufTensorInfo& info : file->tensors()) {
-    ASSERT_LE(
-        static_cast<uint64_t>(file->tensor_data(info) - file->tensor_data(file->tensors()[0])) +
-            info.num_bytes,
-        file->file_size());
+    ASSERT_LE(static_cast<uint64_t>(file->tensor_data(info) - file->tensor_data(file->tensors()[0])) + info.num_bytes,
+              file->file_size());
   }
 }
 

@@ -60,9 +60,8 @@ class ByteWriter {
 
 // GGUF value type ids (GgufValueType's values), spelled here so the writer needs no reader.
 namespace gguf_type {
-inline constexpr uint32_t kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5,
-                          kFloat32 = 6, kBool = 7, kString = 8, kArray = 9, kUint64 = 10,
-                          kInt64 = 11, kFloat64 = 12;
+inline constexpr uint32_t kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
+                          kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12;
 }
 
 class GgufTestWriter {
@@ -78,12 +77,8 @@ class GgufTestWriter {
   explicit GgufTestWriter(uint32_t version = 3) : version_(version) {}
 
   // Scalars.
-  GgufTestWriter& add_u8(std::string_view key, uint8_t v) {
-    return scalar(key, gguf_type::kUint8, ByteWriter().u8(v));
-  }
-  GgufTestWriter& add_i8(std::string_view key, int8_t v) {
-    return scalar(key, gguf_type::kInt8, ByteWriter().i8(v));
-  }
+  GgufTestWriter& add_u8(std::string_view key, uint8_t v) { return scalar(key, gguf_type::kUint8, ByteWriter().u8(v)); }
+  GgufTestWriter& add_i8(std::string_view key, int8_t v) { return scalar(key, gguf_type::kInt8, ByteWriter().i8(v)); }
   GgufTestWriter& add_u16(std::string_view key, uint16_t v) {
     return scalar(key, gguf_type::kUint16, ByteWriter().u16(v));
   }

@@ -19,12 +19,12 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "model/gguf_tokenizer.h"
 #include "backend/cpu/cpu_backend.h"
-#include "support/cpu_engine.h"
 #include "engine/perplexity.h"
 #include "engine/sequence_runner.h"
+#include "model/gguf_tokenizer.h"
 #include "model/model_weights.h"
+#include "support/cpu_engine.h"
 #include "support/test_paths.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -50,8 +50,8 @@ class LlamaGolden : public ::testing::Test {
     ASSERT_TRUE(tokenizer) << tokenizer.error();
     tokenizer_ = new Tokenizer(std::move(tokenizer).value());
     backend_ = new cpu::CpuBackend();
-    goldens_ = new nlohmann::json(nlohmann::json::parse(
-        read_file(source_dir() + "/tests/golden/model/smollm2_q4_1.json")));
+    goldens_ =
+        new nlohmann::json(nlohmann::json::parse(read_file(source_dir() + "/tests/golden/model/smollm2_q4_1.json")));
   }
   static void TearDownTestSuite() {
     delete goldens_;
@@ -62,8 +62,8 @@ class LlamaGolden : public ::testing::Test {
   }
 
   static std::vector<float> golden_logits(const std::string& name, const std::string& kind = "") {
-    const std::string bytes = read_file(source_dir() + "/tests/golden/model/smollm2_q4_1." + name +
-                                        kind + ".logits.f32");
+    const std::string bytes =
+        read_file(source_dir() + "/tests/golden/model/smollm2_q4_1." + name + kind + ".logits.f32");
     std::vector<float> logits(bytes.size() / sizeof(float));
     std::memcpy(logits.data(), bytes.data(), logits.size() * sizeof(float));
     return logits;
@@ -104,7 +104,8 @@ TEST_F(LlamaGolden, ChatPromptRendersLikeReference) {
   Expected<ChatTemplate> chat_template = ChatTemplate::parse(*file_->get_string("tokenizer.chat_template"));
   ASSERT_TRUE(chat_template) << chat_template.error();
   std::vector<ChatMessage> messages = {{"user", "What is the capital of France? Answer in one sentence."}};
-  Expected<std::string> text = chat_template->render(messages, true, {{"bos_token", "<|im_start|>"}, {"eos_token", "<|im_end|>"}});
+  Expected<std::string> text =
+      chat_template->render(messages, true, {{"bos_token", "<|im_start|>"}, {"eos_token", "<|im_end|>"}});
   ASSERT_TRUE(text) << text.error();
   EXPECT_EQ(*text, (*chat_case)["text"].get<std::string>());
 }
@@ -150,8 +151,8 @@ TEST_F(LlamaGolden, FloatActivationsFollowFloat64ReferenceTokenForToken) {
     const GreedyRun run = run_greedy(*model_, precise, c["prompt_ids"], expected.size());
     const std::vector<float> reference = golden_logits(name, ".f64");
     const double max_abs = max_abs_difference(run.last_prompt_logits, reference);
-    std::printf("[%s] float32 activations vs float64 reference: last-position logits max |diff| = %.5f\n",
-                name.c_str(), max_abs);
+    std::printf("[%s] float32 activations vs float64 reference: last-position logits max |diff| = %.5f\n", name.c_str(),
+                max_abs);
     EXPECT_LT(max_abs, 3e-2) << name;  // float32 sums over 30 layers vs float64
     EXPECT_EQ(top_ids(run.last_prompt_logits, 5), top_ids(reference, 5)) << name;
     EXPECT_EQ(run.generated, expected) << name;
@@ -181,7 +182,9 @@ TEST_F(LlamaGolden, QuantizedActivationsFollowLlamaCppUntilANearTie) {
     while (agree < expected.size() && run.generated[agree] == expected[agree]) ++agree;
     std::printf("[%s] quantized activations vs llama.cpp: logits max |diff| = %.4f, %zu/%zu greedy tokens equal%s\n",
                 name.c_str(), max_abs, agree, expected.size(),
-                agree < expected.size() ? (", then a near-tie (llama.cpp margin " + std::to_string(margins[agree]) + ")").c_str() : "");
+                agree < expected.size()
+                    ? (", then a near-tie (llama.cpp margin " + std::to_string(margins[agree]) + ")").c_str()
+                    : "");
     if (agree < expected.size()) {
       EXPECT_LT(margins[agree], kNearTie) << name << " diverges at step " << agree;
     }
@@ -202,8 +205,8 @@ TEST_F(LlamaGolden, SlowPerplexityWithinOnePercentOfReference) {
   Expected<PerplexityResult> result = compute_perplexity(runner, tokens, ctx, bos);
   ASSERT_TRUE(result) << result.error();
   const double reference = golden["perplexity"];
-  std::printf("perplexity: folio %.4f, llama.cpp %.4f (ctx %d, %lld scored tokens)\n", result->perplexity,
-              reference, ctx, static_cast<long long>(result->scored_tokens));
+  std::printf("perplexity: folio %.4f, llama.cpp %.4f (ctx %d, %lld scored tokens)\n", result->perplexity, reference,
+              ctx, static_cast<long long>(result->scored_tokens));
   EXPECT_EQ(result->scored_tokens, golden["scored_tokens"].get<int64_t>());
   EXPECT_NEAR(result->perplexity, reference, 0.01 * reference);
 }

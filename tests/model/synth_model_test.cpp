@@ -5,11 +5,11 @@
 #include <cmath>
 #include <filesystem>
 
-#include "model/gguf_tokenizer.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_executor.h"
 #include "kv/kv_cache_storage.h"
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "model/model_weights.h"
 #include "model/synth_model.h"
 #include "text/tokenizer.h"
@@ -20,7 +20,8 @@ namespace {
 TEST(SynthModel, TinyLoadsAndRunsWithFiniteLogits) {
   for (DType type : {DType::BF16, DType::Q8_0}) {
     const std::string path = (std::filesystem::temp_directory_path() /
-                              ("folio-synth-test-" + std::to_string(static_cast<int>(type)) + ".gguf")).string();
+                              ("folio-synth-test-" + std::to_string(static_cast<int>(type)) + ".gguf"))
+                                 .string();
     Expected<SynthConfig> config = synth_config("tiny");
     ASSERT_TRUE(config) << config.error();
     uint64_t last = 0, total = 0;

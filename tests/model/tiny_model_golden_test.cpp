@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_backend.h"
-#include "support/cpu_engine.h"
 #include "engine/sequence_runner.h"
 #include "model/model_weights.h"
+#include "support/cpu_engine.h"
 #include "support/test_paths.h"
 
 namespace folio {
@@ -55,8 +55,7 @@ TEST_P(TinyModelGolden, FollowsFloat64Reference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, TinyModelGolden,
-                         ::testing::Values("tiny-llama3", "tiny-qwen2", "tiny-mistral"));
+INSTANTIATE_TEST_SUITE_P(Variants, TinyModelGolden, ::testing::Values("tiny-llama3", "tiny-qwen2", "tiny-mistral"));
 
 }  // namespace
 }  // namespace folio

@@ -92,16 +92,16 @@ TEST(OpenAiRequestTest, WrongTypesAreNamed) {
 }
 
 TEST(OpenAiRequestTest, OutOfRangeValues) {
-  for (const char* field : {R"("max_tokens": 0)", R"("max_tokens": -1)", R"("max_tokens": 1e30)",
-                            R"("max_tokens": 99999999999999999999999)", R"("temperature": -0.1)",
-                            R"("temperature": 2.5)", R"("top_p": 0)", R"("top_p": 1.5)", R"("top_k": -2)",
-                            R"("min_p": 1.5)", R"("n": 0)", R"("n": 1000)", R"("presence_penalty": 3)",
-                            R"("frequency_penalty": -2.5)", R"("repetition_penalty": 0)", R"("stop": "")",
-                            R"("stop_token_ids": [-1])"}) {
+  for (const char* field :
+       {R"("max_tokens": 0)", R"("max_tokens": -1)", R"("max_tokens": 1e30)",
+        R"("max_tokens": 99999999999999999999999)", R"("temperature": -0.1)", R"("temperature": 2.5)", R"("top_p": 0)",
+        R"("top_p": 1.5)", R"("top_k": -2)", R"("min_p": 1.5)", R"("n": 0)", R"("n": 1000)", R"("presence_penalty": 3)",
+        R"("frequency_penalty": -2.5)", R"("repetition_penalty": 0)", R"("stop": "")", R"("stop_token_ids": [-1])"}) {
     const std::string body = std::string(R"({"prompt": "x", )") + field + "}";
     EXPECT_FALSE(parse_completion_request(body)) << body;
   }
-  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})"));
+  EXPECT_FALSE(parse_completion_request(
+      R"({"prompt": "x", "stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})"));
 }
 
 TEST(OpenAiRequestTest, StreamOptionsNeedStream) {

@@ -76,7 +76,6 @@ TEST(OpenAiResponseTest, ChatStreamEvents) {
   EXPECT_EQ(last.substr(last.size() - 14), "data: [DONE]\n\n");
 }
 
-
 SampleResult sample(int32_t token, float logprob, std::vector<std::pair<int32_t, float>> top) {
   SampleResult r;
   r.token = token;
@@ -89,7 +88,7 @@ TEST(OpenAiResponseTest, CompletionLogprobsAndEcho) {
   ResponseIdentity id = identity(ApiKind::kCompletion, "cmpl-1", 1, false, false);
   id.logprobs = 1;
   id.echo = {"Say:"};
-  ResponseAssembler a(id);  // no tokenizer: tokens are named by their ids
+  ResponseAssembler a(id);                        // no tokenizer: tokens are named by their ids
   RequestOutput first = output(0, "", false, 1);  // text held back (a possible stop string)
   first.new_samples = {sample(7, -0.5f, {{7, -0.5f}})};
   a.add(0, first);

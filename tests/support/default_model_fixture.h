@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf_tokenizer.h"
 #include "backend/cpu/cpu_backend.h"
 #include "engine/request.h"
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "model/model_weights.h"
 #include "support/test_paths.h"
 #include "text/tokenizer.h"

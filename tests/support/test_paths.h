@@ -9,7 +9,9 @@
 
 namespace folio::testing {
 
-inline std::string source_dir() { return FOLIO_SOURCE_DIR; }
+inline std::string source_dir() {
+  return FOLIO_SOURCE_DIR;
+}
 
 inline std::string models_dir() {
   if (const char* dir = std::getenv("FOLIO_MODELS_DIR"); dir != nullptr && *dir != '\0') return dir;
@@ -17,7 +19,9 @@ inline std::string models_dir() {
   return std::string(home != nullptr ? home : ".") + "/.cache/folio/models";
 }
 
-inline std::string default_model_path() { return models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf"; }
+inline std::string default_model_path() {
+  return models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
 
 inline std::string missing_model_message(const std::string& path) {
   return "missing " + path + ": run scripts/fetch-model (make test does)";

@@ -1,13 +1,13 @@
-#include "model/gguf_tokenizer.h"
 #include "support/tiny_model.h"
+#include "model/gguf_tokenizer.h"
 
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
 
-#include "quant/formats.h"
 #include "model/gguf_test_writer.h"
+#include "quant/formats.h"
 #include "text/byte_level.h"
 
 namespace folio::testing {
@@ -35,14 +35,12 @@ class Random {
 // is a single byte or the result of an earlier merge.
 const std::vector<std::pair<std::string, std::string>>& raw_merges() {
   static const std::vector<std::pair<std::string, std::string>> merges = {
-      {"t", "h"},   {"h", "e"},   {"i", "n"},    {"e", "r"},    {"a", "n"},    {"r", "e"},
-      {"o", "n"},   {" ", "t"},   {" ", "a"},    {"e", "n"},    {"a", "t"},    {"o", "r"},
-      {"i", "s"},   {"e", "s"},   {"i", "t"},    {"a", "r"},    {"o", "u"},    {" ", "s"},
-      {" ", "o"},   {" ", "w"},   {"l", "l"},    {"e", "d"},    {"n", "d"},    {" ", "b"},
-      {" ", "c"},   {" ", "i"},   {"th", "e"},   {" t", "he"},  {"in", "g"},   {"an", "d"},
-      {" a", "nd"}, {"o", "f"},   {" o", "f"},   {" i", "n"},   {" i", "s"},   {" i", "t"},
-      {" w", "it"}, {" wit", "h"}, {" s", "t"},  {" c", "on"},  {"er", "s"},   {" b", "e"},
-      {"ou", "t"}};
+      {"t", "h"},  {"h", "e"},  {"i", "n"},  {"e", "r"},   {"a", "n"},   {"r", "e"},    {"o", "n"},   {" ", "t"},
+      {" ", "a"},  {"e", "n"},  {"a", "t"},  {"o", "r"},   {"i", "s"},   {"e", "s"},    {"i", "t"},   {"a", "r"},
+      {"o", "u"},  {" ", "s"},  {" ", "o"},  {" ", "w"},   {"l", "l"},   {"e", "d"},    {"n", "d"},   {" ", "b"},
+      {" ", "c"},  {" ", "i"},  {"th", "e"}, {" t", "he"}, {"in", "g"},  {"an", "d"},   {" a", "nd"}, {"o", "f"},
+      {" o", "f"}, {" i", "n"}, {" i", "s"}, {" i", "t"},  {" w", "it"}, {" wit", "h"}, {" s", "t"},  {" c", "on"},
+      {"er", "s"}, {" b", "e"}, {"ou", "t"}};
   return merges;
 }
 
@@ -53,8 +51,7 @@ std::string spell(const std::string& raw) {
 }
 
 // A (rows, cols) matrix of uniform(-scale, scale) values in `type`: GGUF dims {cols, rows}.
-std::vector<uint8_t> random_matrix(Random& random, int64_t rows, int64_t cols, float scale,
-                                   DType type) {
+std::vector<uint8_t> random_matrix(Random& random, int64_t rows, int64_t cols, float scale, DType type) {
   const DTypeInfo& info = dtype_info(type);
   const size_t row_size = static_cast<size_t>(cols / info.block_elems) * info.block_bytes;
   std::vector<uint8_t> bytes(row_size * static_cast<size_t>(rows));
@@ -127,28 +124,25 @@ std::vector<uint8_t> build_tiny_llama_gguf(const TinyModelOptions& o) {
   Random random(o.seed);
   const DType w = o.weight_type;
   const float in_scale = 1.0f / std::sqrt(static_cast<float>(hidden));
-  writer.add_tensor("token_embd.weight", {static_cast<uint64_t>(hidden), static_cast<uint64_t>(vocab)},
-                    w, random_matrix(random, vocab, hidden, 1.0f, w));
+  writer.add_tensor("token_embd.weight", {static_cast<uint64_t>(hidden), static_cast<uint64_t>(vocab)}, w,
+                    random_matrix(random, vocab, hidden, 1.0f, w));
   for (int32_t layer = 0; layer < o.block_count; ++layer) {
     const std::string p = "blk." + std::to_string(layer) + ".";
     auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float scale) {
       writer.add_tensor(p + name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}, w,
                         random_matrix(random, rows, cols, scale * std::sqrt(3.0f / static_cast<float>(cols)), w));
     };
-    writer.add_tensor(p + "attn_norm.weight", {static_cast<uint64_t>(hidden)}, DType::F32,
-                      norm_vector(random, hidden));
+    writer.add_tensor(p + "attn_norm.weight", {static_cast<uint64_t>(hidden)}, DType::F32, norm_vector(random, hidden));
     matrix("attn_q.weight", q_dim, hidden, 1.0f);
     matrix("attn_k.weight", kv_dim, hidden, 1.0f);
     matrix("attn_v.weight", kv_dim, hidden, 1.0f);
     matrix("attn_output.weight", hidden, q_dim, 0.5f);
-    writer.add_tensor(p + "ffn_norm.weight", {static_cast<uint64_t>(hidden)}, DType::F32,
-                      norm_vector(random, hidden));
+    writer.add_tensor(p + "ffn_norm.weight", {static_cast<uint64_t>(hidden)}, DType::F32, norm_vector(random, hidden));
     matrix("ffn_gate.weight", ffn, hidden, 1.0f);
     matrix("ffn_up.weight", ffn, hidden, 1.0f);
     matrix("ffn_down.weight", hidden, ffn, 0.5f);
   }
-  writer.add_tensor("output_norm.weight", {static_cast<uint64_t>(hidden)}, DType::F32,
-                    norm_vector(random, hidden));
+  writer.add_tensor("output_norm.weight", {static_cast<uint64_t>(hidden)}, DType::F32, norm_vector(random, hidden));
   // Untied output: logits of std ~ output_gain / sqrt(3) over a normalized hidden state.
   writer.add_tensor("output.weight", {static_cast<uint64_t>(hidden), static_cast<uint64_t>(vocab)}, w,
                     random_matrix(random, vocab, hidden, o.output_gain * in_scale * std::sqrt(3.0f), w));

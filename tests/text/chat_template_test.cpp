@@ -27,7 +27,9 @@ std::string render(std::string_view source, const ordered_json& context = ordere
   return *out;
 }
 
-bool starts_with(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, std::string_view prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Goldens: every template x conversation that transformers rendered must come out identical.
@@ -39,8 +41,7 @@ TEST(ChatTemplateGoldenTest, MatchesHuggingFaceByteForByte) {
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".json") continue;
     const ordered_json golden = ordered_json::parse(testing::read_file(entry.path().string()));
-    const std::string source =
-        testing::read_file((dir / golden["template"].get<std::string>()).string());
+    const std::string source = testing::read_file((dir / golden["template"].get<std::string>()).string());
     Expected<ChatTemplate> chat_template = ChatTemplate::parse(source);
     ASSERT_TRUE(chat_template) << entry.path() << ": " << chat_template.error();
     ++templates;
@@ -51,12 +52,10 @@ TEST(ChatTemplateGoldenTest, MatchesHuggingFaceByteForByte) {
         messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
       }
       const nlohmann::json extra = nlohmann::json::parse(c["extra_context"].dump());
-      Expected<std::string> out =
-          chat_template->render(messages, c["add_generation_prompt"].get<bool>(), extra);
+      Expected<std::string> out = chat_template->render(messages, c["add_generation_prompt"].get<bool>(), extra);
       if (c.contains("expected_error")) {
         ASSERT_FALSE(out) << "expected an error, rendered: " << *out;
-        EXPECT_NE(out.error().find(c["expected_error"].get<std::string>()), std::string::npos)
-            << out.error();
+        EXPECT_NE(out.error().find(c["expected_error"].get<std::string>()), std::string::npos) << out.error();
       } else {
         ASSERT_TRUE(out) << out.error();
         EXPECT_EQ(*out, c["expected"].get<std::string>());
@@ -83,27 +82,22 @@ TEST(ChatTemplateTest, RenderPassesMessagesPromptFlagAndExtras) {
 // Interpreter: expressions
 
 TEST(JinjaTest, ArithmeticFollowsPython) {
-  EXPECT_EQ(render("{{ 1 + 2 * 3 - 4 / 2 }}|{{ 10 // 4 }}|{{ -7 // 2 }}|{{ -7 % 3 }}|{{ 7 % -3 }}"),
-            "5.0|2|-4|2|-2");
+  EXPECT_EQ(render("{{ 1 + 2 * 3 - 4 / 2 }}|{{ 10 // 4 }}|{{ -7 // 2 }}|{{ -7 % 3 }}|{{ 7 % -3 }}"), "5.0|2|-4|2|-2");
   EXPECT_EQ(render("{{ 2 ** 10 }}|{{ 2 ** -1 }}|{{ 2 ** 3 ** 2 }}|{{ -2 ** 2 }}"), "1024|0.5|64|4");
   EXPECT_EQ(render("{{ 0.1 + 0.2 }}|{{ 1e16 }}|{{ 1.0e-5 }}|{{ 100.0 }}|{{ 1e15 }}|{{ -0.0 }}"),
             "0.30000000000000004|1e+16|1e-05|100.0|1000000000000000.0|-0.0");
-  EXPECT_EQ(render("{{ 'ab' * 3 }}|{{ [1] * 2 }}|{{ [1] + [2] }}|{{ true + 1 }}"),
-            "ababab|[1, 1]|[1, 2]|2");
+  EXPECT_EQ(render("{{ 'ab' * 3 }}|{{ [1] * 2 }}|{{ [1] + [2] }}|{{ true + 1 }}"), "ababab|[1, 1]|[1, 2]|2");
   EXPECT_TRUE(starts_with(render("{{ 9223372036854775807 + 1 }}"), "ERROR: "));
   EXPECT_TRUE(starts_with(render("{{ 1 / 0 }}"), "ERROR: "));
   EXPECT_TRUE(starts_with(render("{{ 'a' + 1 }}"), "ERROR: "));
 }
 
 TEST(JinjaTest, ComparisonsLogicAndConditionals) {
-  EXPECT_EQ(render("{{ 3 > 2 > 1 }}{{ 1 == 1.0 }}{{ 'a' < 'b' }}{{ [1, 2] < [1, 3] }}"),
-            "TrueTrueTrueTrue");
+  EXPECT_EQ(render("{{ 3 > 2 > 1 }}{{ 1 == 1.0 }}{{ 'a' < 'b' }}{{ [1, 2] < [1, 3] }}"), "TrueTrueTrueTrue");
   EXPECT_EQ(render("{{ 'a' in 'cat' }}{{ 1 not in [1] }}{{ not 1 in [1] }}{{ 'k' in {'k': 1} }}"),
             "TrueFalseFalseTrue");
-  EXPECT_EQ(
-      render(
-          "{{ 0 or 'x' }}|{{ 1 and 0 }}|{{ none or [] }}|{{ 'y' if 0 else 'n' }}|{{ 'z' if 0 }}|"),
-      "x|0|[]|n||");
+  EXPECT_EQ(render("{{ 0 or 'x' }}|{{ 1 and 0 }}|{{ none or [] }}|{{ 'y' if 0 else 'n' }}|{{ 'z' if 0 }}|"),
+            "x|0|[]|n||");
   EXPECT_TRUE(starts_with(render("{{ 1 < 'a' }}"), "ERROR: "));
 }
 
@@ -127,8 +121,7 @@ TEST(JinjaTest, LongChainsAndNewlinesInsideStrings) {
 }
 
 TEST(JinjaTest, ValuesPrintLikePython) {
-  EXPECT_EQ(render("{{ [1, 'a', none, true, 1.5, {'k': 'v'}] }}"),
-            "[1, 'a', None, True, 1.5, {'k': 'v'}]");
+  EXPECT_EQ(render("{{ [1, 'a', none, true, 1.5, {'k': 'v'}] }}"), "[1, 'a', None, True, 1.5, {'k': 'v'}]");
   EXPECT_EQ(render("{{ [\"it's\", 'a\"b', 'x\\ny'] }}"), "[\"it's\", 'a\"b', 'x\\ny']");
   EXPECT_EQ(render("{{ none }}|{{ true }}|{{ undefined_name }}|{{ 3|float }}"), "None|True||3.0");
 }
@@ -140,22 +133,19 @@ TEST(JinjaTest, StringAndDictMethods) {
   EXPECT_EQ(render("{{ 'a,b,,c'.split(',') }}|{{ '  a  b '.split() }}|{{ 'a b c'.split(' ', 1) }}|"
                    "{{ 'a,b,c'.rsplit(',', 1) }}"),
             "['a', 'b', '', 'c']|['a', 'b']|['a', 'b c']|['a,b', 'c']");
-  EXPECT_EQ(
-      render("{{ 'abc'.startswith('a') }}{{ 'abc'.endswith(('x', 'c')) }}{{ 'abc'.find('c') }}"
-             "{{ '-'.join(['a', 'b']) }}{{ 'a-b'.replace('-', '+') }}"),
-      "TrueTrue2a-ba+b");
-  EXPECT_EQ(render("{{ \"they're here\".title() }}|{{ \"they're here\"|title }}"),
-            "They'Re Here|They're Here");
+  EXPECT_EQ(render("{{ 'abc'.startswith('a') }}{{ 'abc'.endswith(('x', 'c')) }}{{ 'abc'.find('c') }}"
+                   "{{ '-'.join(['a', 'b']) }}{{ 'a-b'.replace('-', '+') }}"),
+            "TrueTrue2a-ba+b");
+  EXPECT_EQ(render("{{ \"they're here\".title() }}|{{ \"they're here\"|title }}"), "They'Re Here|They're Here");
   EXPECT_EQ(render("{% for k, v in {'b': 1, 'a': 2}.items() %}{{ k }}={{ v }};{% endfor %}"
                    "{{ {'a': 1}.get('b', 5) }}{{ {'a': 1}.get('a') }}{{ {'a': 1}.keys()|list }}"),
             "b=1;a=2;51['a']");
 }
 
 TEST(JinjaTest, Filters) {
-  EXPECT_EQ(
-      render("{{ '  x  '|trim }}|{{ 'ab'|upper }}|{{ 'AB'|lower }}|{{ 'hello'|capitalize }}|"
-             "{{ [1, 2]|length }}|{{ 'abc'|list }}|{{ [1, 2, 3]|first }}{{ [1, 2, 3]|last }}"),
-      "x|AB|ab|Hello|2|['a', 'b', 'c']|13");
+  EXPECT_EQ(render("{{ '  x  '|trim }}|{{ 'ab'|upper }}|{{ 'AB'|lower }}|{{ 'hello'|capitalize }}|"
+                   "{{ [1, 2]|length }}|{{ 'abc'|list }}|{{ [1, 2, 3]|first }}{{ [1, 2, 3]|last }}"),
+            "x|AB|ab|Hello|2|['a', 'b', 'c']|13");
   EXPECT_EQ(render("{{ x|default('d') }}|{{ none|default('d') }}|{{ ''|default('e', true) }}|"
                    "{{ ['a', 'b']|join(', ') }}|{{ [3, 1, 2]|sort }}|{{ [1, 2, 3]|sum }}"),
             "d|None|e|a, b|[1, 2, 3]|6");
@@ -163,24 +153,19 @@ TEST(JinjaTest, Filters) {
                    "{{ messages|rejectattr('role', 'equalto', 'user')|list|length }}"
                    "{{ [1, 2, 3, 4]|select('even')|list }}{{ [1, 2]|map('string')|join('+') }}",
                    {{"messages",
-                     {{{"role", "user"}, {"c", "A"}},
-                      {{"role", "bot"}, {"c", "B"}},
-                      {{"role", "user"}, {"c", "C"}}}}}),
+                     {{{"role", "user"}, {"c", "A"}}, {{"role", "bot"}, {"c", "B"}}, {{"role", "user"}, {"c", "C"}}}}}),
             "AC1[2, 4]1+2");
-  EXPECT_EQ(
-      render("{{ -3|abs }}{{ 3.7|int }}{{ '12'|int + 1 }}{{ 2.5|round }}{{ 3.14159|round(2) }}"
-             "{{ none|string }}{{ [1, 1, 2]|unique|list }}{{ 'abc'|reverse }}"),
-      "33132.03.14None[1, 2]cba");
+  EXPECT_EQ(render("{{ -3|abs }}{{ 3.7|int }}{{ '12'|int + 1 }}{{ 2.5|round }}{{ 3.14159|round(2) }}"
+                   "{{ none|string }}{{ [1, 1, 2]|unique|list }}{{ 'abc'|reverse }}"),
+            "33132.03.14None[1, 2]cba");
 }
 
 TEST(JinjaTest, CaseMappingRoundingAndUndefinedInFilters) {
   EXPECT_EQ(render("{{ 'héllo wörld'|title }}|{{ 'héllo wörld'.title() }}|{{ 'ÉCOLE'|lower }}|"
                    "{{ 'straße'|upper }}|{{ 'мир'|upper }}|{{ 'ΑΒΓ'|lower }}"),
             "Héllo Wörld|Héllo Wörld|école|STRASSE|МИР|αβγ");
-  EXPECT_EQ(
-      render(
-          "{{ 2.675|round(2) }}|{{ 0.5|round }}|{{ 1.5|round }}|{{ 3.7|round(method='floor') }}"),
-      "2.67|0.0|2.0|3.0");
+  EXPECT_EQ(render("{{ 2.675|round(2) }}|{{ 0.5|round }}|{{ 1.5|round }}|{{ 3.7|round(method='floor') }}"),
+            "2.67|0.0|2.0|3.0");
   // Undefined is "" or empty for most filters, an error for the numeric ones (as in jinja2).
   EXPECT_EQ(render("{{ u|length }}|{{ u|trim }}|{{ u|join(',') }}|{{ u|list }}|{{ u|first }}|{{ "
                    "u|default('d') }}"),
@@ -192,9 +177,8 @@ TEST(JinjaTest, ToJsonIsHuggingFacesJsonDumps) {
   EXPECT_EQ(render("{{ {'b': 1, 'a': [1, 2, {'c': none}], 'u': '\xC3\xA9\"\\n<>'}|tojson }}"),
             "{\"b\": 1, \"a\": [1, 2, {\"c\": null}], \"u\": \"\xC3\xA9\\\"\\n<>\"}");
   EXPECT_EQ(render("{{ [1, {'a': []}]|tojson(indent=2) }}"), "[\n  1,\n  {\n    \"a\": []\n  }\n]");
-  EXPECT_EQ(
-      render("{{ {'b': 1, 'a': 2.5}|tojson(sort_keys=true) }}{{ 'é'|tojson(ensure_ascii=true) }}"),
-      "{\"a\": 2.5, \"b\": 1}\"\\u00e9\"");
+  EXPECT_EQ(render("{{ {'b': 1, 'a': 2.5}|tojson(sort_keys=true) }}{{ 'é'|tojson(ensure_ascii=true) }}"),
+            "{\"a\": 2.5, \"b\": 1}\"\\u00e9\"");
   EXPECT_TRUE(starts_with(render("{{ undefined_name|tojson }}"), "ERROR: "));
 }
 
@@ -210,9 +194,7 @@ TEST(JinjaTest, Tests) {
 
 TEST(JinjaTest, LoopsScopesAndNamespaces) {
   // A set inside a loop body lives for one iteration; namespace() carries state out.
-  EXPECT_EQ(
-      render("{% set x = 1 %}{% for i in range(2) %}{% set x = x + 1 %}{{ x }}{% endfor %}{{ x }}"),
-      "221");
+  EXPECT_EQ(render("{% set x = 1 %}{% for i in range(2) %}{% set x = x + 1 %}{{ x }}{% endfor %}{{ x }}"), "221");
   EXPECT_EQ(render("{% for i in range(3) %}{% if i == 0 %}{% set y = 'a' %}{% endif %}[{{ y }}]{% "
                    "endfor %}"),
             "[a][][]");
@@ -220,10 +202,9 @@ TEST(JinjaTest, LoopsScopesAndNamespaces) {
                    "{% endfor %}{{ ns.a }}"),
             "4");
   EXPECT_EQ(render("{% if true %}{% set y = 5 %}{% endif %}{{ y }}"), "5");
-  EXPECT_EQ(
-      render("{% for x in [1, 2, 3, 4] if x is even %}{{ loop.index }}/{{ loop.length }}:{{ x }}"
-             "{{ ',' if not loop.last }}{% endfor %}"),
-      "1/2:2,2/2:4");
+  EXPECT_EQ(render("{% for x in [1, 2, 3, 4] if x is even %}{{ loop.index }}/{{ loop.length }}:{{ x }}"
+                   "{{ ',' if not loop.last }}{% endfor %}"),
+            "1/2:2,2/2:4");
   EXPECT_EQ(render("{% for x in 'ab' %}{{ loop.index0 }}{{ loop.revindex }}{{ loop.first }}"
                    "{{ loop.previtem }}{{ loop.nextitem }}{{ loop.cycle('o', 'e') }};{% endfor %}"),
             "02Truebo;11Falseae;");
@@ -231,16 +212,11 @@ TEST(JinjaTest, LoopsScopesAndNamespaces) {
   EXPECT_EQ(render("{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}"
                    "{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}"),
             "0134");
-  EXPECT_EQ(
-      render(
-          "{% set a, b = 1, 2 %}{{ a }}{{ b }}{% for k, v in [[1, 2]] %}{{ k + v }}{% endfor %}"),
-      "123");
+  EXPECT_EQ(render("{% set a, b = 1, 2 %}{{ a }}{{ b }}{% for k, v in [[1, 2]] %}{{ k + v }}{% endfor %}"), "123");
 }
 
 TEST(JinjaTest, MacrosSetBlocksFilterBlocksRaw) {
-  EXPECT_EQ(
-      render("{% macro m(a, b='x') %}<{{ a }}{{ b }}>{% endmacro %}{{ m(1) }}{{ m(2, b='y') }}"),
-      "<1x><2y>");
+  EXPECT_EQ(render("{% macro m(a, b='x') %}<{{ a }}{{ b }}>{% endmacro %}{{ m(1) }}{{ m(2, b='y') }}"), "<1x><2y>");
   EXPECT_EQ(render("{% set t %} in {{ 1 }} {% endset %}[{{ t }}]{% set u | trim %}  v  {% endset "
                    "%}[{{ u }}]"),
             "[ in 1 ][v]");
@@ -259,7 +235,7 @@ TEST(JinjaTest, WhitespaceControlMatchesTrimAndLstripBlocks) {
   EXPECT_EQ(render("  {%+ if true %}p{% endif +%}\nq"), "  p\nq");
   EXPECT_EQ(render("x\n{# c +#}\ny"), "x\n\ny");                           // +#} keeps the newline
   EXPECT_EQ(render("x\n \xE3\x80\x80{% if true %}y{% endif %}"), "x\ny");  // U+3000 is whitespace
-  EXPECT_EQ(render("{% raw %}\nr{% endraw %}\nz"), "\nrz");  // no trim after {% raw %}
+  EXPECT_EQ(render("{% raw %}\nr{% endraw %}\nz"), "\nrz");                // no trim after {% raw %}
   EXPECT_EQ(render("a\r\nb\rc\v\n"),
             "a\nb\nc\v");  // \r\n and \r normalized, one trailing \n dropped
   EXPECT_EQ(render("{% if true %}\n\n{% endif %}"), "\n");
@@ -269,16 +245,14 @@ TEST(JinjaTest, WhitespaceControlMatchesTrimAndLstripBlocks) {
 // Errors come back as Status, never as a crash.
 
 TEST(JinjaTest, SyntaxErrorsNameLineAndColumn) {
-  EXPECT_EQ(render("line one\n{{ 1 + }}"),
-            "ERROR: template syntax error at line 2, column 8: unexpected '}}'");
+  EXPECT_EQ(render("line one\n{{ 1 + }}"), "ERROR: template syntax error at line 2, column 8: unexpected '}}'");
   EXPECT_EQ(render("{% for a in [1] %}\n{{ a }}"),
             "ERROR: template syntax error at line 2, column 8: unexpected end of template, "
             "expected 'endfor'");
   EXPECT_EQ(render("ok\n  {{ 'unclosed }}"),
             "ERROR: template syntax error at line 2, column 6: string literal is not closed");
   EXPECT_TRUE(starts_with(render("{% frobnicate %}"), "ERROR: template syntax error at line 1"));
-  EXPECT_TRUE(
-      starts_with(render("{{ x | nofilter }}"), "ERROR: template error at line 1: no filter"));
+  EXPECT_TRUE(starts_with(render("{{ x | nofilter }}"), "ERROR: template error at line 1: no filter"));
   EXPECT_TRUE(starts_with(render("{% break %}"), "ERROR: template syntax error"));
   EXPECT_TRUE(starts_with(render("{{ (1 }}"), "ERROR: template syntax error"));
   EXPECT_TRUE(starts_with(render("{# open"), "ERROR: template syntax error"));
@@ -289,11 +263,9 @@ TEST(JinjaTest, RuntimeErrors) {
             "ERROR: template error at line 2: Roles must alternate");
   EXPECT_EQ(render("{{ 'abc'.nomethod() }}"),
             "ERROR: template error at line 1: 'str object' has no attribute 'nomethod'");
-  EXPECT_EQ(render("{{ missing.attribute }}"),
-            "ERROR: template error at line 1: 'missing' is undefined");
-  EXPECT_EQ(
-      render("{{ [1].append(2) }}"),
-      "ERROR: template error at line 1: access to attribute 'append' of 'list' object is unsafe.");
+  EXPECT_EQ(render("{{ missing.attribute }}"), "ERROR: template error at line 1: 'missing' is undefined");
+  EXPECT_EQ(render("{{ [1].append(2) }}"),
+            "ERROR: template error at line 1: access to attribute 'append' of 'list' object is unsafe.");
   EXPECT_TRUE(starts_with(render("{{ undefined_function() }}"), "ERROR: "));
   EXPECT_TRUE(starts_with(render("{% for x in 5 %}{% endfor %}"), "ERROR: "));
   EXPECT_TRUE(starts_with(render("{% set x = 1 %}{% set x.a = 2 %}"), "ERROR: "));
@@ -301,8 +273,7 @@ TEST(JinjaTest, RuntimeErrors) {
 
 TEST(JinjaTest, LimitsStopRunawayTemplates) {
   // Unbounded macro recursion, loops, output and deep nesting all end in a Status.
-  EXPECT_TRUE(starts_with(render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
-                          "ERROR: template error"));
+  EXPECT_TRUE(starts_with(render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), "ERROR: template error"));
   EXPECT_TRUE(starts_with(render("{% for a in range(1000) %}{% for b in range(1000) %}"
                                  "{% for c in range(10) %}{% endfor %}{% endfor %}{% endfor %}"),
                           "ERROR: "));
@@ -326,8 +297,7 @@ TEST(JinjaTest, LimitsBoundValuesATemplateBuilds) {
                           "ERROR: template error at line 1: value has more than"));
   // Namespaces may not hold namespaces: no cycles through the one mutable value.
   EXPECT_TRUE(starts_with(render("{% set ns = namespace() %}{% set ns.me = ns %}"), "ERROR: "));
-  EXPECT_TRUE(
-      starts_with(render("{% set a = namespace() %}{% set b = namespace(a=[a]) %}"), "ERROR: "));
+  EXPECT_TRUE(starts_with(render("{% set a = namespace() %}{% set b = namespace(a=[a]) %}"), "ERROR: "));
   // A list may repeat one big string many times without copying it.
   EXPECT_EQ(render("{% set s = 'x' * 1000000 %}{{ ([s] * 100000)|length }}"), "100000");
   // Context JSON nested too deeply is refused, not recursed into.

@@ -119,12 +119,10 @@ TEST(PreTokenizerTest, SmolLMIsolatesEveryDigit) {
 }
 
 TEST(PreTokenizerTest, Llama3) {
-  EXPECT_EQ(split(PreTokenizerKind::kLlama3, "1234567 DON'T"),
-            (Words{"123", "456", "7", " DON", "'T"}));
+  EXPECT_EQ(split(PreTokenizerKind::kLlama3, "1234567 DON'T"), (Words{"123", "456", "7", " DON", "'T"}));
   EXPECT_EQ(split(PreTokenizerKind::kLlama3, "a \n\n b"), (Words{"a", " \n\n", " b"}));
   EXPECT_EQ(split(PreTokenizerKind::kLlama3, "x!!\n\ny"), (Words{"x", "!!\n\n", "y"}));
-  EXPECT_EQ(split(PreTokenizerKind::kLlama3, "\xE4\xBD\xA0\xE5\xA5\xBD!"),
-            (Words{"\xE4\xBD\xA0\xE5\xA5\xBD", "!"}));
+  EXPECT_EQ(split(PreTokenizerKind::kLlama3, "\xE4\xBD\xA0\xE5\xA5\xBD!"), (Words{"\xE4\xBD\xA0\xE5\xA5\xBD", "!"}));
 }
 
 TEST(PreTokenizerTest, Qwen2DigitsOneByOne) {
@@ -132,8 +130,7 @@ TEST(PreTokenizerTest, Qwen2DigitsOneByOne) {
 }
 
 TEST(PreTokenizerTest, Default) {
-  EXPECT_EQ(split(PreTokenizerKind::kDefault, "a+b=12345"),
-            (Words{"a", "+", "b", "=", "123", "45"}));
+  EXPECT_EQ(split(PreTokenizerKind::kDefault, "a+b=12345"), (Words{"a", "+", "b", "=", "123", "45"}));
 }
 
 }  // namespace

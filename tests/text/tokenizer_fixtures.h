@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf_tokenizer.h"
 #include "model/gguf_file.h"
+#include "model/gguf_tokenizer.h"
 #include "support/test_paths.h"
 #include "text/tokenizer.h"
 
@@ -77,12 +77,11 @@ inline const Tokenizer* load_reference_tokenizer(const std::string& golden, std:
 }
 
 // Fails the current test (and returns null) when the vocabulary cannot be loaded.
-#define FOLIO_LOAD_TOKENIZER_OR_FAIL(var, golden)                       \
-  std::string var##_error;                                              \
-  const ::folio::Tokenizer* var =                                       \
-      ::folio::testing::load_reference_tokenizer(golden, &var##_error); \
-  if (var == nullptr) {                                                 \
-    FAIL() << var##_error;                                              \
+#define FOLIO_LOAD_TOKENIZER_OR_FAIL(var, golden)                                                   \
+  std::string var##_error;                                                                          \
+  const ::folio::Tokenizer* var = ::folio::testing::load_reference_tokenizer(golden, &var##_error); \
+  if (var == nullptr) {                                                                             \
+    FAIL() << var##_error;                                                                          \
   }
 
 struct CorpusEntry {
@@ -91,7 +90,9 @@ struct CorpusEntry {
   std::string bytes;
 };
 
-inline std::string golden_dir() { return source_dir() + "/tests/golden/tokenizer"; }
+inline std::string golden_dir() {
+  return source_dir() + "/tests/golden/tokenizer";
+}
 
 inline std::string hex_to_bytes(const std::string& hex) {
   std::string bytes;

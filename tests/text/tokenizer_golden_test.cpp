@@ -40,8 +40,7 @@ TEST_P(TokenizerGoldenTest, MatchesLlamaCpp) {
   const auto& corpus = golden_corpus();
   ASSERT_GE(corpus.size(), 220u) << "corpus missing: run scripts/make-tokenizer-goldens.py";
   const std::vector<nlohmann::json> golden = read_jsonl(golden_dir() + "/" + vocab + ".jsonl");
-  ASSERT_EQ(golden.size(), corpus.size() + 1)
-      << "stale goldens: rerun scripts/make-tokenizer-goldens.py";
+  ASSERT_EQ(golden.size(), corpus.size() + 1) << "stale goldens: rerun scripts/make-tokenizer-goldens.py";
 
   const nlohmann::json& meta = golden[0].at("meta");
   EXPECT_EQ(tokenizer->vocab_size(), meta.at("n_tokens").get<int32_t>());
@@ -58,27 +57,23 @@ TEST_P(TokenizerGoldenTest, MatchesLlamaCpp) {
     ASSERT_EQ(record.at("id").get<int>(), corpus[i].id);
     bool ok = true;
     for (const bool parse_special : {false, true}) {
-      const auto expected =
-          record.at(parse_special ? "special" : "plain").get<std::vector<int32_t>>();
+      const auto expected = record.at(parse_special ? "special" : "plain").get<std::vector<int32_t>>();
       const std::vector<int32_t> actual = tokenizer->encode(corpus[i].bytes, true, parse_special);
       if (actual == expected) continue;
       ok = false;
       if (++reported <= 10) {
-        ADD_FAILURE() << vocab << " #" << corpus[i].id << " (" << corpus[i].kind
-                      << ", parse_special=" << parse_special << ") \"" << printable(corpus[i].bytes)
-                      << "\"\n  expected " << format_ids(expected) << "\n  actual   "
-                      << format_ids(actual);
+        ADD_FAILURE() << vocab << " #" << corpus[i].id << " (" << corpus[i].kind << ", parse_special=" << parse_special
+                      << ") \"" << printable(corpus[i].bytes) << "\"\n  expected " << format_ids(expected)
+                      << "\n  actual   " << format_ids(actual);
       }
     }
     matched += ok;
   }
-  std::printf("[ golden ] %s: %d/%zu strings match llama.cpp\n", vocab.c_str(), matched,
-              corpus.size());
+  std::printf("[ golden ] %s: %d/%zu strings match llama.cpp\n", vocab.c_str(), matched, corpus.size());
   EXPECT_EQ(matched, static_cast<int>(corpus.size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabs, TokenizerGoldenTest,
-                         ::testing::Values("smollm2", "llama-bpe", "qwen2", "llama-spm"),
+INSTANTIATE_TEST_SUITE_P(Vocabs, TokenizerGoldenTest, ::testing::Values("smollm2", "llama-bpe", "qwen2", "llama-spm"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;

@@ -38,8 +38,7 @@ TEST(TokenizerTest, DecodeInvertsEncodeOnValidUtf8) {
       ++checked;
       // SentencePiece puts a space in front of the text (add_space_prefix); decode keeps it.
       const std::string expected = spm && !entry.bytes.empty() ? " " + entry.bytes : entry.bytes;
-      EXPECT_EQ(tokenizer->decode(tokenizer->encode(entry.bytes, false, false)), expected)
-          << vocab << " #" << entry.id;
+      EXPECT_EQ(tokenizer->decode(tokenizer->encode(entry.bytes, false, false)), expected) << vocab << " #" << entry.id;
       if (!spm) {  // special tokens print their own text
         EXPECT_EQ(tokenizer->decode(tokenizer->encode(entry.bytes, false, true)), entry.bytes)
             << vocab << " #" << entry.id << " with parse_special";

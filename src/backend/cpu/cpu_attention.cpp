@@ -6,9 +6,9 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/quant/quant_kernels.h"
 #include "core/fp16.h"
 #include "core/fp16_rows.h"
-#include "backend/cpu/quant/quant_kernels.h"
 
 namespace folio::cpu {
 
@@ -50,7 +50,7 @@ void paged_attention(const AttentionBatch& batch, const KvLayerView& cache, Thre
   const int threads = pool.num_threads();
   pool.parallel_for(threads, [&](int, int64_t begin, int64_t end) {
     std::vector<float> scratch(attention_tile_scratch_floats(kQueryTile * batch.num_heads / cache.num_kv_heads,
-                                                            cache.head_dim, cache.block_size));
+                                                             cache.head_dim, cache.block_size));
     for (int64_t t = begin; t < end; ++t) {
       for (int64_t i = t; i < count; i += threads) tile(batch, cache, items[i], scratch.data());
     }
@@ -71,8 +71,7 @@ void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& c
         std::vector<double> scores(position + 1);
         double max_score = -std::numeric_limits<double>::infinity();
         for (int32_t j = 0; j <= position; ++j) {
-          const int32_t slot = seq.block_table[j / cache.block_size] * cache.block_size +
-                               j % cache.block_size;
+          const int32_t slot = seq.block_table[j / cache.block_size] * cache.block_size + j % cache.block_size;
           const uint16_t* k = cache.k + slot * token_stride + kv_head * head_dim;
           double s = 0.0;
           for (int32_t d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * fp16_to_fp32(k[d]);
@@ -83,8 +82,7 @@ void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& c
         for (double& s : scores) sum += (s = std::exp(s - max_score));
         std::vector<double> out(head_dim, 0.0);
         for (int32_t j = 0; j <= position; ++j) {
-          const int32_t slot = seq.block_table[j / cache.block_size] * cache.block_size +
-                               j % cache.block_size;
+          const int32_t slot = seq.block_table[j / cache.block_size] * cache.block_size + j % cache.block_size;
           const uint16_t* v = cache.v + slot * token_stride + kv_head * head_dim;
           for (int32_t d = 0; d < head_dim; ++d) out[d] += scores[j] / sum * fp16_to_fp32(v[d]);
         }

@@ -15,8 +15,8 @@ void paged_attention(const AttentionBatch& batch, const KvLayerView& cache, Thre
 
 // Floats of scratch one tile of `rows` query rows needs.
 inline size_t attention_tile_scratch_floats(int32_t rows, int32_t head_dim, int32_t block_size) {
-  return static_cast<size_t>(rows) * (head_dim + 2) + block_size +
-         2 * static_cast<size_t>(block_size) * head_dim + head_dim;
+  return static_cast<size_t>(rows) * (head_dim + 2) + block_size + 2 * static_cast<size_t>(block_size) * head_dim +
+         head_dim;
 }
 
 // One unit of attention work: a tile of query tokens of one sequence, all query heads that
@@ -29,8 +29,7 @@ struct TileWork {
 };
 
 // The tile kernel compiled for AVX-512 (cpu_attention_avx512.cpp); call only where supported.
-void attend_tile_avx512(const AttentionBatch& batch, const KvLayerView& cache,
-                        const TileWork& item, float* scratch);
+void attend_tile_avx512(const AttentionBatch& batch, const KvLayerView& cache, const TileWork& item, float* scratch);
 
 // Single-threaded float64 reference with a full softmax per query, for tests.
 void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& cache);

@@ -10,8 +10,7 @@ namespace folio::cpu {
 
 #include "backend/cpu/cpu_attention_tile.inc"
 
-void attend_tile_avx512(const AttentionBatch& batch, const KvLayerView& cache,
-                        const TileWork& item, float* scratch) {
+void attend_tile_avx512(const AttentionBatch& batch, const KvLayerView& cache, const TileWork& item, float* scratch) {
   attend_tile_impl(batch, cache, item, scratch);
 }
 

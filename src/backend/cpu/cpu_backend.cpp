@@ -23,8 +23,7 @@ void CpuBackend::embed(const WeightTensor& table, std::span<const int32_t> token
   }
 }
 
-void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64_t rows,
-                          int64_t dim, float eps) {
+void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t dim, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * dim;
     double sum_squares = 0.0;  // double: a 4k-wide sum of squares in float loses digits
@@ -57,42 +56,45 @@ void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t
   constexpr int kActRowsPerCall = 8;
   constexpr int64_t kPanelRows = 32;
   const int64_t grain = 16;
-  pool_.parallel_for(w.rows, [&](int, int64_t begin, int64_t end) {
-    float partial[kActRowsPerCall];
-    for (int64_t panel = 0; panel < n; panel += kPanelRows) {
-      const int64_t panel_end = std::min(n, panel + kPanelRows);
-      for (int64_t r = begin; r < end; ++r) {
-        const void* weight_row = w.row(r);
-        for (int64_t j = panel; j < panel_end; j += kActRowsPerCall) {
-          const int count = static_cast<int>(std::min<int64_t>(kActRowsPerCall, panel_end - j));
-          kernels->dot_rows(w.cols, weight_row, acts + j * act_row_bytes, act_row_bytes, count,
-                            partial);
-          for (int c = 0; c < count; ++c) y[(j + c) * w.rows + r] = partial[c];
+  pool_.parallel_for(
+      w.rows,
+      [&](int, int64_t begin, int64_t end) {
+        float partial[kActRowsPerCall];
+        for (int64_t panel = 0; panel < n; panel += kPanelRows) {
+          const int64_t panel_end = std::min(n, panel + kPanelRows);
+          for (int64_t r = begin; r < end; ++r) {
+            const void* weight_row = w.row(r);
+            for (int64_t j = panel; j < panel_end; j += kActRowsPerCall) {
+              const int count = static_cast<int>(std::min<int64_t>(kActRowsPerCall, panel_end - j));
+              kernels->dot_rows(w.cols, weight_row, acts + j * act_row_bytes, act_row_bytes, count, partial);
+              for (int c = 0; c < count; ++c) y[(j + c) * w.rows + r] = partial[c];
+            }
+          }
         }
-      }
-    }
-  }, grain);
+      },
+      grain);
 }
 
-void CpuBackend::matmul_float_activations(const WeightTensor& w, const float* x, float* y,
-                                          int64_t n) {
+void CpuBackend::matmul_float_activations(const WeightTensor& w, const float* x, float* y, int64_t n) {
   const QuantKernels* kernels = quant_kernels(w.type, isa_);
   const QuantKernels* float_kernels = quant_kernels(DType::F32, isa_);
   const size_t x_row_bytes = static_cast<size_t>(w.cols) * sizeof(float);
   constexpr int kActRowsPerCall = 8;
-  pool_.parallel_for(w.rows, [&](int, int64_t begin, int64_t end) {
-    std::vector<float> weight_row(w.cols);
-    float partial[kActRowsPerCall];
-    for (int64_t r = begin; r < end; ++r) {
-      kernels->dequantize_row(w.row(r), weight_row.data(), w.cols);
-      for (int64_t j = 0; j < n; j += kActRowsPerCall) {
-        const int count = static_cast<int>(std::min<int64_t>(kActRowsPerCall, n - j));
-        float_kernels->dot_rows(w.cols, weight_row.data(), x + j * w.cols, x_row_bytes, count,
-                                partial);
-        for (int c = 0; c < count; ++c) y[(j + c) * w.rows + r] = partial[c];
-      }
-    }
-  }, 16);
+  pool_.parallel_for(
+      w.rows,
+      [&](int, int64_t begin, int64_t end) {
+        std::vector<float> weight_row(w.cols);
+        float partial[kActRowsPerCall];
+        for (int64_t r = begin; r < end; ++r) {
+          kernels->dequantize_row(w.row(r), weight_row.data(), w.cols);
+          for (int64_t j = 0; j < n; j += kActRowsPerCall) {
+            const int count = static_cast<int>(std::min<int64_t>(kActRowsPerCall, n - j));
+            float_kernels->dot_rows(w.cols, weight_row.data(), x + j * w.cols, x_row_bytes, count, partial);
+            for (int c = 0; c < count; ++c) y[(j + c) * w.rows + r] = partial[c];
+          }
+        }
+      },
+      16);
 }
 
 void CpuBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t dim) {
@@ -101,8 +103,8 @@ void CpuBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t dim
   }
 }
 
-void CpuBackend::rope(float* x, std::span<const int32_t> positions, int32_t num_heads,
-                      int32_t head_dim, const RopeParams& params) {
+void CpuBackend::rope(float* x, std::span<const int32_t> positions, int32_t num_heads, int32_t head_dim,
+                      const RopeParams& params) {
   const int32_t half = params.rotary_dim / 2;
   // Per-pair inverse frequencies, computed once per call: base^(-2i/d) / factor_i.
   std::vector<float> inv_freq(half);

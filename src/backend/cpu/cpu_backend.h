@@ -27,8 +27,7 @@ class CpuBackend final : public Backend {
   Isa isa() const { return isa_; }
 
   void embed(const WeightTensor& table, std::span<const int32_t> tokens, float* out) override;
-  void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t dim,
-                float eps) override;
+  void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t dim, float eps) override;
   void matmul(const WeightTensor& w, const float* x, float* y, int64_t n) override;
   void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) override;
   void rope(float* x, std::span<const int32_t> positions, int32_t num_heads, int32_t head_dim,

@@ -13,10 +13,11 @@ CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32
       host_pool_(num_host_blocks > 1 ? std::make_unique<HostKvPool>(storage_.shape(), num_host_blocks) : nullptr) {}
 
 CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const KvCacheOptions& kv)
-    : CpuExecutor(weights, backend,
-                  std::max(1, kv_blocks_for_budget(kv.kv_cache_bytes, kv_bytes_per_block(weights.config(), kv.block_size))),
-                  kv.block_size,
-                  kv_blocks_for_budget(kv.swap_space_bytes, kv_bytes_per_block(weights.config(), kv.block_size))) {}
+    : CpuExecutor(
+          weights, backend,
+          std::max(1, kv_blocks_for_budget(kv.kv_cache_bytes, kv_bytes_per_block(weights.config(), kv.block_size))),
+          kv.block_size,
+          kv_blocks_for_budget(kv.swap_space_bytes, kv_bytes_per_block(weights.config(), kv.block_size))) {}
 
 KvPoolLayout CpuExecutor::kv_pool() const {
   const KvCacheShape& shape = storage_.shape();
@@ -26,8 +27,8 @@ KvPoolLayout CpuExecutor::kv_pool() const {
 
 Capabilities CpuExecutor::capabilities() const {
   Capabilities caps;
-  caps.device = "cpu (" + std::string(isa_name(backend_.isa())) + ", " + std::to_string(backend_.num_threads()) +
-                " threads)";
+  caps.device =
+      "cpu (" + std::string(isa_name(backend_.isa())) + ", " + std::to_string(backend_.num_threads()) + " threads)";
   caps.samples_on_device = false;
   caps.batch_invariant = true;  // every row's matmuls and attention are computed on their own
   return caps;

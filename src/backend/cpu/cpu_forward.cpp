@@ -17,8 +17,8 @@ void CpuActivations::resize(const ModelConfig& c, int32_t num_tokens) {
   up.resize(gate.size());
 }
 
-CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache,
-                       const ForwardBatch& batch, CpuActivations& a, float* logits)
+CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache, const ForwardBatch& batch,
+                       CpuActivations& a, float* logits)
     : weights_(weights),
       c_(weights.config()),
       backend_(backend),
@@ -30,7 +30,9 @@ CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheSto
   a_.resize(c_, n_);
 }
 
-void CpuForward::embed() { backend_.embed(weights_.token_embedding(), batch_.tokens, a_.x.data()); }
+void CpuForward::embed() {
+  backend_.embed(weights_.token_embedding(), batch_.tokens, a_.x.data());
+}
 
 void CpuForward::norm(NormSite site, int32_t layer) {
   const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];

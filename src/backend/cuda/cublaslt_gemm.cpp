@@ -121,18 +121,17 @@ Expected<std::vector<cublasLtMatmulAlgo_t>> CublasLtGemm::heuristic_results(cons
   Status s = lt_status(cublasLtMatmulPreferenceCreate(&preference), "preference");
   if (!s) return s;
   const size_t workspace = workspace_.bytes();
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                       &workspace, sizeof(workspace));
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                       sizeof(workspace));
   if (no_split) {
     const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-    cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none,
-                                         sizeof(none));
+    cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof(none));
   }
   constexpr int kCandidates = 8;
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, preference,
-                                                               kCandidates, results, &found);
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, preference, kCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   if (!(s = lt_status(status, "heuristic"))) return s;
   std::vector<cublasLtMatmulAlgo_t> out;
@@ -148,12 +147,12 @@ Expected<cublasLtMatmulAlgo_t> CublasLtGemm::heuristic_algo(const Plan& p, int64
   Expected<std::vector<cublasLtMatmulAlgo_t>> results = heuristic_results(p, no_split);
   if (!results) return results.status();
   if (!results->empty()) {
-    const size_t index = no_split ? std::min<size_t>(static_cast<size_t>(std::max(candidate, 0)), results->size() - 1) : 0;
+    const size_t index =
+        no_split ? std::min<size_t>(static_cast<size_t>(std::max(candidate, 0)), results->size() - 1) : 0;
     return (*results)[index];
   }
-  return Status::error(std::string("cublasLt: no ") + (no_split ? "split-free " : "") +
-                       "algorithm for bf16 GEMM n=" + std::to_string(n) + " m=" + std::to_string(m) +
-                       " k=" + std::to_string(k));
+  return Status::error(std::string("cublasLt: no ") + (no_split ? "split-free " : "") + "algorithm for bf16 GEMM n=" +
+                       std::to_string(n) + " m=" + std::to_string(m) + " k=" + std::to_string(k));
 }
 
 Expected<cublasLtMatmulAlgo_t> CublasLtGemm::pinned_algo(int64_t m, int64_t k) {
@@ -246,8 +245,8 @@ Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const void* w, f
   }
   const float alpha = 1.0f;
   auto launch = [&](const Plan& p, const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &algo,
-                          workspace_.get(), workspace_.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
+    return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &algo, workspace_.get(),
+                          workspace_.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
   };
   // Mean microseconds of reps back-to-back calls; infinity when a call fails.
   constexpr double kNever = std::numeric_limits<double>::infinity();
@@ -271,8 +270,8 @@ Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const void* w, f
     bool usable = true;
     for (size_t i = 0; i < num_rows && usable; ++i) {
       cublasLtMatmulHeuristicResult_t check{};
-      usable = cublasLtMatmulAlgoCheck(handle_, plans[i]->desc, plans[i]->a, plans[i]->b, plans[i]->d,
-                                       plans[i]->d, &candidates[c], &check) == CUBLAS_STATUS_SUCCESS &&
+      usable = cublasLtMatmulAlgoCheck(handle_, plans[i]->desc, plans[i]->a, plans[i]->b, plans[i]->d, plans[i]->d,
+                                       &candidates[c], &check) == CUBLAS_STATUS_SUCCESS &&
                check.workspaceSize <= workspace_.bytes();
     }
     for (size_t i = 0; i < num_rows && usable; ++i) {
@@ -332,8 +331,8 @@ Status CublasLtGemm::prepare(int64_t n, int64_t m, int64_t k) {
   return p ? Status::ok() : p.status();
 }
 
-void CublasLtGemm::matmul(const void* x, const void* w, float* y, int64_t n, int64_t m, int64_t k,
-                          float beta, cudaStream_t stream) {
+void CublasLtGemm::matmul(const void* x, const void* w, float* y, int64_t n, int64_t m, int64_t k, float beta,
+                          cudaStream_t stream) {
   if (!policy_.batch_invariant && policy_.small_batch_gemv && gemv_supports(x, w, n, k)) {
     bf16_gemv(x, w, y, n, m, k, beta, stream);
     return;
@@ -341,9 +340,8 @@ void CublasLtGemm::matmul(const void* x, const void* w, float* y, int64_t n, int
   Expected<const Plan*> p = plan(n, m, k);
   if (!p) cuda_fail("CublasLtGemm::plan", __FILE__, __LINE__, p.error().c_str());
   const float alpha = 1.0f;
-  const cublasStatus_t status =
-      cublasLtMatmul(handle_, (*p)->desc, &alpha, w, (*p)->a, x, (*p)->b, &beta, y, (*p)->d, y, (*p)->d,
-                     &(*p)->algo, workspace_.get(), workspace_.bytes(), stream);
+  const cublasStatus_t status = cublasLtMatmul(handle_, (*p)->desc, &alpha, w, (*p)->a, x, (*p)->b, &beta, y, (*p)->d,
+                                               y, (*p)->d, &(*p)->algo, workspace_.get(), workspace_.bytes(), stream);
   if (status != CUBLAS_STATUS_SUCCESS) {
     cuda_fail("cublasLtMatmul", __FILE__, __LINE__, std::to_string(static_cast<int>(status)).c_str());
   }

@@ -23,8 +23,8 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <utility>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/device_buffer.h"
@@ -36,14 +36,14 @@ namespace folio::cuda {
 // What tune_pinned measured for one weight shape, for logs.
 struct PinnedTuning {
   int64_t m = 0, k = 0;
-  int32_t candidates = 0;         // split-free algorithms timed (after removing duplicates)
-  int32_t num_rows = 0;           // entries of rows / chosen_us / best_us
-  std::array<int64_t, 3> rows{};  // n of each timing
+  int32_t candidates = 0;             // split-free algorithms timed (after removing duplicates)
+  int32_t num_rows = 0;               // entries of rows / chosen_us / best_us
+  std::array<int64_t, 3> rows{};      // n of each timing
   std::array<double, 3> chosen_us{};  // the pinned algorithm at each n
   std::array<double, 3> best_us{};    // the fastest candidate at each n (may differ per n)
-  double seconds = 0.0;           // the tuning's wall time
-  bool reused = false;            // already pinned (the policy's list): nothing timed
-  std::string algorithm;          // the chosen one: "id .. tile .. stages .. cluster .."
+  double seconds = 0.0;               // the tuning's wall time
+  bool reused = false;                // already pinned (the policy's list): nothing timed
+  std::string algorithm;              // the chosen one: "id .. tile .. stages .. cluster .."
 };
 
 class CublasLtGemm {
@@ -56,8 +56,7 @@ class CublasLtGemm {
 
   // y = x W^T + beta * y.  x: (n, k) bf16 row-major; w: (m, k) bf16 row-major (a weight's
   // rows are output features); y: (n, m) fp32. beta 1 adds the product into y (the residual).
-  void matmul(const void* x, const void* w, float* y, int64_t n, int64_t m, int64_t k,
-              float beta, cudaStream_t stream);
+  void matmul(const void* x, const void* w, float* y, int64_t n, int64_t m, int64_t k, float beta, cudaStream_t stream);
 
   // Picks and caches the algorithm for a shape ahead of time (before graph capture).
   Status prepare(int64_t n, int64_t m, int64_t k);
@@ -68,8 +67,8 @@ class CublasLtGemm {
   // candidate's time (weight 1, 2 for n >= 4096: relative slowdowns count, not absolute
   // times); among candidates within 3% of that, the first found. Runs the products on stream with x (max_n, k), w (m, k), y (max_n, m),
   // whose contents it overwrites (y) and does not care about. A shape already pinned is kept.
-  Expected<PinnedTuning> tune_pinned(const void* x, const void* w, float* y, int64_t max_n, int64_t m,
-                                     int64_t k, float beta, cudaStream_t stream);
+  Expected<PinnedTuning> tune_pinned(const void* x, const void* w, float* y, int64_t max_n, int64_t m, int64_t k,
+                                     float beta, cudaStream_t stream);
   // The pinned algorithms (tuned, given or picked so far), for GemmPolicy::pinned.
   std::vector<PinnedGemmAlgo> pinned_algorithms() const;
 
@@ -91,8 +90,8 @@ class CublasLtGemm {
   // The heuristic's algorithms in its order (up to 8), with no_split only split-free ones.
   Expected<std::vector<cublasLtMatmulAlgo_t>> heuristic_results(const Plan& p, bool no_split);
   // The heuristic's first algorithm, or with no_split its candidate-th split-free one.
-  Expected<cublasLtMatmulAlgo_t> heuristic_algo(const Plan& p, int64_t n, int64_t m, int64_t k,
-                                                bool no_split, int32_t candidate = 0);
+  Expected<cublasLtMatmulAlgo_t> heuristic_algo(const Plan& p, int64_t n, int64_t m, int64_t k, bool no_split,
+                                                int32_t candidate = 0);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

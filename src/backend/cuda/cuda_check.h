@@ -26,10 +26,10 @@ inline Status cuda_status(cudaError_t error, const char* what) {
 
 }  // namespace folio::cuda
 
-#define FOLIO_CUDA_CHECK(call)                                                         \
-  do {                                                                                 \
-    const cudaError_t folio_cuda_error_ = (call);                                      \
-    if (folio_cuda_error_ != cudaSuccess) {                                            \
+#define FOLIO_CUDA_CHECK(call)                                                                    \
+  do {                                                                                            \
+    const cudaError_t folio_cuda_error_ = (call);                                                 \
+    if (folio_cuda_error_ != cudaSuccess) {                                                       \
       ::folio::cuda::cuda_fail(#call, __FILE__, __LINE__, cudaGetErrorString(folio_cuda_error_)); \
-    }                                                                                  \
+    }                                                                                             \
   } while (0)

@@ -14,7 +14,9 @@
 namespace folio::cuda {
 namespace {
 
-size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+size_t align256(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
 
 int32_t next_pow2(int32_t v) {
   int32_t p = 1;
@@ -47,8 +49,8 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
   CudaModelLimits limits;
   limits.max_tokens = std::max(options.max_num_batched_tokens, e->max_graph_seqs_);
   limits.max_seqs = std::max(options.max_num_seqs, e->max_graph_seqs_);
-  const int32_t logit_rows = options.max_logit_rows > 0 ? options.max_logit_rows
-                                                        : std::min(options.max_num_seqs, kMaxGraphSeqs);
+  const int32_t logit_rows =
+      options.max_logit_rows > 0 ? options.max_logit_rows : std::min(options.max_num_seqs, kMaxGraphSeqs);
   limits.max_logit_rows = std::max(1, std::max(logit_rows, e->max_graph_seqs_));
   limits.max_context_len = e->max_blocks_per_seq_ * options.block_size;
 
@@ -108,9 +110,9 @@ Status CudaExecutor::allocate_step_buffers() {
   std::vector<RowSampling> greedy(rows);
   for (RowSampling& p : greedy) p.temperature = 0.0f;
   if (Status s = greedy_params_.allocate(rows * sizeof(RowSampling), "sampling params"); !s) return s;
-  if (Status s = cuda_status(cudaMemcpy(greedy_params_.get(), greedy.data(), rows * sizeof(RowSampling),
-                                        cudaMemcpyHostToDevice),
-                             "sampling params");
+  if (Status s = cuda_status(
+          cudaMemcpy(greedy_params_.get(), greedy.data(), rows * sizeof(RowSampling), cudaMemcpyHostToDevice),
+          "sampling params");
       !s) {
     return s;
   }
@@ -136,8 +138,9 @@ Status CudaExecutor::allocate_kv(size_t total_memory) {
     const double budget = static_cast<double>(total_memory) * options_.gpu_memory_utilization -
                           static_cast<double>(total - free_bytes) - static_cast<double>(kReserveBytes);
     if (budget < static_cast<double>(2 * bytes_per_block)) {
-      return Status::error("cuda: no memory left for the KV cache after weights and activations (raise "
-                           "--gpu-memory-utilization or lower --max-num-batched-tokens)");
+      return Status::error(
+          "cuda: no memory left for the KV cache after weights and activations (raise "
+          "--gpu-memory-utilization or lower --max-num-batched-tokens)");
     }
     // The budget covers the null block too.
     num_blocks_ = kv_blocks_for_budget(static_cast<int64_t>(budget), bytes_per_block) - 1;
@@ -178,7 +181,9 @@ CudaExecutor::~CudaExecutor() {
   }
 }
 
-const ModelConfig& CudaExecutor::config() const { return model_->config(); }
+const ModelConfig& CudaExecutor::config() const {
+  return model_->config();
+}
 
 KvPoolLayout CudaExecutor::kv_pool() const {
   return KvPoolLayout{num_blocks_, options_.block_size, num_host_blocks_,
@@ -216,7 +221,9 @@ void CudaExecutor::reset_stats() {
   stats_.logits_bytes_to_host = fresh.logits_bytes_to_host;
 }
 
-std::string CudaExecutor::gemm_description() const { return model_->gemm().describe_pinned(); }
+std::string CudaExecutor::gemm_description() const {
+  return model_->gemm().describe_pinned();
+}
 
 Status CudaExecutor::tune_gemms() {
   GemmPolicy& policy = options_.gemm;

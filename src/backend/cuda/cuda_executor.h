@@ -16,8 +16,8 @@
 
 #include <cstdint>
 #include <map>
-#include <span>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,27 +40,27 @@ struct CudaExecutorOptions {
   // Fraction of the GPU's total memory folio may use: weights, activations, then as many KV
   // blocks as fit in the rest.
   double gpu_memory_utilization = 0.9;
-  int64_t kv_cache_bytes = 0;        // > 0: exactly this KV pool instead (tests: a 24-block pool)
+  int64_t kv_cache_bytes = 0;  // > 0: exactly this KV pool instead (tests: a 24-block pool)
   int32_t block_size = 16;
-  int64_t swap_space_bytes = 0;      // pinned host pool for preemption by swap
+  int64_t swap_space_bytes = 0;          // pinned host pool for preemption by swap
   int32_t max_num_batched_tokens = 512;  // activations are sized for this many tokens
   int32_t max_num_seqs = 64;             // decode graphs are captured up to this batch
   int32_t max_model_len = 0;             // 0: the model's trained context
   // Rows of logits one step returns at most (0: one per sequence, max_num_seqs capped at 256);
   // `folio perplexity` asks for a whole chunk's.
   int32_t max_logit_rows = 0;
-  bool cuda_graphs = true;               // decode-only steps replay captured graphs
+  bool cuda_graphs = true;  // decode-only steps replay captured graphs
   // Fast by default (cuBLASLt's heuristic per shape, GEMV at n <= 8); gemm.batch_invariant
   // (`--batch-invariant`): a row's result does not depend on what else is in the batch, with
   // algorithms tuned at start (gemm_policy.h, cublaslt_gemm.h).
   GemmPolicy gemm;
-  bool device_sampling = true;           // rows are sampled on the GPU (Capabilities::samples_on_device)
-  bool quiet = false;                    // no progress or summary on stderr
+  bool device_sampling = true;  // rows are sampled on the GPU (Capabilities::samples_on_device)
+  bool quiet = false;           // no progress or summary on stderr
 };
 
 // What the executor did, for logs and benchmarks.
 struct CudaExecutorStats {
-  int64_t weight_bytes = 0;      // on the device, BF16
+  int64_t weight_bytes = 0;  // on the device, BF16
   int64_t activation_bytes = 0;
   int64_t kv_pool_bytes = 0;
   int64_t graph_replays = 0;
@@ -72,11 +72,11 @@ struct CudaExecutorStats {
   int32_t graphs_captured = 0;
   int32_t gemm_pinned_fallbacks = 0;  // shapes where the pinned algorithm was refused
   // Time, summed over steps. GPU times come from events around the work on the stream.
-  double upload_host_s = 0.0;      // packing the batch on the host and queueing its copy
-  double wait_host_s = 0.0;        // blocked in the end-of-step synchronization
-  double layers_gpu_s = 0.0;       // forward over the layers (+ lm_head inside a decode graph)
-  double head_gpu_s = 0.0;         // the rest: eager lm_head, then GPU sampling or logits D2H
-  double capture_s = 0.0;          // capturing decode graphs (host clock, warm-up run included)
+  double upload_host_s = 0.0;  // packing the batch on the host and queueing its copy
+  double wait_host_s = 0.0;    // blocked in the end-of-step synchronization
+  double layers_gpu_s = 0.0;   // forward over the layers (+ lm_head inside a decode graph)
+  double head_gpu_s = 0.0;     // the rest: eager lm_head, then GPU sampling or logits D2H
+  double capture_s = 0.0;      // capturing decode graphs (host clock, warm-up run included)
   int64_t logits_bytes_to_host = 0;
   std::string device_name;
 };
@@ -88,7 +88,8 @@ class CudaExecutor final : public Executor {
  public:
   // Uploads the weights (dequantized to BF16) and sizes the KV pool. The weights (and their
   // GgufFile) must outlive this call only.
-  static Expected<std::unique_ptr<CudaExecutor>> create(const ModelWeights& weights, const CudaExecutorOptions& options);
+  static Expected<std::unique_ptr<CudaExecutor>> create(const ModelWeights& weights,
+                                                        const CudaExecutorOptions& options);
   ~CudaExecutor() override;
 
   const ModelConfig& config() const override;
@@ -149,7 +150,7 @@ class CudaExecutor final : public Executor {
   CUstream_st* stream_ = nullptr;
   int32_t sm_count_ = 0;
   int32_t max_model_len_ = 0;
-  int32_t max_blocks_per_seq_ = 0;   // ceil(max_model_len / block_size)
+  int32_t max_blocks_per_seq_ = 0;  // ceil(max_model_len / block_size)
   int32_t max_graph_seqs_ = 0;
 
   // KV pool: layer l's K at pool + 2l * layer_bytes, its V at pool + (2l + 1) * layer_bytes,
@@ -179,13 +180,13 @@ class CudaExecutor final : public Executor {
   // GPU sampling: greedy params for every row, uploaded once (plain greedy plans use them);
   // general plans upload their rows to sample_params_ and the penalty lists
   // [tokens | counts | scratch] to penalties_, grown on demand.
-  DeviceBuffer greedy_params_;     // (max_logit_rows,) RowSampling
-  DeviceBuffer sample_params_;     // (max rows,) RowSampling
-  DeviceBuffer penalties_;         // 3 * penalty_capacity_ int32/fp32
+  DeviceBuffer greedy_params_;  // (max_logit_rows,) RowSampling
+  DeviceBuffer sample_params_;  // (max rows,) RowSampling
+  DeviceBuffer penalties_;      // 3 * penalty_capacity_ int32/fp32
   size_t penalty_capacity_ = 0;
   std::vector<int32_t> penalties_host_;
-  DeviceBuffer sampled_;           // (max rows,) int32 tokens, then (max rows,) fp32 logprobs
-  PinnedBuffer sampled_host_;      // the same, on the host
+  DeviceBuffer sampled_;                   // (max rows,) int32 tokens, then (max rows,) fp32 logprobs
+  PinnedBuffer sampled_host_;              // the same, on the host
   std::vector<SampledToken> sampled_out_;  // (rows of the last sampled step)
   CUevent_st* step_start_ = nullptr;
   CUevent_st* layers_done_ = nullptr;

@@ -20,9 +20,8 @@ CudaExecutor::RowSampler CudaExecutor::upload_sampling(const SamplingPlan& plan,
   }
   // Plain greedy (the common serving case): the params uploaded at start serve, nothing to copy.
   const bool plain_greedy = plan.penalty_tokens.empty() &&
-                            std::all_of(plan.rows.begin(), plan.rows.end(), [](const RowSampling& r) {
-                              return r.is_greedy() && !r.has_penalties();
-                            });
+                            std::all_of(plan.rows.begin(), plan.rows.end(),
+                                        [](const RowSampling& r) { return r.is_greedy() && !r.has_penalties(); });
   if (plain_greedy) return RowSampler{greedy_params_.get<RowSampling>(), 0, /*per_row=*/false};
   const size_t entries = plan.penalty_tokens.size();
   if (entries > penalty_capacity_) {
@@ -36,8 +35,8 @@ CudaExecutor::RowSampler CudaExecutor::upload_sampling(const SamplingPlan& plan,
   }
   // Pageable sources: each copy returns once its source has been staged, and the stream
   // orders it before the kernel that reads it.
-  FOLIO_CUDA_CHECK(cudaMemcpyAsync(sample_params_.get(), plan.rows.data(), static_cast<size_t>(rows) * sizeof(RowSampling),
-                                   cudaMemcpyHostToDevice, stream_));
+  FOLIO_CUDA_CHECK(cudaMemcpyAsync(sample_params_.get(), plan.rows.data(),
+                                   static_cast<size_t>(rows) * sizeof(RowSampling), cudaMemcpyHostToDevice, stream_));
   if (entries > 0) {
     penalties_host_.resize(2 * entries);
     std::copy(plan.penalty_tokens.begin(), plan.penalty_tokens.end(), penalties_host_.begin());
@@ -46,8 +45,8 @@ CudaExecutor::RowSampler CudaExecutor::upload_sampling(const SamplingPlan& plan,
     int32_t* d = penalties_.get<int32_t>();
     FOLIO_CUDA_CHECK(
         cudaMemcpyAsync(d, penalties_host_.data(), entries * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-    FOLIO_CUDA_CHECK(cudaMemcpyAsync(d + penalty_capacity_, penalties_host_.data() + entries,
-                                     entries * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    FOLIO_CUDA_CHECK(cudaMemcpyAsync(d + penalty_capacity_, penalties_host_.data() + entries, entries * sizeof(int32_t),
+                                     cudaMemcpyHostToDevice, stream_));
   }
   return RowSampler{sample_params_.get<RowSampling>(), static_cast<int32_t>(entries), /*per_row=*/true};
 }

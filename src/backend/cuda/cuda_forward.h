@@ -38,16 +38,16 @@ struct DeviceBatch {
 
 // Activation buffers, allocated once for the model's limits (cuda_model.h).
 struct CudaActivations {
-  float* x = nullptr;               // (max_tokens, hidden) fp32 residual stream
-  uint16_t* normed = nullptr;       // (max_tokens, hidden) bf16
-  float* qkv = nullptr;             // (max_tokens, q_dim + 2 kv_dim) fp32
-  uint16_t* q = nullptr;            // (max_tokens, q_dim) fp16, roped
-  uint16_t* attn = nullptr;         // (max_tokens, q_dim) bf16
-  float* gate_up = nullptr;         // (max_tokens, 2 ffn) fp32
-  uint16_t* act = nullptr;          // (max_tokens, ffn) bf16
-  float* final_x = nullptr;         // (max_logit_rows, hidden) fp32, gathered rows
-  uint16_t* final_normed = nullptr; // (max_logit_rows, hidden) bf16
-  float* logits = nullptr;          // (max_logit_rows, vocab) fp32
+  float* x = nullptr;                // (max_tokens, hidden) fp32 residual stream
+  uint16_t* normed = nullptr;        // (max_tokens, hidden) bf16
+  float* qkv = nullptr;              // (max_tokens, q_dim + 2 kv_dim) fp32
+  uint16_t* q = nullptr;             // (max_tokens, q_dim) fp16, roped
+  uint16_t* attn = nullptr;          // (max_tokens, q_dim) bf16
+  float* gate_up = nullptr;          // (max_tokens, 2 ffn) fp32
+  uint16_t* act = nullptr;           // (max_tokens, ffn) bf16
+  float* final_x = nullptr;          // (max_logit_rows, hidden) fp32, gathered rows
+  uint16_t* final_normed = nullptr;  // (max_logit_rows, hidden) bf16
+  float* logits = nullptr;           // (max_logit_rows, vocab) fp32
   Workspace attention_workspace;
 };
 

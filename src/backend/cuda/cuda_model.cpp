@@ -8,7 +8,9 @@
 namespace folio::cuda {
 namespace {
 
-size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+size_t align256(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
 
 }  // namespace
 
@@ -36,8 +38,8 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
   const size_t qkv = static_cast<size_t>(c.q_dim()) + 2 * static_cast<size_t>(c.kv_dim());
   const size_t q = static_cast<size_t>(c.q_dim());
   const size_t ffn = static_cast<size_t>(c.ffn_dim);
-  const size_t workspace = attention_workspace_bytes(limits.max_seqs, c.num_heads, c.num_kv_heads,
-                                                     c.head_dim, limits.max_context_len, sm_count);
+  const size_t workspace = attention_workspace_bytes(limits.max_seqs, c.num_heads, c.num_kv_heads, c.head_dim,
+                                                     limits.max_context_len, sm_count);
   size_t size = 0;
   auto take = [&](size_t bytes) {
     const size_t at = size;
@@ -46,9 +48,8 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
   };
   const size_t x_at = take(t * hidden * 4), normed_at = take(t * hidden * 2), qkv_at = take(t * qkv * 4),
                q_at = take(t * q * 2), attn_at = take(t * q * 2), gate_up_at = take(t * 2 * ffn * 4),
-               act_at = take(t * ffn * 2), final_x_at = take(r * hidden * 4),
-               final_normed_at = take(r * hidden * 2), logits_at = take(r * c.vocab_size * 4),
-               workspace_at = take(workspace);
+               act_at = take(t * ffn * 2), final_x_at = take(r * hidden * 4), final_normed_at = take(r * hidden * 2),
+               logits_at = take(r * c.vocab_size * 4), workspace_at = take(workspace);
   if (Status s = m->activation_memory_.allocate(size, "allocating activations"); !s) return s;
   auto* base = m->activation_memory_.get<uint8_t>();
   CudaActivations& a = m->activations_;
@@ -66,8 +67,7 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
   return Expected<std::unique_ptr<CudaModel>>(std::move(m));
 }
 
-Status CudaModel::tune_pinned_gemms(cudaStream_t stream,
-                                    const std::function<void(const PinnedTuning&)>& on_shape) {
+Status CudaModel::tune_pinned_gemms(cudaStream_t stream, const std::function<void(const PinnedTuning&)>& on_shape) {
   const ModelConfig& c = config_;
   const DeviceLayer& layer = weights_.layers.front();
   const int64_t t = limits_.max_tokens;
@@ -87,7 +87,8 @@ Status CudaModel::tune_pinned_gemms(cudaStream_t stream,
       {a.act, layer.down, a.x, t, c.hidden_dim, c.ffn_dim, 1.0f},
       {a.final_normed, weights_.output, a.logits, limits_.max_logit_rows, c.vocab_size, c.hidden_dim, 0.0f}};
   // Inputs of about 0.01 (bf16 0x3c3c): timings on live-looking values, not on zeros.
-  if (Status s = cuda_status(cudaMemsetAsync(activation_memory_.get(), 0x3c, activation_memory_.bytes(), stream), "tuning");
+  if (Status s =
+          cuda_status(cudaMemsetAsync(activation_memory_.get(), 0x3c, activation_memory_.bytes(), stream), "tuning");
       !s) {
     return s;
   }
@@ -96,7 +97,9 @@ Status CudaModel::tune_pinned_gemms(cudaStream_t stream,
     if (!tuning) return tuning.status();
     if (on_shape) on_shape(*tuning);
   }
-  if (Status s = cuda_status(cudaMemsetAsync(activation_memory_.get(), 0, activation_memory_.bytes(), stream), "tuning"); !s) {
+  if (Status s =
+          cuda_status(cudaMemsetAsync(activation_memory_.get(), 0, activation_memory_.bytes(), stream), "tuning");
+      !s) {
     return s;
   }
   return cuda_status(cudaStreamSynchronize(stream), "tuning GEMMs");

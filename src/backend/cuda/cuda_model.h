@@ -21,10 +21,10 @@
 namespace folio::cuda {
 
 struct CudaModelLimits {
-  int32_t max_tokens = 512;      // tokens of one forward
-  int32_t max_seqs = 64;         // sequences of one forward
-  int32_t max_logit_rows = 64;   // rows of one logits() call
-  int32_t max_context_len = 0;   // longest context attention will see
+  int32_t max_tokens = 512;     // tokens of one forward
+  int32_t max_seqs = 64;        // sequences of one forward
+  int32_t max_logit_rows = 64;  // rows of one logits() call
+  int32_t max_context_len = 0;  // longest context attention will see
 };
 
 class CudaModel {

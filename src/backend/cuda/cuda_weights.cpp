@@ -11,7 +11,9 @@
 namespace folio::cuda {
 namespace {
 
-size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+size_t align256(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
 
 // Converts rows [begin, end) of w to BF16 into dst (row-major, cols per row).
 void rows_to_bf16(const WeightTensor& w, int64_t begin, int64_t end, uint16_t* dst) {
@@ -38,8 +40,10 @@ class Uploader {
       const auto* src = static_cast<const uint8_t*>(w.data);
       for (size_t at = 0; at < bytes; at += kChunk) {
         const size_t size = std::min(kChunk, bytes - at);
-        if (Status s = cuda_status(cudaMemcpy(reinterpret_cast<uint8_t*>(dst) + at, src + at, size,
-                                              cudaMemcpyHostToDevice), "weight upload"); !s) {
+        if (Status s =
+                cuda_status(cudaMemcpy(reinterpret_cast<uint8_t*>(dst) + at, src + at, size, cudaMemcpyHostToDevice),
+                            "weight upload");
+            !s) {
           return s;
         }
         advance(size);
@@ -62,8 +66,8 @@ class Uploader {
       }
       for (std::thread& t : pool) t.join();
       const size_t size = static_cast<size_t>((r1 - r0) * w.cols) * 2;
-      if (Status s = cuda_status(cudaMemcpy(dst + r0 * w.cols, stage, size, cudaMemcpyHostToDevice),
-                                 "weight upload"); !s) {
+      if (Status s = cuda_status(cudaMemcpy(dst + r0 * w.cols, stage, size, cudaMemcpyHostToDevice), "weight upload");
+          !s) {
         return s;
       }
       advance(size);
@@ -120,8 +124,8 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out,
   for (const LayerWeights& layer : model.layers()) {
     const bool bias = !layer.q_bias.empty() || !layer.k_bias.empty() || !layer.v_bias.empty();
     offsets.push_back({take(hidden * 4), take(qkv_rows * hidden * 2), bias ? take(qkv_rows * 4) : SIZE_MAX,
-                       take(hidden * static_cast<size_t>(c.q_dim()) * 2), take(hidden * 4),
-                       take(2 * ffn * hidden * 2), take(hidden * ffn * 2)});
+                       take(hidden * static_cast<size_t>(c.q_dim()) * 2), take(hidden * 4), take(2 * ffn * hidden * 2),
+                       take(hidden * ffn * 2)});
   }
   if (Status s = out.arena.allocate(size, "allocating weights"); !s) return s;
   out.bytes = size;
@@ -150,15 +154,12 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out,
     d.gate_up = bf16_at(o.gate_up);
     d.down = bf16_at(o.down);
     uint16_t* qkv = bf16_at(o.qkv);
-    for (const Status& step : {up.floats(w.attn_norm, f32_at(o.attn_norm)),
-                               up.matrix(w.q, qkv),
-                               up.matrix(w.k, qkv + static_cast<size_t>(c.q_dim()) * hidden),
-                               up.matrix(w.v, qkv + (static_cast<size_t>(c.q_dim()) + c.kv_dim()) * hidden),
-                               up.matrix(w.o, bf16_at(o.o)),
-                               up.floats(w.ffn_norm, f32_at(o.ffn_norm)),
-                               up.matrix(w.gate, bf16_at(o.gate_up)),
-                               up.matrix(w.up, bf16_at(o.gate_up) + ffn * hidden),
-                               up.matrix(w.down, bf16_at(o.down))}) {
+    for (const Status& step :
+         {up.floats(w.attn_norm, f32_at(o.attn_norm)), up.matrix(w.q, qkv),
+          up.matrix(w.k, qkv + static_cast<size_t>(c.q_dim()) * hidden),
+          up.matrix(w.v, qkv + (static_cast<size_t>(c.q_dim()) + c.kv_dim()) * hidden), up.matrix(w.o, bf16_at(o.o)),
+          up.floats(w.ffn_norm, f32_at(o.ffn_norm)), up.matrix(w.gate, bf16_at(o.gate_up)),
+          up.matrix(w.up, bf16_at(o.gate_up) + ffn * hidden), up.matrix(w.down, bf16_at(o.down))}) {
       if (!step) {
         s = step;
         break;

@@ -25,9 +25,9 @@ struct DeviceLayer {
 
 struct DeviceWeights {
   DeviceBuffer arena;
-  const uint16_t* embedding = nullptr;  // (vocab, hidden) bf16
-  const uint16_t* output = nullptr;     // (vocab, hidden) bf16; == embedding when tied
-  const float* output_norm = nullptr;   // (hidden,)
+  const uint16_t* embedding = nullptr;       // (vocab, hidden) bf16
+  const uint16_t* output = nullptr;          // (vocab, hidden) bf16; == embedding when tied
+  const float* output_norm = nullptr;        // (hidden,)
   const float* rope_freq_factors = nullptr;  // (rope_dim / 2,) or null
   std::vector<DeviceLayer> layers;
   uint64_t bytes = 0;

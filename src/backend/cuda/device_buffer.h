@@ -50,7 +50,9 @@ class CudaBuffer {
   }
 
   template <typename T = void>
-  T* get() const { return static_cast<T*>(data_); }
+  T* get() const {
+    return static_cast<T*>(data_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:

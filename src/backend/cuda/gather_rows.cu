@@ -4,8 +4,8 @@ namespace folio::cuda {
 namespace {
 
 // One block per output row; float4 when the row allows it (hidden sizes are multiples of 4).
-__global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
-                                   int64_t dim, float* __restrict__ out) {
+__global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, int64_t dim,
+                                   float* __restrict__ out) {
   const int64_t src = static_cast<int64_t>(rows[blockIdx.x]) * dim;
   const int64_t dst = static_cast<int64_t>(blockIdx.x) * dim;
   if (dim % 4 == 0) {
@@ -19,8 +19,7 @@ __global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* _
 
 }  // namespace
 
-void gather_rows(const float* x, const int32_t* rows, int32_t num_rows, int64_t dim, float* out,
-                 CUstream_st* stream) {
+void gather_rows(const float* x, const int32_t* rows, int32_t num_rows, int64_t dim, float* out, CUstream_st* stream) {
   if (num_rows <= 0) return;
   gather_rows_kernel<<<num_rows, 256, 0, stream>>>(x, rows, dim, out);
 }

@@ -9,7 +9,6 @@ struct CUstream_st;
 namespace folio::cuda {
 
 // out[r] = x[rows[r]].  x: (*, dim) fp32; rows: (num_rows,) device; out: (num_rows, dim) fp32.
-void gather_rows(const float* x, const int32_t* rows, int32_t num_rows, int64_t dim, float* out,
-                 CUstream_st* stream);
+void gather_rows(const float* x, const int32_t* rows, int32_t num_rows, int64_t dim, float* out, CUstream_st* stream);
 
 }  // namespace folio::cuda

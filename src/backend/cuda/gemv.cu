@@ -20,8 +20,8 @@ __device__ __forceinline__ void unpack_bf16x8(const uint4 v, float (&out)[8]) {
 __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
   return v;
 }
 
@@ -78,7 +78,7 @@ template <int N>
 void launch(const void* x, const void* w, float* y, int64_t m, int64_t k, float beta, CUstream_st* stream) {
   const auto blocks = static_cast<unsigned>((m + kWarpsPerBlock - 1) / kWarpsPerBlock);
   gemv_kernel<N><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(static_cast<const uint16_t*>(x),
-                                                              static_cast<const uint16_t*>(w), y, m, k, beta);
+                                                             static_cast<const uint16_t*>(w), y, m, k, beta);
 }
 
 }  // namespace

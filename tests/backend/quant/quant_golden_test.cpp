@@ -47,8 +47,8 @@ TEST_P(QuantGoldenTest, DequantizeMatchesGgufNumpyBitForBit) {
     for (int64_t i = 0; i < n; ++i) {
       uint32_t want;
       std::memcpy(&want, expected.data() + i * sizeof(float), sizeof want);
-      ASSERT_EQ(fp32_to_bits(got[i]), want) << isa_name(isa) << " element " << i << ": " << got[i]
-                                            << " vs " << fp32_from_bits(want);
+      ASSERT_EQ(fp32_to_bits(got[i]), want)
+          << isa_name(isa) << " element " << i << ": " << got[i] << " vs " << fp32_from_bits(want);
     }
   }
 }
@@ -71,9 +71,7 @@ TEST_P(QuantGoldenTest, ReferenceQuantizerMatchesGgufNumpy) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, QuantGoldenTest, testing::ValuesIn(test::all_weight_types()),
-                         [](const testing::TestParamInfo<DType>& info) {
-                           return std::string(dtype_name(info.param));
-                         });
+                         [](const testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
 }  // namespace folio::cpu

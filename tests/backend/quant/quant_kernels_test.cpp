@@ -29,12 +29,9 @@ constexpr double kEps = 1.0 / (1 << 24);  // float unit roundoff
 
 std::vector<int64_t> test_lengths(DType type) {
   switch (block_elems(type)) {
-    case 1:
-      return {1, 7, 64, 576, 1000};
-    case 32:
-      return {32, 64, 96, 288, 576, 1056};
-    default:
-      return {256, 512, 768, 2304};
+    case 1: return {1, 7, 64, 576, 1000};
+    case 32: return {32, 64, 96, 288, 576, 1056};
+    default: return {256, 512, 768, 2304};
   }
 }
 
@@ -42,7 +39,9 @@ std::vector<std::vector<uint8_t>> test_rows(std::mt19937& rng, DType type, int64
   return {random_quantized_row(rng, type, n), random_raw_row(rng, type, n)};
 }
 
-bool same_bits(const void* a, const void* b, size_t bytes) { return std::memcmp(a, b, bytes) == 0; }
+bool same_bits(const void* a, const void* b, size_t bytes) {
+  return std::memcmp(a, b, bytes) == 0;
+}
 
 // Activations: `num_rows` rows converted by the scalar path, `stride` bytes apart (a little
 // more than a row, to check the kernels honour act_row_bytes).
@@ -110,8 +109,7 @@ ReferenceDot reference_dot(DType type, const uint8_t* weight, const uint8_t* act
   const QuantKernels* scalar = quant_kernels(type, Isa::kScalar);
   const std::vector<double> a = activation_values(scalar->activation_type, act, n);
   // The weight as two parts, scale part + offset part, by zeroing one fp16 field at a time.
-  const bool affine = type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q4_K ||
-                      type == DType::Q5_K;
+  const bool affine = type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K;
   const DTypeInfo& info = dtype_info(type);
   std::vector<uint8_t> scale_part(weight, weight + row_bytes(type, n));
   std::vector<uint8_t> offset_part = scale_part;
@@ -165,20 +163,13 @@ TEST_P(QuantKernelsTest, DispatchGivesCompleteKernels) {
   switch (type) {
     case DType::Q4_0:
     case DType::Q5_0:
-    case DType::Q8_0:
-      EXPECT_EQ(act, DType::Q8_0);
-      break;
+    case DType::Q8_0: EXPECT_EQ(act, DType::Q8_0); break;
     case DType::Q4_1:
-    case DType::Q5_1:
-      EXPECT_EQ(act, DType::Q8_1);
-      break;
+    case DType::Q5_1: EXPECT_EQ(act, DType::Q8_1); break;
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K:
-      EXPECT_EQ(act, DType::Q8_K);
-      break;
-    default:
-      EXPECT_EQ(act, DType::F32);
+    case DType::Q6_K: EXPECT_EQ(act, DType::Q8_K); break;
+    default: EXPECT_EQ(act, DType::F32);
   }
 }
 
@@ -193,8 +184,7 @@ TEST_P(QuantKernelsTest, SimdDequantizeMatchesScalarBitForBit) {
         std::vector<float> expected(static_cast<size_t>(n)), got(static_cast<size_t>(n));
         scalar->dequantize_row(row.data(), expected.data(), n);
         simd->dequantize_row(row.data(), got.data(), n);
-        ASSERT_TRUE(same_bits(expected.data(), got.data(), n * sizeof(float)))
-            << isa_name(isa) << " n=" << n;
+        ASSERT_TRUE(same_bits(expected.data(), got.data(), n * sizeof(float))) << isa_name(isa) << " n=" << n;
       }
     }
   }
@@ -242,14 +232,14 @@ TEST_P(QuantKernelsTest, SimdDotRowsMatchScalar) {
             const double diff = std::fabs(static_cast<double>(got[r]) - expected[r]);
             const double relative = ref.magnitude > 0 ? diff / ref.magnitude : diff;
             worst = std::max(worst, relative);
-            ASSERT_LE(relative, 1e-5) << isa_name(isa) << " n=" << n << " rows=" << num_rows
-                                      << " row " << r << ": " << got[r] << " vs " << expected[r];
+            ASSERT_LE(relative, 1e-5) << isa_name(isa) << " n=" << n << " rows=" << num_rows << " row " << r << ": "
+                                      << got[r] << " vs " << expected[r];
           }
         }
       }
     }
-    std::printf("[ %s %s ] dot_rows max |simd - scalar| / sum|terms| = %.3g\n",
-                std::string(dtype_name(type)).c_str(), std::string(isa_name(isa)).c_str(), worst);
+    std::printf("[ %s %s ] dot_rows max |simd - scalar| / sum|terms| = %.3g\n", std::string(dtype_name(type)).c_str(),
+                std::string(isa_name(isa)).c_str(), worst);
   }
 }
 
@@ -272,8 +262,7 @@ TEST_P(QuantKernelsTest, DotRowsAreBatchInvariant) {
       }
       for (int first = 0; first < total; ++first) {
         for (int count = 1; first + count <= total; ++count) {
-          k->dot_rows(n, row.data(), act.bytes.data() + first * act.stride, act.stride, count,
-                      together.data());
+          k->dot_rows(n, row.data(), act.bytes.data() + first * act.stride, act.stride, count, together.data());
           for (int r = 0; r < count; ++r) {
             ASSERT_EQ(fp32_to_bits(together[r]), fp32_to_bits(alone[first + r]))
                 << isa_name(isa) << " n=" << n << " rows " << first << ".." << first + count;
@@ -313,20 +302,14 @@ TEST_P(QuantKernelsTest, DotMatchesFloat64OfDequantizedOperands) {
 // Root-mean-square quantization error relative to the input's RMS, for normal inputs.
 double max_relative_rms_error(DType type) {
   switch (type) {
-    case DType::F32:
-      return 0.0;
-    case DType::F16:
-      return 5e-4;
-    case DType::BF16:
-      return 4e-3;
-    case DType::Q8_0:
-      return 0.01;
-    case DType::Q6_K:
-      return 0.04;
+    case DType::F32: return 0.0;
+    case DType::F16: return 5e-4;
+    case DType::BF16: return 4e-3;
+    case DType::Q8_0: return 0.01;
+    case DType::Q6_K: return 0.04;
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::Q5_K:
-      return 0.07;
+    case DType::Q5_K: return 0.07;
     default:  // 4-bit
       return 0.14;
   }
@@ -352,8 +335,8 @@ TEST_P(QuantKernelsTest, QuantizeDequantizeErrorIsBounded) {
     const double relative = std::sqrt(err / norm);
     EXPECT_LE(relative, max_relative_rms_error(type)) << "scale " << scale;
     if (scale == 1.0f) {
-      std::printf("[ %s ] quantize->dequantize relative RMS error %.4g\n",
-                  std::string(dtype_name(type)).c_str(), relative);
+      std::printf("[ %s ] quantize->dequantize relative RMS error %.4g\n", std::string(dtype_name(type)).c_str(),
+                  relative);
     }
   }
 }
@@ -383,8 +366,7 @@ TEST_P(QuantKernelsTest, ActivationRoundTripIsWithinHalfAStep) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllWeightTypes, QuantKernelsTest, testing::ValuesIn(test::all_weight_types()),
-                         type_name);
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, QuantKernelsTest, testing::ValuesIn(test::all_weight_types()), type_name);
 
 TEST(QuantKernelsDispatch, NonWeightTypesHaveNoKernels) {
   EXPECT_EQ(quant_kernels(DType::Q8_1), nullptr);

@@ -10,16 +10,15 @@
 #include <vector>
 
 #include "backend/cpu/quant/quant_kernels.h"
-#include "quant/formats.h"
 #include "core/dtype.h"
 #include "core/fp16.h"
+#include "quant/formats.h"
 
 namespace folio::cpu::test {
 
 inline const std::vector<DType>& all_weight_types() {
-  static const std::vector<DType> types = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
-                                           DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  static const std::vector<DType> types = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                                           DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   return types;
 }
 
@@ -31,7 +30,9 @@ inline std::vector<Isa> supported_simd_isas() {
   return isas;
 }
 
-inline int64_t block_elems(DType type) { return dtype_info(type).block_elems; }
+inline int64_t block_elems(DType type) {
+  return dtype_info(type).block_elems;
+}
 
 // Normal floats with a scale per 32 elements spanning 1e-4 .. 1e2, and some all-zero groups.
 inline std::vector<float> random_floats(std::mt19937& rng, int64_t n, double zero_fraction = 0.05) {
@@ -52,13 +53,15 @@ inline uint16_t random_fp16_scale(std::mt19937& rng) {
   std::uniform_real_distribution<float> exponent(-6.0f, 1.0f);
   const int kind = pick(rng);
   const uint16_t sign = (rng() & 1) ? 0x8000 : 0;
-  if (kind == 0) return static_cast<uint16_t>(sign | 0x7bff);               // 65504
-  if (kind == 1) return static_cast<uint16_t>(sign | (rng() & 0x3ff));      // subnormal or zero
+  if (kind == 0) return static_cast<uint16_t>(sign | 0x7bff);           // 65504
+  if (kind == 1) return static_cast<uint16_t>(sign | (rng() & 0x3ff));  // subnormal or zero
   if (kind == 2) return 0;
   return static_cast<uint16_t>(sign | (fp32_to_fp16(std::pow(10.0f, exponent(rng))) & 0x7fff));
 }
 
-inline void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
+inline void put_u16(uint8_t* p, uint16_t v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 // A row of `n` elements of `type` made of random bytes; fp16 scale fields are valid finite
 // values (including extreme ones), float elements finite and of moderate magnitude.
@@ -76,12 +79,8 @@ inline std::vector<uint8_t> random_raw_row(std::mt19937& rng, DType type, int64_
         std::memcpy(block, &v, sizeof v);
         break;
       }
-      case DType::F16:
-        put_u16(block, fp32_to_fp16(value(rng)));
-        break;
-      case DType::BF16:
-        put_u16(block, fp32_to_bf16(value(rng)));
-        break;
+      case DType::F16: put_u16(block, fp32_to_fp16(value(rng))); break;
+      case DType::BF16: put_u16(block, fp32_to_bf16(value(rng))); break;
       case DType::Q4_1:
       case DType::Q5_1:
       case DType::Q4_K:
@@ -89,9 +88,7 @@ inline std::vector<uint8_t> random_raw_row(std::mt19937& rng, DType type, int64_
         put_u16(block, random_fp16_scale(rng));
         put_u16(block + 2, random_fp16_scale(rng));
         break;
-      case DType::Q6_K:
-        put_u16(block + 208, random_fp16_scale(rng));
-        break;
+      case DType::Q6_K: put_u16(block + 208, random_fp16_scale(rng)); break;
       default:  // Q4_0, Q5_0, Q8_0: d first
         put_u16(block, random_fp16_scale(rng));
         break;

@@ -14,8 +14,8 @@
 #include <immintrin.h>
 
 #include "backend/cpu/quant/quant_avx2_common.h"
-#include "quant/block_formats.h"
 #include "backend/cpu/quant/quant_internal.h"
+#include "quant/block_formats.h"
 
 namespace folio::cpu::quant {
 namespace {
@@ -32,9 +32,9 @@ inline __m256i unpack_nibbles(const uint8_t* qs) {
 
 // 16 where bit j of the 32-bit qh is set, for byte j.
 inline __m256i high_bits_to_16(const uint8_t* qh) {
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(load_u32(qh))),
-      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(load_u32(qh))),
+                          _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
   const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
   const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
   return _mm256_and_si256(set, _mm256_set1_epi8(16));
@@ -42,9 +42,7 @@ inline __m256i high_bits_to_16(const uint8_t* qh) {
 
 struct Q4_0Weights {
   static constexpr size_t kBytes = sizeof(BlockQ4_0);
-  static __m256i signed_one(const uint8_t* w) {
-    return _mm256_sub_epi8(unpack_nibbles(w + 2), _mm256_set1_epi8(8));
-  }
+  static __m256i signed_one(const uint8_t* w) { return _mm256_sub_epi8(unpack_nibbles(w + 2), _mm256_set1_epi8(8)); }
 };
 
 struct Q5_0Weights {
@@ -183,8 +181,7 @@ struct AffineDot {
         const uint8_t* ab = act + r * stride + b * kA;
         const __m256i pairs = _mm256_maddubs_epi16(q, load256(ab + 4));
         const int dot = hsum_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-        tail[r] = static_cast<float>(dot) * (dw * half_to_float(load_u16(ab))) +
-                  mw * half_to_float(load_u16(ab + 2));
+        tail[r] = static_cast<float>(dot) * (dw * half_to_float(load_u16(ab))) + mw * half_to_float(load_u16(ab + 2));
       }
     }
 #pragma GCC unroll 8
@@ -340,29 +337,20 @@ void dequantize_row_bf16(const void* src, float* dst, int64_t n) {
 
 KernelFns avx2_kernel_fns(DType weight_type) {
   switch (weight_type) {
-    case DType::F32:
-      return {nullptr, nullptr, dot_rows_by_4<FloatDot<F32Weights>>};
-    case DType::F16:
-      return {dequantize_row_f16, nullptr, dot_rows_by_4<FloatDot<F16Weights>>};
-    case DType::BF16:
-      return {dequantize_row_bf16, nullptr, dot_rows_by_4<FloatDot<BF16Weights>>};
+    case DType::F32: return {nullptr, nullptr, dot_rows_by_4<FloatDot<F32Weights>>};
+    case DType::F16: return {dequantize_row_f16, nullptr, dot_rows_by_4<FloatDot<F16Weights>>};
+    case DType::BF16: return {dequantize_row_bf16, nullptr, dot_rows_by_4<FloatDot<BF16Weights>>};
     case DType::Q4_0:
-      return {dequantize_symmetric<Q4_0Weights>, convert_activation_row_q8_0,
-              dot_rows_by_4<SymmetricDot<Q4_0Weights>>};
+      return {dequantize_symmetric<Q4_0Weights>, convert_activation_row_q8_0, dot_rows_by_4<SymmetricDot<Q4_0Weights>>};
     case DType::Q5_0:
-      return {dequantize_symmetric<Q5_0Weights>, convert_activation_row_q8_0,
-              dot_rows_by_4<SymmetricDot<Q5_0Weights>>};
+      return {dequantize_symmetric<Q5_0Weights>, convert_activation_row_q8_0, dot_rows_by_4<SymmetricDot<Q5_0Weights>>};
     case DType::Q8_0:
-      return {dequantize_symmetric<Q8_0Weights>, convert_activation_row_q8_0,
-              dot_rows_by_4<SymmetricDot<Q8_0Weights>>};
+      return {dequantize_symmetric<Q8_0Weights>, convert_activation_row_q8_0, dot_rows_by_4<SymmetricDot<Q8_0Weights>>};
     case DType::Q4_1:
-      return {dequantize_affine<Q4_1Weights>, convert_activation_row_q8_1,
-              dot_rows_by_4<AffineDot<Q4_1Weights>>};
+      return {dequantize_affine<Q4_1Weights>, convert_activation_row_q8_1, dot_rows_by_4<AffineDot<Q4_1Weights>>};
     case DType::Q5_1:
-      return {dequantize_affine<Q5_1Weights>, convert_activation_row_q8_1,
-              dot_rows_by_4<AffineDot<Q5_1Weights>>};
-    default:
-      return avx2_kernel_fns_k(weight_type);
+      return {dequantize_affine<Q5_1Weights>, convert_activation_row_q8_1, dot_rows_by_4<AffineDot<Q5_1Weights>>};
+    default: return avx2_kernel_fns_k(weight_type);
   }
 }
 

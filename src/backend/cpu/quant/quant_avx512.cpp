@@ -16,8 +16,8 @@
 #include <immintrin.h>
 
 #include <cstring>
-#include "quant/block_formats.h"
 #include "backend/cpu/quant/quant_internal.h"
+#include "quant/block_formats.h"
 
 namespace folio::cpu::quant {
 namespace {
@@ -37,8 +37,7 @@ inline __m512i unpack_nibble_pair(const uint8_t* w, size_t bytes, size_t qs_offs
 
 // Adds 16 where the block's qh bit is set (Q5 types); qh of block 1 is `bytes` after block 0's.
 inline __m512i add_high_bit_pair(__m512i q, const uint8_t* qh0, size_t bytes) {
-  const __mmask64 high = static_cast<__mmask64>(load_u32(qh0)) |
-                         (static_cast<__mmask64>(load_u32(qh0 + bytes)) << 32);
+  const __mmask64 high = static_cast<__mmask64>(load_u32(qh0)) | (static_cast<__mmask64>(load_u32(qh0 + bytes)) << 32);
   return _mm512_mask_add_epi8(q, high, q, _mm512_set1_epi8(16));
 }
 
@@ -60,9 +59,7 @@ struct Q4_0Weights {
   static __m512i signed_pair(const uint8_t* w) {
     return _mm512_sub_epi8(unpack_nibble_pair(w, kBytes, 2), _mm512_set1_epi8(8));
   }
-  static __m256i signed_one(const uint8_t* w) {
-    return _mm256_sub_epi8(unpack_nibbles(w + 2), _mm256_set1_epi8(8));
-  }
+  static __m256i signed_one(const uint8_t* w) { return _mm256_sub_epi8(unpack_nibbles(w + 2), _mm256_set1_epi8(8)); }
 };
 
 struct Q5_0Weights {
@@ -162,8 +159,8 @@ struct SymmetricDot {
       for (int r = 0; r < R; ++r) {
         const uint8_t* ab = act + r * stride + b * kA;
         const __m128 scale = _mm_mul_ps(dw, half2_to_float(load_u16(ab), load_u16(ab + kA)));
-        acc0[r] = _mm512_fmadd_ps(p0.dot(ab + 2, ab + kA + 2), spread_lanes(_mm256_castps128_ps256(scale), 0, 1),
-                                  acc0[r]);
+        acc0[r] =
+            _mm512_fmadd_ps(p0.dot(ab + 2, ab + kA + 2), spread_lanes(_mm256_castps128_ps256(scale), 0, 1), acc0[r]);
       }
       b += 2;
     }
@@ -255,8 +252,7 @@ struct AffineDot {
       for (int r = 0; r < R; ++r) {
         const uint8_t* ab = act + r * stride + b * kA;
         const int dot = hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load256(ab + 4)));
-        tail[r] = static_cast<float>(dot) * (dw * half_to_float(load_u16(ab))) +
-                  mw * half_to_float(load_u16(ab + 2));
+        tail[r] = static_cast<float>(dot) * (dw * half_to_float(load_u16(ab))) + mw * half_to_float(load_u16(ab + 2));
       }
     }
     const __m256 odd = _mm256_castsi256_ps(_mm256_set_epi32(-1, 0, -1, 0, -1, 0, -1, 0));
@@ -304,8 +300,7 @@ void dequantize_affine(const void* src, float* dst, int64_t n) {
   const auto* w = static_cast<const uint8_t*>(src);
   for (int64_t b = 0; b < n / kQK; ++b) {
     const uint8_t* wb = w + b * W::kBytes;
-    store_affine(W::unsigned_one(wb), half_to_float(load_u16(wb)), half_to_float(load_u16(wb + 2)),
-                 dst + b * kQK);
+    store_affine(W::unsigned_one(wb), half_to_float(load_u16(wb)), half_to_float(load_u16(wb + 2)), dst + b * kQK);
   }
 }
 
@@ -355,9 +350,7 @@ struct F32Weights {
 };
 
 struct F16Weights {
-  static __m512 load(const void* w, int64_t i) {
-    return _mm512_cvtph_ps(load256(static_cast<const uint16_t*>(w) + i));
-  }
+  static __m512 load(const void* w, int64_t i) { return _mm512_cvtph_ps(load256(static_cast<const uint16_t*>(w) + i)); }
   static __m512 load_masked(const void* w, int64_t i, __mmask16 k) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, static_cast<const uint16_t*>(w) + i));
   }
@@ -425,29 +418,20 @@ void dequantize_row_bf16(const void* src, float* dst, int64_t n) {
 
 KernelFns avx512_kernel_fns(DType weight_type) {
   switch (weight_type) {
-    case DType::F32:
-      return {nullptr, nullptr, dot_rows_by_8<FloatDot<F32Weights>>};
-    case DType::F16:
-      return {dequantize_row_f16, nullptr, dot_rows_by_8<FloatDot<F16Weights>>};
-    case DType::BF16:
-      return {dequantize_row_bf16, nullptr, dot_rows_by_8<FloatDot<BF16Weights>>};
+    case DType::F32: return {nullptr, nullptr, dot_rows_by_8<FloatDot<F32Weights>>};
+    case DType::F16: return {dequantize_row_f16, nullptr, dot_rows_by_8<FloatDot<F16Weights>>};
+    case DType::BF16: return {dequantize_row_bf16, nullptr, dot_rows_by_8<FloatDot<BF16Weights>>};
     case DType::Q4_0:
-      return {dequantize_symmetric<Q4_0Weights>, convert_activation_row_q8_0,
-              dot_rows_by_8<SymmetricDot<Q4_0Weights>>};
+      return {dequantize_symmetric<Q4_0Weights>, convert_activation_row_q8_0, dot_rows_by_8<SymmetricDot<Q4_0Weights>>};
     case DType::Q5_0:
-      return {dequantize_symmetric<Q5_0Weights>, convert_activation_row_q8_0,
-              dot_rows_by_8<SymmetricDot<Q5_0Weights>>};
+      return {dequantize_symmetric<Q5_0Weights>, convert_activation_row_q8_0, dot_rows_by_8<SymmetricDot<Q5_0Weights>>};
     case DType::Q8_0:
-      return {dequantize_symmetric<Q8_0Weights>, convert_activation_row_q8_0,
-              dot_rows_by_8<SymmetricDot<Q8_0Weights>>};
+      return {dequantize_symmetric<Q8_0Weights>, convert_activation_row_q8_0, dot_rows_by_8<SymmetricDot<Q8_0Weights>>};
     case DType::Q4_1:
-      return {dequantize_affine<Q4_1Weights>, convert_activation_row_q8_1,
-              dot_rows_by_8<AffineDot<Q4_1Weights>>};
+      return {dequantize_affine<Q4_1Weights>, convert_activation_row_q8_1, dot_rows_by_8<AffineDot<Q4_1Weights>>};
     case DType::Q5_1:
-      return {dequantize_affine<Q5_1Weights>, convert_activation_row_q8_1,
-              dot_rows_by_8<AffineDot<Q5_1Weights>>};
-    default:
-      return avx512_kernel_fns_k(weight_type);
+      return {dequantize_affine<Q5_1Weights>, convert_activation_row_q8_1, dot_rows_by_8<AffineDot<Q5_1Weights>>};
+    default: return avx512_kernel_fns_k(weight_type);
   }
 }
 

@@ -28,16 +28,24 @@ static inline uint32_t load_u32(const void* p) {
   return v;
 }
 
-static inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-static inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+static inline __m128i load128(const void* p) {
+  return _mm_loadu_si128(static_cast<const __m128i*>(p));
+}
+static inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
 
 // 32 bytes at p0 in the low half, 32 bytes at p1 in the high half.
 static inline __m512i load_pair256(const void* p0, const void* p1) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(load256(p0)), load256(p1), 1);
 }
 
-static inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
-static inline uint16_t float_to_half(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+static inline float half_to_float(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+static inline uint16_t float_to_half(float f) {
+  return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
 
 // Two fp16 values -> floats in lanes 0 and 1 (lanes 2, 3 zero).
 static inline __m128 half2_to_float(uint16_t a, uint16_t b) {
@@ -78,7 +86,7 @@ static inline __m512 keep_rounded(__m512 x) {
 // dot_rows in chunks of up to 8 activation rows; Impl::run<R> computes R rows at once.
 template <typename Impl>
 static void dot_rows_by_8(int64_t n, const void* weight_row, const void* activations, size_t act_row_bytes,
-                   int num_rows, float* out) {
+                          int num_rows, float* out) {
   const auto* w = static_cast<const uint8_t*>(weight_row);
   const auto* act = static_cast<const uint8_t*>(activations);
   while (num_rows > 0) {

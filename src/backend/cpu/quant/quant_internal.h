@@ -19,8 +19,8 @@ using namespace ::folio::quant;
 
 using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
 using ConvertActivationRowFn = void (*)(const float* src, void* dst, int64_t n);
-using DotRowsFn = void (*)(int64_t n, const void* weight_row, const void* activations,
-                           size_t act_row_bytes, int num_rows, float* out);
+using DotRowsFn = void (*)(int64_t n, const void* weight_row, const void* activations, size_t act_row_bytes,
+                           int num_rows, float* out);
 
 // One path's functions for one weight type; a null member means "this path has none, use a
 // lower one".
@@ -33,8 +33,8 @@ struct KernelFns {
 // Lookups, one per path. The scalar path has every member for every weight type.
 KernelFns scalar_kernel_fns(DType weight_type);
 KernelFns scalar_kernel_fns_k(DType weight_type);  // the K-quants' part of it
-KernelFns avx2_kernel_fns(DType weight_type);    // call only if the CPU has AVX2+FMA+F16C
-KernelFns avx512_kernel_fns(DType weight_type);  // call only if the CPU has AVX-512 F/BW/VL/DQ/VNNI
+KernelFns avx2_kernel_fns(DType weight_type);      // call only if the CPU has AVX2+FMA+F16C
+KernelFns avx512_kernel_fns(DType weight_type);    // call only if the CPU has AVX-512 F/BW/VL/DQ/VNNI
 KernelFns avx2_kernel_fns_k(DType weight_type);    // the K-quants' parts of the two above
 KernelFns avx512_kernel_fns_k(DType weight_type);
 

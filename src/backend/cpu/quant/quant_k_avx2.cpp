@@ -8,8 +8,8 @@
 #include <immintrin.h>
 
 #include "backend/cpu/quant/quant_avx2_common.h"
-#include "quant/block_formats.h"
 #include "backend/cpu/quant/quant_internal.h"
+#include "quant/block_formats.h"
 
 namespace folio::cpu::quant {
 namespace {
@@ -28,8 +28,8 @@ static inline float load_f32(const void* p) {
 
 // 16 where bit `bit` of each qh byte is set.
 static inline __m256i high_bit_to_16(__m256i qh, int bit) {
-  const __m256i moved = bit <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - bit))
-                                 : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(bit - 4));
+  const __m256i moved =
+      bit <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - bit)) : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(bit - 4));
   return _mm256_and_si256(moved, _mm256_set1_epi8(16));
 }
 
@@ -101,12 +101,9 @@ static inline __m256i unpack_q6k_group(__m256i ql0, __m256i ql1, __m256i qh, int
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i top2 = _mm256_set1_epi8(0x30);
   switch (g) {
-    case 0:
-      return _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2));
-    case 1:
-      return _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2));
-    case 2:
-      return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, top2));
+    case 0: return _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2));
+    case 1: return _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2));
+    case 2: return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, top2));
     default:
       return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
                              _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2));
@@ -187,10 +184,9 @@ void dequantize_row_q45k(const void* src, float* dst, int64_t n) {
     for (int c = 0; c < 4; ++c) {
       __m256i lo, hi;
       unpack_q45k_chunk(wb + Dot::kQsOffset, kHasHighBit ? &qh : nullptr, c, &lo, &hi);
-      store_group(lo, false, d * static_cast<float>(sc[2 * c]), dmin * static_cast<float>(m[2 * c]),
-                  dst + 64 * c);
-      store_group(hi, false, d * static_cast<float>(sc[2 * c + 1]),
-                  dmin * static_cast<float>(m[2 * c + 1]), dst + 64 * c + 32);
+      store_group(lo, false, d * static_cast<float>(sc[2 * c]), dmin * static_cast<float>(m[2 * c]), dst + 64 * c);
+      store_group(hi, false, d * static_cast<float>(sc[2 * c + 1]), dmin * static_cast<float>(m[2 * c + 1]),
+                  dst + 64 * c + 32);
     }
   }
 }
@@ -214,8 +210,8 @@ void dequantize_row_q6_k(const void* src, float* dst, int64_t n) {
         const __m256 s1 = _mm256_set1_ps(d * static_cast<float>(scales[j + 1]));
         for (int k = 0; k < 4; ++k) {
           const __m128i bytes = k < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
-          const __m256i ints = _mm256_sub_epi32(_mm256_cvtepu8_epi32((k & 1) ? _mm_srli_si128(bytes, 8) : bytes),
-                                                _mm256_set1_epi32(32));
+          const __m256i ints =
+              _mm256_sub_epi32(_mm256_cvtepu8_epi32((k & 1) ? _mm_srli_si128(bytes, 8) : bytes), _mm256_set1_epi32(32));
           _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(k < 2 ? s0 : s1, _mm256_cvtepi32_ps(ints)));
         }
       }
@@ -252,14 +248,10 @@ void convert_activation_row_q8_k(const float* src, void* dst, int64_t n) {
 
 KernelFns avx2_kernel_fns_k(DType weight_type) {
   switch (weight_type) {
-    case DType::Q4_K:
-      return {dequantize_row_q45k<false>, convert_activation_row_q8_k, dot_rows_by_4<Q45KDot<false>>};
-    case DType::Q5_K:
-      return {dequantize_row_q45k<true>, convert_activation_row_q8_k, dot_rows_by_4<Q45KDot<true>>};
-    case DType::Q6_K:
-      return {dequantize_row_q6_k, convert_activation_row_q8_k, dot_rows_by_4<Q6KDot>};
-    default:
-      return {};
+    case DType::Q4_K: return {dequantize_row_q45k<false>, convert_activation_row_q8_k, dot_rows_by_4<Q45KDot<false>>};
+    case DType::Q5_K: return {dequantize_row_q45k<true>, convert_activation_row_q8_k, dot_rows_by_4<Q45KDot<true>>};
+    case DType::Q6_K: return {dequantize_row_q6_k, convert_activation_row_q8_k, dot_rows_by_4<Q6KDot>};
+    default: return {};
   }
 }
 

@@ -10,8 +10,8 @@
 
 #include <immintrin.h>
 
-#include "quant/block_formats.h"
 #include "backend/cpu/quant/quant_internal.h"
+#include "quant/block_formats.h"
 
 namespace folio::cpu::quant {
 namespace {
@@ -48,7 +48,9 @@ constexpr WordIndex kQ6KScaleIndex = make_word_index(4, 8);
 // bsums (per 16) -> minimum of their sub-block of 32: entry i is i / 2.
 constexpr WordIndex kPairIndex = make_word_index(0, 2);
 
-static inline __m512i word_index(const WordIndex& index, int row) { return _mm512_load_si512(index.rows[row]); }
+static inline __m512i word_index(const WordIndex& index, int row) {
+  return _mm512_load_si512(index.rows[row]);
+}
 
 // One unpacked super-block: 4 x 64 values and the int16 scale of each value pair's sub-block.
 struct UnpackedK {
@@ -261,14 +263,10 @@ void convert_activation_row_q8_k(const float* src, void* dst, int64_t n) {
 
 KernelFns avx512_kernel_fns_k(DType weight_type) {
   switch (weight_type) {
-    case DType::Q4_K:
-      return {dequantize_row_q45k<false>, convert_activation_row_q8_k, dot_rows_by_8<Q45KDot<false>>};
-    case DType::Q5_K:
-      return {dequantize_row_q45k<true>, convert_activation_row_q8_k, dot_rows_by_8<Q45KDot<true>>};
-    case DType::Q6_K:
-      return {dequantize_row_q6_k, convert_activation_row_q8_k, dot_rows_by_8<Q6KDot>};
-    default:
-      return {};
+    case DType::Q4_K: return {dequantize_row_q45k<false>, convert_activation_row_q8_k, dot_rows_by_8<Q45KDot<false>>};
+    case DType::Q5_K: return {dequantize_row_q45k<true>, convert_activation_row_q8_k, dot_rows_by_8<Q45KDot<true>>};
+    case DType::Q6_K: return {dequantize_row_q6_k, convert_activation_row_q8_k, dot_rows_by_8<Q6KDot>};
+    default: return {};
   }
 }
 

@@ -25,27 +25,23 @@ bool cpu_has_avx2() {
 
 bool cpu_has_avx512() {
   __builtin_cpu_init();
-  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vnni");
 }
 
 KernelFns path_fns(DType type, Isa isa) {
   switch (isa) {
-    case Isa::kScalar:
-      return quant::scalar_kernel_fns(type);
-    case Isa::kAvx2:
-      return quant::avx2_kernel_fns(type);
-    case Isa::kAvx512:
-      return quant::avx512_kernel_fns(type);
+    case Isa::kScalar: return quant::scalar_kernel_fns(type);
+    case Isa::kAvx2: return quant::avx2_kernel_fns(type);
+    case Isa::kAvx512: return quant::avx512_kernel_fns(type);
   }
   return {};
 }
 
 // Kernels for `type` that take, member by member, the highest path up to `isa` that has one.
 QuantKernels build(DType type, Isa isa) {
-  QuantKernels kernels{type, ::folio::quant::activation_format(type), Isa::kScalar, nullptr, nullptr,
-                       nullptr};
+  QuantKernels kernels{type, ::folio::quant::activation_format(type), Isa::kScalar, nullptr, nullptr, nullptr};
   for (int level = 0; level <= static_cast<int>(isa); ++level) {
     const KernelFns fns = path_fns(type, static_cast<Isa>(level));
     if (fns.dequantize_row != nullptr) kernels.dequantize_row = fns.dequantize_row;
@@ -82,17 +78,16 @@ Isa detect_isa() {
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kScalar:
-      return "scalar";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kAvx512:
-      return "avx512";
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
   }
   return "unknown";
 }
 
-bool isa_supported(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(detect_isa()); }
+bool isa_supported(Isa isa) {
+  return static_cast<int>(isa) <= static_cast<int>(detect_isa());
+}
 
 const QuantKernels* quant_kernels(DType type, Isa isa) {
   static const KernelTable table;

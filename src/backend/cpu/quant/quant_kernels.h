@@ -30,13 +30,15 @@ struct QuantKernels {
   // out[j] = dot(weight_row, activation row j) for j < num_rows, n elements each; activation
   // rows are act_row_bytes apart. Several activation rows per call let the SIMD paths unpack
   // a weight block once and use it for all of them (prefill).
-  void (*dot_rows)(int64_t n, const void* weight_row, const void* activations,
-                   size_t act_row_bytes, int num_rows, float* out);
+  void (*dot_rows)(int64_t n, const void* weight_row, const void* activations, size_t act_row_bytes, int num_rows,
+                   float* out);
 };
 
 // Kernels for `type` on `isa`, or nullptr if folio cannot compute with that type.
 // A type without a SIMD path on `isa` gets a lower path (reported in QuantKernels::isa).
 const QuantKernels* quant_kernels(DType type, Isa isa);
-inline const QuantKernels* quant_kernels(DType type) { return quant_kernels(type, detect_isa()); }
+inline const QuantKernels* quant_kernels(DType type) {
+  return quant_kernels(type, detect_isa());
+}
 
 }  // namespace folio::cpu

@@ -39,13 +39,12 @@ constexpr int kDecodeThreads = 128;
 template <int kHeadDim, int kGroup>
 struct DecodeShape {
   static constexpr int kTile = kDecodeTileTokens;
-  static constexpr int kLanesPerRow = kHeadDim / 8;                    // 16B chunks per row
-  static constexpr int kRowsPerPass = kDecodeThreads / kLanesPerRow;   // 8 or 16
-  static constexpr int kPasses = kTile / kRowsPerPass;                 // 8 or 4
-  static constexpr int kStageHalfs = kTile * kHeadDim;                 // one K (or V) tile
+  static constexpr int kLanesPerRow = kHeadDim / 8;                              // 16B chunks per row
+  static constexpr int kRowsPerPass = kDecodeThreads / kLanesPerRow;             // 8 or 16
+  static constexpr int kPasses = kTile / kRowsPerPass;                           // 8 or 4
+  static constexpr int kStageHalfs = kTile * kHeadDim;                           // one K (or V) tile
   static constexpr size_t kKvBytes = 2ull * 2 * kStageHalfs * sizeof(uint16_t);  // K,V x 2 stages
-  static constexpr size_t kReduceBytes =
-      static_cast<size_t>(kRowsPerPass) * kGroup * kHeadDim * sizeof(float);
+  static constexpr size_t kReduceBytes = static_cast<size_t>(kRowsPerPass) * kGroup * kHeadDim * sizeof(float);
   static constexpr size_t kScoreBytes = static_cast<size_t>(kGroup) * kTile * sizeof(float);
   static constexpr size_t kSmemBytes =
       (kKvBytes > kReduceBytes ? kKvBytes : kReduceBytes) + kScoreBytes + 2 * kGroup * sizeof(float);
@@ -53,15 +52,15 @@ struct DecodeShape {
 
 template <int kHeadDim, int kGroup>
 __global__ void __launch_bounds__(kDecodeThreads)
-    decode_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
-                  float* partial_out, float2* partial_stats) {
+    decode_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
+                  float2* partial_stats) {
   using S = DecodeShape<kHeadDim, kGroup>;
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* kv_smem = reinterpret_cast<uint16_t*>(smem);  // [stage][K|V][tile][head_dim]
   constexpr size_t kFirstRegion = S::kKvBytes > S::kReduceBytes ? S::kKvBytes : S::kReduceBytes;
-  float* scores = reinterpret_cast<float*>(smem + kFirstRegion);      // [group][tile]
-  float* rescale = scores + kGroup * S::kTile;                          // [group]
-  float* final_sum = rescale + kGroup;                                  // [group]
+  float* scores = reinterpret_cast<float*>(smem + kFirstRegion);  // [group][tile]
+  float* rescale = scores + kGroup * S::kTile;                    // [group]
+  float* final_sum = rescale + kGroup;                            // [group]
 
   const int split = blockIdx.x;
   const int head0 = blockIdx.y * kGroup;
@@ -253,8 +252,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int i = 0; i < 2; ++i) {
       const int g = warp + 4 * i;
       if (g < kGroup) {
-        partial_stats[partial_index + static_cast<size_t>(g) * grid_splits] =
-            make_float2(run_max[i], run_sum[i]);
+        partial_stats[partial_index + static_cast<size_t>(g) * grid_splits] = make_float2(run_max[i], run_sum[i]);
       }
     }
   }
@@ -267,8 +265,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int r = 0; r < S::kRowsPerPass; ++r) total += reduce[(r * kGroup + g) * kHeadDim + d];
     const float value = total / final_sum[g];
     if (num_splits == 1) {
-      args.out[(static_cast<size_t>(token) * args.num_heads + head0 + g) * kHeadDim + d] =
-          float_to_bf16_bits(value);
+      args.out[(static_cast<size_t>(token) * args.num_heads + head0 + g) * kHeadDim + d] = float_to_bf16_bits(value);
     } else {
       partial_out[(partial_index + static_cast<size_t>(g) * grid_splits) * kHeadDim + d] = value;
     }
@@ -311,25 +308,22 @@ int largest_group_tile(int group_size) {
 }
 
 template <int kHeadDim, int kGroup>
-void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
-                   float* partial_out, float2* partial_stats, Stream stream) {
+void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
+                   float2* partial_stats, Stream stream) {
   using S = DecodeShape<kHeadDim, kGroup>;
   auto* kernel = decode_kernel<kHeadDim, kGroup>;
   static const bool attribute_set = [&] {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(S::kSmemBytes));
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmemBytes));
     return true;
   }();
   (void)attribute_set;
   const dim3 grid(grid_splits, args.num_heads / kGroup, args.num_seqs);
-  kernel<<<grid, kDecodeThreads, S::kSmemBytes, stream>>>(args, policy, grid_splits, partial_out,
-                                                          partial_stats);
+  kernel<<<grid, kDecodeThreads, S::kSmemBytes, stream>>>(args, policy, grid_splits, partial_out, partial_stats);
 }
 
 template <int kHeadDim>
-void launch_decode_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy,
-                           int32_t grid_splits, float* partial_out, float2* partial_stats,
-                           Stream stream) {
+void launch_decode_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
+                           float* partial_out, float2* partial_stats, Stream stream) {
   switch (largest_group_tile(args.num_heads / args.cache.num_kv_heads)) {
     case 1: return launch_decode<kHeadDim, 1>(args, policy, grid_splits, partial_out, partial_stats, stream);
     case 2: return launch_decode<kHeadDim, 2>(args, policy, grid_splits, partial_out, partial_stats, stream);
@@ -344,8 +338,8 @@ void launch_decode_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy pol
 
 }  // namespace
 
-void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace,
-                                   DecodeSplitPolicy policy, Stream stream) {
+void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace, DecodeSplitPolicy policy,
+                                   Stream stream) {
   const int head_dim = args.cache.head_dim;
   assert(head_dim == 64 || head_dim == 128);
   assert(args.num_heads % args.cache.num_kv_heads == 0);
@@ -355,8 +349,7 @@ void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace wor
   float* partial_out = nullptr;
   float2* partial_stats = nullptr;
   if (grid_splits > 1) {
-    const DecodeWorkspaceLayout layout =
-        decode_workspace_layout(args.num_seqs, args.num_heads, head_dim, grid_splits);
+    const DecodeWorkspaceLayout layout = decode_workspace_layout(args.num_seqs, args.num_heads, head_dim, grid_splits);
     assert(workspace.ptr != nullptr && workspace.bytes >= layout.total_bytes);
     auto* base = static_cast<unsigned char*>(workspace.ptr);
     partial_out = reinterpret_cast<float*>(base + layout.partial_out_offset);
@@ -377,14 +370,12 @@ void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace wor
   }
 }
 
-void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
-                            int32_t sm_count, Stream stream) {
+void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count, Stream stream) {
   (void)sm_count;  // the split plan depends on each sequence's context alone
   paged_attention_decode_policy(args, workspace, DecodeSplitPolicy{}, stream);
 }
 
-void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count,
-                     Stream stream) {
+void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count, Stream stream) {
   if (args.max_query_len <= 1) {
     paged_attention_decode(args, workspace, sm_count, stream);
     return;
@@ -394,8 +385,7 @@ void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_
   // single-token sequence cannot exist (every other sequence would have to hold more than
   // max_query_len tokens), the decode launch is skipped.
   paged_attention_prefill(args, stream, PrefillRows::kMultiTokenOnly);
-  const int64_t most_tokens_with_a_decode_row =
-      1 + static_cast<int64_t>(args.num_seqs - 1) * args.max_query_len;
+  const int64_t most_tokens_with_a_decode_row = 1 + static_cast<int64_t>(args.num_seqs - 1) * args.max_query_len;
   if (args.num_tokens <= most_tokens_with_a_decode_row) {
     paged_attention_decode(args, workspace, sm_count, stream);
   }

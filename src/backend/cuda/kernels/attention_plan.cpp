@@ -18,13 +18,13 @@ int32_t decode_grid_splits(int32_t max_context_len, DecodeSplitPolicy policy) {
   if (max_context_len <= 0) return 1;
   // Every context <= max_context_len has splits <= ceil(context / min_split_tokens) and
   // <= max_splits (decode_split_tokens is never below min_split_tokens).
-  const int64_t by_tokens = (static_cast<int64_t>(max_context_len) + policy.min_split_tokens - 1) /
-                            policy.min_split_tokens;
+  const int64_t by_tokens =
+      (static_cast<int64_t>(max_context_len) + policy.min_split_tokens - 1) / policy.min_split_tokens;
   return static_cast<int32_t>(std::clamp<int64_t>(by_tokens, 1, policy.max_splits));
 }
 
-DecodeWorkspaceLayout decode_workspace_layout(int32_t num_seqs, int32_t num_heads,
-                                              int32_t head_dim, int32_t grid_splits) {
+DecodeWorkspaceLayout decode_workspace_layout(int32_t num_seqs, int32_t num_heads, int32_t head_dim,
+                                              int32_t grid_splits) {
   DecodeWorkspaceLayout layout;
   const size_t partials = static_cast<size_t>(num_seqs) * num_heads * grid_splits;
   layout.partial_out_offset = 0;
@@ -33,8 +33,8 @@ DecodeWorkspaceLayout decode_workspace_layout(int32_t num_seqs, int32_t num_head
   return layout;
 }
 
-size_t attention_workspace_bytes(int32_t max_num_seqs, int32_t num_heads, int32_t num_kv_heads,
-                                 int32_t head_dim, int32_t max_context_len, int32_t sm_count) {
+size_t attention_workspace_bytes(int32_t max_num_seqs, int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
+                                 int32_t max_context_len, int32_t sm_count) {
   assert(num_kv_heads > 0 && sm_count > 0);
   (void)num_kv_heads;
   (void)sm_count;

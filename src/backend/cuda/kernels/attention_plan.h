@@ -39,8 +39,7 @@ struct DecodeSplitPolicy {
 
 // Tokens per split of a sequence with this context: min_split_tokens, or the tile-aligned
 // ceil(context / max_splits) when that is larger.
-FOLIO_HOST_DEVICE inline int32_t decode_split_tokens(int32_t context_len,
-                                                     DecodeSplitPolicy policy = {}) {
+FOLIO_HOST_DEVICE inline int32_t decode_split_tokens(int32_t context_len, DecodeSplitPolicy policy = {}) {
   const int32_t at_cap = (context_len + policy.max_splits - 1) / policy.max_splits;
   const int32_t at_cap_aligned = (at_cap + kDecodeTileTokens - 1) / kDecodeTileTokens * kDecodeTileTokens;
   return at_cap_aligned > policy.min_split_tokens ? at_cap_aligned : policy.min_split_tokens;
@@ -61,18 +60,18 @@ int32_t decode_grid_splits(int32_t max_context_len, DecodeSplitPolicy policy = {
 // Byte layout of the split-KV scratch: partial outputs then (max, sum) pairs, each region
 // 256-byte aligned.
 struct DecodeWorkspaceLayout {
-  size_t partial_out_offset = 0;  // float (num_seqs, num_heads, grid_splits, head_dim)
+  size_t partial_out_offset = 0;    // float (num_seqs, num_heads, grid_splits, head_dim)
   size_t partial_stats_offset = 0;  // float2 (num_seqs, num_heads, grid_splits): (max, sum)
   size_t total_bytes = 0;
 };
-DecodeWorkspaceLayout decode_workspace_layout(int32_t num_seqs, int32_t num_heads,
-                                              int32_t head_dim, int32_t grid_splits);
+DecodeWorkspaceLayout decode_workspace_layout(int32_t num_seqs, int32_t num_heads, int32_t head_dim,
+                                              int32_t grid_splits);
 
 // Bytes of workspace that cover every paged_attention call (decode-only or mixed) with
 // num_seqs <= max_num_seqs and max_context_len <= the given one; 0 when no context that long
 // is ever split. num_kv_heads and sm_count no longer matter (the split count depends on the
 // context alone); they stay in the signature for the callers.
-size_t attention_workspace_bytes(int32_t max_num_seqs, int32_t num_heads, int32_t num_kv_heads,
-                                 int32_t head_dim, int32_t max_context_len, int32_t sm_count);
+size_t attention_workspace_bytes(int32_t max_num_seqs, int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
+                                 int32_t max_context_len, int32_t sm_count);
 
 }  // namespace folio::cuda

@@ -160,8 +160,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
 #pragma unroll
       for (int p = 0; p < kBlockN / 16; ++p) {
         uint32_t b[4];
-        ldmatrix_x4(b, k_tile + swizzled<kHeadDim>(16 * p + lane % 8 + (lane / 16) * 8,
-                                                   ks * 2 + (lane / 8) % 2));
+        ldmatrix_x4(b, k_tile + swizzled<kHeadDim>(16 * p + lane % 8 + (lane / 16) * 8, ks * 2 + (lane / 8) % 2));
         mma_16816(s[2 * p], q_frag[ks], b[0], b[1]);
         mma_16816(s[2 * p + 1], q_frag[ks], b[2], b[3]);
       }
@@ -214,15 +213,14 @@ __global__ void __launch_bounds__(kPrefillThreads)
     // O += P V.
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint32_t a[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]),
-                             pack_half2(s[2 * kk][2], s[2 * kk][3]),
+      const uint32_t a[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
                              pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                              pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
       for (int dp = 0; dp < kHeadDim / 16; ++dp) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, v_tile + swizzled<kHeadDim>(16 * kk + lane % 8 + ((lane / 8) % 2) * 8,
-                                                         dp * 2 + lane / 16));
+        ldmatrix_x4_trans(b,
+                          v_tile + swizzled<kHeadDim>(16 * kk + lane % 8 + ((lane / 8) % 2) * 8, dp * 2 + lane / 16));
         mma_16816(o[2 * dp], a, b[0], b[1]);
         mma_16816(o[2 * dp + 1], a, b[2], b[3]);
       }
@@ -332,7 +330,7 @@ __global__ void __launch_bounds__(kWideThreads, kHeadDim <= 64 ? 2 : 1)
   const int kv_row = tid / S::kChunks;
   const int kv_chunk = tid % S::kChunks;
   const size_t head_offset = static_cast<size_t>(kv_head) * kHeadDim + kv_chunk * 8;
-  auto fetch_slots = [&](int kv_tile, int (&slot_delta)[kKvPasses]) {
+  auto fetch_slots = [&](int kv_tile, int(&slot_delta)[kKvPasses]) {
     if (indexer.pow2) {
 #pragma unroll
       for (int i = 0; i < kKvPasses; ++i) {
@@ -349,7 +347,7 @@ __global__ void __launch_bounds__(kWideThreads, kHeadDim <= 64 ? 2 : 1)
       }
     }
   };
-  auto load_kv = [&](int kv_tile, int stage, const int (&slot_delta)[kKvPasses]) {
+  auto load_kv = [&](int kv_tile, int stage, const int(&slot_delta)[kKvPasses]) {
     uint16_t* k_dst = kv_smem + stage * 2 * S::kKvHalfs;
     uint16_t* v_dst = k_dst + S::kKvHalfs;
 #pragma unroll
@@ -357,8 +355,7 @@ __global__ void __launch_bounds__(kWideThreads, kHeadDim <= 64 ? 2 : 1)
       const int row = kv_row + i * kKvRowsPerPass;
       const int key = kv_tile * kBlockN + row;
       const bool valid = key < kv_end;
-      const size_t offset =
-          valid ? static_cast<size_t>(key + slot_delta[i]) * token_stride + head_offset : 0;
+      const size_t offset = valid ? static_cast<size_t>(key + slot_delta[i]) * token_stride + head_offset : 0;
       const int dst = swizzled<kHeadDim>(row, kv_chunk);
       cp_async_16(k_dst + dst, cache.k + offset, valid);
       cp_async_16(v_dst + dst, cache.v + offset, valid);
@@ -422,8 +419,7 @@ __global__ void __launch_bounds__(kWideThreads, kHeadDim <= 64 ? 2 : 1)
 #pragma unroll
         for (int p = 0; p < kBlockN / 16; ++p) {
           uint32_t b[4];
-          ldmatrix_x4(b, k_tile + swizzled<kHeadDim>(16 * p + lane % 8 + (lane / 16) * 8,
-                                                     ks * 2 + (lane / 8) % 2));
+          ldmatrix_x4(b, k_tile + swizzled<kHeadDim>(16 * p + lane % 8 + (lane / 16) * 8, ks * 2 + (lane / 8) % 2));
           mma_16816(s[2 * p], q_frag[ks], b[0], b[1]);
           mma_16816(s[2 * p + 1], q_frag[ks], b[2], b[3]);
         }
@@ -472,15 +468,14 @@ __global__ void __launch_bounds__(kWideThreads, kHeadDim <= 64 ? 2 : 1)
 
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        const uint32_t a[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]),
-                               pack_half2(s[2 * kk][2], s[2 * kk][3]),
+        const uint32_t a[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
                                pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
         for (int dp = 0; dp < kHeadDim / 16; ++dp) {
           uint32_t b[4];
-          ldmatrix_x4_trans(b, v_tile + swizzled<kHeadDim>(16 * kk + lane % 8 + ((lane / 8) % 2) * 8,
-                                                           dp * 2 + lane / 16));
+          ldmatrix_x4_trans(b,
+                            v_tile + swizzled<kHeadDim>(16 * kk + lane % 8 + ((lane / 8) % 2) * 8, dp * 2 + lane / 16));
           mma_16816(o[2 * dp], a, b[0], b[1]);
           mma_16816(o[2 * dp + 1], a, b[2], b[3]);
         }
@@ -531,8 +526,7 @@ struct V2PrefillShape {
   static constexpr int kChunks = kHeadDim / 8;
   static constexpr int kQHalfs = kV2BlockM * kHeadDim;
   static constexpr int kKvHalfs = kBlockN * kHeadDim;
-  static constexpr size_t kSmemBytes =
-      (kQHalfs + 2ull * 2 * kKvHalfs) * sizeof(uint16_t) + 2 * kBlockN * sizeof(int);
+  static constexpr size_t kSmemBytes = (kQHalfs + 2ull * 2 * kKvHalfs) * sizeof(uint16_t) + 2 * kBlockN * sizeof(int);
 };
 
 template <int kHeadDim>
@@ -604,8 +598,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
       const int row = kv_row + i * kKvRowsPerPass;
       const int key = kv_tile * kBlockN + row;
       const bool valid = key < kv_end;
-      const size_t offset =
-          valid ? static_cast<size_t>(key + slot_delta[row]) * token_stride + head_offset : 0;
+      const size_t offset = valid ? static_cast<size_t>(key + slot_delta[row]) * token_stride + head_offset : 0;
       const int dst = swizzled<kHeadDim>(row, kv_chunk);
       cp_async_16(k_dst + dst, cache.k + offset, valid);
       cp_async_16(v_dst + dst, cache.v + offset, valid);
@@ -672,8 +665,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
 #pragma unroll
         for (int p = 0; p < kBlockN / 16; ++p) {
           uint32_t b[4];
-          ldmatrix_x4(b, k_tile + swizzled<kHeadDim>(16 * p + lane % 8 + (lane / 16) * 8,
-                                                     ks * 2 + (lane / 8) % 2));
+          ldmatrix_x4(b, k_tile + swizzled<kHeadDim>(16 * p + lane % 8 + (lane / 16) * 8, ks * 2 + (lane / 8) % 2));
 #pragma unroll
           for (int mt = 0; mt < kV2MTiles; ++mt) {
             mma_16816(s[mt][2 * p], qa[mt], b[0], b[1]);
@@ -752,8 +744,8 @@ __global__ void __launch_bounds__(kV2Threads, 2)
 #pragma unroll
         for (int dp = 0; dp < kHeadDim / 16; ++dp) {
           uint32_t b[4];
-          ldmatrix_x4_trans(b, v_tile + swizzled<kHeadDim>(16 * kk + lane % 8 + ((lane / 8) % 2) * 8,
-                                                           dp * 2 + lane / 16));
+          ldmatrix_x4_trans(b,
+                            v_tile + swizzled<kHeadDim>(16 * kk + lane % 8 + ((lane / 8) % 2) * 8, dp * 2 + lane / 16));
 #pragma unroll
           for (int mt = 0; mt < kV2MTiles; ++mt) {
             mma_16816(o[mt][2 * dp], a[mt], b[0], b[1]);
@@ -817,7 +809,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans_addr(uint32_t (&r)[4], uint32_
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(address));
 }
-
 
 template <int kHeadDim>
 __global__ void __launch_bounds__(kV2Threads, 2)
@@ -887,8 +878,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
       const int row = kv_row + i * kKvRowsPerPass;
       const int key = kv_tile * kBlockN + row;
       const bool valid = key < kv_end;
-      const size_t offset =
-          valid ? static_cast<size_t>(key + slot_delta[row]) * token_stride + head_offset : 0;
+      const size_t offset = valid ? static_cast<size_t>(key + slot_delta[row]) * token_stride + head_offset : 0;
       const int dst = swizzled<kHeadDim>(row, kv_chunk);
       cp_async_16(k_dst + dst, args.cache.k + offset, valid);
       cp_async_16(v_dst + dst, args.cache.v + offset, valid);
@@ -950,7 +940,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
     const uint32_t v_base = k_base + 2u * S::kKvHalfs;
     const int key0 = j * kBlockN;
     if (key0 >= warp_key_end) continue;  // wholly after the warp's rows (or no rows)
-    auto qk = [&](float (&s)[kV2MTiles][kV3SubN / 8][4], uint32_t k_sub) {
+    auto qk = [&](float(&s)[kV2MTiles][kV3SubN / 8][4], uint32_t k_sub) {
 #pragma unroll
       for (int mt = 0; mt < kV2MTiles; ++mt)
 #pragma unroll
@@ -976,7 +966,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
         }
       }
     };
-    auto mask = [&](float (&s)[kV2MTiles][kV3SubN / 8][4], int sub_key0) {
+    auto mask = [&](float(&s)[kV2MTiles][kV3SubN / 8][4], int sub_key0) {
 #pragma unroll
       for (int mt = 0; mt < kV2MTiles; ++mt)
 #pragma unroll
@@ -990,8 +980,8 @@ __global__ void __launch_bounds__(kV2Threads, 2)
     };
     // Online-softmax update of the running max / sum; P (fp16 A fragments) into pa, the O
     // factors into alphas; returns whether any row of the warp moved its max.
-    auto softmax = [&](float (&s)[kV2MTiles][kV3SubN / 8][4], uint32_t (&pa)[kV2MTiles][kV3SubN / 16][4],
-                       float (&alphas)[kV2MTiles][2]) {
+    auto softmax = [&](float(&s)[kV2MTiles][kV3SubN / 8][4], uint32_t(&pa)[kV2MTiles][kV3SubN / 16][4],
+                       float(&alphas)[kV2MTiles][2]) {
       bool max_moved = false;
 #pragma unroll
       for (int mt = 0; mt < kV2MTiles; ++mt) {
@@ -1026,7 +1016,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
       return __any_sync(0xffffffffu, max_moved);
     };
     // Rescale O only when some row's max moved (x * 1.0f == x, so skipping is exact).
-    auto rescale = [&](const float (&alphas)[kV2MTiles][2]) {
+    auto rescale = [&](const float(&alphas)[kV2MTiles][2]) {
 #pragma unroll
       for (int mt = 0; mt < kV2MTiles; ++mt)
 #pragma unroll
@@ -1037,7 +1027,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
           o[mt][nb][3] *= alphas[mt][1];
         }
     };
-    auto pv = [&](const uint32_t (&pa)[kV2MTiles][kV3SubN / 16][4], uint32_t v_sub) {
+    auto pv = [&](const uint32_t(&pa)[kV2MTiles][kV3SubN / 16][4], uint32_t v_sub) {
 #pragma unroll
       for (int kk = 0; kk < kV3SubN / 16; ++kk) {
 #pragma unroll
@@ -1144,8 +1134,7 @@ void launch_prefill(const PagedAttentionArgs& args, bool skip_single_query, Stre
 
 }  // namespace
 
-void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, PrefillRows rows,
-                             PrefillKernel kernel) {
+void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, PrefillRows rows, PrefillKernel kernel) {
   assert(args.cache.head_dim == 64 || args.cache.head_dim == 128);
   assert(args.num_heads % args.cache.num_kv_heads == 0);
   if (args.num_seqs == 0 || args.max_query_len <= 0) return;

@@ -30,7 +30,10 @@ __global__ void reference_kernel(const PagedAttentionArgs args) {
   int hi = args.num_seqs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (args.cu_query_starts[mid] <= token) lo = mid; else hi = mid - 1;
+    if (args.cu_query_starts[mid] <= token)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   const int seq = lo;
   const int query_start = args.cu_query_starts[seq];

@@ -14,8 +14,7 @@ using namespace detail;
 
 // --- embed ----------------------------------------------------------------------------------
 
-__global__ void embed_kernel(const uint16_t* table, int64_t vocab, int64_t hidden,
-                             const int32_t* tokens, float* out) {
+__global__ void embed_kernel(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens, float* out) {
   const int64_t t = blockIdx.x;
   const int32_t token = tokens[t];
   const bool valid = token >= 0 && token < vocab;
@@ -42,8 +41,8 @@ __global__ void embed_kernel(const uint16_t* table, int64_t vocab, int64_t hidde
 constexpr int kNormMaxVecs = 8;
 
 template <bool kBf16Out>
-__global__ void rms_norm_kernel(float* residual, const float* add, const float* weight,
-                                void* out, int64_t dim, float eps) {
+__global__ void rms_norm_kernel(float* residual, const float* add, const float* weight, void* out, int64_t dim,
+                                float eps) {
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   float4* x = reinterpret_cast<float4*>(residual + row * dim);
@@ -58,7 +57,10 @@ __global__ void rms_norm_kernel(float* residual, const float* add, const float* 
       float4 v = x[i];
       if (y != nullptr) {
         const float4 a = y[i];
-        v.x += a.x; v.y += a.y; v.z += a.z; v.w += a.w;
+        v.x += a.x;
+        v.y += a.y;
+        v.z += a.z;
+        v.w += a.w;
         x[i] = v;
       }
       values[k] = v;
@@ -74,8 +76,7 @@ __global__ void rms_norm_kernel(float* residual, const float* add, const float* 
     if (i < vecs) {
       const float4 v = values[k];
       const float4 g = w[i];
-      const float4 r = make_float4(v.x * inv_rms * g.x, v.y * inv_rms * g.y, v.z * inv_rms * g.z,
-                                   v.w * inv_rms * g.w);
+      const float4 r = make_float4(v.x * inv_rms * g.x, v.y * inv_rms * g.y, v.z * inv_rms * g.z, v.w * inv_rms * g.w);
       if constexpr (kBf16Out) {
         reinterpret_cast<uint2*>(static_cast<uint16_t*>(out) + row * dim)[i] =
             make_uint2(pack_bf162(r.x, r.y), pack_bf162(r.z, r.w));
@@ -87,8 +88,8 @@ __global__ void rms_norm_kernel(float* residual, const float* add, const float* 
 }
 
 template <bool kBf16Out>
-void launch_rms_norm(float* residual, const float* add, const float* weight, void* out,
-                     int64_t n, int64_t dim, float eps, Stream stream) {
+void launch_rms_norm(float* residual, const float* add, const float* weight, void* out, int64_t n, int64_t dim,
+                     float eps, Stream stream) {
   assert(dim % 4 == 0);
   const int64_t vecs = dim / 4;
   int threads = 128;
@@ -106,8 +107,8 @@ constexpr int kMaxHeadDim = 256;
 // One CTA per token. Work unit = one rotated pair (or one pass-through element pair) of one
 // head; q heads come first, then k heads (rotated, written to the cache), then v heads (copied).
 __global__ void rope_write_kv_kernel(const float* qkv, const float* bias, const int32_t* positions,
-                                     const int32_t* slot_mapping, int32_t num_heads,
-                                     DeviceRope rope, uint16_t* q_out, KvLayerView cache) {
+                                     const int32_t* slot_mapping, int32_t num_heads, DeviceRope rope, uint16_t* q_out,
+                                     KvLayerView cache) {
   __shared__ float inv_freq[kMaxHeadDim / 2];
   const int t = blockIdx.x;
   const int head_dim = cache.head_dim;
@@ -169,8 +170,7 @@ __global__ void rope_write_kv_kernel(const float* qkv, const float* bias, const 
     } else if (slot >= 0) {
       const bool is_k = head < num_heads + num_kv_heads;
       const int kv_head = head - num_heads - (is_k ? 0 : num_kv_heads);
-      uint16_t* dst = (is_k ? cache.k : cache.v) +
-                      (static_cast<int64_t>(slot) * num_kv_heads + kv_head) * head_dim;
+      uint16_t* dst = (is_k ? cache.k : cache.v) + (static_cast<int64_t>(slot) * num_kv_heads + kv_head) * head_dim;
       dst[a] = float_to_half_bits(x0);
       dst[b] = float_to_half_bits(x1);
     }
@@ -199,33 +199,32 @@ __global__ void swiglu_kernel(const float* gate_up, int64_t n, int64_t ffn, uint
 
 }  // namespace
 
-void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens,
-                int64_t n, float* out, Stream stream) {
+void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens, int64_t n, float* out,
+                Stream stream) {
   assert(hidden % 8 == 0);
   if (n == 0) return;
   embed_kernel<<<static_cast<unsigned>(n), 128, 0, stream>>>(table, vocab, hidden, tokens, out);
 }
 
-void rms_norm(float* residual, const float* add, const float* weight, uint16_t* out, int64_t n,
-              int64_t dim, float eps, Stream stream) {
+void rms_norm(float* residual, const float* add, const float* weight, uint16_t* out, int64_t n, int64_t dim, float eps,
+              Stream stream) {
   launch_rms_norm<true>(residual, add, weight, out, n, dim, eps, stream);
 }
 
-void rms_norm_f32(float* residual, const float* add, const float* weight, float* out, int64_t n,
-                  int64_t dim, float eps, Stream stream) {
+void rms_norm_f32(float* residual, const float* add, const float* weight, float* out, int64_t n, int64_t dim, float eps,
+                  Stream stream) {
   launch_rms_norm<false>(residual, add, weight, out, n, dim, eps, stream);
 }
 
-void rope_write_kv(const float* qkv, const float* bias, const int32_t* positions,
-                   const int32_t* slot_mapping, int32_t n, int32_t num_heads,
-                   const DeviceRope& rope, uint16_t* q_out, const KvLayerView& cache,
+void rope_write_kv(const float* qkv, const float* bias, const int32_t* positions, const int32_t* slot_mapping,
+                   int32_t n, int32_t num_heads, const DeviceRope& rope, uint16_t* q_out, const KvLayerView& cache,
                    Stream stream) {
   assert(cache.head_dim % 2 == 0 && cache.head_dim <= kMaxHeadDim);
   assert(rope.rotary_dim % 2 == 0 && rope.rotary_dim <= cache.head_dim);
   assert(num_heads % cache.num_kv_heads == 0);
   if (n == 0) return;
-  rope_write_kv_kernel<<<n, kRopeThreads, 0, stream>>>(qkv, bias, positions, slot_mapping,
-                                                      num_heads, rope, q_out, cache);
+  rope_write_kv_kernel<<<n, kRopeThreads, 0, stream>>>(qkv, bias, positions, slot_mapping, num_heads, rope, q_out,
+                                                       cache);
 }
 
 void swiglu(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream) {

@@ -29,19 +29,19 @@ using Stream = CUstream_st*;  // == cudaStream_t
 
 // out[t] = table[tokens[t]] widened to fp32. Tokens outside [0, vocab) give a zero row.
 // table: (vocab, hidden) bf16; tokens: (n,); out: (n, hidden) fp32. hidden % 8 == 0.
-void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens,
-                int64_t n, float* out, Stream stream);
+void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens, int64_t n, float* out,
+                Stream stream);
 
 // The fused "residual add, then RMS norm" between blocks:
 //   if add != null: residual += add (written back);  out = residual / rms(residual) * weight.
 // residual: (n, dim) fp32 in/out; add: (n, dim) fp32 or null; weight: (dim,) fp32;
 // out: (n, dim) bf16. dim % 4 == 0. The sum of squares is accumulated in fp32 per thread and
 // reduced as a tree (the CPU uses float64; the difference is far below bf16 rounding).
-void rms_norm(float* residual, const float* add, const float* weight, uint16_t* out,
-              int64_t n, int64_t dim, float eps, Stream stream);
+void rms_norm(float* residual, const float* add, const float* weight, uint16_t* out, int64_t n, int64_t dim, float eps,
+              Stream stream);
 // Same, fp32 output (the final norm before the vocabulary projection if that GEMM is fp32).
-void rms_norm_f32(float* residual, const float* add, const float* weight, float* out,
-                  int64_t n, int64_t dim, float eps, Stream stream);
+void rms_norm_f32(float* residual, const float* add, const float* weight, float* out, int64_t n, int64_t dim, float eps,
+                  Stream stream);
 
 // RoPE as the Backend interface defines it (see RopeParams in backend/backend.h), with
 // freq_factors a DEVICE pointer (rotary_dim / 2 floats) or null.
@@ -64,9 +64,8 @@ struct DeviceRope {
 // Angles: theta = (position * position_scale) * inv_freq[i] in fp32 with inv_freq computed in
 // float64 on the device then rounded to fp32, as the CPU does; sin/cos with sincosf (full
 // precision, not the fast intrinsics).
-void rope_write_kv(const float* qkv, const float* bias, const int32_t* positions,
-                   const int32_t* slot_mapping, int32_t n, int32_t num_heads,
-                   const DeviceRope& rope, uint16_t* q_out, const KvLayerView& cache,
+void rope_write_kv(const float* qkv, const float* bias, const int32_t* positions, const int32_t* slot_mapping,
+                   int32_t n, int32_t num_heads, const DeviceRope& rope, uint16_t* q_out, const KvLayerView& cache,
                    Stream stream);
 
 // out = silu(gate) * up.  gate_up: (n, 2 * ffn) fp32 = [gate | up] per row;
@@ -82,19 +81,19 @@ void swiglu(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream 
 // Earlier context (prefix-cache hits, earlier chunks of a chunked prefill) comes from the
 // cache, so one launch serves any mix of prefill chunks and decode tokens.
 struct PagedAttentionArgs {
-  const uint16_t* q = nullptr;      // (num_tokens, num_heads, head_dim) fp16
-  uint16_t* out = nullptr;          // (num_tokens, num_heads, head_dim) bf16
-  KvLayerView cache;                // device pointers; head_dim 64 or 128 (fast kernels)
+  const uint16_t* q = nullptr;               // (num_tokens, num_heads, head_dim) fp16
+  uint16_t* out = nullptr;                   // (num_tokens, num_heads, head_dim) bf16
+  KvLayerView cache;                         // device pointers; head_dim 64 or 128 (fast kernels)
   const int32_t* cu_query_starts = nullptr;  // (num_seqs + 1,), [0] = 0, last = num_tokens
   const int32_t* context_lens = nullptr;     // (num_seqs,), >= query_len of the sequence, >= 1
   const int32_t* block_tables = nullptr;     // (num_seqs, max_blocks_per_seq) block ids
   int32_t max_blocks_per_seq = 0;            // row stride of block_tables
   int32_t num_seqs = 0;
   int32_t num_tokens = 0;
-  int32_t num_heads = 0;       // multiple of cache.num_kv_heads
-  int32_t max_query_len = 0;   // host-known upper bounds (a graph may pass its capture bounds)
+  int32_t num_heads = 0;      // multiple of cache.num_kv_heads
+  int32_t max_query_len = 0;  // host-known upper bounds (a graph may pass its capture bounds)
   int32_t max_context_len = 0;
-  float scale = 1.0f;          // softmax scale, usually 1/sqrt(head_dim)
+  float scale = 1.0f;  // softmax scale, usually 1/sqrt(head_dim)
 };
 
 // Caller-provided scratch for split-KV decode, allocated once (never in the decode loop).
@@ -112,20 +111,18 @@ struct Workspace {
 // `sm_count` is no longer used (kept for the callers). The workspace must hold
 // attention_workspace_bytes(...) for the maxima the caller will ever pass (attention_plan.h);
 // mixed batches use it too.
-void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count,
-                     Stream stream);
+void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count, Stream stream);
 
 // Split-KV (flash-decoding) decode of the query_len == 1 sequences (others are skipped). Each
 // sequence cuts its context by DecodeSplitPolicy{} (a function of that context alone); the
 // grid is sized from max_context_len, so a graph captured with max_context_len = the model's
 // maximum stays valid (and gives the same bits) for every shorter context.
-void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
-                            int32_t sm_count, Stream stream);
+void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count, Stream stream);
 // Same with another split policy (checks and benchmarks); DecodeSplitPolicy{1 << 30, 1} never
 // splits. Workspace: decode_workspace_layout(num_seqs, num_heads, head_dim,
 // decode_grid_splits(max_context_len, policy)).total_bytes when that grid is > 1.
-void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace,
-                                   DecodeSplitPolicy policy, Stream stream);
+void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace, DecodeSplitPolicy policy,
+                                   Stream stream);
 
 // FlashAttention-2-style varlen prefill on tensor cores (mma.sync m16n8k16 fp16, fp32
 // accumulate); any query_len / context_len mix, including decode rows (kAll), or only the
@@ -138,9 +135,9 @@ void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace wor
 // dispatcher and the executor use.
 enum class PrefillRows { kAll, kMultiTokenOnly };
 enum class PrefillKernel { kRows64, kRows128, kRows128v2, kRows128v3 };
-inline constexpr PrefillKernel kDefaultPrefillKernel = PrefillKernel::kRows128v3;  // H200, 8k causal: 342 TFLOP/s (v2 318, kRows128 290, kRows64 230)
-void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream,
-                             PrefillRows rows = PrefillRows::kAll,
+inline constexpr PrefillKernel kDefaultPrefillKernel =
+    PrefillKernel::kRows128v3;  // H200, 8k causal: 342 TFLOP/s (v2 318, kRows128 290, kRows64 230)
+void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, PrefillRows rows = PrefillRows::kAll,
                              PrefillKernel kernel = kDefaultPrefillKernel);
 
 // Obviously-correct reference: one warp per (query token, head), scalar online softmax in

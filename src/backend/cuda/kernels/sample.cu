@@ -135,23 +135,35 @@ __device__ unsigned long long block_exclusive_scan_u64(unsigned long long x, Sha
 // Argmax with ties to the lowest index; the initial (-inf, 0) makes "all -inf or NaN" give 0,
 // as the CPU's argmax does.
 __device__ int32_t block_argmax(float value, int32_t index, Shared& sh) {
-  auto better = [](float v, int32_t i, float bv, int32_t bi) {
-    return v > bv || (v == bv && i < bi);
-  };
+  auto better = [](float v, int32_t i, float bv, int32_t bi) { return v > bv || (v == bv && i < bi); };
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, value, o);
     const int32_t oi = __shfl_xor_sync(0xffffffffu, index, o);
-    if (better(ov, oi, value, index)) { value = ov; index = oi; }
+    if (better(ov, oi, value, index)) {
+      value = ov;
+      index = oi;
+    }
   }
   __syncthreads();
-  if (threadIdx.x % 32 == 0) { sh.f[threadIdx.x / 32] = value; sh.i[threadIdx.x / 32] = index; }
+  if (threadIdx.x % 32 == 0) {
+    sh.f[threadIdx.x / 32] = value;
+    sh.i[threadIdx.x / 32] = index;
+  }
   __syncthreads();
-  if (threadIdx.x % 32 < kWarps) { value = sh.f[threadIdx.x % 32]; index = sh.i[threadIdx.x % 32]; }
-  else { value = -INFINITY; index = 0; }
+  if (threadIdx.x % 32 < kWarps) {
+    value = sh.f[threadIdx.x % 32];
+    index = sh.i[threadIdx.x % 32];
+  } else {
+    value = -INFINITY;
+    index = 0;
+  }
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, value, o);
     const int32_t oi = __shfl_xor_sync(0xffffffffu, index, o);
-    if (better(ov, oi, value, index)) { value = ov; index = oi; }
+    if (better(ov, oi, value, index)) {
+      value = ov;
+      index = oi;
+    }
   }
   return index;
 }
@@ -196,7 +208,10 @@ __device__ uint32_t radix_mass_boundary(int n, unsigned long long target, MassOf
   unsigned long long mass_above = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {
     const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
-    for (int b = threadIdx.x; b < 256; b += blockDim.x) { sh.hist_count[b] = 0; sh.hist_mass[b] = 0; }
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) {
+      sh.hist_count[b] = 0;
+      sh.hist_mass[b] = 0;
+    }
     __syncthreads();
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
       uint32_t key;
@@ -213,7 +228,10 @@ __device__ uint32_t radix_mass_boundary(int n, unsigned long long target, MassOf
       for (int d = 255; d >= 0; --d) {
         if (sh.hist_count[d] == 0) continue;
         lowest_nonempty = d;
-        if (mass_above + sh.hist_mass[d] >= target) { chosen = d; break; }
+        if (mass_above + sh.hist_mass[d] >= target) {
+          chosen = d;
+          break;
+        }
         mass_above += sh.hist_mass[d];
       }
       if (chosen < 0) {  // rounding: the whole rest is below target; keep everything
@@ -280,7 +298,10 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SampleArgs
     int32_t best_index = 0;
     for (int i = tid; i < vocab; i += kSampleThreads) {
       const float x = logits[i];
-      if (x > best) { best = x; best_index = i; }
+      if (x > best) {
+        best = x;
+        best_index = i;
+      }
     }
     token = block_argmax(best, best_index, sh);
   } else {
@@ -295,7 +316,10 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SampleArgs
     int32_t best_index = 0;
     for (int i = tid; i < vocab; i += kSampleThreads) {
       const float s = scaled_at(i);
-      if (s > best) { best = s; best_index = i; }
+      if (s > best) {
+        best = s;
+        best_index = i;
+      }
     }
     m = block_max(best, sh);
     if (m == -INFINITY) {
@@ -310,7 +334,11 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SampleArgs
       if (top_k) {
         const uint32_t key = radix_select_largest(
             vocab, static_cast<uint32_t>(p.top_k),
-            [&](int i, uint32_t& k) { k = order_key(scaled_at(i)); return true; }, sh);
+            [&](int i, uint32_t& k) {
+              k = order_key(scaled_at(i));
+              return true;
+            },
+            sh);
         kth = from_order_key(key);
       }
       auto weight_at = [&](float s) { return expf(s - m); };
@@ -396,7 +424,10 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SampleArgs
           unsigned long long cumulative = offset;
           for (int i = begin; i < end; ++i) {
             cumulative += kept_mass(i);
-            if (cumulative > target) { sh.found = i; break; }
+            if (cumulative > target) {
+              sh.found = i;
+              break;
+            }
           }
         }
       }
