@@ -33,6 +33,7 @@ struct ServeOptions {
   int64_t max_body_bytes = int64_t{8} << 20;
   int max_queue = 0;
   std::string chat_template_file;
+  bool special_tokens_in_content = false;
   bool quiet = false;
   EngineOptions engine;
 };
@@ -59,6 +60,7 @@ Expected<server::ModelInfo> model_info(const ModelSession& session, const Engine
     if (!chat_template) return Status::error(origin + " does not parse: " + chat_template.error());
     info.chat_template = std::move(chat_template).value();
   }
+  info.content_tokens = options.special_tokens_in_content ? ContentTokens::kParsed : ContentTokens::kText;
   // A request must fit the model's context and, whole, the KV pool.
   info.context_tokens = static_cast<int32_t>(engine.context_tokens());
   return info;
@@ -141,6 +143,9 @@ CommandRunner add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--chat-template", options->chat_template_file,
                   "A Jinja chat template file to use instead of the model's");
+  cmd->add_flag("--special-tokens-in-content", options->special_tokens_in_content,
+                "Read control-token texts in chat message content as tokens (as vLLM and llama.cpp do), letting "
+                "a client write turns of its own; by default they are plain text");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress lines on stderr");
   add_engine_options(*cmd, options->engine);
   return [options] { return serve(*options); };

@@ -2,22 +2,42 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace folio {
 
 std::vector<std::pair<int32_t, double>> top_logprobs(std::span<const float> logits, int32_t k) {
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l) - max_logit);
-  const double log_sum = std::log(sum) + max_logit;
+  // NaN counts as -inf (it never wins and keeps the sort's order strict); +inf logits share all
+  // the mass between them; a row of nothing but -inf gives -inf everywhere.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const int32_t n = static_cast<int32_t>(logits.size());
+  auto value = [&](int32_t i) -> double {
+    const float l = logits[static_cast<size_t>(i)];
+    return l == l ? static_cast<double>(l) : -kInf;
+  };
+  double max_logit = -kInf;
+  for (int32_t i = 0; i < n; ++i) max_logit = std::max(max_logit, value(i));
+  double log_sum = kInf;
+  size_t num_infinite = 0;
+  if (max_logit == kInf) {
+    for (int32_t i = 0; i < n; ++i) num_infinite += value(i) == kInf;
+  } else if (max_logit != -kInf) {
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; ++i) sum += std::exp(value(i) - max_logit);
+    log_sum = std::log(sum) + max_logit;
+  }
+  auto logprob = [&](int32_t i) {
+    if (num_infinite > 0) return value(i) == kInf ? -std::log(static_cast<double>(num_infinite)) : -kInf;
+    return max_logit == -kInf ? -kInf : value(i) - log_sum;
+  };
   std::vector<int32_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
-  k = std::min<int32_t>(k, static_cast<int32_t>(ids.size()));
+  k = std::min<int32_t>(k, n);
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+                    [&](int32_t a, int32_t b) { return value(a) > value(b) || (value(a) == value(b) && a < b); });
   std::vector<std::pair<int32_t, double>> top;
-  for (int32_t i = 0; i < k; ++i) top.emplace_back(ids[i], static_cast<double>(logits[ids[i]]) - log_sum);
+  for (int32_t i = 0; i < k; ++i) top.emplace_back(ids[i], logprob(ids[i]));
   return top;
 }
 

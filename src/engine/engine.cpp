@@ -23,6 +23,7 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, const EngineConfi
       tokenizer_(tokenizer),
       kv_layout_(executor.kv_pool()),
       max_model_len_(config.max_model_len > 0 ? config.max_model_len : executor.config().context_length),
+      max_num_seqs_(config.scheduler.max_num_seqs),
       scheduler_(config.scheduler, kv_config_of(kv_layout_, config)),
       runner_(executor),
       planner_(executor.capabilities().samples_on_device, executor.config().vocab_size),

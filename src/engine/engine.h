@@ -74,6 +74,7 @@ class Engine {
   Status check_invariants() const;
   int32_t max_model_len() const { return max_model_len_; }
   int32_t num_kv_blocks() const { return kv_layout_.num_blocks; }
+  int32_t max_num_seqs() const { return max_num_seqs_; }
   // Tokens one request may hold at most: the model's context, or the KV pool if it is smaller.
   int64_t context_tokens() const;
 
@@ -94,6 +95,7 @@ class Engine {
   const Tokenizer& tokenizer_;
   KvPoolLayout kv_layout_;
   int32_t max_model_len_;
+  int32_t max_num_seqs_;
   Scheduler scheduler_;
   ModelRunner runner_;
   SamplingPlanner planner_;

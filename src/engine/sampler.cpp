@@ -10,6 +10,7 @@ namespace folio {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kPosInf = std::numeric_limits<float>::infinity();
 
 // Seeds from std::random_device when the request brings no seed, so unseeded requests differ.
 uint64_t pick_seed(const std::optional<uint64_t>& seed) {
@@ -198,7 +199,10 @@ int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits, 
   std::vector<float>& weights = scratch.weights;
   std::vector<Candidate>& candidates = scratch.candidates;
   const float max_logit = max_of(scaled_logits);
-  if (max_logit == kNegInf) return argmax(scaled_logits);  // everything masked: nothing to draw
+  // Everything masked: nothing to draw. A logit that overflowed to +inf (a tiny repetition
+  // penalty or temperature dividing a large one) holds all the probability: the distribution's
+  // limit is that token (the lowest id of several), as the GPU's sampler picks it too.
+  if (max_logit == kNegInf || max_logit == kPosInf) return argmax(scaled_logits);
 
   const size_t vocab = scaled_logits.size();
   const bool top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab;
@@ -259,7 +263,9 @@ int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits, 
     // in the order does not matter otherwise).
     std::erase_if(candidates, [&](const Candidate& c) { return c.weight < params_.min_p; });
   }
-  assert(!candidates.empty());  // the most likely token survives every cut
+  // The most likely token survives every cut; should rounding ever leave none, the argmax is
+  // the answer rather than an out-of-range draw.
+  if (candidates.empty()) return argmax(scaled_logits);
 
   double total = 0.0;
   for (const Candidate& c : candidates) total += c.weight;
@@ -349,11 +355,26 @@ void Sampler::keep_top_p(float max_logit, double total, SamplerScratch& scratch)
 
 void Sampler::fill_logprobs(std::span<const float> raw_logits, SampleResult& result, SamplerScratch& scratch) const {
   std::vector<float>& weights = scratch.weights;
-  // Log-sum-exp over the raw logits: weights in float (2e-7 relative), summed in float64.
+  // Log-sum-exp over the raw logits: weights in float (2e-7 relative), summed in float64. Rows
+  // that are not finite have their limits: with +inf present those tokens share the mass; with
+  // only -inf and NaN every logprob is -inf.
   const float max_logit = max_of(raw_logits);
-  exp_relative(raw_logits, max_logit, weights);
-  const double log_normalizer = static_cast<double>(max_logit) + std::log(sum_of(weights));
-  result.logprob = static_cast<float>(static_cast<double>(raw_logits[result.token]) - log_normalizer);
+  double log_normalizer = kNegInf;
+  double infinite_share = 0.0;  // -log(count of +inf logits) when max_logit is +inf
+  if (max_logit == kPosInf) {
+    size_t count = 0;
+    for (float x : raw_logits) count += x == kPosInf;
+    infinite_share = -std::log(static_cast<double>(count));
+  } else if (max_logit != kNegInf) {
+    exp_relative(raw_logits, max_logit, weights);
+    log_normalizer = static_cast<double>(max_logit) + std::log(sum_of(weights));
+  }
+  auto logprob_of = [&](float raw) -> float {
+    if (max_logit == kPosInf) return raw == kPosInf ? static_cast<float>(infinite_share) : kNegInf;
+    if (max_logit == kNegInf || raw != raw) return kNegInf;
+    return static_cast<float>(static_cast<double>(raw) - log_normalizer);
+  };
+  result.logprob = logprob_of(raw_logits[result.token]);
 
   const size_t n = static_cast<size_t>(params_.logprobs);
   if (n == 0) return;
@@ -380,8 +401,7 @@ void Sampler::fill_logprobs(std::span<const float> raw_logits, SampleResult& res
   std::sort(heap.begin(), heap.end(), better);
   result.top_logprobs.reserve(heap.size());
   for (const Entry& entry : heap) {
-    result.top_logprobs.emplace_back(entry.second,
-                                     static_cast<float>(static_cast<double>(entry.first) - log_normalizer));
+    result.top_logprobs.emplace_back(entry.second, logprob_of(entry.first));
   }
 }
 

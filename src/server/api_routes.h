@@ -2,11 +2,15 @@
 // whole response or a generation to run out. The connection (http_session) does the I/O.
 //
 //   GET  /health                200, empty body
+//   GET  /, /index.html         the chat page
 //   GET  /v1/models             the served model
 //   GET  /metrics               Prometheus text
 //   POST /v1/completions        -> GenerationPlan
 //   POST /v1/chat/completions   -> GenerationPlan
-// With an API key set, every route but /health needs "Authorization: Bearer KEY" (401).
+//   POST /tokenize, /detokenize vLLM's shapes
+// HEAD is GET without the body. With an API key set, every route but /health and the chat page
+// needs "Authorization: Bearer KEY" (401). Routing needs the request line and that header only,
+// so a connection answers 401 / 404 / 405 before it reads a body.
 #pragma once
 
 #include <string>
@@ -40,6 +44,18 @@ struct ApiResponse {
 
 using ApiResult = std::variant<ApiResponse, GenerationPlan>;
 
+enum class Route { kHealth, kChatPage, kModels, kMetrics, kCompletions, kChatCompletions, kTokenize, kDetokenize };
+
+// Where the request goes, or the response that ends it: 404 unknown path, 401 missing or wrong
+// key, 405 wrong method (HEAD counts as GET).
+std::variant<Route, ApiResponse> route_request(std::string_view method, std::string_view target,
+                                               std::string_view authorization, const ApiContext& context);
+
+// The response, or the generation, of a routed request with its whole body. Parsing and
+// planning (tokenizing, rendering chat templates) happen here: callers run it off the io threads.
+ApiResult handle_route(Route route, std::string_view body, const ApiContext& context);
+
+// Both in one call.
 ApiResult handle_api_request(const ApiRequest& request, const ApiContext& context);
 
 ApiResponse api_error(int status, const std::string& message);

@@ -4,7 +4,8 @@
 
 namespace folio::server {
 
-EngineWorker::EngineWorker(Engine& engine, int32_t max_waiting) : engine_(engine), max_waiting_(max_waiting) {}
+EngineWorker::EngineWorker(Engine& engine, int32_t max_waiting)
+    : engine_(engine), max_waiting_(max_waiting), max_running_(engine.max_num_seqs()) {}
 
 EngineWorker::~EngineWorker() {
   stop();
@@ -29,12 +30,15 @@ std::optional<EngineWorker::Ticket> EngineWorker::submit(std::vector<std::vector
   const Ticket ticket = next_ticket_.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // Waiting = not yet handed to the engine + what the engine had waiting after its last
-    // step. The engine's count lags by at most one step, which only delays a refusal.
-    if (max_waiting_ > 0 && num_queued_submissions_ + metrics_.engine.num_waiting >= max_waiting_) {
-      return std::nullopt;
-    }
+    // Requests the engine holds or will hold (queued here, waiting and running there after its
+    // last step), less the running slots: what would wait. The engine's counts lag by at most
+    // one step.
+    const int32_t new_prompts = static_cast<int32_t>(prompts.size());
+    const int64_t held = static_cast<int64_t>(num_queued_prompts_) + num_applying_prompts_ +
+                         metrics_.engine.num_waiting + metrics_.engine.num_running + new_prompts;
+    if (max_waiting_ > 0 && held - max_running_ > max_waiting_) return std::nullopt;
     ++num_queued_submissions_;
+    num_queued_prompts_ += new_prompts;
     commands_.push_back(
         Submission{ticket, std::move(prompts), std::move(params), std::move(sink), std::chrono::steady_clock::now()});
   }
@@ -66,6 +70,9 @@ void EngineWorker::loop() {
       if (stopping_) break;
       commands.swap(commands_);
       num_queued_submissions_ = 0;
+      // Being handed to the engine: counted until the metrics after the next step show them.
+      num_applying_prompts_ = num_queued_prompts_;
+      num_queued_prompts_ = 0;
     }
     for (Command& command : commands) apply(command);
     // step() also reports (and forgets) requests aborted since the last one, so it runs even
@@ -149,6 +156,7 @@ void EngineWorker::publish_metrics() {
   snapshot.latencies = latencies_;
   std::lock_guard<std::mutex> lock(mutex_);
   snapshot.num_queued_submissions = num_queued_submissions_;
+  num_applying_prompts_ = 0;
   metrics_ = snapshot;
 }
 

@@ -59,8 +59,10 @@ class EngineWorker {
  public:
   using Ticket = uint64_t;  // the worker's name for a request; engine ids exist only on its thread
 
-  // max_waiting: submissions beyond this many not-yet-running requests are refused
-  // (submit returns nothing; the server answers 503). 0: no limit.
+  // max_waiting: how many accepted requests (prompts) may wait for a running slot; a submission
+  // that would make more wait is refused (submit returns nothing; the server answers 503). A
+  // request that can start at once does not wait: up to the engine's max_num_seqs run, and
+  // max_waiting more queue behind them. 0: no limit.
   explicit EngineWorker(Engine& engine, int32_t max_waiting = 0);
   ~EngineWorker();  // stop()s
   EngineWorker(const EngineWorker&) = delete;
@@ -108,6 +110,7 @@ class EngineWorker {
 
   Engine& engine_;
   const int32_t max_waiting_;
+  const int32_t max_running_;  // the engine's max_num_seqs
   std::thread thread_;
   std::atomic<Ticket> next_ticket_{1};
 
@@ -115,6 +118,8 @@ class EngineWorker {
   std::condition_variable wake_;
   std::deque<Command> commands_;
   int32_t num_queued_submissions_ = 0;  // Submissions in commands_
+  int32_t num_queued_prompts_ = 0;      // their prompts: engine requests to be
+  int32_t num_applying_prompts_ = 0;    // taken by the engine thread, not yet in metrics_
   bool stopping_ = false;
   WorkerMetrics metrics_;
 

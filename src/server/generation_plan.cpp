@@ -18,6 +18,17 @@ int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// A text of more bytes than the context's tokens can stand for is too long whatever its tokens:
+// refused before anyone spends time tokenizing it.
+Status check_prompt_bytes(size_t bytes, const ModelInfo& model) {
+  const size_t limit = static_cast<size_t>(model.context_tokens) * model.tokenizer->max_token_bytes();
+  if (bytes <= limit) return Status::ok();
+  return Status::error("this model's maximum context length is " + std::to_string(model.context_tokens) +
+                       " tokens, but the prompt has at least " +
+                       std::to_string(bytes / model.tokenizer->max_token_bytes()) + " tokens (" +
+                       std::to_string(bytes) + " bytes)");
+}
+
 // default_max_tokens: the endpoint's default; none means as much as the context leaves (for
 // several prompts, the shortest leftover, so that one limit fits all).
 Expected<GenerationPlan> finish_plan(std::vector<std::vector<int32_t>> prompts, const GenerationOptions& options,
@@ -74,6 +85,7 @@ Expected<GenerationPlan> plan_completion(const CompletionRequest& request, const
     } else {
       // As `folio run` encodes a prompt: BOS as the model's metadata says, special-token
       // texts kept as text.
+      if (Status s = check_prompt_bytes(p.text->size(), model); !s) return s;
       prompts.push_back(model.tokenizer->encode(*p.text, /*add_special=*/true, /*parse_special=*/false));
     }
   }
@@ -92,10 +104,14 @@ Expected<GenerationPlan> plan_completion(const CompletionRequest& request, const
 Expected<std::vector<int32_t>> chat_prompt_tokens(const std::vector<ChatMessage>& messages, const ModelInfo& model,
                                                   bool add_generation_prompt) {
   if (!model.chat_template) return Status::error("the model has no chat template; use /v1/completions");
-  return folio::chat_prompt_tokens(*model.chat_template, *model.tokenizer, messages, add_generation_prompt);
+  return folio::chat_prompt_tokens(*model.chat_template, *model.tokenizer, messages, add_generation_prompt,
+                                   model.content_tokens);
 }
 
 Expected<GenerationPlan> plan_chat_completion(const ChatCompletionRequest& request, const ModelInfo& model) {
+  size_t content_bytes = 0;
+  for (const ChatMessage& m : request.messages) content_bytes += m.content.size();
+  if (Status s = check_prompt_bytes(content_bytes, model); !s) return s;
   Expected<std::vector<int32_t>> prompt = chat_prompt_tokens(request.messages, model, /*add_generation_prompt=*/true);
   if (!prompt) return prompt.status();
   // No max_tokens in a chat request: as much as the context leaves.

@@ -11,6 +11,7 @@
 #include "engine/request.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "text/chat_prompt.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -22,6 +23,9 @@ struct ModelInfo {
   std::optional<ChatTemplate> chat_template;  // the model's; none: chat completions are refused
   std::string name;                           // what clients call it (--served-model-name)
   int32_t context_tokens = 0;                 // prompt + output may not exceed it
+  // Control-token texts in chat message content: plain text (the default), or tokens as vLLM
+  // and llama.cpp read them (`--special-tokens-in-content`).
+  ContentTokens content_tokens = ContentTokens::kText;
 };
 
 struct GenerationPlan {

@@ -17,7 +17,12 @@ using tcp = net::ip::tcp;
 
 struct HttpServer::Impl {
   Impl(const ApiContext& context, const HttpLimits& limits)
-      : context(context), limits(limits), acceptor(io), signals(io, SIGINT, SIGTERM), retry_timer(io) {}
+      : context(context),
+        limits(limits),
+        planner(limits.planner_threads, limits.max_planning),
+        acceptor(io),
+        signals(io, SIGINT, SIGTERM),
+        retry_timer(io) {}
 
   void accept() {
     acceptor.async_accept(net::make_strand(io), [this](boost::system::error_code ec, tcp::socket socket) {
@@ -30,7 +35,7 @@ struct HttpServer::Impl {
         return;
       }
       socket.set_option(tcp::no_delay(true), ec);  // SSE events are small and latency matters
-      std::make_shared<HttpSession>(std::move(socket), context, limits)->start();
+      std::make_shared<HttpSession>(std::move(socket), context, limits, planner)->start();
       accept();
     });
   }
@@ -49,6 +54,8 @@ struct HttpServer::Impl {
   HttpLimits limits;
   std::function<void()> on_stop;
   net::io_context io;
+  // After io, so destroyed (joined) first: a plan finishing then still posts to a live context.
+  PlannerPool planner;
   tcp::acceptor acceptor;
   net::signal_set signals;
   net::steady_timer retry_timer;

@@ -204,6 +204,11 @@ Expected<GenerationOptions> parse_options(const json& body, bool chat) {
 }
 
 Expected<json> parse_body(std::string_view body) {
+  // A raw NUL is never valid JSON (inside strings it must be escaped), and nlohmann's lexer
+  // would take it for the end of the input, accepting whatever follows it.
+  if (const size_t nul = body.find('\0'); nul != std::string_view::npos) {
+    return Status::error("the request body is not valid JSON (a NUL byte at offset " + std::to_string(nul) + ")");
+  }
   json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return Status::error("the request body is not valid JSON");
   if (!parsed.is_object()) return Status::error("the request body must be a JSON object");

@@ -1,6 +1,7 @@
 #include "server/openai_response.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,12 @@ const char* error_type(int http_status) {
     case 503: return "service_unavailable_error";
     default: return http_status >= 500 ? "internal_server_error" : "invalid_request_error";
   }
+}
+
+// JSON has no infinities: a logprob of -inf (a token the model gave no chance, a masked row) is
+// written as -9999.0, the number vLLM writes for it; NaN the same.
+double logprob_number(float logprob) {
+  return std::isfinite(logprob) ? static_cast<double>(logprob) : -9999.0;
 }
 
 ordered_json finish_reason_json(FinishReason reason) {
@@ -69,10 +76,12 @@ ordered_json ResponseAssembler::logprobs_json(Choice& choice) const {
       ordered_json top = ordered_json::array();
       for (const auto& [id, logprob] : sample.top_logprobs) {
         const std::string t = piece(id);
-        top.push_back({{"token", t}, {"logprob", logprob}, {"bytes", bytes_of(t)}});
+        top.push_back({{"token", t}, {"logprob", logprob_number(logprob)}, {"bytes", bytes_of(t)}});
       }
-      content.push_back(
-          {{"token", text}, {"logprob", sample.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
+      content.push_back({{"token", text},
+                         {"logprob", logprob_number(sample.logprob)},
+                         {"bytes", bytes_of(text)},
+                         {"top_logprobs", top}});
     }
     result = {{"content", content}, {"refusal", nullptr}};
   } else {
@@ -81,9 +90,9 @@ ordered_json ResponseAssembler::logprobs_json(Choice& choice) const {
     for (const SampleResult& sample : choice.pending_samples) {
       const std::string text = piece(sample.token);
       tokens.push_back(text);
-      logprobs.push_back(sample.logprob);
+      logprobs.push_back(logprob_number(sample.logprob));
       ordered_json top = ordered_json::object();
-      for (const auto& [id, logprob] : sample.top_logprobs) top[piece(id)] = logprob;
+      for (const auto& [id, logprob] : sample.top_logprobs) top[piece(id)] = logprob_number(logprob);
       tops.push_back(identity_.logprobs > 0 ? top : ordered_json(nullptr));
       offsets.push_back(choice.text_offset);
       choice.text_offset += static_cast<int64_t>(text.size());

@@ -32,9 +32,20 @@ struct Fragment {
   size_t length;
 };
 
+// Whether [offset, offset + length) overlaps one of the (sorted, disjoint) literal spans.
+bool overlaps(std::span<const TextSpan> spans, size_t offset, size_t length) {
+  for (const TextSpan& span : spans) {
+    if (span.offset >= offset + length) break;
+    if (span.offset + span.length > offset) return true;
+  }
+  return false;
+}
+
 // Cuts the text at every occurrence of a special token's text, longest texts first, each token
-// over all fragments before the next token (llama.cpp's order, which decides overlaps).
-std::vector<Fragment> partition_special(const Tokenizer::State& s, std::string_view text, bool parse_special) {
+// over all fragments before the next token (llama.cpp's order, which decides overlaps). A control
+// or unknown token's text that overlaps a literal span stays text.
+std::vector<Fragment> partition_special(const Tokenizer::State& s, std::string_view text, bool parse_special,
+                                        std::span<const TextSpan> literal_spans) {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({-1, 0, text.size()});
@@ -53,11 +64,16 @@ std::vector<Fragment> partition_special(const Tokenizer::State& s, std::string_v
       const size_t end = fragment.offset + fragment.length;
       const std::string_view window = text.substr(0, end);
       size_t pos = fragment.offset;
-      for (size_t match; (match = window.find(needle, pos)) != std::string_view::npos;) {
+      const bool control = (attrs & (kAttrControl | kAttrUnknown)) != 0;
+      for (size_t match, from = pos; (match = window.find(needle, from)) != std::string_view::npos;) {
+        if (control && overlaps(literal_spans, match, needle.size())) {
+          from = match + 1;  // the user's text: not a token here
+          continue;
+        }
         found = true;
         if (match > pos) next.push_back({-1, pos, match - pos});
         next.push_back({id, match, needle.size()});
-        pos = match + needle.size();
+        pos = from = match + needle.size();
       }
       if (pos < end) next.push_back({-1, pos, end - pos});
     }
@@ -75,12 +91,24 @@ Expected<Tokenizer> Tokenizer::from_metadata(const TokenizerMetadata& file) {
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode(text, add_special, parse_special, {});
+}
+
+bool Tokenizer::contains_control_text(std::string_view text) const {
+  for (const Fragment& fragment : partition_special(*state_, text, /*parse_special=*/true, {})) {
+    if (fragment.token >= 0 && (state_->vocab.attrs[fragment.token] & (kAttrControl | kAttrUnknown))) return true;
+  }
+  return false;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special,
+                                       std::span<const TextSpan> literal_spans) const {
   const State& s = *state_;
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);
   if (add_special && s.add_bos && s.bos_id >= 0) ids.push_back(s.bos_id);
 
-  const std::vector<Fragment> fragments = partition_special(s, text, parse_special);
+  const std::vector<Fragment> fragments = partition_special(s, text, parse_special, literal_spans);
   if (s.kind == TokenizerKind::kSentencePieceBpe) {
     std::string escaped;
     bool after_special = true;  // the first piece counts as following a special token
@@ -138,6 +166,10 @@ const std::string& Tokenizer::token_text(int32_t id) const {
 std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
   const int32_t id = state_->vocab.find(text);
   return id >= 0 ? std::optional<int32_t>(id) : std::nullopt;
+}
+
+size_t Tokenizer::max_token_bytes() const {
+  return state_->max_piece_bytes;
 }
 
 int32_t Tokenizer::vocab_size() const {

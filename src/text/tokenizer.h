@@ -31,6 +31,12 @@ namespace folio {
 
 struct TokenizerMetadata;
 
+// A byte range of a text: [offset, offset + length).
+struct TextSpan {
+  size_t offset = 0;
+  size_t length = 0;
+};
+
 enum class TokenizerKind {
   kBytePairByteLevel,  // tokenizer.ggml.model = "gpt2"
   kSentencePieceBpe,   // tokenizer.ggml.model = "llama"
@@ -45,6 +51,13 @@ class Tokenizer {
   // model type's default). parse_special: turn control-token texts such as "<|im_start|>"
   // found in text into their ids instead of tokenizing their characters.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+  // The same, except that no control (or unknown) token is read from a text that overlaps one
+  // of literal_spans (sorted, disjoint): there such texts are the characters they are. A chat
+  // prompt passes its messages' contents this way, so that a user cannot forge a turn.
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special,
+                              std::span<const TextSpan> literal_spans) const;
+  // Whether the text holds a control or unknown token's text ("<|im_end|>", "</s>", ...).
+  bool contains_control_text(std::string_view text) const;
 
   // Concatenates token_to_piece of every id. skip_special drops control and unknown tokens
   // (BOS, EOS, <|im_end|>, ...); ids outside the vocabulary are dropped. No space is removed:
@@ -64,6 +77,10 @@ class Tokenizer {
   std::optional<int32_t> token_id(std::string_view text) const;
 
   int32_t vocab_size() const;
+  // The most bytes one token stands for: a text of B bytes encodes to at least
+  // B / max_token_bytes() tokens, so a prompt far too long for a context is known without
+  // tokenizing it.
+  size_t max_token_bytes() const;
   TokenizerKind kind() const;
   int32_t bos_id() const;      // -1 if none
   int32_t eos_id() const;      // -1 if none

@@ -260,7 +260,10 @@ Expected<std::shared_ptr<Tokenizer::State>> load_tokenizer_state(const Tokenizer
                    [&](int32_t a, int32_t b) { return vocab.texts[a].size() > vocab.texts[b].size(); });
 
   s.pieces.resize(vocab.size());
-  for (int32_t id = 0; id < vocab.size(); ++id) s.pieces[id] = piece_of(s, id);
+  for (int32_t id = 0; id < vocab.size(); ++id) {
+    s.pieces[id] = piece_of(s, id);
+    s.max_piece_bytes = std::max(s.max_piece_bytes, s.pieces[id].size());
+  }
   return std::shared_ptr<Tokenizer::State>(std::move(state));
 }
 

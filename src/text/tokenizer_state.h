@@ -38,6 +38,7 @@ struct Tokenizer::State {
   std::vector<int32_t> partition_tokens;
   std::vector<int32_t> end_of_generation_ids;  // sorted
   std::vector<std::string> pieces;             // [n_tokens]; token_to_piece
+  size_t max_piece_bytes = 1;                  // the longest piece: a text of B bytes is >= B / this tokens
 };
 
 Expected<std::shared_ptr<Tokenizer::State>> load_tokenizer_state(const TokenizerMetadata& metadata);

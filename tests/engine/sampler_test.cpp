@@ -1,9 +1,12 @@
 #include "engine/sampler.h"
 
+#include "engine/beam_search.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -378,6 +381,66 @@ TEST(SamplingParamsTest, ValidateRejectsOutOfRangeValues) {
   SamplingParams bad;
   bad.top_p = 2.0f;
   EXPECT_NE(bad.validate().message().find("top_p"), std::string::npos);
+}
+
+// A penalty that divides a positive logit by 1e-45 makes it +inf: every other weight becomes 0
+// and top-k / top-p used to be left with no candidate (an assert Release builds drop, then an
+// out-of-range read). The overflowed token holds all the mass: it is the answer.
+TEST(SamplerTest, LogitsThatOverflowToInfinityStillGiveAValidToken) {
+  std::vector<float> logits(64, -1.0f);
+  logits[7] = 0.5f;  // in the prompt: divided by the penalty, overflows to +inf
+  logits[9] = 3.0f;  // the likeliest otherwise
+  const std::vector<int32_t> prompt = {7, 7, 7};
+  struct Cut {
+    const char* name;
+    int top_k;
+    float top_p;
+  };
+  for (const Cut cut : {Cut{"none", -1, 1.0f}, Cut{"top-k", 40, 1.0f}, Cut{"top-p", -1, 0.9f}, Cut{"both", 40, 0.9f}}) {
+    SamplingParams params;
+    params.temperature = 0.7f;
+    params.repetition_penalty = 1e-45f;
+    params.logprobs = 2;
+    params.top_k = cut.top_k;
+    params.top_p = cut.top_p;
+    ASSERT_TRUE(params.validate()) << cut.name;
+    Sampler sampler(params, 1);
+    const SampleResult r = sampler.sample(logits, prompt, {}, scratch());
+    EXPECT_EQ(r.token, 7) << cut.name;
+    EXPECT_TRUE(std::isfinite(r.logprob)) << cut.name;  // raw logprob: the penalty does not touch it
+  }
+}
+
+TEST(SamplerTest, NonFiniteRowsHaveTheirLimits) {
+  SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_p = 0.5f;
+  params.logprobs = 3;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Two +inf logits share the mass; the sampled one is the lowest id, its logprob -log 2.
+  std::vector<float> two_inf = {1.0f, inf, nan, inf, -inf};
+  const SampleResult a = Sampler(params, 3).sample(two_inf, {}, {}, scratch());
+  EXPECT_EQ(a.token, 1);
+  EXPECT_NEAR(a.logprob, -std::log(2.0f), 1e-6);
+  ASSERT_EQ(a.top_logprobs.size(), 3u);
+  EXPECT_EQ(a.top_logprobs[0].first, 1);
+  EXPECT_EQ(a.top_logprobs[1].first, 3);
+  EXPECT_EQ(a.top_logprobs[2].second, -inf);
+  // Nothing but NaN and -inf: a token still comes out, with logprob -inf.
+  std::vector<float> masked = {nan, -inf, nan};
+  const SampleResult b = Sampler(params, 3).sample(masked, {}, {}, scratch());
+  EXPECT_GE(b.token, 0);
+  EXPECT_LT(b.token, 3);
+  EXPECT_EQ(b.logprob, -inf);
+  // Beam search's log-probabilities over the same rows: ordered, never NaN.
+  const auto top = top_logprobs(two_inf, 3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].first, 1);
+  EXPECT_EQ(top[1].first, 3);
+  EXPECT_NEAR(top[0].second, -std::log(2.0), 1e-12);
+  for (const auto& [token, logprob] : top_logprobs(masked, 2))
+    EXPECT_EQ(logprob, -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace
