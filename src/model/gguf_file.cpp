@@ -13,10 +13,7 @@
 // dimensions must be >= 1, n_dims must be 1..4, bool values must be 0 or 1.
 #include "model/gguf_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "core/mapped_file.h"
 
 #include <bit>
 #include <cerrno>
@@ -31,14 +28,10 @@ namespace folio {
 static_assert(std::endian::native == std::endian::little,
               "the reader copies GGUF's little-endian fields straight into host integers");
 
-// Owns a read-only mapping of a whole file; unmapped when the GgufFile goes away.
+// The file's mapping, when the GgufFile opened it.
 struct GgufFile::Mapping {
-  Mapping(void* address, size_t size) : address(address), size(size) {}
-  ~Mapping() { ::munmap(address, size); }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  void* address;
-  size_t size;
+  explicit Mapping(MappedFile file) : file(std::move(file)) {}
+  MappedFile file;
 };
 
 namespace {
@@ -511,40 +504,15 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
 }
 
 Expected<GgufFile> GgufFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::error("gguf: cannot open '" + path + "': " + std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    const int error = errno;
-    ::close(fd);
-    return Status::error("gguf: cannot stat '" + path + "': " + std::strerror(error));
-  }
-  if (!S_ISREG(info.st_mode)) {
-    ::close(fd);
-    return Status::error("gguf: '" + path + "' is not a regular file");
-  }
-  const auto size = static_cast<size_t>(info.st_size);
-  if (size == 0) {
-    ::close(fd);
-    return Status::error("gguf: '" + path + "' is empty");
-  }
-  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_error = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (address == MAP_FAILED) {
-    return Status::error("gguf: cannot map '" + path + "': " + std::strerror(map_error));
-  }
-  // Weights are read front to back on load; asking for read-ahead is a hint, so failure is fine.
-  ::madvise(address, size, MADV_WILLNEED);
-
+  Expected<MappedFile> mapped = MappedFile::open(path, "gguf");
+  if (!mapped) return mapped.status();
   std::unique_ptr<Mapping> mapping;
   try {
-    mapping = std::make_unique<Mapping>(address, size);
+    mapping = std::make_unique<Mapping>(std::move(mapped).value());
   } catch (const std::bad_alloc&) {
-    ::munmap(address, size);
     return Status::error("gguf: out of memory opening '" + path + "'");
   }
-  Expected<GgufFile> parsed = parse(std::span(static_cast<const uint8_t*>(address), size));
+  Expected<GgufFile> parsed = parse(mapping->file.bytes());
   if (!parsed) {
     // Put the path after the "gguf: " prefix: "gguf: model.gguf: tensor 'x' info at ...".
     std::string_view message = parsed.error();

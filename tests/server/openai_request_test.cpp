@@ -202,4 +202,15 @@ TEST(OpenAiRequestTest, BadChatMessages) {
 }
 
 }  // namespace
+
+TEST(OpenAiRequestTest, ABodyIsOneJsonValueAndNothingAfterANul) {
+  const std::string valid = R"({"prompt": "hi", "max_tokens": 2})";
+  ASSERT_TRUE(parse_completion_request(valid));
+  const std::string with_nul = valid + std::string(1, '\0') + "garbage";
+  const auto r = parse_completion_request(with_nul);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("NUL byte at offset " + std::to_string(valid.size())), std::string::npos) << r.error();
+  EXPECT_FALSE(parse_completion_request(valid + " {}"));
+}
+
 }  // namespace folio::server
