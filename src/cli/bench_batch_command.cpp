@@ -105,7 +105,7 @@ int run(const BenchBatchOptions& options) {
     std::fprintf(stderr, "folio bench batch: %s\n", config.error().c_str());
     return 2;
   }
-  Expected<ModelSession> session = open_model_session(options.model, options.threads, options.json);
+  Expected<ModelSession> session = open_model_session(options.model, options.threads, options.json, options.engine.device.device);
   if (!session) {
     std::fprintf(stderr, "folio bench batch: %s\n", session.error().c_str());
     return 1;

@@ -43,7 +43,7 @@ int run(const BenchOptions& options) {
     std::fprintf(stderr, "folio bench: %s\n", s.message().c_str());
     return 2;
   }
-  Expected<ModelSession> session = open_model_session(options.model, options.threads, options.json);
+  Expected<ModelSession> session = open_model_session(options.model, options.threads, options.json, options.device.device);
   if (!session) {
     std::fprintf(stderr, "folio bench: %s\n", session.error().c_str());
     return 1;

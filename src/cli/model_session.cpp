@@ -26,36 +26,81 @@ std::string default_model_path() {
   return models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
-Expected<ModelSession> open_model_session(const std::string& path, int num_threads, bool quiet) {
+namespace {
+
+// A progress line: on a terminal it redraws in place; in a log, one line per 25%.
+LoadProgress progress_line(const std::string& what, bool quiet) {
+  const bool terminal = isatty(fileno(stderr)) != 0;
+  const int step = terminal ? 1 : 25;
+  auto last_percent = std::make_shared<int>(-1);
+  return [=](uint64_t done, uint64_t total) {
+    const int percent = total == 0 ? 100 : static_cast<int>(done * 100 / total);
+    if (quiet || percent / step == *last_percent / step) return;
+    *last_percent = percent;
+    std::fprintf(stderr, terminal ? "\rloading %s: %3d%%" : "loading %s: %3d%%\n", what.c_str(), percent);
+    if (terminal && percent == 100) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
+Status open_gguf(const std::string& path, bool quiet, ModelSession& session) {
+  Expected<GgufFile> file = GgufFile::open(path);
+  if (!file) return file.status();
+  session.file = std::make_unique<GgufFile>(std::move(file).value());
+  Expected<std::unique_ptr<ModelWeights>> weights = ModelWeights::load(*session.file, progress_line(path, quiet));
+  if (!weights) return weights.status();
+  session.weights = std::move(weights).value();
+  Expected<Tokenizer> tokenizer = tokenizer_from_gguf(*session.file);
+  if (!tokenizer) return tokenizer.status();
+  session.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value());
+  session.chat_template = session.file->get_string("tokenizer.chat_template");
+  return Status::ok();
+}
+
+Status open_hf_directory(const std::string& dir, bool quiet, const std::string& device, ModelSession& session) {
+  Expected<HfDirectory> directory = read_hf_directory(dir);
+  if (!directory) return directory.status();
+  Expected<HfCheckpoint> checkpoint = HfCheckpoint::open(dir);
+  if (!checkpoint) return checkpoint.status();
+  session.checkpoint = std::make_unique<HfCheckpoint>(std::move(checkpoint).value());
+  HfLoadOptions options;
+  options.for_cpu = device != "cuda";
+  Expected<std::unique_ptr<ModelWeights>> weights =
+      ModelWeights::load_hf(*session.checkpoint, directory->model, options, progress_line(dir, quiet));
+  if (!weights) return weights.status();
+  session.weights = std::move(weights).value();
+  Expected<Tokenizer> tokenizer = Tokenizer::from_hf(directory->tokenizer);
+  if (!tokenizer) return tokenizer.status();
+  if (tokenizer->vocab_size() > session.weights->config().vocab_size) {
+    return Status::error(dir + ": the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
+                         " tokens, more than the model's vocab_size " +
+                         std::to_string(session.weights->config().vocab_size));
+  }
+  session.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value());
+  session.chat_template = directory->chat_template;
+  session.generation = directory->generation;
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<ModelSession> open_model_session(const std::string& path, int num_threads, bool quiet,
+                                          const std::string& device) {
   const std::string model_path = path.empty() ? default_model_path() : path;
   if (!std::filesystem::exists(model_path)) {
     return Status::error("model file '" + model_path + "' does not exist" +
                          (path.empty() ? " (run scripts/fetch-model to download the default model)" : ""));
   }
   ModelSession session;
-  Expected<GgufFile> file = GgufFile::open(model_path);
-  if (!file) return file.status();
-  session.file = std::make_unique<GgufFile>(std::move(file).value());
-
-  // On a terminal the line redraws in place; in a log, one line per 25%.
-  const bool terminal = isatty(fileno(stderr)) != 0;
-  const int step = terminal ? 1 : 25;
-  int last_percent = -1;
-  auto progress = [&](uint64_t done, uint64_t total) {
-    const int percent = total == 0 ? 100 : static_cast<int>(done * 100 / total);
-    if (quiet || percent / step == last_percent / step) return;
-    last_percent = percent;
-    std::fprintf(stderr, terminal ? "\rloading %s: %3d%%" : "loading %s: %3d%%\n", model_path.c_str(), percent);
-    if (terminal && percent == 100) std::fprintf(stderr, "\n");
-    std::fflush(stderr);
-  };
-  Expected<std::unique_ptr<ModelWeights>> weights = ModelWeights::load(*session.file, progress);
-  if (!weights) return weights.status();
-  session.weights = std::move(weights).value();
-
-  Expected<Tokenizer> tokenizer = tokenizer_from_gguf(*session.file);
-  if (!tokenizer) return tokenizer.status();
-  session.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value());
+  session.path = model_path;
+  const bool directory = std::filesystem::is_directory(model_path);
+  if (directory && !is_hf_model_dir(model_path)) {
+    return Status::error("'" + model_path + "' is a folder without a config.json (not a Hugging Face model directory)");
+  }
+  if (Status s = directory ? open_hf_directory(model_path, quiet, device, session) : open_gguf(model_path, quiet, session);
+      !s) {
+    return s;
+  }
   session.backend = std::make_unique<cpu::CpuBackend>(num_threads);
   if (!quiet) {
     const ModelConfig& c = session.weights->config();
@@ -69,8 +114,23 @@ Expected<ModelSession> open_model_session(const std::string& path, int num_threa
   return session;
 }
 
+Expected<SamplingParams> default_sampling(const ModelSession& session) {
+  const HfGenerationConfig& g = session.generation;
+  SamplingParams p;
+  if (g.temperature) p.temperature = *g.temperature;
+  if (g.top_p) p.top_p = *g.top_p;
+  if (g.top_k) p.top_k = *g.top_k;
+  if (g.min_p) p.min_p = *g.min_p;
+  if (g.repetition_penalty) p.repetition_penalty = *g.repetition_penalty;
+  if (Status s = p.validate(); !s) return Status::error("generation_config.json: " + s.message());
+  return p;
+}
+
 Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const ExecutorRequest& request, bool quiet) {
   if (request.device != "cuda") {
+    if (!session.weights->in_computing_order()) {
+      return Status::error("the weights were prepared for the GPU (open the model for --device cpu)");
+    }
     return std::unique_ptr<Executor>(
         std::make_unique<cpu::CpuExecutor>(*session.weights, *session.backend, request.kv));
   }
@@ -104,7 +164,7 @@ int open_serving_session(const char* command, const std::string& model_path, int
     return 2;
   }
   out.config = *config;
-  Expected<ModelSession> session = open_model_session(model_path, num_threads, quiet);
+  Expected<ModelSession> session = open_model_session(model_path, num_threads, quiet, options.device.device);
   if (!session) {
     std::fprintf(stderr, "folio %s: %s\n", command, session.error().c_str());
     return 1;

@@ -1,6 +1,7 @@
-// What every subcommand does first: find the model file, map it, load its weights with a
-// progress line, read its tokenizer, make the CPU backend; then an executor on the device asked
-// for; and, for `run` and `serve`, the engine over it, with one ladder of errors for all.
+// What every subcommand does first: find the model (a GGUF file or a Hugging Face directory),
+// map it, load its weights with a progress line, read its tokenizer, chat template and
+// generation defaults, make the CPU backend; then an executor on the device asked for; and, for
+// `run` and `serve`, the engine over it, with one ladder of errors for all.
 #pragma once
 
 #include <memory>
@@ -12,6 +13,8 @@
 #include "executor/executor.h"
 #include "executor/kv_pool_sizing.h"
 #include "model/gguf_file.h"
+#include "model/hf_checkpoint.h"
+#include "model/hf_directory.h"
 #include "model/model_weights.h"
 #include "text/tokenizer.h"
 
@@ -25,14 +28,25 @@ std::string models_dir();
 std::string default_model_path();
 
 struct ModelSession {
-  std::unique_ptr<GgufFile> file;
+  std::string path;
+  std::unique_ptr<GgufFile> file;              // a GGUF model
+  std::unique_ptr<HfCheckpoint> checkpoint;    // a Hugging Face directory's safetensors
   std::unique_ptr<ModelWeights> weights;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<cpu::CpuBackend> backend;  // the CPU executor's; CUDA uses it for nothing
+  std::unique_ptr<cpu::CpuBackend> backend;    // the CPU executor's; CUDA uses it for nothing
+  std::optional<std::string> chat_template;    // the model's Jinja source, if it has one
+  HfGenerationConfig generation;               // generation_config.json (empty for GGUF)
 };
 
-// path empty: the default model. Progress goes to stderr unless quiet.
-Expected<ModelSession> open_model_session(const std::string& path, int num_threads, bool quiet);
+// path empty: the default model. A folder with a config.json is read as a Hugging Face
+// directory. device: where the weights will be computed on ("cpu" or "cuda"), which decides
+// how a directory's weights are prepared (HfLoadOptions). Progress goes to stderr unless quiet.
+Expected<ModelSession> open_model_session(const std::string& path, int num_threads, bool quiet,
+                                          const std::string& device = "cpu");
+
+// The sampling values a request gets when it gives none: generation_config.json's, over
+// SamplingParams' defaults; validated (an out-of-range value in the file is an error).
+Expected<SamplingParams> default_sampling(const ModelSession& session);
 
 // What an executor is asked to be.
 struct ExecutorRequest {

@@ -57,7 +57,7 @@ int run(const PerplexityOptions& options) {
     std::fprintf(stderr, "folio perplexity: %s\n", s.message().c_str());
     return 2;
   }
-  Expected<ModelSession> session = open_model_session(options.model, options.threads, false);
+  Expected<ModelSession> session = open_model_session(options.model, options.threads, false, options.device.device);
   if (!session) {
     std::fprintf(stderr, "folio perplexity: %s\n", session.error().c_str());
     return 1;

@@ -58,8 +58,8 @@ Expected<std::vector<int32_t>> encode_prompt(const ModelSession& session, const 
                                              const std::string& prompt) {
   const Tokenizer& tok = *session.tokenizer;
   if (!options.chat) return tok.encode(prompt, /*add_special=*/true, /*parse_special=*/false);
-  const std::optional<std::string> source = session.file->get_string("tokenizer.chat_template");
-  if (!source) return Status::error("--chat: the model has no chat template (tokenizer.chat_template)");
+  const std::optional<std::string>& source = session.chat_template;
+  if (!source) return Status::error("--chat: the model has no chat template");
   Expected<ChatTemplate> chat_template = ChatTemplate::parse(*source);
   if (!chat_template) return chat_template.status();
   std::vector<ChatMessage> messages;

@@ -40,14 +40,17 @@ struct ServeOptions {
 
 // What clients call the model when --served-model-name is not given: the file's name.
 std::string default_model_name(const std::string& path) {
-  return std::filesystem::path(path.empty() ? default_model_path() : path).stem().string();
+  // A directory's name is the model's (a trailing slash would make it empty).
+  std::filesystem::path p(path.empty() ? default_model_path() : path);
+  if (!p.has_filename()) p = p.parent_path();
+  return std::filesystem::is_directory(p) ? p.filename().string() : p.stem().string();
 }
 
 Expected<server::ModelInfo> model_info(const ModelSession& session, const Engine& engine, const ServeOptions& options) {
   server::ModelInfo info;
   info.tokenizer = session.tokenizer.get();
   info.name = options.served_model_name.empty() ? default_model_name(options.model) : options.served_model_name;
-  std::optional<std::string> source = session.file->get_string("tokenizer.chat_template");
+  std::optional<std::string> source = session.chat_template;
   std::string origin = "the model's chat template";
   if (!options.chat_template_file.empty()) {
     std::ifstream in(options.chat_template_file, std::ios::binary);
@@ -61,6 +64,12 @@ Expected<server::ModelInfo> model_info(const ModelSession& session, const Engine
     info.chat_template = std::move(chat_template).value();
   }
   info.content_tokens = options.special_tokens_in_content ? ContentTokens::kParsed : ContentTokens::kText;
+  Expected<SamplingParams> sampling = default_sampling(session);
+  if (!sampling) return sampling.status();
+  info.default_sampling = *sampling;
+  if (session.generation.max_new_tokens && *session.generation.max_new_tokens > 0) {
+    info.default_max_tokens = session.generation.max_new_tokens;
+  }
   // A request must fit the model's context and, whole, the KV pool.
   info.context_tokens = static_cast<int32_t>(engine.context_tokens());
   return info;

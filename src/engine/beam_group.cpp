@@ -116,7 +116,11 @@ void BeamGroups::finish_group(RequestId id, BeamGroup& group, const BeamActions&
     out.id = id;
     out.index = rank;
     out.new_tokens = h.tokens;
-    out.text_delta = tokenizer_.decode(h.tokens, /*skip_special=*/true);
+    // As a stream would show it: the tokens continue the prompt (no start-of-text space
+    // removal), and the text is valid UTF-8.
+    IncrementalDetokenizer text(tokenizer_, /*skip_special=*/true);
+    for (const int32_t token : h.tokens) out.text_delta += text.push(token);
+    out.text_delta += text.flush();
     out.finished = true;
     out.finish_reason = h.reason;
     out.num_prompt_tokens = group.num_prompt_tokens;

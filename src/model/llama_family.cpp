@@ -15,6 +15,7 @@ Architecture describe_llama_family(const ModelConfig& config) {
   layer.rope = RopeSpec{config.rope_style, config.rope_dim, config.rope_freq_base, config.rope_position_scale};
   arch.layers.assign(static_cast<size_t>(config.num_layers), layer);
   arch.attention_scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
+  if (config.attention_factor != 1.0f) arch.attention_scale *= config.attention_factor;
   return arch;
 }
 

@@ -1,5 +1,6 @@
 // Hyper-parameters of a Llama-family model (Llama 2/3, SmolLM2, Mistral, Qwen2), read from
-// GGUF metadata under the "<architecture>." prefix.
+// GGUF metadata under the "<architecture>." prefix, or from a Hugging Face config.json
+// (hf_config.h).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,9 @@ struct ModelConfig {
   float rope_position_scale = 1.0f;  // 1 / linear scaling factor
   int32_t rope_dim = 0;
   RopeStyle rope_style = RopeStyle::kAdjacentPairs;
+  // Multiplies the softmax scale 1 / sqrt(head_dim): YaRN's attention factor, squared (it
+  // scales both q and k).
+  float attention_factor = 1.0f;
 
   static Expected<ModelConfig> from_gguf(const GgufFile& file);
   int32_t q_dim() const { return num_heads * head_dim; }

@@ -113,3 +113,16 @@ Expected<std::unique_ptr<ModelWeights>> ModelWeights::load(const GgufFile& file,
 }
 
 }  // namespace folio
+
+namespace folio {
+
+bool ModelWeights::in_computing_order() const {
+  for (const LayerWeights& l : layers_) {
+    for (const WeightTensor* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+      if (w->interleave_heads != 0) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace folio

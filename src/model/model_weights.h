@@ -1,5 +1,6 @@
 // A model's hyper-parameters, its architecture description and its weights as loaded: views into
-// the memory-mapped GGUF file, in their stored formats (block-quantized types stay as they are).
+// the memory-mapped GGUF file or safetensors shards, in their stored formats (block-quantized
+// types stay as they are).
 // No forward pass and no KV cache live here: executors run the architecture
 // (model/transformer_recipe.h) over these weights on their device.
 #pragma once
@@ -30,10 +31,30 @@ struct LayerWeights {
 // Called while loading with (bytes done, bytes total).
 using LoadProgress = std::function<void(uint64_t, uint64_t)>;
 
+class HfCheckpoint;
+struct HfModelConfig;
+
+struct HfLoadOptions {
+  // true: Q / K rows are put in computing order in memory the weights own, and every weight
+  // page is faulted in with progress. false (a device that uploads the weights): every tensor
+  // stays a view of the mapping as stored (WeightTensor::interleave_heads says how to reorder
+  // it) and nothing is read here, so a checkpoint larger than host memory streams to the device.
+  bool for_cpu = true;
+};
+
 class ModelWeights {
  public:
   // The GgufFile must outlive the weights: they point into its mapping.
   static Expected<std::unique_ptr<ModelWeights>> load(const GgufFile& file, const LoadProgress& progress = {});
+  // A Hugging Face directory's weights (hf_weights.cpp): F32 / F16 / BF16 tensors used in
+  // place, shapes checked against config.json. Q and K rows of Llama-layout models are taken
+  // in the order llama.cpp's converter writes them, so that both formats compute the same thing
+  // in the same order (see HfLoadOptions). The checkpoint must outlive the weights.
+  static Expected<std::unique_ptr<ModelWeights>> load_hf(const HfCheckpoint& checkpoint, const HfModelConfig& config,
+                                                         const HfLoadOptions& options = {},
+                                                         const LoadProgress& progress = {});
+  // Whether every tensor is in computing order (what the CPU computes on).
+  bool in_computing_order() const;
 
   const ModelConfig& config() const { return config_; }
   const Architecture& architecture() const { return architecture_; }
@@ -57,6 +78,7 @@ class ModelWeights {
   std::vector<float> rope_freq_factors_;
   std::vector<LayerWeights> layers_;
   uint64_t weight_bytes_ = 0;
+  std::vector<std::vector<uint8_t>> owned_;  // weights that are not views (reordered Q / K rows)
 };
 
 }  // namespace folio

@@ -8,6 +8,7 @@
 
 #include "core/fp16.h"
 #include "model/gguf_writer.h"
+#include "model/rope_scaling.h"
 #include "quant/formats.h"
 #include "text/byte_level.h"
 
@@ -180,29 +181,6 @@ Expected<SynthConfig> synth_config(std::string_view name) {
   return c;
 }
 
-std::vector<float> llama3_rope_freq_factors(int32_t head_dim, float freq_base) {
-  // Llama 3.1's published scaling: factor 8, low / high frequency factors 1 and 4 over an
-  // original context of 8192. Long wavelengths are divided by 8, short ones kept, and the band
-  // between interpolates smoothly.
-  const double factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original = 8192.0;
-  const double low_freq_wavelen = original / low_freq_factor;
-  const double high_freq_wavelen = original / high_freq_factor;
-  std::vector<float> factors;
-  for (int32_t i = 0; i < head_dim / 2; ++i) {
-    const double freq = std::pow(static_cast<double>(freq_base), -2.0 * i / head_dim);
-    const double wavelen = 2.0 * std::numbers::pi / freq;
-    if (wavelen < high_freq_wavelen) {
-      factors.push_back(1.0f);
-    } else if (wavelen > low_freq_wavelen) {
-      factors.push_back(static_cast<float>(factor));
-    } else {
-      const double smooth = (original / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
-      factors.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / factor + smooth)));
-    }
-  }
-  return factors;
-}
-
 Status write_synth_model(const SynthConfig& c, const SynthOptions& options, const std::string& path,
                          const std::function<void(uint64_t, uint64_t)>& progress) {
   const DType w = options.weight_type;
@@ -253,7 +231,7 @@ Status write_synth_model(const SynthConfig& c, const SynthOptions& options, cons
   matrix("token_embd.weight", vocab, hidden);
   if (c.llama3_rope_scaling) {
     writer.add_tensor("rope_freqs.weight", {static_cast<uint64_t>(head_dim / 2)}, DType::F32,
-                      float_values(llama3_rope_freq_factors(head_dim, c.rope_freq_base)));
+                      float_values(llama3_rope_freq_factors(head_dim, c.rope_freq_base)));  // Llama 3.1's scaling
   }
   for (int32_t layer = 0; layer < layers; ++layer) {
     const std::string p = "blk." + std::to_string(layer) + ".";

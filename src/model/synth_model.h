@@ -41,9 +41,6 @@ struct SynthOptions {
   int32_t num_layers = 0;  // 0: the config's
 };
 
-// Llama-3 rope scaling divisors for each of the head_dim / 2 frequencies.
-std::vector<float> llama3_rope_freq_factors(int32_t head_dim, float freq_base);
-
 // Writes the model to path, streaming (memory stays flat), filling rows on all cores.
 // progress(bytes written, total bytes).
 Status write_synth_model(const SynthConfig& config, const SynthOptions& options, const std::string& path,

@@ -14,12 +14,25 @@ struct WeightTensor {
   int64_t rows = 0;            // output features (GGUF dims[1])
   int64_t cols = 0;            // input features (GGUF dims[0], contiguous)
   const void* data = nullptr;  // rows * row_bytes(type, cols) bytes; owned elsewhere (mmap)
+  // 0: rows are in computing order. H > 0: the rows of H heads are stored as Hugging Face
+  // stores Q and K, each head's first half of rotary dimensions then its second half, and
+  // computing order interleaves them (stored row h*D + j*D/2 + i is computed row h*D + 2i + j),
+  // the layout GGUF files and folio's RoPE use. A device that uploads the weights reorders the
+  // rows as it copies; the CPU computes only on tensors in computing order.
+  int32_t interleave_heads = 0;
 
   size_t row_stride_bytes() const { return row_bytes(type, cols); }
   const void* row(int64_t r) const {
     return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_stride_bytes();
   }
   bool empty() const { return data == nullptr; }
+  // The stored row that computed row r comes from.
+  int64_t stored_row(int64_t r) const {
+    if (interleave_heads == 0) return r;
+    const int64_t head_dim = rows / interleave_heads, half = head_dim / 2;
+    const int64_t h = r / head_dim, within = r % head_dim;
+    return h * head_dim + (within % 2) * half + within / 2;
+  }
 };
 
 }  // namespace folio

@@ -35,7 +35,7 @@ std::optional<std::string> unknown_model(const std::string& asked, const ApiCont
 
 template <typename Request, typename Parse, typename Plan>
 ApiResult generation(std::string_view body, const ApiContext& context, Parse parse, Plan plan) {
-  Expected<Request> parsed = parse(body);
+  Expected<Request> parsed = parse(body, context.model.default_sampling);
   if (!parsed) return api_error(400, parsed.error());
   if (auto message = unknown_model(parsed->options.model, context)) return api_error(404, *message);
   Expected<GenerationPlan> planned = plan(*parsed, context.model);

@@ -33,6 +33,7 @@ Status check_prompt_bytes(size_t bytes, const ModelInfo& model) {
 // several prompts, the shortest leftover, so that one limit fits all).
 Expected<GenerationPlan> finish_plan(std::vector<std::vector<int32_t>> prompts, const GenerationOptions& options,
                                      std::optional<int32_t> default_max_tokens, ApiKind kind, const ModelInfo& model) {
+  if (model.default_max_tokens) default_max_tokens = model.default_max_tokens;
   std::optional<int32_t> max_tokens = options.max_tokens ? options.max_tokens : default_max_tokens;
   int64_t longest = 0;
   for (const std::vector<int32_t>& prompt : prompts)

@@ -26,6 +26,10 @@ struct ModelInfo {
   // Control-token texts in chat message content: plain text (the default), or tokens as vLLM
   // and llama.cpp read them (`--special-tokens-in-content`).
   ContentTokens content_tokens = ContentTokens::kText;
+  // What a request that does not say gets: the model's generation_config.json sampling values
+  // and max_new_tokens (vLLM's --generation-config auto), else folio's defaults.
+  SamplingParams default_sampling;
+  std::optional<int32_t> default_max_tokens;
 };
 
 struct GenerationPlan {

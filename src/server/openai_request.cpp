@@ -145,9 +145,10 @@ Status read_logprobs(const json& body, bool chat, GenerationOptions& options) {
   return Status::ok();
 }
 
-Expected<GenerationOptions> parse_options(const json& body, bool chat) {
+Expected<GenerationOptions> parse_options(const json& body, bool chat, const SamplingParams& defaults) {
   if (Status s = refuse_unsupported(body); !s) return s;
   GenerationOptions options;
+  options.params.sampling = defaults;
   if (Status s = read_logprobs(body, chat, options); !s) return s;
   if (const json* model = field(body, "model")) {
     if (!model->is_string()) return type_error("model", "a string");
@@ -257,11 +258,11 @@ Expected<std::vector<ChatMessage>> read_messages(const json& object) {
 
 }  // namespace
 
-Expected<CompletionRequest> parse_completion_request(std::string_view body) {
+Expected<CompletionRequest> parse_completion_request(std::string_view body, const SamplingParams& defaults) {
   Expected<json> parsed = parse_body(body);
   if (!parsed) return parsed.status();
   const json& object = *parsed;
-  Expected<GenerationOptions> options = parse_options(object, /*chat=*/false);
+  Expected<GenerationOptions> options = parse_options(object, /*chat=*/false, defaults);
   if (!options) return options.status();
   CompletionRequest request;
   request.options = std::move(options).value();
@@ -305,11 +306,12 @@ Expected<CompletionRequest> parse_completion_request(std::string_view body) {
   return request;
 }
 
-Expected<ChatCompletionRequest> parse_chat_completion_request(std::string_view body) {
+Expected<ChatCompletionRequest> parse_chat_completion_request(std::string_view body,
+                                                              const SamplingParams& defaults) {
   Expected<json> parsed = parse_body(body);
   if (!parsed) return parsed.status();
   const json& object = *parsed;
-  Expected<GenerationOptions> options = parse_options(object, /*chat=*/true);
+  Expected<GenerationOptions> options = parse_options(object, /*chat=*/true, defaults);
   if (!options) return options.status();
   ChatCompletionRequest request;
   request.options = std::move(options).value();

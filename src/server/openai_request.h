@@ -76,8 +76,11 @@ struct DetokenizeRequest {
   std::vector<int32_t> tokens;
 };
 
-Expected<CompletionRequest> parse_completion_request(std::string_view body);
-Expected<ChatCompletionRequest> parse_chat_completion_request(std::string_view body);
+// defaults: the sampling values a request that gives none gets (the model's
+// generation_config.json, as vLLM applies it; else SamplingParams' own defaults).
+Expected<CompletionRequest> parse_completion_request(std::string_view body, const SamplingParams& defaults = {});
+Expected<ChatCompletionRequest> parse_chat_completion_request(std::string_view body,
+                                                              const SamplingParams& defaults = {});
 Expected<TokenizeRequest> parse_tokenize_request(std::string_view body);
 Expected<DetokenizeRequest> parse_detokenize_request(std::string_view body);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "text/bpe_model.h"
+#include "text/hf_tokenizer.h"
 #include "text/pre_tokenizer.h"
 #include "text/spm_model.h"
 #include "text/tokenizer_state.h"
@@ -90,11 +91,18 @@ Expected<Tokenizer> Tokenizer::from_metadata(const TokenizerMetadata& file) {
   return Tokenizer(std::move(state.value()));
 }
 
+Expected<Tokenizer> Tokenizer::from_hf(const HfTokenizerFiles& files) {
+  Expected<std::shared_ptr<State>> state = hf::load_state(files);
+  if (!state) return state.status();
+  return Tokenizer(std::move(state.value()));
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   return encode(text, add_special, parse_special, {});
 }
 
 bool Tokenizer::contains_control_text(std::string_view text) const {
+  if (state_->kind == TokenizerKind::kHuggingFace) return hf::contains_special_text(*state_, text);
   for (const Fragment& fragment : partition_special(*state_, text, /*parse_special=*/true, {})) {
     if (fragment.token >= 0 && (state_->vocab.attrs[fragment.token] & (kAttrControl | kAttrUnknown))) return true;
   }
@@ -106,6 +114,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   const State& s = *state_;
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);
+  if (s.kind == TokenizerKind::kHuggingFace) {
+    hf::encode(s, text, add_special, parse_special, literal_spans, ids);
+    return ids;
+  }
   if (add_special && s.add_bos && s.bos_id >= 0) ids.push_back(s.bos_id);
 
   const std::vector<Fragment> fragments = partition_special(s, text, parse_special, literal_spans);
@@ -147,6 +159,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  if (state_->kind == TokenizerKind::kHuggingFace) return hf::decode(*state_, ids, skip_special);
   std::string text;
   for (const int32_t id : ids) {
     if (skip_special && is_special(id)) continue;

@@ -30,6 +30,7 @@
 namespace folio {
 
 struct TokenizerMetadata;
+struct HfTokenizerFiles;
 
 // A byte range of a text: [offset, offset + length).
 struct TextSpan {
@@ -40,12 +41,16 @@ struct TextSpan {
 enum class TokenizerKind {
   kBytePairByteLevel,  // tokenizer.ggml.model = "gpt2"
   kSentencePieceBpe,   // tokenizer.ggml.model = "llama"
+  kHuggingFace,        // a tokenizer.json, run as Hugging Face tokenizers runs it (hf_tokenizer.h)
 };
 
 class Tokenizer {
  public:
   // model/gguf_tokenizer.h reads a GGUF file's metadata into a TokenizerMetadata.
   static Expected<Tokenizer> from_metadata(const TokenizerMetadata& metadata);
+  // A Hugging Face directory's tokenizer.json (with its tokenizer_config.json), encoding and
+  // decoding as the `tokenizers` library does.
+  static Expected<Tokenizer> from_hf(const HfTokenizerFiles& files);
 
   // add_special: add BOS / EOS as the metadata says (add_bos_token / add_eos_token, or the
   // model type's default). parse_special: turn control-token texts such as "<|im_start|>"
@@ -59,11 +64,14 @@ class Tokenizer {
   // Whether the text holds a control or unknown token's text ("<|im_end|>", "</s>", ...).
   bool contains_control_text(std::string_view text) const;
 
-  // Concatenates token_to_piece of every id. skip_special drops control and unknown tokens
-  // (BOS, EOS, <|im_end|>, ...); ids outside the vocabulary are dropped. No space is removed:
-  // SentencePiece pieces keep the space their U+2581 stands for, including the one
-  // add_space_prefix put in front of the text. The result may be invalid UTF-8 when the ids
-  // split a character; see IncrementalDetokenizer and sanitize_utf8.
+  // The text of the ids as the tokenizer's own library decodes them. skip_special drops
+  // control and unknown tokens (BOS, EOS, <|im_end|>, ...); ids outside the vocabulary are
+  // dropped. GGUF tokenizers concatenate token_to_piece of every id, as llama.cpp does, and
+  // remove no space: SentencePiece pieces keep the space their U+2581 stands for, including the
+  // one add_space_prefix put in front of the text; the result may be invalid UTF-8 when the
+  // ids split a character (see IncrementalDetokenizer and sanitize_utf8). A tokenizer.json
+  // runs its decoder as `tokenizers` does: its result is valid UTF-8, and a Metaspace or Strip
+  // decoder removes the space in front of the text's first word.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
   // The bytes a token stands for: byte tokens <0xAB> give one byte, U+2581 gives a space,
@@ -111,7 +119,9 @@ class Tokenizer {
 // Turns a stream of ids into text that is always valid UTF-8: push returns the characters that
 // became complete, holding back the start of a character whose remaining bytes may come with
 // later tokens. Invalid bytes become U+FFFD. For ids whose decode is valid UTF-8, the
-// concatenation of every push and the final flush equals Tokenizer::decode of all the ids.
+// concatenation of every push and the final flush equals Tokenizer::decode of all the ids,
+// except that a tokenizer.json decoder's removal of the text's leading space does not happen
+// here: the ids are taken to continue a text (generated tokens follow a prompt).
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special = false);

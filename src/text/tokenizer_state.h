@@ -17,12 +17,17 @@
 
 namespace folio {
 
+namespace hf {
+struct Pipeline;
+}
+
 struct Tokenizer::State {
   TokenizerKind kind = TokenizerKind::kBytePairByteLevel;
   PreTokenizerKind pre_tokenizer = PreTokenizerKind::kDefault;
   Vocab vocab;
   std::optional<BpeModel> bpe;  // set for kBytePairByteLevel
   std::optional<SpmModel> spm;  // set for kSentencePieceBpe
+  std::shared_ptr<const hf::Pipeline> hf;  // set for kHuggingFace (hf_tokenizer.h)
 
   int32_t bos_id = -1;
   int32_t eos_id = -1;

@@ -11,6 +11,7 @@
 #include "model/gguf_file.h"
 #include "model/gguf_tokenizer.h"
 #include "model/model_weights.h"
+#include "model/rope_scaling.h"
 #include "model/synth_model.h"
 #include "text/tokenizer.h"
 

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels/kernels.h"
 #include "core/fp16.h"
 #include "quant/formats.h"
 
@@ -15,12 +16,12 @@ size_t align256(size_t bytes) {
   return (bytes + 255) / 256 * 256;
 }
 
-// Converts rows [begin, end) of w to BF16 into dst (row-major, cols per row).
+// Converts computed rows [begin, end) of w to BF16 into dst (row-major, cols per row).
 void rows_to_bf16(const WeightTensor& w, int64_t begin, int64_t end, uint16_t* dst) {
   const quant::DequantizeRowFn dequantize = quant::dequantizer(w.type);
   std::vector<float> row(static_cast<size_t>(w.cols));
   for (int64_t r = begin; r < end; ++r) {
-    dequantize(w.row(r), row.data(), w.cols);
+    dequantize(w.row(w.stored_row(r)), row.data(), w.cols);
     uint16_t* out = dst + (r - begin) * w.cols;
     for (int64_t c = 0; c < w.cols; ++c) out[c] = fp32_to_bf16(row[c]);
   }
@@ -31,24 +32,18 @@ class Uploader {
   Uploader(uint64_t total, const std::function<void(uint64_t, uint64_t)>& progress)
       : total_(total), progress_(progress) {}
 
-  // Copies matrix w (as BF16) to dst. BF16 goes straight from the mapping; other types are
-  // converted on all cores in chunks through a pinned staging buffer.
+  // Copies matrix w (as BF16, rows in computing order) to dst. BF16 and F16 go straight from
+  // the mapping (F16 then converted in place on the device), reordered rows as strided copies;
+  // other types are converted on all cores in chunks through a pinned staging buffer.
   Status matrix(const WeightTensor& w, uint16_t* dst) {
     const size_t bytes = static_cast<size_t>(w.rows * w.cols) * 2;
-    if (w.type == DType::BF16) {
-      // Chunked so that progress moves on 16 GB models.
-      const auto* src = static_cast<const uint8_t*>(w.data);
-      for (size_t at = 0; at < bytes; at += kChunk) {
-        const size_t size = std::min(kChunk, bytes - at);
-        if (Status s =
-                cuda_status(cudaMemcpy(reinterpret_cast<uint8_t*>(dst) + at, src + at, size, cudaMemcpyHostToDevice),
-                            "weight upload");
-            !s) {
-          return s;
-        }
-        advance(size);
+    if (w.type == DType::BF16 || w.type == DType::F16) {
+      Status s = w.interleave_heads > 0 ? copy_interleaved(w, dst) : copy_chunked(w, dst, bytes);
+      if (s && w.type == DType::F16) {
+        f16_to_bf16_inplace(dst, w.rows * w.cols, nullptr);
+        s = cuda_status(cudaGetLastError(), "fp16 -> bf16 on the device");
       }
-      return Status::ok();
+      return s;
     }
     if (staging_.bytes() == 0) {
       if (Status s = staging_.allocate(kChunk, "pinned staging"); !s) return s;
@@ -71,6 +66,44 @@ class Uploader {
         return s;
       }
       advance(size);
+    }
+    return Status::ok();
+  }
+
+  // A 16-bit matrix as stored, in chunks so that progress moves on 16 GB models.
+  Status copy_chunked(const WeightTensor& w, uint16_t* dst, size_t bytes) {
+    const auto* src = static_cast<const uint8_t*>(w.data);
+    for (size_t at = 0; at < bytes; at += kChunk) {
+      const size_t size = std::min(kChunk, bytes - at);
+      if (Status s = cuda_status(
+              cudaMemcpy(reinterpret_cast<uint8_t*>(dst) + at, src + at, size, cudaMemcpyHostToDevice), "weight upload");
+          !s) {
+        return s;
+      }
+      advance(size);
+    }
+    return Status::ok();
+  }
+
+  // A 16-bit Q or K matrix stored head half by head half (WeightTensor::interleave_heads):
+  // each stored half of a head is one strided copy onto every other computed row.
+  Status copy_interleaved(const WeightTensor& w, uint16_t* dst) {
+    const int64_t head_dim = w.rows / w.interleave_heads, half = head_dim / 2;
+    const size_t row_bytes = static_cast<size_t>(w.cols) * 2;
+    const auto* src = static_cast<const uint8_t*>(w.data);
+    auto* out = reinterpret_cast<uint8_t*>(dst);
+    for (int64_t h = 0; h < w.interleave_heads; ++h) {
+      for (int64_t j = 0; j < 2; ++j) {
+        const uint8_t* from = src + static_cast<size_t>(h * head_dim + j * half) * row_bytes;
+        uint8_t* to = out + static_cast<size_t>(h * head_dim + j) * row_bytes;
+        if (Status s = cuda_status(cudaMemcpy2D(to, 2 * row_bytes, from, row_bytes, row_bytes,
+                                                static_cast<size_t>(half), cudaMemcpyHostToDevice),
+                                   "weight upload");
+            !s) {
+          return s;
+        }
+        advance(static_cast<uint64_t>(half) * row_bytes);
+      }
     }
     return Status::ok();
   }

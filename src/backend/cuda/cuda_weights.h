@@ -1,6 +1,8 @@
-// A model's weights on the GPU, in one allocation: every matrix as BF16 (F16, F32 and
-// block-quantized GGUF types are dequantized on the host at load), Q|K|V and gate|up
-// concatenated by rows so that each is one GEMM, norms and biases as FP32.
+// A model's weights on the GPU, in one allocation: every matrix as BF16 (BF16 copied from the
+// mapping as it is, F16 too and then converted on the device, F32 and block-quantized GGUF
+// types converted on the host in 64 MiB chunks), Q|K|V and gate|up concatenated by rows so that
+// each is one GEMM, norms and biases as FP32. Rows stored in Hugging Face's Q / K order
+// (WeightTensor::interleave_heads) are put in computing order by the copies themselves.
 #pragma once
 
 #include <cstdint>

@@ -27,6 +27,9 @@ using Stream = CUstream_st*;  // == cudaStream_t
 // ---------------------------------------------------------------------------------------
 // Elementwise and row ops (memory-bound, one pass, 16-byte accesses where shapes allow).
 
+// data[i] = bf16(fp16 data[i]), rounded to nearest even. data: (n,) 16-bit words.
+void f16_to_bf16_inplace(uint16_t* data, int64_t n, Stream stream);
+
 // out[t] = table[tokens[t]] widened to fp32. Tokens outside [0, vocab) give a zero row.
 // table: (vocab, hidden) bf16; tokens: (n,); out: (n, hidden) fp32. hidden % 8 == 0.
 void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens, int64_t n, float* out,

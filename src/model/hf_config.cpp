@@ -1,0 +1,216 @@
+#include "model/hf_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model/rope_scaling.h"
+
+namespace folio {
+namespace {
+
+using nlohmann::json;
+
+struct Reader {
+  const json& j;
+  const std::string& where;
+
+  Status error(const std::string& message) const { return Status::error(where + ": " + message); }
+
+  // A required positive integer field.
+  Status positive(const char* key, int32_t& out) const {
+    const auto it = j.find(key);
+    if (it == j.end()) return error("'" + std::string(key) + "' is missing");
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > (int64_t{1} << 30)) {
+      return error("'" + std::string(key) + "' must be a positive integer, got " + it->dump());
+    }
+    out = static_cast<int32_t>(it->get<int64_t>());
+    return Status::ok();
+  }
+  // An optional positive integer field (null counts as absent).
+  Status optional_positive(const char* key, int32_t& out) const {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return Status::ok();
+    return positive(key, out);
+  }
+  Status number(const json& object, const char* key, double& out, bool required = false) const {
+    const auto it = object.find(key);
+    if (it == object.end() || it->is_null()) {
+      return required ? error("'" + std::string(key) + "' is missing") : Status::ok();
+    }
+    if (!it->is_number()) return error("'" + std::string(key) + "' must be a number, got " + it->dump());
+    out = it->get<double>();
+    return Status::ok();
+  }
+  Status boolean(const char* key, bool& out) const {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return Status::ok();
+    if (!it->is_boolean()) return error("'" + std::string(key) + "' must be true or false, got " + it->dump());
+    out = it->get<bool>();
+    return Status::ok();
+  }
+};
+
+// rope_scaling (transformers 4) or rope_parameters (transformers 5, which also holds
+// rope_theta there).
+Status read_rope_scaling(const Reader& r, HfModelConfig& out) {
+  auto it = r.j.find("rope_parameters");
+  const char* key = "rope_parameters";
+  if (it == r.j.end() || it->is_null()) {
+    it = r.j.find("rope_scaling");
+    key = "rope_scaling";
+  }
+  if (it == r.j.end() || it->is_null()) return Status::ok();
+  if (!it->is_object()) return r.error("'" + std::string(key) + "' must be an object or null, got " + it->dump());
+  const json& s = *it;
+  if (s.contains("rope_theta")) {
+    double theta = 0.0;
+    if (Status st = r.number(s, "rope_theta", theta); !st) return st;
+    if (!(theta > 1.0)) return r.error("rope_theta must be > 1");
+    out.config.rope_freq_base = static_cast<float>(theta);
+  }
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    if (s.contains(key) && s[key].is_string()) type = s[key].get<std::string>();
+  }
+  if (type.empty()) return r.error("'" + std::string(key) + "' names no rope_type");
+  ModelConfig& c = out.config;
+  double factor = 1.0;
+  if (Status st = r.number(s, "factor", factor, type != "default"); !st) return st;
+  if (!(factor > 0.0)) return r.error("rope_scaling 'factor' must be positive");
+  if (type == "default") return Status::ok();
+  if (type == "linear") {
+    c.rope_position_scale = static_cast<float>(1.0 / factor);
+    return Status::ok();
+  }
+  if (type == "llama3") {
+    Llama3RopeScaling l;
+    l.factor = factor;
+    if (Status st = r.number(s, "low_freq_factor", l.low_freq_factor, true); !st) return st;
+    if (Status st = r.number(s, "high_freq_factor", l.high_freq_factor, true); !st) return st;
+    if (Status st = r.number(s, "original_max_position_embeddings", l.original_max_position_embeddings, true); !st) {
+      return st;
+    }
+    out.rope_freq_factors = llama3_rope_freq_factors(c.rope_dim, c.rope_freq_base, l);
+    return Status::ok();
+  }
+  if (type == "yarn") {
+    YarnRopeScaling y;
+    y.factor = factor;
+    y.original_max_position_embeddings = c.context_length;
+    if (Status st = r.number(s, "original_max_position_embeddings", y.original_max_position_embeddings); !st) return st;
+    if (Status st = r.number(s, "beta_fast", y.beta_fast); !st) return st;
+    if (Status st = r.number(s, "beta_slow", y.beta_slow); !st) return st;
+    if (Status st = r.number(s, "attention_factor", y.attention_factor); !st) return st;
+    for (const char* unsupported : {"mscale", "mscale_all_dim"}) {
+      if (s.contains(unsupported)) return r.error("rope_scaling '" + std::string(unsupported) + "' is not supported");
+    }
+    if (c.rope_dim != c.head_dim) return r.error("YaRN with a partial rotary dimension is not supported");
+    out.rope_freq_factors = yarn_rope_freq_factors(c.rope_dim, c.rope_freq_base, y);
+    // cos and sin scaled by the factor on both q and k: the softmax scale by its square.
+    c.attention_factor = static_cast<float>(std::pow(yarn_attention_factor(y), 2.0));
+    return Status::ok();
+  }
+  return r.error("rope_scaling type '" + type + "' is not supported (folio implements linear, llama3 and yarn)");
+}
+
+}  // namespace
+
+Expected<HfModelConfig> parse_hf_config(const std::string& json_text, const std::string& name) {
+  const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Status::error(name + ": not a JSON object");
+  const Reader r{j, name};
+  HfModelConfig out;
+  ModelConfig& c = out.config;
+
+  const auto archs = j.find("architectures");
+  if (archs == j.end() || !archs->is_array() || archs->size() != 1 || !(*archs)[0].is_string()) {
+    return r.error("'architectures' must list one architecture");
+  }
+  out.hf_architecture = (*archs)[0].get<std::string>();
+  if (out.hf_architecture == "LlamaForCausalLM") {
+    c.architecture = "llama";
+  } else if (out.hf_architecture == "MistralForCausalLM") {
+    c.architecture = "mistral";
+  } else if (out.hf_architecture == "Qwen2ForCausalLM") {
+    c.architecture = "qwen2";
+  } else {
+    return r.error("architecture '" + out.hf_architecture +
+                   "' is not supported (folio runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+  }
+  c.name = j.value("_name_or_path", out.hf_architecture);
+  if (c.name.empty()) c.name = out.hf_architecture;
+  for (const Status& s : {r.positive("num_hidden_layers", c.num_layers), r.positive("hidden_size", c.hidden_dim),
+                          r.positive("intermediate_size", c.ffn_dim), r.positive("num_attention_heads", c.num_heads),
+                          r.positive("vocab_size", c.vocab_size),
+                          r.positive("max_position_embeddings", c.context_length)}) {
+    if (!s) return s;
+  }
+  c.num_kv_heads = c.num_heads;
+  if (Status s = r.optional_positive("num_key_value_heads", c.num_kv_heads); !s) return s;
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return r.error("num_attention_heads " + std::to_string(c.num_heads) + " is not a multiple of num_key_value_heads " +
+                   std::to_string(c.num_kv_heads));
+  }
+  if (c.hidden_dim % c.num_heads != 0 && !j.contains("head_dim")) {
+    return r.error("hidden_size is not a multiple of num_attention_heads and no head_dim is given");
+  }
+  c.head_dim = c.hidden_dim / c.num_heads;
+  if (Status s = r.optional_positive("head_dim", c.head_dim); !s) return s;
+  if (c.head_dim % 2 != 0) return r.error("head_dim " + std::to_string(c.head_dim) + " is odd");
+  c.rope_dim = c.head_dim;
+  double eps = 1e-6, theta = 10000.0;
+  if (Status s = r.number(j, "rms_norm_eps", eps); !s) return s;
+  if (Status s = r.number(j, "rope_theta", theta); !s) return s;
+  if (!(eps > 0.0) || !(theta > 1.0)) return r.error("rms_norm_eps and rope_theta must be positive");
+  c.rms_norm_eps = static_cast<float>(eps);
+  c.rope_freq_base = static_cast<float>(theta);
+  // GGUF's llama layout rotates adjacent pairs because llama.cpp's converter permutes Q and K;
+  // folio's loader applies the same permutation to Hugging Face weights (hf_weights.cpp), so the
+  // two formats compute in one order. Qwen2's GGUF keeps the halves layout, and so does folio.
+  c.rope_style = c.architecture == "qwen2" ? RopeStyle::kHalves : RopeStyle::kAdjacentPairs;
+
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
+    return r.error("hidden_act " + j["hidden_act"].dump() + " is not supported (folio's MLP is SwiGLU: silu)");
+  }
+  out.tie_word_embeddings = false;
+  if (Status s = r.boolean("tie_word_embeddings", out.tie_word_embeddings); !s) return s;
+  out.attention_bias = c.architecture == "qwen2";
+  if (Status s = r.boolean("attention_bias", out.attention_bias); !s) return s;
+  if (j.contains("mlp_bias") && j["mlp_bias"] == true) return r.error("mlp_bias true is not supported");
+  if (j.contains("pretraining_tp") && j["pretraining_tp"].is_number_integer() && j["pretraining_tp"] != 1) {
+    return r.error("pretraining_tp " + j["pretraining_tp"].dump() + " is not supported");
+  }
+  // A sliding window shorter than the context changes attention past it; until folio has
+  // sliding-window attention the context stops at the window, where both agree.
+  bool use_sliding = c.architecture == "mistral";
+  if (Status s = r.boolean("use_sliding_window", use_sliding); !s) return s;
+  int32_t window = 0;
+  if (use_sliding) {
+    if (Status s = r.optional_positive("sliding_window", window); !s) return s;
+    if (window > 0 && window < c.context_length) c.context_length = window;
+  }
+  auto dtype = j.find("dtype");  // transformers 5; "torch_dtype" before
+  if (dtype == j.end() || dtype->is_null()) dtype = j.find("torch_dtype");
+  if (dtype != j.end() && !dtype->is_null()) {
+    if (!dtype->is_string()) return r.error("'dtype' must be a string");
+    out.torch_dtype = dtype->get<std::string>();
+    if (out.torch_dtype != "bfloat16" && out.torch_dtype != "float16" && out.torch_dtype != "float32") {
+      return r.error("dtype '" + out.torch_dtype + "' is not supported (bfloat16, float16, float32)");
+    }
+  }
+  if (Status s = read_rope_scaling(r, out); !s) return s;
+  return out;
+}
+
+Expected<HfModelConfig> read_hf_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::error("cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_hf_config(text.str(), path);
+}
+
+}  // namespace folio
