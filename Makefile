@@ -11,12 +11,17 @@ TEST_VENV := $(BUILD)/test-venv
 MODEL ?= $(or $(FOLIO_MODELS_DIR),$(HOME)/.cache/folio/models)/SmolLM2-135M-Instruct.Q4_1.gguf
 PORT ?= 8080
 
-.PHONY: run serve test setup build build-sanitize test-release test-sanitize fuzz clean
+.PHONY: run serve test setup test-inputs build build-sanitize test-release test-sanitize fuzz clean
 
 setup:
 	@bash scripts/setup-deps
 	@bash scripts/fetch-model
 	@FOLIO_TEST_VENV=$(TEST_VENV) bash scripts/setup-test-venv >/dev/null
+
+# The Hugging Face directories and tokenizer.json files the tests read (no torch; skipped when
+# already built from the same script and goldens).
+test-inputs: setup
+	@$(TEST_VENV)/bin/python scripts/hf_test_models.py
 
 build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFOLIO_TEST_PYTHON=$(abspath $(TEST_VENV))/bin/python >/dev/null
@@ -34,10 +39,10 @@ run: build
 serve: build
 	$(BUILD)/folio serve -m "$(MODEL)" --host 127.0.0.1 --port $(PORT)
 
-test-release: build
+test-release: build test-inputs
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-sanitize: build-sanitize
+test-sanitize: build-sanitize test-inputs
 	# The slow perplexity test (13k tokens through the model) is left to the Release run.
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(BUILD_SAN)/folio_tests --gtest_filter='-*Slow*' --gtest_brief=1

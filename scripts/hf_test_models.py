@@ -311,7 +311,15 @@ def tensor_digests(tensors, dtype):
 
 
 def copy_tokenizer(out, target):
-    for f in (out / "tokenizers" / "smollm2").iterdir():
+    """The default model's tokenizer (transformers' conversion), converting it if need be."""
+    source = out / "tokenizers" / ".converted" / "smollm2"
+    if not (source / "tokenizer.json").exists():
+        try:
+            convert_vocab("smollm2", DEFAULT_GGUF, source)
+        except Exception as e:  # noqa: BLE001 - another transformers version: the weights still serve
+            log(f"warning: no tokenizer for {target.name} ({e})")
+            return
+    for f in source.iterdir():
         shutil.copy(f, target / f.name)
 
 
@@ -374,13 +382,13 @@ def write_bf16_gguf(reader, tensors, origin, heads, path):
         kind = field.types[0]
         if kind == GGUFValueType.ARRAY:
             sub = field.types[-1]
-            values = [field.parts[i].tobytes().decode("utf-8") if sub == GGUFValueType.STRING else field.parts[i][0]
-                      for i in field.data]
+            values = [field.parts[i].tobytes().decode("utf-8") if sub == GGUFValueType.STRING
+                      else field.parts[i][0].item() for i in field.data]
             writer.add_array(field.name, values)
         elif kind == GGUFValueType.STRING:
             writer.add_string(field.name, field.parts[-1].tobytes().decode("utf-8"))
         else:
-            writer.add_key_value(field.name, field.parts[-1][0], kind)
+            writer.add_key_value(field.name, field.parts[-1][0].item(), kind)
     writer.add_file_type(32)  # LLAMA_FTYPE_MOSTLY_BF16
     q_heads, kv_heads = heads
     for name in sorted(tensors, key=lambda n: list(origin).index(n)):

@@ -199,7 +199,7 @@ CommandRunner add_bench_batch_command(CLI::App& bench) {
   options->engine.kv_cache_memory = "1G";
   CLI::App* cmd =
       bench.add_subcommand("batch", "Serving benchmarks: continuous batching, KV utilization, prefix caching");
-  cmd->add_option("-m,--model", options->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("-m,--model", options->model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
   cmd->add_option("--corpus", options->corpus, "Text whose token slices become prompts")->capture_default_str();
   cmd->add_option("--workloads", options->workloads, "all | mixed | prefix")
       ->check(CLI::IsMember({"all", "mixed", "prefix"}))

@@ -123,7 +123,7 @@ int run(const BenchOptions& options) {
 CommandRunner add_bench_command(CLI::App& app) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "Prompt-processing and generation throughput (llama-bench style)");
-  cmd->add_option("-m,--model", options->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("-m,--model", options->model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
   cmd->add_option("-p,--n-prompt", options->prompt_tokens, "Prompt tokens (ppN)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-n,--n-gen", options->generation_tokens, "Generated tokens (tgN)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-r,--repetitions", options->repetitions, "Timed repetitions")->check(CLI::Range(1, 1000));

@@ -1,5 +1,6 @@
 #include "cli/model_session.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -91,6 +92,7 @@ Expected<ModelSession> open_model_session(const std::string& path, int num_threa
     return Status::error("model file '" + model_path + "' does not exist" +
                          (path.empty() ? " (run scripts/fetch-model to download the default model)" : ""));
   }
+  const auto start = std::chrono::steady_clock::now();
   ModelSession session;
   session.path = model_path;
   const bool directory = std::filesystem::is_directory(model_path);
@@ -102,14 +104,15 @@ Expected<ModelSession> open_model_session(const std::string& path, int num_threa
     return s;
   }
   session.backend = std::make_unique<cpu::CpuBackend>(num_threads);
+  session.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!quiet) {
     const ModelConfig& c = session.weights->config();
     std::fprintf(stderr,
                  "model: %s (%s, %d layers, hidden %d, %d heads / %d kv heads, vocab %d), "
-                 "%.1f MiB of weights; cpu: %d threads, %s kernels\n",
+                 "%.1f MiB of weights, loaded in %.2f s; cpu: %d threads, %s kernels\n",
                  c.name.c_str(), c.architecture.c_str(), c.num_layers, c.hidden_dim, c.num_heads, c.num_kv_heads,
-                 c.vocab_size, session.weights->weight_bytes() / 1048576.0, session.backend->num_threads(),
-                 std::string(cpu::isa_name(session.backend->isa())).c_str());
+                 c.vocab_size, session.weights->weight_bytes() / 1048576.0, session.load_seconds,
+                 session.backend->num_threads(), std::string(cpu::isa_name(session.backend->isa())).c_str());
   }
   return session;
 }
@@ -147,8 +150,13 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
   options.cuda_graphs = request.cuda_graphs;
   options.gemm.batch_invariant = request.batch_invariant;
   options.quiet = quiet;
+  const auto start = std::chrono::steady_clock::now();
   Expected<std::unique_ptr<cuda::CudaExecutor>> executor = cuda::CudaExecutor::create(*session.weights, options);
   if (!executor) return executor.status();
+  if (!quiet) {
+    std::fprintf(stderr, "cuda: executor ready in %.2f s (weights uploaded, GEMMs tuned, pools allocated)\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   return std::unique_ptr<Executor>(std::move(executor).value());
 #else
   (void)quiet;

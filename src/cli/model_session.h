@@ -36,6 +36,7 @@ struct ModelSession {
   std::unique_ptr<cpu::CpuBackend> backend;    // the CPU executor's; CUDA uses it for nothing
   std::optional<std::string> chat_template;    // the model's Jinja source, if it has one
   HfGenerationConfig generation;               // generation_config.json (empty for GGUF)
+  double load_seconds = 0.0;                   // mapping, weights and tokenizer
 };
 
 // path empty: the default model. A folder with a config.json is read as a Hugging Face

@@ -97,7 +97,7 @@ int run(const PerplexityOptions& options) {
 CommandRunner add_perplexity_command(CLI::App& app) {
   auto options = std::make_shared<PerplexityOptions>();
   CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity of the model over a text file");
-  cmd->add_option("-m,--model", options->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("-m,--model", options->model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
   cmd->add_option("-f,--file", options->text_file, "Text file")->required();
   cmd->add_option("-c,--ctx", options->context, "Context size per chunk")->check(CLI::Range(4, 1 << 20));
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));

@@ -67,17 +67,9 @@ Expected<HfDirectory> read_hf_directory(const std::string& dir) {
   if (!model) return model.status();
   d.model = std::move(model).value();
 
-  Expected<std::optional<std::string>> tokenizer = read_optional(dir + "/tokenizer.json");
+  Expected<HfTokenizerFiles> tokenizer = read_hf_tokenizer_files(dir);
   if (!tokenizer) return tokenizer.status();
-  if (!*tokenizer) {
-    return Status::error(dir + ": no tokenizer.json (folio reads the fast tokenizer's file; a directory with only a "
-                               "SentencePiece tokenizer.model can be converted by transformers' save_pretrained)");
-  }
-  d.tokenizer.name = dir + "/tokenizer.json";
-  d.tokenizer.tokenizer_json = std::move(**tokenizer);
-  Expected<std::optional<std::string>> config = read_optional(dir + "/tokenizer_config.json");
-  if (!config) return config.status();
-  if (*config) d.tokenizer.tokenizer_config_json = std::move(**config);
+  d.tokenizer = std::move(tokenizer).value();
 
   Expected<std::optional<std::string>> jinja = read_optional(dir + "/chat_template.jinja");
   if (!jinja) return jinja.status();
@@ -112,6 +104,29 @@ Expected<HfDirectory> read_hf_directory(const std::string& dir) {
   }
   d.tokenizer.generation_eos_ids = d.generation.eos_token_ids;
   return d;
+}
+
+Expected<HfTokenizerFiles> read_hf_tokenizer_files(const std::string& dir) {
+  HfTokenizerFiles files;
+  Expected<std::optional<std::string>> tokenizer = read_optional(dir + "/tokenizer.json");
+  if (!tokenizer) return tokenizer.status();
+  if (!*tokenizer) {
+    return Status::error(dir + ": no tokenizer.json (folio reads the fast tokenizer's file; a directory with only a "
+                               "SentencePiece tokenizer.model can be converted by transformers' save_pretrained)");
+  }
+  files.name = dir + "/tokenizer.json";
+  files.tokenizer_json = std::move(**tokenizer);
+  Expected<std::optional<std::string>> config = read_optional(dir + "/tokenizer_config.json");
+  if (!config) return config.status();
+  if (*config) files.tokenizer_config_json = std::move(**config);
+  Expected<std::optional<std::string>> generation = read_optional(dir + "/generation_config.json");
+  if (!generation) return generation.status();
+  if (*generation) {
+    Expected<HfGenerationConfig> g = parse_hf_generation_config(**generation, dir + "/generation_config.json");
+    if (!g) return g.status();
+    files.generation_eos_ids = g->eos_token_ids;
+  }
+  return files;
 }
 
 }  // namespace folio

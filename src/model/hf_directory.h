@@ -36,6 +36,8 @@ struct HfDirectory {
 };
 
 Expected<HfDirectory> read_hf_directory(const std::string& dir);
+// Only the tokenizer's files (no config.json needed): what `folio tokenize` reads.
+Expected<HfTokenizerFiles> read_hf_tokenizer_files(const std::string& dir);
 // generation_config.json's text (tests).
 Expected<HfGenerationConfig> parse_hf_generation_config(const std::string& json_text,
                                                         const std::string& name = "generation_config.json");

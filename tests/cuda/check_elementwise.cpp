@@ -5,10 +5,12 @@
 // can land one bf16 ulp away: rtol = 2^-8. fp16 outputs (q, K, V): rtol = 2^-10 (one fp16
 // ulp) plus a small atol for values that rotation cancels to near zero.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/fp16.h"
 #include "backend/cuda/kernels/kernels.h"
 #include "check_util.h"
 
@@ -241,6 +243,27 @@ void check_rope_write_kv(const Options& opt, std::mt19937_64& rng) {
   }
 }
 
+// Every fp16 bit pattern through the in-place conversion F16 weights get on upload: equal, bit
+// for bit, to the host's fp32_to_bf16(fp16_to_fp32(x)) (NaNs: any NaN).
+void check_f16_to_bf16(const Options&, std::mt19937_64&) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
+  DeviceBuffer<uint16_t> d(all);
+  const double ms = time_ms([&] { f16_to_bf16_inplace(d.get(), 65536, nullptr); }, 0, 1);
+  sync_or_die("f16_to_bf16_inplace");
+  const std::vector<uint16_t> got = d.download();
+  int64_t wrong = 0;
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const float f = fp16_to_fp32(static_cast<uint16_t>(i));
+    const uint16_t want = fp32_to_bf16(f);
+    const bool nan = std::isnan(f) && std::isnan(from_bf16(got[i]));
+    if (got[i] != want && !nan) ++wrong;
+  }
+  report_flag("f16_to_bf16_inplace", "all 65536 fp16 values", wrong == 0,
+              std::to_string(wrong) + " differ from the host conversion; " + std::to_string(ms) + " ms");
+}
+
+Register r0("f16_to_bf16", check_f16_to_bf16);
 Register r1("embed_rows", check_embed);
 Register r2("rms_norm", check_rms_norm);
 Register r3("swiglu", check_swiglu);

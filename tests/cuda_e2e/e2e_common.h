@@ -44,7 +44,19 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+constexpr int32_t kBlock = 16;
+
+struct Greedy {
+  std::vector<float> last_prompt_logits;
+  std::vector<int32_t> tokens;
+  std::vector<float> margins;  // top1 - top2 at each generated step
+};
+// One sequence through an executor (greedy_run.cpp): the prompt in one forward, then `steps`
+// greedy tokens chosen on the host. The pool needs (prompt + steps) / 16 + 1 blocks.
+Greedy run_greedy(Executor& executor, const std::vector<int32_t>& prompt, int32_t steps);
+
 int run_golden(const std::vector<std::string>& args);
+int run_hf(const std::vector<std::string>& args);
 int run_engine(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
 

@@ -4,6 +4,7 @@
 //   folio_cuda_e2e golden --model SmolLM2.gguf   CUDA vs CPU on the golden prompts
 //   folio_cuda_e2e engine [--model FILE]        batch invariance, prefix cache, preemption
 //   folio_cuda_e2e bench --model llama3-8b.gguf  decode tok/s vs bandwidth, offline throughput
+//   folio_cuda_e2e hf --dir HF_DIR_ROOT          Hugging Face directories vs transformers' goldens
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   if (mode == "golden") return folio::e2e::run_golden(args);
   if (mode == "engine") return folio::e2e::run_engine(args);
   if (mode == "bench") return folio::e2e::run_bench(args);
-  std::fprintf(stderr, "usage: folio_cuda_e2e golden|engine|bench [--model FILE] ...\n");
+  if (mode == "hf") return folio::e2e::run_hf(args);
+  std::fprintf(stderr, "usage: folio_cuda_e2e golden|engine|bench|hf [--model FILE] ...\n");
   return 2;
 }
