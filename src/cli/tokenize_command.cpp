@@ -1,7 +1,9 @@
 // `folio tokenize`: a text's token ids under a model's tokenizer (a GGUF file's or a Hugging
-// Face directory's tokenizer.json), without loading the weights. --bench times encoding on
-// the whole text, to compare with other tokenizers (bench/tokenizer_vs_hf.py).
+// Face directory's tokenizer.json), without loading the weights. Form feeds split the text into
+// documents encoded one by one (ids concatenated). --bench times that, to compare with other
+// tokenizers (bench/tokenizer_vs_hf.py).
 #include <algorithm>
+#include <string_view>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -60,12 +62,22 @@ int run(const TokenizeOptions& options) {
   }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const bool add_special = !options.no_add_special;
+  // Form feeds separate documents, each encoded on its own (as prompts are).
+  std::vector<std::string_view> documents;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find('\f', at), text.size());
+    documents.push_back(std::string_view(text).substr(at, end - at));
+    at = end + 1;
+  }
   if (options.bench_repeats > 0) {
     std::vector<double> seconds;
     size_t tokens = 0;
     for (int r = 0; r < options.bench_repeats; ++r) {
       const auto start = std::chrono::steady_clock::now();
-      tokens = tokenizer->encode(text, add_special, options.special).size();
+      tokens = 0;
+      for (const std::string_view document : documents) {
+        tokens += tokenizer->encode(document, add_special, options.special).size();
+      }
       seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     std::sort(seconds.begin(), seconds.end());
@@ -76,7 +88,10 @@ int run(const TokenizeOptions& options) {
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }
-  const std::vector<int32_t> ids = tokenizer->encode(text, add_special, options.special);
+  std::vector<int32_t> ids;
+  for (const std::string_view document : documents) {
+    for (const int32_t id : tokenizer->encode(document, add_special, options.special)) ids.push_back(id);
+  }
   std::printf("%s\n", nlohmann::json(ids).dump().c_str());
   return 0;
 }

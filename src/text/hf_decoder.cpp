@@ -95,6 +95,17 @@ Expected<Decoder> Decoder::parse(const json& spec) {
   return d;
 }
 
+std::string Decoder::piece(const std::string& token) const {
+  // A lone ByteLevel decoder (every byte-level vocabulary): the token's bytes, or the text
+  // itself when it is spelled outside the alphabet.
+  if (steps_.size() == 1 && steps_[0].kind == Step::Kind::kByteLevel) {
+    bool all = true;
+    for (const char32_t cp : decode_utf8_lenient(token)) all = all && unicode_to_byte(cp).has_value();
+    return all ? byte_level_to_bytes(token) : token;
+  }
+  return decode({token}, Mode::kPiece);
+}
+
 std::string Decoder::decode(std::vector<std::string> tokens, Mode mode) const {
   const bool text_mode = mode == Mode::kText;
   if (steps_.empty()) {

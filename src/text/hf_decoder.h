@@ -27,6 +27,8 @@ class Decoder {
   enum class Mode { kText, kPiece };
   // tokens: the token texts (added tokens' contents, the model's vocabulary texts).
   std::string decode(std::vector<std::string> tokens, Mode mode) const;
+  // decode({token}, kPiece) without building a list, for the common one-step chains.
+  std::string piece(const std::string& token) const;
 
   bool empty() const { return steps_.empty(); }
 

@@ -251,7 +251,7 @@ Expected<std::shared_ptr<Tokenizer::State>> load_state(const HfTokenizerFiles& f
   s.pieces.resize(static_cast<size_t>(size));
   for (int32_t id = 0; id < size; ++id) {
     if (vocab.attrs[id] & kAttrUnused) continue;
-    s.pieces[id] = p.decoder.decode({vocab.texts[id]}, Decoder::Mode::kPiece);
+    s.pieces[id] = p.decoder.piece(vocab.texts[id]);
     s.max_piece_bytes = std::max(s.max_piece_bytes, s.pieces[id].size());
   }
   // Normalizers can shrink text (NFC composes "e" + U+0301 into one 2-byte character), so the

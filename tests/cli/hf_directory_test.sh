@@ -40,6 +40,20 @@ check "perplexity prints its figure" grep -qi "perplexity" "$tmp/out" "$tmp/err"
 code=$(exit_code "$folio" bench -m "$hf/smollm2-bf16" -p 16 -n 4 -r 1)
 check "bench on a directory succeeds" [ "$code" -eq 0 ]
 
+# folio serve on a directory: the chat template, the eos ids and the served name come from it.
+port=$((20000 + RANDOM % 20000))
+"$folio" serve -m "$hf/smollm2-bf16" --host 127.0.0.1 --port "$port" > "$tmp/serve.log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.2; done
+curl -s "http://127.0.0.1:$port/v1/models" > "$tmp/models.json"
+check "serve names the model after its directory" grep -q '"smollm2-bf16"' "$tmp/models.json"
+curl -s "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"messages":[{"role":"user","content":"What is the capital of France?"}],"max_tokens":24,"temperature":0}' \
+  > "$tmp/chat.json"
+check "chat completion through the directory's template" grep -q '"finish_reason"' "$tmp/chat.json"
+check "it answers Paris" grep -q "Paris" "$tmp/chat.json"
+kill "$serve_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null
+
 # --- broken directories ----------------------------------------------------------------------
 # A copy of the sharded directory whose shards are links (nothing large is copied).
 broken() {

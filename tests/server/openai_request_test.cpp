@@ -31,6 +31,25 @@ TEST(OpenAiRequestTest, CompletionWithEveryField) {
   EXPECT_TRUE(r->options.include_usage);
 }
 
+// A model's generation_config.json values fill what a request leaves out, and only that.
+TEST(OpenAiRequestTest, ModelDefaultsApplyWhereTheRequestGivesNone) {
+  SamplingParams defaults;
+  defaults.temperature = 0.6f;
+  defaults.top_p = 0.9f;
+  defaults.top_k = 20;
+  Expected<CompletionRequest> none = parse_completion_request(R"({"prompt": "x"})", defaults);
+  ASSERT_TRUE(none) << none.error();
+  EXPECT_FLOAT_EQ(none->options.params.sampling.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(none->options.params.sampling.top_p, 0.9f);
+  EXPECT_EQ(none->options.params.sampling.top_k, 20);
+  Expected<ChatCompletionRequest> given = parse_chat_completion_request(
+      R"({"messages": [{"role": "user", "content": "hi"}], "temperature": 0, "top_k": -1})", defaults);
+  ASSERT_TRUE(given) << given.error();
+  EXPECT_FLOAT_EQ(given->options.params.sampling.temperature, 0.0f);
+  EXPECT_EQ(given->options.params.sampling.top_k, -1);
+  EXPECT_FLOAT_EQ(given->options.params.sampling.top_p, 0.9f);  // not given: the model's
+}
+
 TEST(OpenAiRequestTest, DefaultsFollowOpenAi) {
   Expected<CompletionRequest> r = parse_completion_request(R"({"prompt": "x", "temperature": null})");
   ASSERT_TRUE(r) << r.error();

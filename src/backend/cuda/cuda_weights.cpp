@@ -85,24 +85,29 @@ class Uploader {
     return Status::ok();
   }
 
-  // A 16-bit Q or K matrix stored head half by head half (WeightTensor::interleave_heads):
-  // each stored half of a head is one strided copy onto every other computed row.
+  // A 16-bit Q or K matrix stored head half by head half (WeightTensor::interleave_heads): the
+  // matrix goes to the device as stored (one large copy, at full link speed), then each stored
+  // half of a head becomes every other computed row by a strided device-to-device copy.
   Status copy_interleaved(const WeightTensor& w, uint16_t* dst) {
+    const size_t bytes = static_cast<size_t>(w.rows * w.cols) * 2;
+    if (reorder_.bytes() < bytes) {
+      if (Status s = reorder_.allocate(bytes, "Q / K reorder buffer"); !s) return s;
+    }
+    if (Status s = copy_chunked(w, reorder_.get<uint16_t>(), bytes); !s) return s;
     const int64_t head_dim = w.rows / w.interleave_heads, half = head_dim / 2;
     const size_t row_bytes = static_cast<size_t>(w.cols) * 2;
-    const auto* src = static_cast<const uint8_t*>(w.data);
+    const auto* src = reorder_.get<uint8_t>();
     auto* out = reinterpret_cast<uint8_t*>(dst);
     for (int64_t h = 0; h < w.interleave_heads; ++h) {
       for (int64_t j = 0; j < 2; ++j) {
         const uint8_t* from = src + static_cast<size_t>(h * head_dim + j * half) * row_bytes;
         uint8_t* to = out + static_cast<size_t>(h * head_dim + j) * row_bytes;
         if (Status s = cuda_status(cudaMemcpy2D(to, 2 * row_bytes, from, row_bytes, row_bytes,
-                                                static_cast<size_t>(half), cudaMemcpyHostToDevice),
-                                   "weight upload");
+                                                static_cast<size_t>(half), cudaMemcpyDeviceToDevice),
+                                   "weight reorder");
             !s) {
           return s;
         }
-        advance(static_cast<uint64_t>(half) * row_bytes);
       }
     }
     return Status::ok();
@@ -126,6 +131,7 @@ class Uploader {
   uint64_t done_ = 0;
   const std::function<void(uint64_t, uint64_t)>& progress_;
   PinnedBuffer staging_;
+  DeviceBuffer reorder_;  // one Q or K matrix as stored, while it is reordered
 };
 
 }  // namespace
