@@ -57,8 +57,9 @@ int run(const BenchOptions& options) {
   // a decode graph of one sequence).
   ExecutorRequest request;
   request.device = options.device.device;
+  request.kv.format = kv_format_of(options.device);
   request.kv.kv_cache_bytes = ((max_tokens + request.kv.block_size - 1) / request.kv.block_size) *
-                              kv_bytes_per_block(config, request.kv.block_size);
+                              kv_bytes_per_block(config, request.kv.block_size, request.kv.format);
   request.kv_size_given = true;
   request.max_num_batched_tokens = options.batch;
   request.max_num_seqs = 1;

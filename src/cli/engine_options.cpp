@@ -12,7 +12,18 @@ const CLI::Validator kByteSize(
     },
     "SIZE", "ByteSize");
 
+const CLI::Validator kKvFormat(
+    [](std::string& text) {
+      std::string error;
+      return parse_kv_format(text, &error) ? std::string() : error;
+    },
+    "DTYPE", "KvCacheDtype");
+
 }  // namespace
+
+KvFormat kv_format_of(const DeviceOptions& options) {
+  return parse_kv_format(options.kv_cache_dtype, nullptr).value();  // checked at parse time
+}
 
 void add_device_options(CLI::App& cmd, DeviceOptions& options) {
   const char* group = "Device";
@@ -32,6 +43,12 @@ void add_device_options(CLI::App& cmd, DeviceOptions& options) {
                "(one split-K-free GEMM algorithm per weight shape, timed at start; decode at small batches is "
                "slower than the default's per-shape heuristic and GEMV). No-op with --device cpu, which is batch "
                "invariant already")
+      ->group(group);
+  cmd.add_option("--kv-cache-dtype", options.kv_cache_dtype,
+                 "How K/V are stored: auto | fp16 | fp8 (E4M3) | int8, the last two with a float scale per token "
+                 "and head (src/kv/README.md); auto is fp16")
+      ->check(kKvFormat)
+      ->capture_default_str()
       ->group(group);
 }
 
@@ -105,6 +122,7 @@ ExecutorRequest to_executor_request(const EngineOptions& options, const EngineCo
   request.kv.kv_cache_bytes = parse_byte_size(options.kv_cache_memory).value();  // checked at parse time
   request.kv.block_size = options.block_size;
   request.kv.swap_space_bytes = static_cast<int64_t>(options.swap_space_gib * 1024.0 * 1024.0 * 1024.0);
+  request.kv.format = kv_format_of(options.device);
   request.kv_size_given = options.kv_cache_memory_option != nullptr && options.kv_cache_memory_option->count() > 0;
   request.gpu_memory_utilization = options.device.gpu_memory_utilization;
   request.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;

@@ -22,6 +22,7 @@ struct DeviceOptions {
   // With cuda: pinned, split-K-free GEMM algorithms (tuned at start) instead of the faster
   // per-shape heuristic and GEMV; the CPU backend is batch invariant either way.
   bool batch_invariant = false;
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype (kv/kv_format.h)
 };
 
 struct EngineOptions {
@@ -41,8 +42,10 @@ struct EngineOptions {
 
 inline constexpr int32_t kCudaBatchedTokens = 8192;
 
-// --device, --gpu-memory-utilization, --no-cuda-graphs, --batch-invariant.
+// --device, --gpu-memory-utilization, --no-cuda-graphs, --batch-invariant, --kv-cache-dtype.
 void add_device_options(CLI::App& cmd, DeviceOptions& options);
+// The KV cache format --kv-cache-dtype names (validated when parsed).
+KvFormat kv_format_of(const DeviceOptions& options);
 // The device options and --kv-cache-memory, --block-size, --max-num-batched-tokens,
 // --max-num-seqs, --no-prefix-cache, --swap-space, --preemption; bad values fail at parse time
 // (usage, non-zero exit) rather than after the model has loaded.

@@ -143,6 +143,7 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
   options.kv_cache_bytes = request.kv_size_given ? request.kv.kv_cache_bytes : 0;
   options.block_size = request.kv.block_size;
   options.swap_space_bytes = request.kv.swap_space_bytes;
+  options.kv_format = request.kv.format;
   options.max_num_batched_tokens = request.max_num_batched_tokens;
   options.max_num_seqs = request.max_num_seqs;
   options.max_model_len = request.max_model_len;

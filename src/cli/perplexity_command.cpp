@@ -22,6 +22,7 @@ struct PerplexityOptions {
   int context = 512;
   int threads = 0;
   int max_chunks = 0;
+  bool kl = false;  // also run an fp16 cache beside the --kv-cache-dtype one and compare
   DeviceOptions device;
 };
 
@@ -30,8 +31,9 @@ struct PerplexityOptions {
 ExecutorRequest perplexity_executor(const PerplexityOptions& options, const ModelConfig& config) {
   ExecutorRequest request;
   request.device = options.device.device;
+  request.kv.format = kv_format_of(options.device);
   const int32_t blocks = (options.context + request.kv.block_size - 1) / request.kv.block_size;
-  request.kv.kv_cache_bytes = blocks * kv_bytes_per_block(config, request.kv.block_size);
+  request.kv.kv_cache_bytes = blocks * kv_bytes_per_block(config, request.kv.block_size, request.kv.format);
   request.kv_size_given = true;
   request.max_num_batched_tokens = options.device.device == "cuda" ? options.context : 512;
   request.max_num_seqs = 1;
@@ -81,6 +83,35 @@ int run(const PerplexityOptions& options) {
     std::fprintf(stderr, "[%lld/%lld] perplexity so far %.4f (%.1f tok/s)\n", static_cast<long long>(done),
                  static_cast<long long>(total), perplexity, done * options.context / elapsed);
   };
+  if (options.kl) {
+    // The reference: the same model and device with an fp16 cache, scored on the same chunks.
+    ExecutorRequest reference_request = perplexity_executor(options, session->weights->config());
+    reference_request.kv.format = KvFormat::kFp16;
+    reference_request.kv.kv_cache_bytes =
+        reference_request.kv.kv_cache_bytes / kv_bytes_per_block(session->weights->config(), 16, kv_format_of(options.device)) *
+        kv_bytes_per_block(session->weights->config(), 16, KvFormat::kFp16);
+    Expected<std::unique_ptr<Executor>> reference = make_executor(*session, reference_request, true);
+    if (!reference) {
+      std::fprintf(stderr, "folio perplexity: %s\n", reference.error().c_str());
+      return 1;
+    }
+    SequenceRunner reference_runner(**reference, options.context, options.device.device == "cuda" ? options.context : 512);
+    Expected<PerplexityComparison> compared =
+        compare_perplexity(reference_runner, runner, tokens, options.context, bos, options.max_chunks, progress);
+    if (!compared) {
+      std::fprintf(stderr, "folio perplexity: %s\n", compared.error().c_str());
+      return 2;
+    }
+    const std::string format(kv_format_name(kv_format_of(options.device)));
+    std::printf(
+        "perplexity: fp16 KV %.4f, %s KV %.4f (%+.3f%%); mean KL %.6f nats (max %.4f), top-1 agreement %.2f%% over "
+        "%lld scored tokens (ctx %d, %lld chunks)\n",
+        compared->reference.perplexity, format.c_str(), compared->test.perplexity,
+        100.0 * (compared->test.perplexity / compared->reference.perplexity - 1.0), compared->mean_kl, compared->max_kl,
+        100.0 * compared->top1_agreement, static_cast<long long>(compared->test.scored_tokens), options.context,
+        static_cast<long long>(compared->test.chunks));
+    return 0;
+  }
   Expected<PerplexityResult> result =
       compute_perplexity(runner, tokens, options.context, bos, options.max_chunks, progress);
   if (!result) {
@@ -103,6 +134,9 @@ CommandRunner add_perplexity_command(CLI::App& app) {
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--chunks", options->max_chunks, "Evaluate at most this many chunks (0: all)")
       ->check(CLI::Range(0, 1 << 30));
+  cmd->add_flag("--kl", options->kl,
+                "Also run an fp16 KV cache beside --kv-cache-dtype's and report both perplexities, the mean KL "
+                "divergence of the next-token distributions and their top-1 agreement");
   add_device_options(*cmd, options->device);
   return [options] { return run(*options); };
 }

@@ -213,6 +213,9 @@ EngineMetrics Engine::metrics() const {
   m.num_steps = num_steps_;
   m.num_device_sampled_steps = num_device_sampled_steps_;
   m.kv = scheduler_.kv().metrics();
+  m.kv_format = kv_layout_.format;
+  m.kv_block_size = kv_layout_.block_size;
+  m.kv_bytes_per_token = static_cast<double>(kv_layout_.bytes_per_block) / kv_layout_.block_size;
   return m;
 }
 

@@ -45,6 +45,9 @@ struct EngineMetrics {
   int64_t num_steps = 0;
   int64_t num_device_sampled_steps = 0;  // steps whose tokens the executor chose
   KvCacheMetrics kv;
+  KvFormat kv_format = KvFormat::kFp16;  // how the pool stores K/V (--kv-cache-dtype)
+  double kv_bytes_per_token = 0.0;       // K and V of one token, all layers, scales included
+  int32_t kv_block_size = 0;
 };
 
 // Result of the offline batch call.

@@ -29,6 +29,25 @@ Expected<PerplexityResult> compute_perplexity(SequenceRunner& runner, std::span<
                                               std::optional<int32_t> bos_id, int64_t max_chunks = 0,
                                               const PerplexityProgress& progress = {});
 
+// The same text through two runners (say an fp16 KV cache and a quantized one, or two weight
+// formats), scored on the same positions: both perplexities, the mean KL divergence
+// KL(reference || test) of the next-token distributions, and how often their top tokens agree.
+struct PerplexityComparison {
+  PerplexityResult reference;
+  PerplexityResult test;
+  double mean_kl = 0.0;          // nats per scored token
+  double max_kl = 0.0;
+  double top1_agreement = 0.0;   // fraction of scored positions whose argmax is the same
+};
+
+Expected<PerplexityComparison> compare_perplexity(SequenceRunner& reference, SequenceRunner& test,
+                                                  std::span<const int32_t> tokens, int32_t ctx,
+                                                  std::optional<int32_t> bos_id, int64_t max_chunks = 0,
+                                                  const PerplexityProgress& progress = {});
+
+// KL(softmax(p) || softmax(q)) in double.
+double kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits);
+
 // -log softmax(logits)[target], computed in double.
 double negative_log_likelihood(std::span<const float> logits, int32_t target);
 

@@ -11,6 +11,7 @@
 
 #include "executor/forward_batch.h"
 #include "executor/sampling_plan.h"
+#include "kv/kv_format.h"
 #include "model/model_config.h"
 
 namespace folio {
@@ -21,6 +22,7 @@ struct KvPoolLayout {
   int32_t block_size = 16;      // tokens per block
   int32_t num_host_blocks = 0;  // host swap blocks, null block included; 0: no swap pool
   int64_t bytes_per_block = 0;  // K and V of every layer, in the pool's format
+  KvFormat format = KvFormat::kFp16;
 
   int64_t num_token_slots() const { return static_cast<int64_t>(num_blocks - 1) * block_size; }
 };

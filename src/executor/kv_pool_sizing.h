@@ -18,14 +18,21 @@ struct KvCacheOptions {
   int64_t kv_cache_bytes = int64_t{256} << 20;  // K and V, all layers
   int32_t block_size = 16;
   int64_t swap_space_bytes = 0;
+  KvFormat format = KvFormat::kFp16;  // --kv-cache-dtype: the pool holds more tokens per byte
 };
 
-inline KvCacheShape kv_cache_shape(const ModelConfig& config, int32_t num_blocks, int32_t block_size) {
-  return KvCacheShape{config.num_layers, num_blocks, block_size, config.num_kv_heads, config.head_dim};
+inline KvCacheShape kv_cache_shape(const ModelConfig& config, int32_t num_blocks, int32_t block_size,
+                                   KvFormat format = KvFormat::kFp16) {
+  return KvCacheShape{config.num_layers, num_blocks, block_size, config.num_kv_heads, config.head_dim, format};
 }
 
-inline int64_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size) {
-  return static_cast<int64_t>(kv_cache_shape(config, 1, block_size).bytes_per_block());
+inline int64_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size, KvFormat format = KvFormat::kFp16) {
+  return static_cast<int64_t>(kv_cache_shape(config, 1, block_size, format).bytes_per_block());
+}
+
+// K and V of one token, all layers, scales included: what /metrics and bench report.
+inline double kv_bytes_per_token(const ModelConfig& config, KvFormat format) {
+  return static_cast<double>(kv_bytes_per_block(config, 16, format)) / 16.0;
 }
 
 // Blocks a budget buys, the null block included; 0 for no budget at all (no pool).

@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "core/zeroed_array.h"
+
 #include "kv/kv_cache_storage.h"
 
 namespace folio {
@@ -19,22 +21,22 @@ class HostKvPool {
   HostKvPool(const KvCacheShape& device_shape, int32_t num_blocks);
 
   int32_t num_blocks() const { return num_blocks_; }
-  size_t bytes() const { return data_.size() * sizeof(uint16_t); }
+  size_t bytes() const { return data_.size(); }
 
   void copy_to_host(const KvCacheStorage& device, int32_t device_block, int32_t host_block);
   void copy_from_host(int32_t host_block, KvCacheStorage& device, int32_t device_block) const;
 
-  // One layer's K (or V) of one host block: (block_size, num_kv_heads, head_dim) fp16 bits.
-  std::span<const uint16_t> block_keys(int32_t host_block, int32_t layer) const;
-  std::span<const uint16_t> block_values(int32_t host_block, int32_t layer) const;
+  // One layer's K (or V) of one host block, in the device storage's format and layout.
+  std::span<const uint8_t> block_keys(int32_t host_block, int32_t layer) const;
+  std::span<const uint8_t> block_values(int32_t host_block, int32_t layer) const;
 
  private:
   size_t half_offset(int32_t host_block, int32_t layer, int32_t half) const;
 
   KvCacheShape shape_;
   int32_t num_blocks_;
-  size_t elements_per_half_;    // block_size * num_kv_heads * head_dim
-  std::vector<uint16_t> data_;  // (num_blocks, num_layers, 2 [K, V], block_size, num_kv_heads, head_dim)
+  size_t elements_per_half_;   // bytes of one layer's K (or V) of one block
+  ZeroedArray<uint8_t> data_;  // (num_blocks, num_layers, 2 [K, V], half block bytes)
 };
 
 }  // namespace folio

@@ -6,44 +6,41 @@
 namespace folio {
 
 namespace {
-size_t block_elems(const KvCacheShape& s) {
-  return static_cast<size_t>(s.block_size) * s.num_kv_heads * s.head_dim;
-}
-size_t layer_elems(const KvCacheShape& s) {
-  return block_elems(s) * s.num_blocks;
+size_t layer_bytes(const KvCacheShape& s) {
+  return s.half_block_bytes() * s.num_blocks;
 }
 }  // namespace
 
 KvCacheStorage::KvCacheStorage(const KvCacheShape& shape)
-    : shape_(shape), k_(layer_elems(shape) * shape.num_layers), v_(layer_elems(shape) * shape.num_layers) {}
+    : shape_(shape), k_(layer_bytes(shape) * shape.num_layers), v_(layer_bytes(shape) * shape.num_layers) {}
 
 KvLayerView KvCacheStorage::layer(int32_t index) {
   assert(index >= 0 && index < shape_.num_layers);
-  const size_t offset = layer_elems(shape_) * index;
-  return KvLayerView{k_.data() + offset, v_.data() + offset,  shape_.num_blocks,
-                     shape_.block_size,  shape_.num_kv_heads, shape_.head_dim};
+  const size_t offset = layer_bytes(shape_) * index;
+  return KvLayerView{k_.data() + offset,  v_.data() + offset, shape_.num_blocks, shape_.block_size,
+                     shape_.num_kv_heads, shape_.head_dim,    shape_.format};
 }
 
 size_t KvCacheStorage::block_offset(int32_t layer, int32_t block) const {
   assert(layer >= 0 && layer < shape_.num_layers);
   assert(block >= 0 && block < shape_.num_blocks);
-  return layer_elems(shape_) * layer + block_elems(shape_) * block;
+  return layer_bytes(shape_) * layer + shape_.half_block_bytes() * block;
 }
 
-std::span<uint16_t> KvCacheStorage::block_keys(int32_t layer, int32_t block) {
-  return std::span<uint16_t>(k_).subspan(block_offset(layer, block), block_elems(shape_));
+std::span<uint8_t> KvCacheStorage::block_keys(int32_t layer, int32_t block) {
+  return k_.span().subspan(block_offset(layer, block), shape_.half_block_bytes());
 }
 
-std::span<uint16_t> KvCacheStorage::block_values(int32_t layer, int32_t block) {
-  return std::span<uint16_t>(v_).subspan(block_offset(layer, block), block_elems(shape_));
+std::span<uint8_t> KvCacheStorage::block_values(int32_t layer, int32_t block) {
+  return v_.span().subspan(block_offset(layer, block), shape_.half_block_bytes());
 }
 
-std::span<const uint16_t> KvCacheStorage::block_keys(int32_t layer, int32_t block) const {
-  return std::span<const uint16_t>(k_).subspan(block_offset(layer, block), block_elems(shape_));
+std::span<const uint8_t> KvCacheStorage::block_keys(int32_t layer, int32_t block) const {
+  return k_.span().subspan(block_offset(layer, block), shape_.half_block_bytes());
 }
 
-std::span<const uint16_t> KvCacheStorage::block_values(int32_t layer, int32_t block) const {
-  return std::span<const uint16_t>(v_).subspan(block_offset(layer, block), block_elems(shape_));
+std::span<const uint8_t> KvCacheStorage::block_values(int32_t layer, int32_t block) const {
+  return v_.span().subspan(block_offset(layer, block), shape_.half_block_bytes());
 }
 
 void KvCacheStorage::copy_block(int32_t src_block, int32_t dst_block) {

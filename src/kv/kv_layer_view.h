@@ -3,21 +3,43 @@
 // a GPU); which block belongs to which sequence is the block tables' business.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+#include "kv/kv_format.h"
 
 namespace folio {
 
-// In fp16 (half the memory of fp32, and the precision llama.cpp and most engines keep K/V in).
-// Block b, slot s, kv head h starts at
-//   k + ((b * block_size + s) * num_kv_heads + h) * head_dim
-// so a slot index (b * block_size + s) addresses one token's K (or V) for all heads.
+// k and v each point at num_blocks blocks of block_bytes() bytes in kv_format.h's layout. In
+// fp16 a slot index (b * block_size + s) therefore addresses one token's K (or V) for all heads
+// at k + slot * num_kv_heads * head_dim halves, as before formats existed; the quantized formats
+// keep the values of (slot, head) at value_offset() and its scale at scale_offset().
 struct KvLayerView {
-  uint16_t* k = nullptr;  // (num_blocks, block_size, num_kv_heads, head_dim) fp16 bits
-  uint16_t* v = nullptr;  // (num_blocks, block_size, num_kv_heads, head_dim) fp16 bits
+  uint8_t* k = nullptr;
+  uint8_t* v = nullptr;
   int32_t num_blocks = 0;
   int32_t block_size = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
+  KvFormat format = KvFormat::kFp16;
+
+  FOLIO_KV_HD size_t block_bytes() const { return kv_block_bytes(format, block_size, num_kv_heads, head_dim); }
+
+  // Byte offset of the first value of (slot, head) from k (or v).
+  FOLIO_KV_HD size_t value_offset(int64_t slot, int32_t head) const {
+    const int64_t block = slot / block_size, in_block = slot % block_size;
+    return static_cast<size_t>(block) * block_bytes() +
+           (static_cast<size_t>(in_block) * num_kv_heads + head) * head_dim * kv_format_value_bytes(format);
+  }
+  // Byte offset of the float scale of (slot, head) (quantized formats only).
+  FOLIO_KV_HD size_t scale_offset(int64_t slot, int32_t head) const {
+    const int64_t block = slot / block_size, in_block = slot % block_size;
+    return static_cast<size_t>(block) * block_bytes() + static_cast<size_t>(block_size) * num_kv_heads * head_dim +
+           (static_cast<size_t>(in_block) * num_kv_heads + head) * sizeof(float);
+  }
+  // fp16 only: the halves of K (or V) of one token, all heads.
+  FOLIO_KV_HD uint16_t* fp16_keys() const { return reinterpret_cast<uint16_t*>(k); }
+  FOLIO_KV_HD uint16_t* fp16_values() const { return reinterpret_cast<uint16_t*>(v); }
 };
 
 }  // namespace folio

@@ -38,6 +38,7 @@ class MetricsWriter {
     text_ += histogram.prometheus_text(name, help, model_label_);
   }
   std::string& text() { return text_; }
+  const std::string& model_label() const { return model_label_; }
 
  private:
   std::string model_label_;
@@ -55,6 +56,14 @@ std::string prometheus_metrics_text(const WorkerMetrics& metrics, const std::str
         e.num_waiting + metrics.num_queued_submissions);
   w.add("folio:num_requests_swapped", "gauge", "Requests swapped out to the host KV pool.", e.num_swapped);
   w.add("folio:kv_cache_usage_perc", "gauge", "Fraction of device KV blocks in use (1 = full).", e.kv.usage);
+  w.add("folio:kv_cache_bytes_per_token", "gauge",
+        "Bytes of K and V one token takes in the cache, all layers, scales included.", e.kv_bytes_per_token);
+  w.add("folio:kv_cache_tokens_total", "gauge", "Token slots the device KV pool holds.",
+        static_cast<double>(e.kv.num_blocks) * e.kv_block_size);
+  // The format as an info-style gauge (1), labelled, as Prometheus expresses strings.
+  w.text() += "# HELP folio:kv_cache_dtype_info The KV cache format (--kv-cache-dtype).\n"
+              "# TYPE folio:kv_cache_dtype_info gauge\nfolio:kv_cache_dtype_info{" +
+              w.model_label() + ",dtype=\"" + std::string(kv_format_name(e.kv_format)) + "\"} 1\n";
   w.add("folio:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
         static_cast<double>(e.kv.prefix_cache.num_query_tokens));
   w.add("folio:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",

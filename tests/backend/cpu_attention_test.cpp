@@ -1,6 +1,7 @@
 // Paged attention (online softmax over cache blocks) against the float64 full-softmax
-// reference, on random varlen batches: prefill chunks and decode tokens mixed, scattered
-// block tables, GQA ratios, block sizes and lengths from 1 to 8,192.
+// reference run on the dequantized cache, on random varlen batches: prefill chunks and decode
+// tokens mixed, scattered block tables, GQA ratios, block sizes, lengths from 1 to 8,192, and
+// every cache format (fp16, fp8, int8), the quantized ones with an outlier channel in K.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "backend/cpu/cpu_attention.h"
 #include "core/fp16.h"
+#include "kv/kv_quant.h"
 
 namespace folio::cpu {
 namespace {
@@ -22,7 +24,7 @@ struct Case {
   std::vector<std::pair<int32_t, int32_t>> sequences;  // (context_len, query_len)
 };
 
-void check_case(const Case& c, uint32_t seed, ThreadPool& pool) {
+void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format = KvFormat::kFp16) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   int32_t total_blocks = 0;
@@ -32,12 +34,20 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool) {
     total_queries += query;
   }
   total_blocks += 3;  // spare blocks nobody owns: garbage must not leak in
-  const size_t slot_elems = static_cast<size_t>(c.num_kv_heads) * c.head_dim;
-  std::vector<uint16_t> k(static_cast<size_t>(total_blocks) * c.block_size * slot_elems);
-  std::vector<uint16_t> v(k.size());
-  for (uint16_t& x : k) x = fp32_to_fp16(normal(rng) * 2.0f);
-  for (uint16_t& x : v) x = fp32_to_fp16(normal(rng));
-  KvLayerView cache{k.data(), v.data(), total_blocks, c.block_size, c.num_kv_heads, c.head_dim};
+  const size_t bytes = static_cast<size_t>(total_blocks) * kv_block_bytes(format, c.block_size, c.num_kv_heads, c.head_dim);
+  std::vector<uint8_t> k(bytes), v(bytes);
+  KvLayerView cache{k.data(), v.data(), total_blocks, c.block_size, c.num_kv_heads, c.head_dim, format};
+  std::vector<float> row(static_cast<size_t>(c.head_dim));
+  const int32_t outlier = static_cast<int32_t>(seed % static_cast<uint32_t>(c.head_dim));
+  for (int64_t slot = 0; slot < static_cast<int64_t>(total_blocks) * c.block_size; ++slot) {
+    for (int32_t h = 0; h < c.num_kv_heads; ++h) {
+      for (float& x : row) x = normal(rng) * 2.0f;
+      row[static_cast<size_t>(outlier)] *= 8.0f;  // a key channel far larger than the rest, as in real models
+      kv_store_row(cache, 0, slot, h, row.data());
+      for (float& x : row) x = normal(rng);
+      kv_store_row(cache, 1, slot, h, row.data());
+    }
+  }
 
   // Hand out blocks in a shuffled order so tables are scattered.
   std::vector<int32_t> free_blocks(total_blocks);
@@ -70,7 +80,8 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool) {
     ASSERT_FALSE(std::isnan(out[i])) << "unwritten output element " << i;
     max_err = std::max(max_err, std::fabs(static_cast<double>(out[i]) - expected[i]));
   }
-  EXPECT_LT(max_err, 2e-4) << "heads " << c.num_heads << "/" << c.num_kv_heads << " block " << c.block_size;
+  EXPECT_LT(max_err, 2e-4) << kv_format_name(format) << " heads " << c.num_heads << "/" << c.num_kv_heads
+                           << " block " << c.block_size;
 }
 
 TEST(CpuAttention, MatchesFloat64ReferenceOnRandomVarlenBatches) {
@@ -90,6 +101,7 @@ TEST(CpuAttention, MatchesFloat64ReferenceOnRandomVarlenBatches) {
       c.sequences.push_back({context, query});
     }
     check_case(c, 100 + trial, pool);
+    check_case(c, 100 + trial, pool, trial % 2 == 0 ? KvFormat::kFp8E4M3 : KvFormat::kInt8);
   }
 }
 
@@ -98,6 +110,10 @@ TEST(CpuAttention, LongContexts) {
   check_case({8, 2, 64, 16, {{8192, 1}, {4096, 3}}}, 1, pool);
   check_case({4, 4, 32, 32, {{2048, 40}}}, 2, pool);
   check_case({2, 1, 16, 16, {{1, 1}, {17, 17}, {33, 1}}}, 3, pool);
+  for (KvFormat format : {KvFormat::kFp8E4M3, KvFormat::kInt8}) {
+    check_case({8, 2, 64, 16, {{8192, 1}, {4096, 3}}}, 4, pool, format);
+    check_case({32, 8, 128, 16, {{1000, 200}, {4097, 1}}}, 5, pool, format);
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "backend/cpu/cpu_attention.h"
+#include "kv/kv_quant.h"
 
 namespace folio::cuda::check {
 
@@ -21,7 +22,8 @@ std::string AttentionProblem::describe() const {
   }
   return "seqs=" + std::to_string(seqs.size()) + " q=" + std::to_string(min_q) + ".." + std::to_string(max_q) +
          " ctx=" + std::to_string(min_c) + ".." + std::to_string(max_c) + " h=" + std::to_string(num_heads) + "/" +
-         std::to_string(num_kv_heads) + " d=" + std::to_string(head_dim) + " bs=" + std::to_string(block_size);
+         std::to_string(num_kv_heads) + " d=" + std::to_string(head_dim) + " bs=" + std::to_string(block_size) +
+         (format == KvFormat::kFp16 ? "" : " " + std::string(kv_format_name(format)));
 }
 
 void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
@@ -82,15 +84,44 @@ void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
     }
     q.resize(static_cast<size_t>(num_tokens) * num_heads * head_dim);
     for (uint16_t& x : q) x = to_half(from_half(next_value()) * q_scale);
-    d_k = DeviceBuffer<uint16_t>(k);
-    d_v = DeviceBuffer<uint16_t>(v);
     d_q = DeviceBuffer<uint16_t>(q);
+    if (format == KvFormat::kFp16) {
+      d_k = DeviceBuffer<uint16_t>(k);
+      d_v = DeviceBuffer<uint16_t>(v);
+    } else {
+      // 0xff bytes everywhere no context lives: E4M3 NaN values and NaN scales (int8 too).
+      const size_t bytes = static_cast<size_t>(num_blocks) * kv_block_bytes(format, block_size, num_kv_heads, head_dim);
+      kq.assign(bytes, 0xff);
+      vq.assign(bytes, 0xff);
+      const KvLayerView host{kq.data(), vq.data(), num_blocks, block_size, num_kv_heads, head_dim, format};
+      std::vector<float> row(static_cast<size_t>(head_dim));
+      for (int32_t s = 0; s < num_seqs; ++s) {
+        for (int32_t pos = 0; pos < seqs[s].context_len; ++pos) {
+          const int32_t block = block_tables[static_cast<size_t>(s) * max_blocks_per_seq + pos / block_size];
+          const int64_t slot = static_cast<int64_t>(block) * block_size + pos % block_size;
+          for (int32_t h = 0; h < num_kv_heads; ++h) {
+            for (int which = 0; which < 2; ++which) {
+              const std::vector<uint16_t>& src = which == 0 ? k : v;
+              for (int32_t d = 0; d < head_dim; ++d) {
+                row[static_cast<size_t>(d)] = from_half(src[static_cast<size_t>(slot) * token_elems + static_cast<size_t>(h) * head_dim + d]);
+              }
+              kv_store_row(host, which, slot, h, row.data());
+            }
+          }
+        }
+      }
+      d_k = DeviceBuffer<uint16_t>(bytes / 2);
+      d_v = DeviceBuffer<uint16_t>(bytes / 2);
+      FOLIO_CUDA_OK(cudaMemcpy(d_k.get(), kq.data(), bytes, cudaMemcpyHostToDevice));
+      FOLIO_CUDA_OK(cudaMemcpy(d_v.get(), vq.data(), bytes, cudaMemcpyHostToDevice));
+    }
   } else {
-    d_k = DeviceBuffer<uint16_t>(cache_elems);
-    d_v = DeviceBuffer<uint16_t>(cache_elems);
+    const size_t bytes = static_cast<size_t>(num_blocks) * kv_block_bytes(format, block_size, num_kv_heads, head_dim);
+    d_k = DeviceBuffer<uint16_t>(bytes / 2);
+    d_v = DeviceBuffer<uint16_t>(bytes / 2);
     d_q = DeviceBuffer<uint16_t>(static_cast<size_t>(num_tokens) * num_heads * head_dim);
-    FOLIO_CUDA_OK(cudaMemset(d_k.get(), 0x11, cache_elems * 2));  // small finite fp16 values
-    FOLIO_CUDA_OK(cudaMemset(d_v.get(), 0x11, cache_elems * 2));
+    FOLIO_CUDA_OK(cudaMemset(d_k.get(), 0x11, bytes));  // small finite values (and scales) in every format
+    FOLIO_CUDA_OK(cudaMemset(d_v.get(), 0x11, bytes));
     FOLIO_CUDA_OK(cudaMemset(d_q.get(), 0x11, d_q.size() * 2));
   }
   d_out = DeviceBuffer<uint16_t>(static_cast<size_t>(num_tokens) * num_heads * head_dim);
@@ -103,7 +134,8 @@ PagedAttentionArgs AttentionProblem::args() const {
   PagedAttentionArgs a;
   a.q = d_q.get();
   a.out = d_out.get();
-  a.cache = KvLayerView{d_k.get(), d_v.get(), num_blocks, block_size, num_kv_heads, head_dim};
+  a.cache = KvLayerView{reinterpret_cast<uint8_t*>(d_k.get()), reinterpret_cast<uint8_t*>(d_v.get()), num_blocks,
+                        block_size, num_kv_heads, head_dim, format};
   a.cu_query_starts = d_cu.get();
   a.context_lens = d_ctx.get();
   a.block_tables = d_tables.get();
@@ -120,7 +152,7 @@ PagedAttentionArgs AttentionProblem::args() const {
 size_t AttentionProblem::kv_bytes_read() const {
   size_t tokens = 0;
   for (const SeqSpec& s : seqs) tokens += s.context_len;
-  return tokens * num_kv_heads * head_dim * 2 * sizeof(uint16_t);
+  return tokens * num_kv_heads * 2 * kv_row_bytes(format, head_dim);
 }
 
 std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<int32_t>& tokens) {
@@ -145,12 +177,16 @@ std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<
                                                (position + p.block_size) / p.block_size);
     sequences.push_back(seq);
   }
-  const KvLayerView cache{const_cast<uint16_t*>(p.k.data()),
-                          const_cast<uint16_t*>(p.v.data()),
+  const bool quantized = p.format != KvFormat::kFp16;
+  const KvLayerView cache{quantized ? const_cast<uint8_t*>(p.kq.data())
+                                    : reinterpret_cast<uint8_t*>(const_cast<uint16_t*>(p.k.data())),
+                          quantized ? const_cast<uint8_t*>(p.vq.data())
+                                    : reinterpret_cast<uint8_t*>(const_cast<uint16_t*>(p.v.data())),
                           p.num_blocks,
                           p.block_size,
                           p.num_kv_heads,
-                          p.head_dim};
+                          p.head_dim,
+                          p.format};
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   std::atomic<size_t> next{0};
   auto worker = [&] {

@@ -22,10 +22,14 @@ struct AttentionProblem {
   int32_t head_dim = 128, num_heads = 32, num_kv_heads = 8, block_size = 16;
   std::vector<SeqSpec> seqs;
   float q_scale = 1.0f;  // queries ~ U(-q_scale, q_scale); larger = peakier softmax
+  // fp8 / int8: the fp16 K/V rows are quantized on the host (kv/kv_quant.h) into kq/vq, which
+  // are what the device holds; the reference reads the same bytes.
+  KvFormat format = KvFormat::kFp16;
 
   // Host data.
   int32_t num_tokens = 0, num_blocks = 0, max_blocks_per_seq = 0, max_query_len = 0, max_context_len = 0;
   std::vector<uint16_t> q, k, v;  // fp16 bits
+  std::vector<uint8_t> kq, vq;    // quantized formats: the cache's bytes
   std::vector<int32_t> cu_query_starts, context_lens, block_tables;
   // Device data.
   DeviceBuffer<uint16_t> d_q, d_k, d_v, d_out;

@@ -467,7 +467,51 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
   }
 }
 
+// Quantized caches (fp8, int8): decode (split and unsplit), prefill with prefix hits and chunks,
+// and mixed batches through the dispatcher, GQA shapes, partial blocks; against the float64
+// reference run on the same quantized bytes (the CUDA reference kernel reads fp16 only).
+void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
+  const std::vector<std::vector<SeqSpec>> batches = {
+      {{1, 1}, {1, 17}, {1, 300}, {1, 1500}},            // decode, one split and several
+      {{1, 4096}, {1, 33}, {1, 4000}},                   // long decode
+      {{64, 64}, {100, 357}, {1, 200}, {17, 1041}},      // prefill chunks over cached prefixes + a decode row
+      {{513, 513}, {37, 38}},                            // a whole prompt, partial last block
+  };
+  for (KvFormat format : {KvFormat::kFp8E4M3, KvFormat::kInt8}) {
+    for (int hi : {0, 1, 4}) {
+      for (int32_t bs : {16, 32}) {
+        for (const std::vector<SeqSpec>& seqs : batches) {
+          AttentionProblem p = problem_for(kHeads[hi], bs);
+          p.format = format;
+          p.seqs = seqs;
+          p.q_scale = 2.0f;
+          p.build(rng);
+          const PagedAttentionArgs args = p.args();
+          const std::vector<int32_t> sampled = sample_tokens_for_reference(p, rng);
+          std::future<std::vector<double>> ref_future =
+              std::async(std::launch::async, [&p, &sampled] { return reference_rows(p, sampled); });
+          DeviceBuffer<unsigned char> workspace(attention_workspace_bytes(
+              static_cast<int32_t>(p.seqs.size()), p.num_heads, p.num_kv_heads, p.head_dim, p.max_context_len,
+              opt.sm_count));
+          p.d_out.poison();
+          const double ms =
+              time_ms([&] { paged_attention(args, Workspace{workspace.get(), workspace.size()}, opt.sm_count, nullptr); },
+                      0, 1);
+          sync_or_die("paged_attention (quantized cache)");
+          const std::vector<uint16_t> out = p.d_out.download();
+          const std::vector<double> ref = ref_future.get();
+          Outcome o = outcome_of("kv_formats.dispatch", p.describe(), rows_of(out, p, sampled), ref, kAtolRef,
+                                 kRtolRef, ms);
+          o.note = "vs float64 on the dequantized cache (" + std::to_string(sampled.size()) + " rows)";
+          report(o);
+        }
+      }
+    }
+  }
+}
+
 Register r1("attention.decode", check_decode);
+Register r6("attention.kv_formats", check_kv_formats);
 Register r2("attention.prefill", check_prefill);
 Register r3("attention.invariance", check_invariance);
 // The v2 prefill kernel on every prefill case and the prefill invariance runs. Its name ends

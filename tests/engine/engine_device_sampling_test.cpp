@@ -163,7 +163,7 @@ class SamplingExecutor final : public Executor {
   std::vector<SampledToken> samples_;
 };
 
-class EngineDeviceSamplingTest : public testing::DefaultModelTest {
+class EngineDeviceSamplingTest : public testing::SmallModelTest {
  protected:
   static int32_t num_blocks() { return static_cast<int32_t>((int64_t{256} << 20) / testing::block_bytes(*model_)) + 1; }
 

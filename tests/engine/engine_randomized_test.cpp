@@ -46,6 +46,7 @@ struct RandomizedEngineConfig {
   int32_t max_num_seqs;
   bool beam_search;  // add beam-search requests too (see kBeamSearchWithRecompute)
   uint32_t seed;
+  KvFormat kv_format = KvFormat::kFp16;  // quantized formats: blocks move as opaque bytes all the same
 };
 
 void PrintTo(const RandomizedEngineConfig& c, std::ostream* os) {
@@ -108,7 +109,9 @@ class TinyEngineTest : public ::testing::Test {
     tiny_ = nullptr;
   }
 
-  static int64_t block_bytes(int32_t block_size) { return testing::block_bytes(tiny_->model(), block_size); }
+  static int64_t block_bytes(int32_t block_size, KvFormat format = KvFormat::kFp16) {
+    return kv_bytes_per_block(tiny_->model().config(), block_size, format);
+  }
 
   // The engine's knobs and the CPU executor's pool.
   struct Setup {
@@ -119,8 +122,9 @@ class TinyEngineTest : public ::testing::Test {
   static Setup engine_config(const RandomizedEngineConfig& c) {
     Setup setup;
     setup.kv.block_size = c.block_size;
-    setup.kv.kv_cache_bytes = c.num_blocks * block_bytes(c.block_size);
-    setup.kv.swap_space_bytes = c.num_host_blocks * block_bytes(c.block_size);
+    setup.kv.format = c.kv_format;
+    setup.kv.kv_cache_bytes = c.num_blocks * block_bytes(c.block_size, c.kv_format);
+    setup.kv.swap_space_bytes = c.num_host_blocks * block_bytes(c.block_size, c.kv_format);
     setup.config.enable_prefix_caching = c.enable_prefix_caching;
     setup.config.scheduler.preemption_mode = c.preemption_mode;
     setup.config.scheduler.max_num_batched_tokens = c.max_num_batched_tokens;
@@ -205,10 +209,11 @@ class TinyEngineTest : public ::testing::Test {
   }
 
   // The request alone in a fresh engine with room for everything.
-  static Tracked run_alone(const Tracked& original, int32_t block_size) {
+  static Tracked run_alone(const Tracked& original, int32_t block_size, KvFormat format = KvFormat::kFp16) {
     Setup setup;
     setup.kv.block_size = block_size;
-    setup.kv.kv_cache_bytes = (8192 / block_size) * block_bytes(block_size);
+    setup.kv.format = format;
+    setup.kv.kv_cache_bytes = (8192 / block_size) * block_bytes(block_size, format);
     auto cpu = make_engine(setup);
     Engine& engine = cpu->engine;
     std::map<RequestId, Tracked> tracked;
@@ -459,7 +464,7 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
     if (!deterministic || replayed[t.kind] >= kMaxReplaysPerKind) continue;
     ++replayed[t.kind];
     ++counts.replays;
-    const Tracked alone = run_alone(t, c.block_size);
+    const Tracked alone = run_alone(t, c.block_size, c.kv_format);
     EXPECT_EQ(alone.tokens, t.tokens) << "request " << id << " (n " << t.params.n << ", beam " << t.params.beam_width
                                       << ") differs from the same request alone";
     EXPECT_EQ(alone.finished, t.finished) << "request " << id;
@@ -514,7 +519,13 @@ INSTANTIATE_TEST_SUITE_P(
         // A host pool too small for every victim: some preemptions fall back to recompute.
         RandomizedEngineConfig{"Block4PrefixSmallSwap", 4, true, PreemptionMode::kSwap, 64, 24, 64, 12,
                                kBeamSearchWithRecompute, 5},
-        RandomizedEngineConfig{"Block16PrefixSwap", 16, true, PreemptionMode::kSwap, 16, 32, 40, 16, true, 6}),
+        RandomizedEngineConfig{"Block16PrefixSwap", 16, true, PreemptionMode::kSwap, 16, 32, 40, 16, true, 6},
+        // The quantized cache formats (issue 12): prefix hits reuse quantized blocks as they are,
+        // forks and swaps copy them, recompute writes them again, all bit-identical to alone.
+        RandomizedEngineConfig{"Block16PrefixSwapFp8", 16, true, PreemptionMode::kSwap, 16, 32, 40, 16, true, 7,
+                               KvFormat::kFp8E4M3},
+        RandomizedEngineConfig{"Block4PrefixRecomputeInt8", 4, true, PreemptionMode::kRecompute, 64, 0, 48, 16,
+                               kBeamSearchWithRecompute, 8, KvFormat::kInt8}),
     [](const ::testing::TestParamInfo<RandomizedEngineConfig>& info) { return std::string(info.param.name); });
 
 // Minimal cases of the engine bugs the randomized test found (beam search under preemption, and

@@ -25,27 +25,27 @@ KvCacheShape small_shape(int32_t num_blocks) {
 }
 
 // Every element of a block, every layer, K then V: what "the block's contents" means.
-std::vector<uint16_t> block_contents(const KvCacheStorage& storage, int32_t block) {
-  std::vector<uint16_t> contents;
+std::vector<uint8_t> block_contents(const KvCacheStorage& storage, int32_t block) {
+  std::vector<uint8_t> contents;
   for (int32_t layer = 0; layer < storage.shape().num_layers; ++layer) {
-    for (uint16_t x : storage.block_keys(layer, block)) contents.push_back(x);
-    for (uint16_t x : storage.block_values(layer, block)) contents.push_back(x);
+    for (uint8_t x : storage.block_keys(layer, block)) contents.push_back(x);
+    for (uint8_t x : storage.block_values(layer, block)) contents.push_back(x);
   }
   return contents;
 }
 
-void fill_block(KvCacheStorage& storage, int32_t block, uint16_t seed) {
+void fill_block(KvCacheStorage& storage, int32_t block, uint8_t seed) {
   for (int32_t layer = 0; layer < storage.shape().num_layers; ++layer) {
-    uint16_t value = static_cast<uint16_t>(seed * 1000 + layer * 100);
-    for (uint16_t& x : storage.block_keys(layer, block)) x = value++;
-    for (uint16_t& x : storage.block_values(layer, block)) x = value++;
+    uint8_t value = static_cast<uint8_t>(seed * 1000 + layer * 100);
+    for (uint8_t& x : storage.block_keys(layer, block)) x = value++;
+    for (uint8_t& x : storage.block_values(layer, block)) x = value++;
   }
 }
 
 TEST(KvCacheStorage, BlockSpansMatchTheLayerViewLayout) {
   KvCacheStorage storage(small_shape(4));
   const KvCacheShape& shape = storage.shape();
-  const size_t block_elements = static_cast<size_t>(shape.block_size) * shape.num_kv_heads * shape.head_dim;
+  const size_t block_elements = shape.half_block_bytes();  // bytes
   for (int32_t layer = 0; layer < shape.num_layers; ++layer) {
     KvLayerView view = storage.layer(layer);
     EXPECT_EQ(storage.block_keys(layer, 2).data(), view.k + 2 * block_elements);
@@ -56,9 +56,9 @@ TEST(KvCacheStorage, BlockSpansMatchTheLayerViewLayout) {
 
 TEST(KvCacheStorage, CopyBlockMovesEveryLayerAndTouchesNothingElse) {
   KvCacheStorage storage(small_shape(4));
-  for (int32_t block = 0; block < 4; ++block) fill_block(storage, block, static_cast<uint16_t>(block + 1));
-  const std::vector<uint16_t> source = block_contents(storage, 1);
-  const std::vector<uint16_t> bystander = block_contents(storage, 3);
+  for (int32_t block = 0; block < 4; ++block) fill_block(storage, block, static_cast<uint8_t>(block + 1));
+  const std::vector<uint8_t> source = block_contents(storage, 1);
+  const std::vector<uint8_t> bystander = block_contents(storage, 3);
   storage.copy_block(1, 2);
   EXPECT_EQ(block_contents(storage, 2), source);
   EXPECT_EQ(block_contents(storage, 1), source);
@@ -70,7 +70,7 @@ TEST(HostKvPool, RoundTripRestoresTheBytes) {
   HostKvPool host(storage.shape(), 3);
   EXPECT_EQ(host.bytes(), 3 * storage.shape().bytes_per_block());
   fill_block(storage, 2, 7);
-  const std::vector<uint16_t> original = block_contents(storage, 2);
+  const std::vector<uint8_t> original = block_contents(storage, 2);
   host.copy_to_host(storage, 2, 1);
   EXPECT_TRUE(std::ranges::equal(host.block_keys(1, 2), storage.block_keys(2, 2)));
   fill_block(storage, 2, 9);  // the device block is reused by someone else
@@ -86,8 +86,8 @@ TEST(KvCacheStorage, BlockCopiesRunInDecisionOrder) {
   HostKvPool host(storage.shape(), 2);
   fill_block(storage, 1, 1);
   fill_block(storage, 2, 2);
-  const std::vector<uint16_t> swapped = block_contents(storage, 1);
-  const std::vector<uint16_t> shared = block_contents(storage, 2);
+  const std::vector<uint8_t> swapped = block_contents(storage, 1);
+  const std::vector<uint8_t> shared = block_contents(storage, 2);
   const std::vector<BlockCopy> copies = {{BlockCopyDirection::kDeviceToHost, 1, 1},
                                          {BlockCopyDirection::kDeviceToDevice, 2, 1},
                                          {BlockCopyDirection::kHostToDevice, 1, 3}};

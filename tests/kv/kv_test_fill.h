@@ -45,8 +45,8 @@ inline void write_fake_kv(KvCacheStorage& storage, int32_t slot, uint64_t finger
   for (int32_t layer = 0; layer < shape.num_layers; ++layer) {
     KvLayerView view = storage.layer(layer);
     for (int32_t element = 0; element < row; ++element) {
-      view.k[static_cast<size_t>(slot) * row + element] = fake_kv_element(fingerprint, layer, 0, element);
-      view.v[static_cast<size_t>(slot) * row + element] = fake_kv_element(fingerprint, layer, 1, element);
+      view.fp16_keys()[static_cast<size_t>(slot) * row + element] = fake_kv_element(fingerprint, layer, 0, element);
+      view.fp16_values()[static_cast<size_t>(slot) * row + element] = fake_kv_element(fingerprint, layer, 1, element);
     }
   }
 }
@@ -62,8 +62,8 @@ inline bool fake_kv_matches(KvCacheStorage& storage, std::span<const int32_t> bl
   for (int32_t layer = 0; layer < shape.num_layers; ++layer) {
     KvLayerView view = storage.layer(layer);
     for (int32_t element = 0; element < row; ++element) {
-      if (view.k[base + element] != fake_kv_element(fingerprint, layer, 0, element)) return false;
-      if (view.v[base + element] != fake_kv_element(fingerprint, layer, 1, element)) return false;
+      if (view.fp16_keys()[base + element] != fake_kv_element(fingerprint, layer, 0, element)) return false;
+      if (view.fp16_values()[base + element] != fake_kv_element(fingerprint, layer, 1, element)) return false;
     }
   }
   return true;
@@ -75,12 +75,13 @@ inline bool host_fake_kv_matches(const HostKvPool& host, const KvCacheShape& sha
   const int32_t row = shape.num_kv_heads * shape.head_dim;
   const int32_t block = host_table[position / shape.block_size];
   const size_t base = static_cast<size_t>(position % shape.block_size) * row;
+  // fp16 storage: the host block's bytes read as halves.
   for (int32_t layer = 0; layer < shape.num_layers; ++layer) {
+    const auto* keys = reinterpret_cast<const uint16_t*>(host.block_keys(block, layer).data());
+    const auto* values = reinterpret_cast<const uint16_t*>(host.block_values(block, layer).data());
     for (int32_t element = 0; element < row; ++element) {
-      if (host.block_keys(block, layer)[base + element] != fake_kv_element(fingerprint, layer, 0, element))
-        return false;
-      if (host.block_values(block, layer)[base + element] != fake_kv_element(fingerprint, layer, 1, element))
-        return false;
+      if (keys[base + element] != fake_kv_element(fingerprint, layer, 0, element)) return false;
+      if (values[base + element] != fake_kv_element(fingerprint, layer, 1, element)) return false;
     }
   }
   return true;

@@ -143,7 +143,7 @@ double max_abs_difference(const std::vector<float>& a, const std::vector<float>&
   return max_abs;
 }
 
-TEST_F(LlamaGolden, FloatActivationsFollowFloat64ReferenceTokenForToken) {
+TEST_F(LlamaGolden, SlowFloatActivationsFollowFloat64ReferenceTokenForToken) {
   cpu::CpuBackend precise(0, cpu::detect_isa(), cpu::ActivationPrecision::kFloat32);
   for (const nlohmann::json& c : (*goldens_)["cases"]) {
     const std::string name = c["name"];
@@ -159,7 +159,7 @@ TEST_F(LlamaGolden, FloatActivationsFollowFloat64ReferenceTokenForToken) {
   }
 }
 
-TEST_F(LlamaGolden, QuantizedActivationsFollowLlamaCppUntilANearTie) {
+TEST_F(LlamaGolden, SlowQuantizedActivationsFollowLlamaCppUntilANearTie) {
   constexpr double kNearTie = 0.5;  // logits; llama.cpp's own f16/f32-KV spread is 0.5-1.0
   for (const nlohmann::json& c : (*goldens_)["cases"]) {
     const std::string name = c["name"];

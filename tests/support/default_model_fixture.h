@@ -1,6 +1,11 @@
-// A test fixture holding the default model (SmolLM2 GGUF), its tokenizer, a CPU backend and
-// the perplexity text's tokens, loaded once per test suite: engine tests derive from it
-// instead of each loading the model their own way.
+// Test fixtures holding a model, its tokenizer, a CPU backend and the perplexity text's tokens,
+// loaded once per test suite: engine tests derive from one instead of each loading a model.
+//   DefaultModelTest: the default model (SmolLM2 GGUF), for behaviour that needs trained weights
+//     and the real vocabulary (stop strings in real text, chat tokens, beam search).
+//   SmallModelTest: a random-weight Llama of 4 layers and hidden 128 with Q4_1 weights (the
+//     default model's type, so the same matmul kernels) and a 300-token byte-level vocabulary,
+//     for the engine's batching, caching and preemption invariants: a forward pass is ~100x
+//     cheaper than SmolLM2's, which keeps these tests fast under the sanitizers too.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,28 +20,23 @@
 #include "model/gguf_tokenizer.h"
 #include "model/model_weights.h"
 #include "support/test_paths.h"
+#include "support/tiny_model.h"
 #include "text/tokenizer.h"
 
 namespace folio::testing {
 
-class DefaultModelTest : public ::testing::Test {
+class ModelFixtureBase : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    const std::string path = default_model_path();
-    ASSERT_TRUE(std::filesystem::exists(path)) << missing_model_message(path);
-    file_ = new GgufFile(std::move(GgufFile::open(path)).value());
-    model_ = ModelWeights::load(*file_).value().release();
-    tokenizer_ = new Tokenizer(std::move(tokenizer_from_gguf(*file_)).value());
+  static void load_text_and_backend() {
     backend_ = new cpu::CpuBackend();
     text_tokens_ = new std::vector<int32_t>(
         tokenizer_->encode(read_file(source_dir() + "/tests/data/perplexity.txt"), false, false));
   }
-  static void TearDownTestSuite() {
+  static void release_text_and_backend() {
     delete text_tokens_;
     delete backend_;
-    delete tokenizer_;
-    delete model_;
-    delete file_;
+    text_tokens_ = nullptr;
+    backend_ = nullptr;
   }
 
   // Distinct prompts of any length: slices of a long real text.
@@ -53,11 +53,60 @@ class DefaultModelTest : public ::testing::Test {
     return params;
   }
 
-  static inline GgufFile* file_ = nullptr;
   static inline ModelWeights* model_ = nullptr;
-  static inline Tokenizer* tokenizer_ = nullptr;
+  static inline const Tokenizer* tokenizer_ = nullptr;
   static inline cpu::CpuBackend* backend_ = nullptr;
   static inline std::vector<int32_t>* text_tokens_ = nullptr;
+};
+
+class DefaultModelTest : public ModelFixtureBase {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = default_model_path();
+    ASSERT_TRUE(std::filesystem::exists(path)) << missing_model_message(path);
+    file_ = new GgufFile(std::move(GgufFile::open(path)).value());
+    model_ = ModelWeights::load(*file_).value().release();
+    owned_tokenizer_ = new Tokenizer(std::move(tokenizer_from_gguf(*file_)).value());
+    tokenizer_ = owned_tokenizer_;
+    load_text_and_backend();
+  }
+  static void TearDownTestSuite() {
+    release_text_and_backend();
+    delete owned_tokenizer_;
+    delete model_;
+    delete file_;
+    owned_tokenizer_ = nullptr, tokenizer_ = nullptr, model_ = nullptr, file_ = nullptr;
+  }
+
+  static inline GgufFile* file_ = nullptr;
+  static inline Tokenizer* owned_tokenizer_ = nullptr;
+};
+
+class SmallModelTest : public ModelFixtureBase {
+ protected:
+  static void SetUpTestSuite() {
+    TinyModelOptions options;
+    options.block_count = 4;
+    options.embedding_length = 128;
+    options.feed_forward_length = 256;
+    options.head_count = 4;
+    options.head_count_kv = 2;
+    options.context_length = 4096;
+    options.rope_dimension_count = 32;
+    options.weight_type = DType::Q4_1;
+    options.output_gain = 4.0f;  // peaky logits: sampled text keeps some structure
+    tiny_ = TinyModel::create(options).value().release();
+    model_ = &tiny_->model();
+    tokenizer_ = &tiny_->tokenizer();
+    load_text_and_backend();
+  }
+  static void TearDownTestSuite() {
+    release_text_and_backend();
+    delete tiny_;
+    tiny_ = nullptr, model_ = nullptr, tokenizer_ = nullptr;
+  }
+
+  static inline TinyModel* tiny_ = nullptr;
 };
 
 }  // namespace folio::testing

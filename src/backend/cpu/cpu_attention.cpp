@@ -9,6 +9,7 @@
 #include "backend/cpu/quant/quant_kernels.h"
 #include "core/fp16.h"
 #include "core/fp16_rows.h"
+#include "kv/kv_quant.h"
 
 namespace folio::cpu {
 
@@ -60,7 +61,7 @@ void paged_attention(const AttentionBatch& batch, const KvLayerView& cache, Thre
 void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& cache) {
   const int32_t head_dim = cache.head_dim;
   const int32_t group = batch.num_heads / cache.num_kv_heads;
-  const size_t token_stride = static_cast<size_t>(cache.num_kv_heads) * head_dim;
+  std::vector<float> row(static_cast<size_t>(head_dim));
   for (const AttentionSequence& seq : batch.sequences) {
     for (int32_t i = 0; i < seq.query_len; ++i) {
       const int32_t position = seq.context_len - seq.query_len + i;
@@ -72,9 +73,9 @@ void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& c
         double max_score = -std::numeric_limits<double>::infinity();
         for (int32_t j = 0; j <= position; ++j) {
           const int32_t slot = seq.block_table[j / cache.block_size] * cache.block_size + j % cache.block_size;
-          const uint16_t* k = cache.k + slot * token_stride + kv_head * head_dim;
+          kv_load_row(cache, 0, slot, kv_head, row.data());
           double s = 0.0;
-          for (int32_t d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * fp16_to_fp32(k[d]);
+          for (int32_t d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * row[d];
           scores[j] = s * batch.scale;
           max_score = std::max(max_score, scores[j]);
         }
@@ -83,8 +84,8 @@ void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& c
         std::vector<double> out(head_dim, 0.0);
         for (int32_t j = 0; j <= position; ++j) {
           const int32_t slot = seq.block_table[j / cache.block_size] * cache.block_size + j % cache.block_size;
-          const uint16_t* v = cache.v + slot * token_stride + kv_head * head_dim;
-          for (int32_t d = 0; d < head_dim; ++d) out[d] += scores[j] / sum * fp16_to_fp32(v[d]);
+          kv_load_row(cache, 1, slot, kv_head, row.data());
+          for (int32_t d = 0; d < head_dim; ++d) out[d] += scores[j] / sum * row[d];
         }
         float* dst = batch.out + (static_cast<size_t>(token) * batch.num_heads + h) * head_dim;
         for (int32_t d = 0; d < head_dim; ++d) dst[d] = static_cast<float>(out[d]);

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_attention.h"
 #include "core/fp16_rows.h"
+#include "kv/kv_quant.h"
 
 namespace folio::cpu {
 
@@ -141,8 +142,16 @@ void CpuBackend::write_kv(const KvLayerView& cache, const float* k, const float*
   for (size_t t = 0; t < slot_mapping.size(); ++t) {
     const int32_t slot = slot_mapping[t];
     assert(slot >= 0 && slot < cache.num_blocks * cache.block_size);
-    fp32_to_fp16_row(k + t * token_elems, cache.k + slot * token_elems, static_cast<int64_t>(token_elems));
-    fp32_to_fp16_row(v + t * token_elems, cache.v + slot * token_elems, static_cast<int64_t>(token_elems));
+    if (cache.format == KvFormat::kFp16) {  // all heads of a token are contiguous: one row
+      fp32_to_fp16_row(k + t * token_elems, cache.fp16_keys() + slot * token_elems, static_cast<int64_t>(token_elems));
+      fp32_to_fp16_row(v + t * token_elems, cache.fp16_values() + slot * token_elems,
+                       static_cast<int64_t>(token_elems));
+      continue;
+    }
+    for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
+      kv_store_row(cache, 0, slot, h, k + t * token_elems + static_cast<size_t>(h) * cache.head_dim);
+      kv_store_row(cache, 1, slot, h, v + t * token_elems + static_cast<size_t>(h) * cache.head_dim);
+    }
   }
 }
 

@@ -6,23 +6,25 @@
 namespace folio::cpu {
 
 CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32_t num_blocks, int32_t block_size,
-                         int32_t num_host_blocks)
+                         int32_t num_host_blocks, KvFormat format)
     : weights_(weights),
       backend_(backend),
-      storage_(kv_cache_shape(weights.config(), num_blocks, block_size)),
+      storage_(kv_cache_shape(weights.config(), num_blocks, block_size, format)),
       host_pool_(num_host_blocks > 1 ? std::make_unique<HostKvPool>(storage_.shape(), num_host_blocks) : nullptr) {}
 
 CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const KvCacheOptions& kv)
     : CpuExecutor(
           weights, backend,
-          std::max(1, kv_blocks_for_budget(kv.kv_cache_bytes, kv_bytes_per_block(weights.config(), kv.block_size))),
+          std::max(1, kv_blocks_for_budget(kv.kv_cache_bytes,
+                                           kv_bytes_per_block(weights.config(), kv.block_size, kv.format))),
           kv.block_size,
-          kv_blocks_for_budget(kv.swap_space_bytes, kv_bytes_per_block(weights.config(), kv.block_size))) {}
+          kv_blocks_for_budget(kv.swap_space_bytes, kv_bytes_per_block(weights.config(), kv.block_size, kv.format)),
+          kv.format) {}
 
 KvPoolLayout CpuExecutor::kv_pool() const {
   const KvCacheShape& shape = storage_.shape();
   return KvPoolLayout{shape.num_blocks, shape.block_size, host_pool_ ? host_pool_->num_blocks() : 0,
-                      static_cast<int64_t>(shape.bytes_per_block())};
+                      static_cast<int64_t>(shape.bytes_per_block()), shape.format};
 }
 
 Capabilities CpuExecutor::capabilities() const {

@@ -128,8 +128,8 @@ Status CudaExecutor::allocate_step_buffers() {
 
 Status CudaExecutor::allocate_kv(size_t total_memory) {
   const ModelConfig& c = model_->config();
-  block_bytes_ = static_cast<size_t>(options_.block_size) * c.num_kv_heads * c.head_dim * sizeof(uint16_t);
-  const int64_t bytes_per_block = kv_bytes_per_block(c, options_.block_size);
+  block_bytes_ = kv_block_bytes(options_.kv_format, options_.block_size, c.num_kv_heads, c.head_dim);
+  const int64_t bytes_per_block = kv_bytes_per_block(c, options_.block_size, options_.kv_format);
   if (options_.kv_cache_bytes > 0) {
     num_blocks_ = kv_blocks_for_budget(options_.kv_cache_bytes, bytes_per_block);
   } else {
@@ -154,9 +154,8 @@ Status CudaExecutor::allocate_kv(size_t total_memory) {
   stats_.kv_pool_bytes = static_cast<int64_t>(pool);
   auto* base = kv_pool_.get<uint8_t>();
   for (int32_t l = 0; l < c.num_layers; ++l) {
-    kv_layers_.push_back(KvLayerView{reinterpret_cast<uint16_t*>(base + (2 * l) * layer_bytes_),
-                                     reinterpret_cast<uint16_t*>(base + (2 * l + 1) * layer_bytes_), num_blocks_,
-                                     options_.block_size, c.num_kv_heads, c.head_dim});
+    kv_layers_.push_back(KvLayerView{base + (2 * l) * layer_bytes_, base + (2 * l + 1) * layer_bytes_, num_blocks_,
+                                     options_.block_size, c.num_kv_heads, c.head_dim, options_.kv_format});
   }
   num_host_blocks_ = kv_blocks_for_budget(options_.swap_space_bytes, bytes_per_block);
   if (num_host_blocks_ > 1) {
@@ -187,7 +186,8 @@ const ModelConfig& CudaExecutor::config() const {
 
 KvPoolLayout CudaExecutor::kv_pool() const {
   return KvPoolLayout{num_blocks_, options_.block_size, num_host_blocks_,
-                      kv_bytes_per_block(model_->config(), options_.block_size)};
+                      kv_bytes_per_block(model_->config(), options_.block_size, options_.kv_format),
+                      options_.kv_format};
 }
 
 Capabilities CudaExecutor::capabilities() const {
@@ -478,10 +478,10 @@ StepResult CudaExecutor::execute(const ForwardBatch& batch, const SamplingPlan* 
   return StepResult{std::span<const float>(logits_host_.get<float>(), m * vocab), {}};
 }
 
-std::vector<uint16_t> CudaExecutor::read_block(int32_t layer, bool values, int32_t block) {
-  std::vector<uint16_t> out(block_bytes_ / sizeof(uint16_t));
+std::vector<uint8_t> CudaExecutor::read_block(int32_t layer, bool values, int32_t block) {
+  std::vector<uint8_t> out(block_bytes_);
   const KvLayerView& view = kv_layers_[static_cast<size_t>(layer)];
-  const uint16_t* src = (values ? view.v : view.k) + block * (block_bytes_ / sizeof(uint16_t));
+  const uint8_t* src = (values ? view.v : view.k) + static_cast<size_t>(block) * block_bytes_;
   FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
   FOLIO_CUDA_CHECK(cudaMemcpy(out.data(), src, block_bytes_, cudaMemcpyDeviceToHost));
   return out;

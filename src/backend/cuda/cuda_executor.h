@@ -43,6 +43,7 @@ struct CudaExecutorOptions {
   int64_t kv_cache_bytes = 0;  // > 0: exactly this KV pool instead (tests: a 24-block pool)
   int32_t block_size = 16;
   int64_t swap_space_bytes = 0;          // pinned host pool for preemption by swap
+  KvFormat kv_format = KvFormat::kFp16;  // --kv-cache-dtype (kv/kv_format.h)
   int32_t max_num_batched_tokens = 512;  // activations are sized for this many tokens
   int32_t max_num_seqs = 64;             // decode graphs are captured up to this batch
   int32_t max_model_len = 0;             // 0: the model's trained context
@@ -109,7 +110,7 @@ class CudaExecutor final : public Executor {
   // The pinned GEMM algorithms, one line per weight shape (empty before the first forward).
   std::string gemm_description() const;
   // Copies one layer's K (or V) block to the host, for checks: (block_size, kv_heads, head_dim).
-  std::vector<uint16_t> read_block(int32_t layer, bool values, int32_t block);
+  std::vector<uint8_t> read_block(int32_t layer, bool values, int32_t block);
 
  private:
   // Where a step's rows are sampled: logits copied to the host (params null), or on the GPU

@@ -23,11 +23,17 @@
 // sequence has one split the CTA writes bf16 output, else normalized partials and (max, sum)
 // to the workspace for the reduce kernel. Each thread reads from shared only the 16-byte
 // chunks it copied itself, and rows of consecutive threads are contiguous: no bank conflicts.
+//
+// Quantized caches (fp8, int8; kFormat): the same schedule with 8-byte copies of one-byte
+// values (half the bytes of fp16 through the whole pipeline) and each row's float scale copied
+// beside them; values are unpacked in registers, the K scale multiplies the finished dot
+// product and the V scale the probability, so no dequantized K or V exists anywhere.
 #include <cassert>
 #include <cmath>
 
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/kernels/kv_quant.cuh"
 
 namespace folio::cuda {
 namespace {
@@ -36,27 +42,31 @@ using namespace detail;
 
 constexpr int kDecodeThreads = 128;
 
-template <int kHeadDim, int kGroup>
+template <int kHeadDim, int kGroup, KvFormat kFormat = KvFormat::kFp16>
 struct DecodeShape {
+  static constexpr bool kQuantized = kFormat != KvFormat::kFp16;
   static constexpr int kTile = kDecodeTileTokens;
-  static constexpr int kLanesPerRow = kHeadDim / 8;                              // 16B chunks per row
-  static constexpr int kRowsPerPass = kDecodeThreads / kLanesPerRow;             // 8 or 16
-  static constexpr int kPasses = kTile / kRowsPerPass;                           // 8 or 4
-  static constexpr int kStageHalfs = kTile * kHeadDim;                           // one K (or V) tile
-  static constexpr size_t kKvBytes = 2ull * 2 * kStageHalfs * sizeof(uint16_t);  // K,V x 2 stages
+  static constexpr int kLanesPerRow = kHeadDim / 8;                   // 8 dims (16 or 8 bytes) per lane
+  static constexpr int kRowsPerPass = kDecodeThreads / kLanesPerRow;  // 8 or 16
+  static constexpr int kPasses = kTile / kRowsPerPass;                // 8 or 4
+  static constexpr int kValueBytes = kQuantized ? 1 : 2;
+  // One K (or V) tile: the values, then (quantized) the rows' scales.
+  static constexpr size_t kStageBytes = static_cast<size_t>(kTile) * kHeadDim * kValueBytes +
+                                        (kQuantized ? kTile * sizeof(float) : 0);
+  static constexpr size_t kKvBytes = 2ull * 2 * kStageBytes;  // K,V x 2 stages
   static constexpr size_t kReduceBytes = static_cast<size_t>(kRowsPerPass) * kGroup * kHeadDim * sizeof(float);
   static constexpr size_t kScoreBytes = static_cast<size_t>(kGroup) * kTile * sizeof(float);
   static constexpr size_t kSmemBytes =
       (kKvBytes > kReduceBytes ? kKvBytes : kReduceBytes) + kScoreBytes + 2 * kGroup * sizeof(float);
 };
 
-template <int kHeadDim, int kGroup>
+template <int kHeadDim, int kGroup, KvFormat kFormat>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
                   float2* partial_stats) {
-  using S = DecodeShape<kHeadDim, kGroup>;
+  using S = DecodeShape<kHeadDim, kGroup, kFormat>;
   extern __shared__ __align__(16) unsigned char smem[];
-  uint16_t* kv_smem = reinterpret_cast<uint16_t*>(smem);  // [stage][K|V][tile][head_dim]
+  unsigned char* kv_smem = smem;  // [stage][K|V] stages of S::kStageBytes
   constexpr size_t kFirstRegion = S::kKvBytes > S::kReduceBytes ? S::kKvBytes : S::kReduceBytes;
   float* scores = reinterpret_cast<float*>(smem + kFirstRegion);  // [group][tile]
   float* rescale = scores + kGroup * S::kTile;                    // [group]
@@ -114,22 +124,39 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
   };
   auto load_tile = [&](int tile, int stage) {  // uses blocks[] of fetch_blocks(tile)
-    uint16_t* k_dst = kv_smem + stage * 2 * S::kStageHalfs;
-    uint16_t* v_dst = k_dst + S::kStageHalfs;
+    unsigned char* k_dst = kv_smem + stage * 2 * S::kStageBytes;
+    unsigned char* v_dst = k_dst + S::kStageBytes;
     const int tile_begin = begin + tile * S::kTile;
 #pragma unroll
     for (int p = 0; p < S::kPasses; ++p) {
       const int row = row_group + p * S::kRowsPerPass;
       const int pos = tile_begin + row;
       const bool valid = pos < end;
-      size_t offset = 0;
-      if (valid) {
-        const size_t slot = static_cast<size_t>(blocks[p]) * cache.block_size + indexer.offset(pos);
-        offset = slot * token_stride + static_cast<size_t>(kv_head) * kHeadDim + lane_in_row * 8;
+      if constexpr (S::kQuantized) {
+        size_t values = 0, scale = 0;
+        if (valid) {
+          const int64_t slot = static_cast<int64_t>(blocks[p]) * cache.block_size + indexer.offset(pos);
+          values = cache.value_offset(slot, kv_head) + lane_in_row * 8;
+          scale = cache.scale_offset(slot, kv_head);
+        }
+        const int dst = row * kHeadDim + lane_in_row * 8;
+        cp_async_8(k_dst + dst, cache.k + values, valid);
+        cp_async_8(v_dst + dst, cache.v + values, valid);
+        if (lane_in_row == 0) {
+          const int scale_dst = S::kTile * kHeadDim + row * static_cast<int>(sizeof(float));
+          cp_async_4(k_dst + scale_dst, cache.k + scale, valid);
+          cp_async_4(v_dst + scale_dst, cache.v + scale, valid);
+        }
+      } else {
+        size_t offset = 0;
+        if (valid) {
+          const size_t slot = static_cast<size_t>(blocks[p]) * cache.block_size + indexer.offset(pos);
+          offset = slot * token_stride + static_cast<size_t>(kv_head) * kHeadDim + lane_in_row * 8;
+        }
+        const int dst = (row * kHeadDim + lane_in_row * 8) * 2;
+        cp_async_16(k_dst + dst, cache.fp16_keys() + offset, valid);
+        cp_async_16(v_dst + dst, cache.fp16_values() + offset, valid);
       }
-      const int dst = row * kHeadDim + lane_in_row * 8;
-      cp_async_16(k_dst + dst, cache.k + offset, valid);
-      cp_async_16(v_dst + dst, cache.v + offset, valid);
     }
   };
 
@@ -156,8 +183,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
     } else {
       cp_async_wait<0>();
     }
-    const uint16_t* k_tile = kv_smem + stage * 2 * S::kStageHalfs;
-    const uint16_t* v_tile = k_tile + S::kStageHalfs;
+    const unsigned char* k_tile = kv_smem + stage * 2 * S::kStageBytes;
+    const unsigned char* v_tile = k_tile + S::kStageBytes;
+    const float* k_scales = reinterpret_cast<const float*>(k_tile + S::kTile * kHeadDim);  // quantized only
+    const float* v_scales = reinterpret_cast<const float*>(v_tile + S::kTile * kHeadDim);
     const int tile_begin = begin + tile * S::kTile;
 
     // 2. scores
@@ -165,7 +194,11 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int p = 0; p < S::kPasses; ++p) {
       const int row = row_group + p * S::kRowsPerPass;
       float k[8];
-      unpack_half8(*reinterpret_cast<const uint4*>(k_tile + row * kHeadDim + lane_in_row * 8), k);
+      if constexpr (S::kQuantized) {
+        kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(k_tile + row * kHeadDim + lane_in_row * 8), k);
+      } else {
+        unpack_half8(*reinterpret_cast<const uint4*>(k_tile + (row * kHeadDim + lane_in_row * 8) * 2), k);
+      }
       float dot[kGroup];
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
@@ -181,8 +214,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
       }
       if (lane_in_row == 0) {
         const bool valid = tile_begin + row < end;
+        const float k_scale = S::kQuantized ? k_scales[row] : 1.0f;
 #pragma unroll
-        for (int g = 0; g < kGroup; ++g) scores[g * S::kTile + row] = valid ? dot[g] : -INFINITY;
+        for (int g = 0; g < kGroup; ++g) scores[g * S::kTile + row] = valid ? dot[g] * k_scale : -INFINITY;
       }
     }
     __syncthreads();
@@ -222,10 +256,16 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int p = 0; p < S::kPasses; ++p) {
       const int row = row_group + p * S::kRowsPerPass;
       float v[8];
-      unpack_half8(*reinterpret_cast<const uint4*>(v_tile + row * kHeadDim + lane_in_row * 8), v);
+      float v_scale = 1.0f;
+      if constexpr (S::kQuantized) {
+        kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(v_tile + row * kHeadDim + lane_in_row * 8), v);
+        v_scale = v_scales[row];
+      } else {
+        unpack_half8(*reinterpret_cast<const uint4*>(v_tile + (row * kHeadDim + lane_in_row * 8) * 2), v);
+      }
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
-        const float prob = scores[g * S::kTile + row];
+        const float prob = scores[g * S::kTile + row] * v_scale;
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(prob, v[j], acc[g][j]);
       }
@@ -307,11 +347,11 @@ int largest_group_tile(int group_size) {
   return 1;
 }
 
-template <int kHeadDim, int kGroup>
-void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
-                   float2* partial_stats, Stream stream) {
-  using S = DecodeShape<kHeadDim, kGroup>;
-  auto* kernel = decode_kernel<kHeadDim, kGroup>;
+template <int kHeadDim, int kGroup, KvFormat kFormat>
+void launch_decode_format(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
+                          float* partial_out, float2* partial_stats, Stream stream) {
+  using S = DecodeShape<kHeadDim, kGroup, kFormat>;
+  auto* kernel = decode_kernel<kHeadDim, kGroup, kFormat>;
   static const bool attribute_set = [&] {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmemBytes));
     return true;
@@ -319,6 +359,22 @@ void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int
   (void)attribute_set;
   const dim3 grid(grid_splits, args.num_heads / kGroup, args.num_seqs);
   kernel<<<grid, kDecodeThreads, S::kSmemBytes, stream>>>(args, policy, grid_splits, partial_out, partial_stats);
+}
+
+template <int kHeadDim, int kGroup>
+void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
+                   float2* partial_stats, Stream stream) {
+  switch (args.cache.format) {
+    case KvFormat::kFp16:
+      return launch_decode_format<kHeadDim, kGroup, KvFormat::kFp16>(args, policy, grid_splits, partial_out,
+                                                                     partial_stats, stream);
+    case KvFormat::kFp8E4M3:
+      return launch_decode_format<kHeadDim, kGroup, KvFormat::kFp8E4M3>(args, policy, grid_splits, partial_out,
+                                                                        partial_stats, stream);
+    case KvFormat::kInt8:
+      return launch_decode_format<kHeadDim, kGroup, KvFormat::kInt8>(args, policy, grid_splits, partial_out,
+                                                                     partial_stats, stream);
+  }
 }
 
 template <int kHeadDim>

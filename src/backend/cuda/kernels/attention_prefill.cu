@@ -18,12 +18,19 @@
 // fp16 in registers (the S accumulator layout is the A-operand layout), O += P V with V loaded
 // by ldmatrix.trans. Tiles entirely above the diagonal are never visited: the loop stops at
 // the last key the tile's last row can see.
+//
+// Quantized caches (fp8, int8: kFormat) use this kernel whatever kernel is asked for: each
+// thread loads 8 one-byte values and their row's scale, dequantizes them in registers and
+// stores the 8 fp16 into the swizzled tile, so the math is the fp16 kernel's and only the
+// tile in shared memory ever holds dequantized values. (The loads are synchronous rather than
+// cp.async, so the copy of tile j+1 no longer overlaps the math of tile j.)
 #include <cassert>
 #include <cmath>
 #include <type_traits>
 
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/kernels/kv_quant.cuh"
 
 namespace folio::cuda {
 namespace {
@@ -48,7 +55,7 @@ __device__ __forceinline__ int swizzled(int row, int chunk) {
   return row * kHeadDim + ((chunk ^ (row & 7)) << 3);
 }
 
-template <int kHeadDim>
+template <int kHeadDim, KvFormat kFormat = KvFormat::kFp16>
 __global__ void __launch_bounds__(kPrefillThreads)
     prefill_kernel(const PagedAttentionArgs args, bool skip_single_query) {
   using S = PrefillShape<kHeadDim>;
@@ -105,14 +112,35 @@ __global__ void __launch_bounds__(kPrefillThreads)
       const int key = kv_tile * kBlockN + row;
       const bool valid = key < kv_end;
       size_t offset = 0;
-      if (valid) {
+      if (valid && kFormat == KvFormat::kFp16) {
         const int block = block_table[indexer.block(key)];
         const size_t slot = static_cast<size_t>(block) * cache.block_size + indexer.offset(key);
         offset = slot * token_stride + static_cast<size_t>(kv_head) * kHeadDim + chunk * 8;
       }
       const int dst = swizzled<kHeadDim>(row, chunk);
-      cp_async_16(k_dst + dst, cache.k + offset, valid);
-      cp_async_16(v_dst + dst, cache.v + offset, valid);
+      if constexpr (kFormat != KvFormat::kFp16) {
+        uint4 k_half8 = make_uint4(0, 0, 0, 0), v_half8 = k_half8;
+        if (valid) {
+          const int block = block_table[indexer.block(key)];
+          const int64_t slot = static_cast<int64_t>(block) * cache.block_size + indexer.offset(key);
+          const size_t values = cache.value_offset(slot, kv_head) + chunk * 8;
+          const size_t scale = cache.scale_offset(slot, kv_head);
+          float k[8], v[8];
+          kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(cache.k + values), k);
+          kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(cache.v + values), v);
+          const float k_scale = *reinterpret_cast<const float*>(cache.k + scale);
+          const float v_scale = *reinterpret_cast<const float*>(cache.v + scale);
+          k_half8 = make_uint4(pack_half2(k[0] * k_scale, k[1] * k_scale), pack_half2(k[2] * k_scale, k[3] * k_scale),
+                               pack_half2(k[4] * k_scale, k[5] * k_scale), pack_half2(k[6] * k_scale, k[7] * k_scale));
+          v_half8 = make_uint4(pack_half2(v[0] * v_scale, v[1] * v_scale), pack_half2(v[2] * v_scale, v[3] * v_scale),
+                               pack_half2(v[4] * v_scale, v[5] * v_scale), pack_half2(v[6] * v_scale, v[7] * v_scale));
+        }
+        *reinterpret_cast<uint4*>(k_dst + dst) = k_half8;
+        *reinterpret_cast<uint4*>(v_dst + dst) = v_half8;
+      } else {
+        cp_async_16(k_dst + dst, cache.fp16_keys() + offset, valid);
+        cp_async_16(v_dst + dst, cache.fp16_values() + offset, valid);
+      }
     }
   };
 
@@ -357,8 +385,8 @@ __global__ void __launch_bounds__(kWideThreads, kHeadDim <= 64 ? 2 : 1)
       const bool valid = key < kv_end;
       const size_t offset = valid ? static_cast<size_t>(key + slot_delta[i]) * token_stride + head_offset : 0;
       const int dst = swizzled<kHeadDim>(row, kv_chunk);
-      cp_async_16(k_dst + dst, cache.k + offset, valid);
-      cp_async_16(v_dst + dst, cache.v + offset, valid);
+      cp_async_16(k_dst + dst, cache.fp16_keys() + offset, valid);
+      cp_async_16(v_dst + dst, cache.fp16_values() + offset, valid);
     }
   };
 
@@ -600,8 +628,8 @@ __global__ void __launch_bounds__(kV2Threads, 2)
       const bool valid = key < kv_end;
       const size_t offset = valid ? static_cast<size_t>(key + slot_delta[row]) * token_stride + head_offset : 0;
       const int dst = swizzled<kHeadDim>(row, kv_chunk);
-      cp_async_16(k_dst + dst, cache.k + offset, valid);
-      cp_async_16(v_dst + dst, cache.v + offset, valid);
+      cp_async_16(k_dst + dst, cache.fp16_keys() + offset, valid);
+      cp_async_16(v_dst + dst, cache.fp16_values() + offset, valid);
     }
   };
 
@@ -880,8 +908,8 @@ __global__ void __launch_bounds__(kV2Threads, 2)
       const bool valid = key < kv_end;
       const size_t offset = valid ? static_cast<size_t>(key + slot_delta[row]) * token_stride + head_offset : 0;
       const int dst = swizzled<kHeadDim>(row, kv_chunk);
-      cp_async_16(k_dst + dst, args.cache.k + offset, valid);
-      cp_async_16(v_dst + dst, args.cache.v + offset, valid);
+      cp_async_16(k_dst + dst, args.cache.fp16_keys() + offset, valid);
+      cp_async_16(v_dst + dst, args.cache.fp16_values() + offset, valid);
     }
   };
 
@@ -1119,17 +1147,26 @@ void launch_prefill_wide(const PagedAttentionArgs& args, bool skip_single_query,
   prefill_wide_kernel<kHeadDim><<<grid, kWideThreads, S::kSmemBytes, stream>>>(args, skip_single_query);
 }
 
-template <int kHeadDim>
+template <int kHeadDim, KvFormat kFormat = KvFormat::kFp16>
 void launch_prefill(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
   using S = PrefillShape<kHeadDim>;
   static const bool attribute_set = [] {
-    cudaFuncSetAttribute(prefill_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaFuncSetAttribute(prefill_kernel<kHeadDim, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(S::kSmemBytes));
     return true;
   }();
   (void)attribute_set;
   const dim3 grid((args.max_query_len + kBlockM - 1) / kBlockM, args.num_heads, args.num_seqs);
-  prefill_kernel<kHeadDim><<<grid, kPrefillThreads, S::kSmemBytes, stream>>>(args, skip_single_query);
+  prefill_kernel<kHeadDim, kFormat><<<grid, kPrefillThreads, S::kSmemBytes, stream>>>(args, skip_single_query);
+}
+
+template <KvFormat kFormat>
+void launch_prefill_quantized(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
+  if (args.cache.head_dim == 64) {
+    launch_prefill<64, kFormat>(args, skip_single_query, stream);
+  } else {
+    launch_prefill<128, kFormat>(args, skip_single_query, stream);
+  }
 }
 
 }  // namespace
@@ -1139,6 +1176,8 @@ void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, Pref
   assert(args.num_heads % args.cache.num_kv_heads == 0);
   if (args.num_seqs == 0 || args.max_query_len <= 0) return;
   const bool skip_single_query = rows == PrefillRows::kMultiTokenOnly;
+  if (args.cache.format == KvFormat::kFp8E4M3) return launch_prefill_quantized<KvFormat::kFp8E4M3>(args, skip_single_query, stream);
+  if (args.cache.format == KvFormat::kInt8) return launch_prefill_quantized<KvFormat::kInt8>(args, skip_single_query, stream);
   if (kernel == PrefillKernel::kRows128v3) {
     if (args.cache.head_dim == 64) {
       launch_prefill_v3<64>(args, skip_single_query, stream);

@@ -60,7 +60,7 @@ __global__ void reference_kernel(const PagedAttentionArgs args) {
     const size_t base = slot * token_stride + static_cast<size_t>(kv_head) * head_dim;
     float dot = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kDimsPerLane; ++i) dot += q[i] * half_bits_to_float(cache.k[base + lane + 32 * i]);
+    for (int i = 0; i < kDimsPerLane; ++i) dot += q[i] * half_bits_to_float(cache.fp16_keys()[base + lane + 32 * i]);
     const float score = warp_sum(dot) * args.scale;
     const float new_max = fmaxf(running_max, score);
     const float alpha = expf(running_max - new_max);
@@ -69,7 +69,7 @@ __global__ void reference_kernel(const PagedAttentionArgs args) {
     running_max = new_max;
 #pragma unroll
     for (int i = 0; i < kDimsPerLane; ++i) {
-      acc[i] = acc[i] * alpha + p * half_bits_to_float(cache.v[base + lane + 32 * i]);
+      acc[i] = acc[i] * alpha + p * half_bits_to_float(cache.fp16_values()[base + lane + 32 * i]);
     }
   }
   uint16_t* out_row = args.out + (static_cast<size_t>(token) * args.num_heads + head) * head_dim;
@@ -83,6 +83,7 @@ void paged_attention_reference(const PagedAttentionArgs& args, Stream stream) {
   const int head_dim = args.cache.head_dim;
   assert(head_dim % 32 == 0 && head_dim <= 256);
   assert(args.num_heads % args.cache.num_kv_heads == 0);
+  assert(args.cache.format == KvFormat::kFp16);  // checks of quantized caches use the CPU reference
   const int64_t warps = static_cast<int64_t>(args.num_tokens) * args.num_heads;
   if (warps == 0) return;
   const int blocks = static_cast<int>((warps + kReferenceWarpsPerBlock - 1) / kReferenceWarpsPerBlock);

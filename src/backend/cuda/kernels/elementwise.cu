@@ -6,6 +6,7 @@
 
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/kernels/kv_quant.cuh"
 
 namespace folio::cuda {
 namespace {
@@ -110,6 +111,8 @@ __global__ void rope_write_kv_kernel(const float* qkv, const float* bias, const 
                                      const int32_t* slot_mapping, int32_t num_heads, DeviceRope rope, uint16_t* q_out,
                                      KvLayerView cache) {
   __shared__ float inv_freq[kMaxHeadDim / 2];
+  extern __shared__ float kv_rows[];  // quantized formats: (2 * num_kv_heads, head_dim) rotated K, then V
+  const bool quantized = kv_format_has_scales(cache.format);
   const int t = blockIdx.x;
   const int head_dim = cache.head_dim;
   const int half_rot = rope.rotary_dim / 2;
@@ -170,10 +173,35 @@ __global__ void rope_write_kv_kernel(const float* qkv, const float* bias, const 
     } else if (slot >= 0) {
       const bool is_k = head < num_heads + num_kv_heads;
       const int kv_head = head - num_heads - (is_k ? 0 : num_kv_heads);
-      uint16_t* dst = (is_k ? cache.k : cache.v) + (static_cast<int64_t>(slot) * num_kv_heads + kv_head) * head_dim;
+      if (quantized) {  // whole rows are needed for their scale: stage them in shared memory
+        float* staged = kv_rows + ((is_k ? 0 : num_kv_heads) + kv_head) * head_dim;
+        staged[a] = x0;
+        staged[b] = x1;
+        continue;
+      }
+      uint16_t* dst = (is_k ? cache.fp16_keys() : cache.fp16_values()) +
+                      (static_cast<int64_t>(slot) * num_kv_heads + kv_head) * head_dim;
       dst[a] = float_to_half_bits(x0);
       dst[b] = float_to_half_bits(x1);
     }
+  }
+  if (!quantized || slot < 0) return;  // both uniform across the CTA: the barrier below is safe
+  __syncthreads();
+  // One warp per staged row (K rows, then V rows): absmax, scale, then the bytes and the scale
+  // at their places in the slot's block (kv_layer_view.h's offsets).
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < 2 * num_kv_heads; r += blockDim.x / 32) {
+    const float* staged = kv_rows + r * head_dim;
+    float amax = 0.0f;
+    for (int d = lane; d < head_dim; d += 32) amax = fmaxf(amax, fabsf(staged[d]));
+    amax = warp_max(amax);
+    const float2 scale = kv_row_scale(cache.format, amax);
+    const bool is_k = r < num_kv_heads;
+    uint8_t* base = is_k ? cache.k : cache.v;
+    const int kv_head = is_k ? r : r - num_kv_heads;
+    uint8_t* values = base + cache.value_offset(slot, kv_head);
+    for (int d = lane; d < head_dim; d += 32) values[d] = kv_quantize_value(cache.format, staged[d], scale.y);
+    if (lane == 0) *reinterpret_cast<float*>(base + cache.scale_offset(slot, kv_head)) = scale.x;
   }
 }
 
@@ -223,8 +251,11 @@ void rope_write_kv(const float* qkv, const float* bias, const int32_t* positions
   assert(rope.rotary_dim % 2 == 0 && rope.rotary_dim <= cache.head_dim);
   assert(num_heads % cache.num_kv_heads == 0);
   if (n == 0) return;
-  rope_write_kv_kernel<<<n, kRopeThreads, 0, stream>>>(qkv, bias, positions, slot_mapping, num_heads, rope, q_out,
-                                                       cache);
+  const size_t staged_bytes =
+      kv_format_has_scales(cache.format) ? 2 * sizeof(float) * cache.num_kv_heads * cache.head_dim : 0;
+  assert(staged_bytes <= 48 * 1024);  // 2 x 48 heads of 128: more than any model folio runs
+  rope_write_kv_kernel<<<n, kRopeThreads, staged_bytes, stream>>>(qkv, bias, positions, slot_mapping, num_heads, rope,
+                                                                  q_out, cache);
 }
 
 void swiglu(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream) {
