@@ -36,8 +36,9 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   // read+write rate (a read-only stream can beat 100%).
   // policy == nullptr: the dispatcher; else paged_attention_decode_policy (tuning sweeps).
   auto decode = [&](const char* name, int batch, int ctx, int heads, int kv_heads, int dim,
-                    const DecodeSplitPolicy* policy) {
+                    const DecodeSplitPolicy* policy, KvFormat format = KvFormat::kFp16) {
     AttentionProblem p;
+    p.format = format;
     p.head_dim = dim;
     p.num_heads = heads;
     p.num_kv_heads = kv_heads;
@@ -64,6 +65,10 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   decode("attn_decode_b1_ctx32k", 1, 32768, 32, 8, 128, nullptr);
   decode("attn_decode_b256_ctx1k", 256, 1024, 32, 8, 128, nullptr);
   decode("attn_decode_b64_ctx4k_smollm_h9_3_d64", 64, 4096, 9, 3, 64, nullptr);
+  // The quantized caches (issue 12): the same batch, half the bytes (plus 4 per row for scales).
+  decode("attn_decode_b64_ctx4k_fp8", 64, 4096, 32, 8, 128, nullptr, KvFormat::kFp8E4M3);
+  decode("attn_decode_b64_ctx4k_int8", 64, 4096, 32, 8, 128, nullptr, KvFormat::kInt8);
+  decode("attn_decode_b64_ctx4k_smollm_h9_3_d64_fp8", 64, 4096, 9, 3, 64, nullptr, KvFormat::kFp8E4M3);
   // Split-granularity sweep for tuning kDecodeSplitTokens / kMaxDecodeSplits.
   const DecodeSplitPolicy unsplit{1 << 30, 1}, t256{256, 128}, t1024{1024, 64}, t2048{2048, 64};
   decode("sweep_decode_b64_ctx4k_unsplit", 64, 4096, 32, 8, 128, &unsplit);
