@@ -27,13 +27,19 @@ struct KvLayerView {
 
   // Byte offset of the first value of (slot, head) from k (or v).
   FOLIO_KV_HD size_t value_offset(int64_t slot, int32_t head) const {
-    const int64_t block = slot / block_size, in_block = slot % block_size;
-    return static_cast<size_t>(block) * block_bytes() +
-           (static_cast<size_t>(in_block) * num_kv_heads + head) * head_dim * kv_format_value_bytes(format);
+    return value_offset(static_cast<int32_t>(slot / block_size), static_cast<int32_t>(slot % block_size), head);
   }
   // Byte offset of the float scale of (slot, head) (quantized formats only).
   FOLIO_KV_HD size_t scale_offset(int64_t slot, int32_t head) const {
-    const int64_t block = slot / block_size, in_block = slot % block_size;
+    return scale_offset(static_cast<int32_t>(slot / block_size), static_cast<int32_t>(slot % block_size), head);
+  }
+  // The same from (block, offset in block): kernels that walk block tables have both, and
+  // skip the 64-bit division (a long instruction sequence on a GPU).
+  FOLIO_KV_HD size_t value_offset(int32_t block, int32_t in_block, int32_t head) const {
+    return static_cast<size_t>(block) * block_bytes() +
+           (static_cast<size_t>(in_block) * num_kv_heads + head) * head_dim * kv_format_value_bytes(format);
+  }
+  FOLIO_KV_HD size_t scale_offset(int32_t block, int32_t in_block, int32_t head) const {
     return static_cast<size_t>(block) * block_bytes() + static_cast<size_t>(block_size) * num_kv_heads * head_dim +
            (static_cast<size_t>(in_block) * num_kv_heads + head) * sizeof(float);
   }

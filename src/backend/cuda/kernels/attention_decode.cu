@@ -24,10 +24,12 @@
 // to the workspace for the reduce kernel. Each thread reads from shared only the 16-byte
 // chunks it copied itself, and rows of consecutive threads are contiguous: no bank conflicts.
 //
-// Quantized caches (fp8, int8; kFormat): the same schedule with 8-byte copies of one-byte
-// values (half the bytes of fp16 through the whole pipeline) and each row's float scale copied
-// beside them; values are unpacked in registers, the K scale multiplies the finished dot
-// product and the V scale the probability, so no dequantized K or V exists anywhere.
+// Quantized caches (fp8, int8; kFormat): the same schedule with a lane owning 16 one-byte
+// values (one 16-byte cp.async, as in fp16, so half the instructions move the same context),
+// each row's float scale copied beside them by the row's first lane; values are unpacked in
+// registers, the K scale multiplies the finished dot product and the V scale the probability,
+// so no dequantized K or V exists anywhere. The query group is capped at 4 heads a CTA to keep
+// the 16-dim query and accumulator registers in budget.
 #include <cassert>
 #include <cmath>
 
@@ -46,10 +48,11 @@ template <int kHeadDim, int kGroup, KvFormat kFormat = KvFormat::kFp16>
 struct DecodeShape {
   static constexpr bool kQuantized = kFormat != KvFormat::kFp16;
   static constexpr int kTile = kDecodeTileTokens;
-  static constexpr int kLanesPerRow = kHeadDim / 8;                   // 8 dims (16 or 8 bytes) per lane
-  static constexpr int kRowsPerPass = kDecodeThreads / kLanesPerRow;  // 8 or 16
-  static constexpr int kPasses = kTile / kRowsPerPass;                // 8 or 4
   static constexpr int kValueBytes = kQuantized ? 1 : 2;
+  static constexpr int kDims = 16 / kValueBytes;                      // dims per lane: one 16-byte chunk
+  static constexpr int kLanesPerRow = kHeadDim / kDims;               // 16, 8 or 4
+  static constexpr int kRowsPerPass = kDecodeThreads / kLanesPerRow;  // 8, 16 or 32
+  static constexpr int kPasses = kTile / kRowsPerPass;                // 8, 4 or 2
   // One K (or V) tile: the values, then (quantized) the rows' scales.
   static constexpr size_t kStageBytes = static_cast<size_t>(kTile) * kHeadDim * kValueBytes +
                                         (kQuantized ? kTile * sizeof(float) : 0);
@@ -94,16 +97,21 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int end = min(context_len, begin + split_tokens);
   const size_t partial_index = (static_cast<size_t>(seq) * args.num_heads + head0) * grid_splits + split;
 
-  // Queries: this thread's 8 dims of each head, pre-scaled so that softmax can use exp2.
-  float q[kGroup][8];
+  // Queries: this thread's kDims dims of each head, pre-scaled so that softmax can use exp2.
+  constexpr int kDims = S::kDims;
+  float q[kGroup][kDims];
   const float q_scale = args.scale * kLog2e;
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(
-        args.q + (static_cast<size_t>(token) * args.num_heads + head0 + g) * kHeadDim + lane_in_row * 8);
-    unpack_half8(raw, q[g]);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) q[g][j] *= q_scale;
+    for (int c = 0; c < kDims / 8; ++c) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(
+          args.q + (static_cast<size_t>(token) * args.num_heads + head0 + g) * kHeadDim + lane_in_row * kDims + c * 8);
+      float part[8];
+      unpack_half8(raw, part);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q[g][c * 8 + j] = part[j] * q_scale;
+    }
   }
 
   const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
@@ -135,13 +143,13 @@ __global__ void __launch_bounds__(kDecodeThreads)
       if constexpr (S::kQuantized) {
         size_t values = 0, scale = 0;
         if (valid) {
-          const int64_t slot = static_cast<int64_t>(blocks[p]) * cache.block_size + indexer.offset(pos);
-          values = cache.value_offset(slot, kv_head) + lane_in_row * 8;
-          scale = cache.scale_offset(slot, kv_head);
+          const int in_block = indexer.offset(pos);
+          values = cache.value_offset(blocks[p], in_block, kv_head) + lane_in_row * kDims;
+          scale = cache.scale_offset(blocks[p], in_block, kv_head);
         }
-        const int dst = row * kHeadDim + lane_in_row * 8;
-        cp_async_8(k_dst + dst, cache.k + values, valid);
-        cp_async_8(v_dst + dst, cache.v + values, valid);
+        const int dst = row * kHeadDim + lane_in_row * kDims;
+        cp_async_16(k_dst + dst, cache.k + values, valid);
+        cp_async_16(v_dst + dst, cache.v + values, valid);
         if (lane_in_row == 0) {
           const int scale_dst = S::kTile * kHeadDim + row * static_cast<int>(sizeof(float));
           cp_async_4(k_dst + scale_dst, cache.k + scale, valid);
@@ -160,11 +168,11 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
   };
 
-  float acc[kGroup][8];
+  float acc[kGroup][kDims];
 #pragma unroll
   for (int g = 0; g < kGroup; ++g)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
+    for (int j = 0; j < kDims; ++j) acc[g][j] = 0.0f;
   // Running max and sum of heads warp and warp + 4 (valid in warp w for g = w + 4i < kGroup).
   float run_max[2] = {-INFINITY, -INFINITY};
   float run_sum[2] = {0.0f, 0.0f};
@@ -193,9 +201,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
 #pragma unroll
     for (int p = 0; p < S::kPasses; ++p) {
       const int row = row_group + p * S::kRowsPerPass;
-      float k[8];
+      float k[kDims];
       if constexpr (S::kQuantized) {
-        kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(k_tile + row * kHeadDim + lane_in_row * 8), k);
+        kv_unpack16(kFormat, *reinterpret_cast<const uint4*>(k_tile + row * kHeadDim + lane_in_row * kDims), k);
       } else {
         unpack_half8(*reinterpret_cast<const uint4*>(k_tile + (row * kHeadDim + lane_in_row * 8) * 2), k);
       }
@@ -204,7 +212,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
       for (int g = 0; g < kGroup; ++g) {
         float d = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) d = fmaf(q[g][j], k[j], d);
+        for (int j = 0; j < kDims; ++j) d = fmaf(q[g][j], k[j], d);
         dot[g] = d;
       }
 #pragma unroll
@@ -250,15 +258,15 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int g = 0; g < kGroup; ++g) {
       const float alpha = rescale[g];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[g][j] *= alpha;
+      for (int j = 0; j < kDims; ++j) acc[g][j] *= alpha;
     }
 #pragma unroll
     for (int p = 0; p < S::kPasses; ++p) {
       const int row = row_group + p * S::kRowsPerPass;
-      float v[8];
+      float v[kDims];
       float v_scale = 1.0f;
       if constexpr (S::kQuantized) {
-        kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(v_tile + row * kHeadDim + lane_in_row * 8), v);
+        kv_unpack16(kFormat, *reinterpret_cast<const uint4*>(v_tile + row * kHeadDim + lane_in_row * kDims), v);
         v_scale = v_scales[row];
       } else {
         unpack_half8(*reinterpret_cast<const uint4*>(v_tile + (row * kHeadDim + lane_in_row * 8) * 2), v);
@@ -267,7 +275,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
       for (int g = 0; g < kGroup; ++g) {
         const float prob = scores[g * S::kTile + row] * v_scale;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(prob, v[j], acc[g][j]);
+        for (int j = 0; j < kDims; ++j) acc[g][j] = fmaf(prob, v[j], acc[g][j]);
       }
     }
     __syncthreads();  // the next iteration overwrites this stage and the scores
@@ -277,9 +285,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
   float* reduce = reinterpret_cast<float*>(smem);  // [row_group][group][head_dim]
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
-    float4* dst = reinterpret_cast<float4*>(reduce + (row_group * kGroup + g) * kHeadDim + lane_in_row * 8);
-    dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
-    dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+    float4* dst = reinterpret_cast<float4*>(reduce + (row_group * kGroup + g) * kHeadDim + lane_in_row * kDims);
+#pragma unroll
+    for (int c = 0; c < kDims / 4; ++c) dst[c] = make_float4(acc[g][4 * c], acc[g][4 * c + 1], acc[g][4 * c + 2], acc[g][4 * c + 3]);
   }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -340,8 +348,8 @@ __global__ void __launch_bounds__(kHeadDim)
       detail::float_to_bf16_bits(value / weight_sum);
 }
 
-int largest_group_tile(int group_size) {
-  for (int g = 8; g > 1; --g) {
+int largest_group_tile(int group_size, int most) {
+  for (int g = most; g > 1; --g) {
     if (group_size % g == 0) return g;
   }
   return 1;
@@ -380,7 +388,8 @@ void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int
 template <int kHeadDim>
 void launch_decode_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
                            float* partial_out, float2* partial_stats, Stream stream) {
-  switch (largest_group_tile(args.num_heads / args.cache.num_kv_heads)) {
+  const int most = args.cache.format == KvFormat::kFp16 ? 8 : 4;
+  switch (largest_group_tile(args.num_heads / args.cache.num_kv_heads, most)) {
     case 1: return launch_decode<kHeadDim, 1>(args, policy, grid_splits, partial_out, partial_stats, stream);
     case 2: return launch_decode<kHeadDim, 2>(args, policy, grid_splits, partial_out, partial_stats, stream);
     case 3: return launch_decode<kHeadDim, 3>(args, policy, grid_splits, partial_out, partial_stats, stream);

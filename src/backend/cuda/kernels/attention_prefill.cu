@@ -122,9 +122,9 @@ __global__ void __launch_bounds__(kPrefillThreads)
         uint4 k_half8 = make_uint4(0, 0, 0, 0), v_half8 = k_half8;
         if (valid) {
           const int block = block_table[indexer.block(key)];
-          const int64_t slot = static_cast<int64_t>(block) * cache.block_size + indexer.offset(key);
-          const size_t values = cache.value_offset(slot, kv_head) + chunk * 8;
-          const size_t scale = cache.scale_offset(slot, kv_head);
+          const int in_block = indexer.offset(key);
+          const size_t values = cache.value_offset(block, in_block, kv_head) + chunk * 8;
+          const size_t scale = cache.scale_offset(block, in_block, kv_head);
           float k[8], v[8];
           kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(cache.k + values), k);
           kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(cache.v + values), v);

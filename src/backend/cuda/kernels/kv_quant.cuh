@@ -54,4 +54,16 @@ __device__ __forceinline__ void kv_unpack8(KvFormat format, const uint2& word, f
   }
 }
 
+// Sixteen stored values (one 16-byte chunk) -> sixteen floats.
+__device__ __forceinline__ void kv_unpack16(KvFormat format, const uint4& chunk, float (&out)[16]) {
+  float lo[8], hi[8];
+  kv_unpack8(format, make_uint2(chunk.x, chunk.y), lo);
+  kv_unpack8(format, make_uint2(chunk.z, chunk.w), hi);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    out[i] = lo[i];
+    out[8 + i] = hi[i];
+  }
+}
+
 }  // namespace folio::cuda::detail
