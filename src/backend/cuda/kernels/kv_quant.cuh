@@ -47,9 +47,17 @@ __device__ __forceinline__ void kv_unpack8(KvFormat format, const uint2& word, f
       }
     }
   } else {
+    // int8 -> float without the slow conversion unit: bias each byte to u = b + 128, put it in
+    // the low mantissa byte of 2^23 (0x4B0000uu is exactly 2^23 + u), subtract 2^23 + 128.
+    // One byte permute and one add per value, both exact.
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      out[i] = static_cast<float>(static_cast<int8_t>((words[i / 4] >> (8 * (i % 4))) & 0xffu));
+    for (int w = 0; w < 2; ++w) {
+      const uint32_t biased = words[w] ^ 0x80808080u;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t bits = __byte_perm(biased, 0x4B000000u, 0x7540u + i);
+        out[4 * w + i] = __uint_as_float(bits) - 8388736.0f;
+      }
     }
   }
 }
