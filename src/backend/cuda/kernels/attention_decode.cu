@@ -47,7 +47,9 @@ constexpr int kDecodeThreads = 128;
 template <int kHeadDim, int kGroup, KvFormat kFormat = KvFormat::kFp16>
 struct DecodeShape {
   static constexpr bool kQuantized = kFormat != KvFormat::kFp16;
-  static constexpr int kTile = kDecodeTileTokens;
+  // Quantized rows are half as long: a tile of twice the tokens keeps as many bytes in flight
+  // per CTA as fp16's (at 64 tokens the kernel took fp16's time per token, latency-bound).
+  static constexpr int kTile = kQuantized ? 2 * kDecodeTileTokens : kDecodeTileTokens;
   static constexpr int kValueBytes = kQuantized ? 1 : 2;
   static constexpr int kDims = 16 / kValueBytes;                      // dims per lane: one 16-byte chunk
   static constexpr int kLanesPerRow = kHeadDim / kDims;               // 16, 8 or 4
