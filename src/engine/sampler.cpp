@@ -323,8 +323,14 @@ void Sampler::keep_top_p(float max_logit, double total, SamplerScratch& scratch)
   // last bucket, which top-p can only reach when it keeps everything above it anyway.
   const float span = std::min(max_logit - min_logit, 64.0f);
   const float scale = span > 0.0f ? (kBuckets - 1) / span : 0.0f;
+  // With +inf logits (a tiny repetition penalty divides a positive logit into +inf) the top
+  // candidates give inf - inf = NaN here: they belong to bucket 0, and no float may reach the
+  // int conversion unless it is in range (converting NaN is undefined; on x86 it gives
+  // INT_MIN, an index far outside bucket_mass; found by fuzz/sampler_fuzz.cpp).
   auto bucket_of = [&](float logit) {
-    return static_cast<int>(std::min((max_logit - logit) * scale, float(kBuckets - 1)));
+    const float offset = (max_logit - logit) * scale;
+    if (!(offset > 0.0f)) return 0;
+    return offset >= float(kBuckets - 1) ? kBuckets - 1 : static_cast<int>(offset);
   };
   bucket_mass.assign(kBuckets, 0.0);
   for (const Candidate& c : candidates) bucket_mass[bucket_of(c.logit)] += c.weight;

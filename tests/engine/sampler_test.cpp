@@ -411,6 +411,24 @@ TEST(SamplerTest, LogitsThatOverflowToInfinityStillGiveAValidToken) {
   }
 }
 
+// Logits a denormal apart (0 and 1e-45, temperature 1e-5): top-p's bucket scale
+// (buckets - 1) / span overflowed to +inf, 0 * inf = NaN for the top token, and NaN was
+// converted to an int (undefined; INT_MIN on x86, an index far outside the bucket array).
+// Found by fuzz/sampler_fuzz.cpp. The top token is the answer at a tiny top_p.
+TEST(SamplerTest, TopPOverLogitsADenormalApart) {
+  std::vector<float> logits(366, -128.0f);
+  for (int i = 0; i < 12; ++i) logits[i] = 0.0f;
+  logits[4] = 1e-45f;
+  SamplingParams params;
+  params.temperature = 1e-5f;
+  params.top_p = 2.1e-9f;
+  params.min_p = 1e-45f;
+  ASSERT_TRUE(params.validate());
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    EXPECT_EQ(Sampler(params, seed).sample(logits, {}, {}, scratch()).token, 4) << "seed " << seed;
+  }
+}
+
 TEST(SamplerTest, NonFiniteRowsHaveTheirLimits) {
   SamplingParams params;
   params.temperature = 1.0f;
