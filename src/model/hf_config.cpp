@@ -117,7 +117,7 @@ Status read_rope_scaling(const Reader& r, HfModelConfig& out) {
 
 }  // namespace
 
-Expected<HfModelConfig> parse_hf_config(const std::string& json_text, const std::string& name) {
+static Expected<HfModelConfig> parse_hf_config_unchecked(const std::string& json_text, const std::string& name) {
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return Status::error(name + ": not a JSON object");
   const Reader r{j, name};
@@ -202,6 +202,15 @@ Expected<HfModelConfig> parse_hf_config(const std::string& json_text, const std:
   }
   if (Status s = read_rope_scaling(r, out); !s) return s;
   return out;
+}
+
+Expected<HfModelConfig> parse_hf_config(const std::string& json_text, const std::string& name) {
+  // nlohmann's typed reads (value(), get<>()) throw on a field of the wrong type; a bad file is an error, not a crash (found by fuzz/hf_tokenizer_fuzz.cpp).
+  try {
+    return parse_hf_config_unchecked(json_text, name);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::error(name + ": " + e.what());
+  }
 }
 
 Expected<HfModelConfig> read_hf_config(const std::string& dir) {

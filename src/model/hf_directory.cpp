@@ -23,7 +23,7 @@ Expected<std::optional<std::string>> read_optional(const std::string& path) {
 
 }  // namespace
 
-Expected<HfGenerationConfig> parse_hf_generation_config(const std::string& json_text, const std::string& name) {
+static Expected<HfGenerationConfig> parse_generation_config_unchecked(const std::string& json_text, const std::string& name) {
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return Status::error(name + ": not a JSON object");
   HfGenerationConfig g;
@@ -60,7 +60,16 @@ Expected<HfGenerationConfig> parse_hf_generation_config(const std::string& json_
   return g;
 }
 
-Expected<HfDirectory> read_hf_directory(const std::string& dir) {
+Expected<HfGenerationConfig> parse_hf_generation_config(const std::string& json_text, const std::string& name) {
+  // nlohmann's typed reads (value(), get<>()) throw on a field of the wrong type; a bad file is an error, not a crash (found by fuzz/hf_tokenizer_fuzz.cpp).
+  try {
+    return parse_generation_config_unchecked(json_text, name);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::error(name + ": " + e.what());
+  }
+}
+
+static Expected<HfDirectory> read_hf_directory_unchecked(const std::string& dir) {
   HfDirectory d;
   d.dir = dir;
   Expected<HfModelConfig> model = read_hf_config(dir);
@@ -104,6 +113,15 @@ Expected<HfDirectory> read_hf_directory(const std::string& dir) {
   }
   d.tokenizer.generation_eos_ids = d.generation.eos_token_ids;
   return d;
+}
+
+Expected<HfDirectory> read_hf_directory(const std::string& dir) {
+  // nlohmann's typed reads (value(), get<>()) throw on a field of the wrong type; a bad file is an error, not a crash (found by fuzz/hf_tokenizer_fuzz.cpp).
+  try {
+    return read_hf_directory_unchecked(dir);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::error(dir + ": " + e.what());
+  }
 }
 
 Expected<HfTokenizerFiles> read_hf_tokenizer_files(const std::string& dir) {

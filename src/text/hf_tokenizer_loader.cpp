@@ -114,7 +114,7 @@ constexpr std::string_view kEndOfTurn[] = {"<|eot_id|>", "<|im_end|>",  "<|end|>
 
 }  // namespace
 
-Expected<std::shared_ptr<Tokenizer::State>> load_state(const HfTokenizerFiles& files) {
+static Expected<std::shared_ptr<Tokenizer::State>> load_state_unchecked(const HfTokenizerFiles& files) {
   const std::string& name = files.name;
   const json spec = json::parse(files.tokenizer_json, nullptr, /*allow_exceptions=*/false);
   if (!spec.is_object()) return Status::error(name + ": not a JSON object");
@@ -259,6 +259,15 @@ Expected<std::shared_ptr<Tokenizer::State>> load_state(const HfTokenizerFiles& f
   if (!p.normalizer.empty()) s.max_piece_bytes *= 3;
   s.hf = std::move(pipeline);
   return std::shared_ptr<Tokenizer::State>(std::move(state));
+}
+
+Expected<std::shared_ptr<Tokenizer::State>> load_state(const HfTokenizerFiles& files) {
+  // nlohmann's typed reads (value(), get<>()) throw on a field of the wrong type; a bad file is an error, not a crash (found by fuzz/hf_tokenizer_fuzz.cpp).
+  try {
+    return load_state_unchecked(files);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::error(files.name + ": " + e.what());
+  }
 }
 
 }  // namespace folio::hf

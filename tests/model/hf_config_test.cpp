@@ -20,6 +20,13 @@ std::string llama(const std::string& extra) {
          extra + "}";
 }
 
+// A field of the wrong type is an error naming the file, not an exception out of the loader.
+TEST(HfConfig, FieldsOfTheWrongTypeAreErrors) {
+  Expected<HfModelConfig> c = parse_hf_config(llama(R"(,"_name_or_path":5)"), "dir/config.json");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().find("dir/config.json"), std::string::npos) << c.error();
+}
+
 TEST(HfConfig, ReadsTransformers4Llama3) {
   Expected<HfModelConfig> c = parse_hf_config(llama(R"(,"rope_theta":500000.0,"torch_dtype":"bfloat16",
     "rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,

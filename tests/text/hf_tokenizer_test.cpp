@@ -163,6 +163,11 @@ TEST(HfTokenizer, RefusesMalformedFilesByName) {
        "Sideways"},
       {[](json& j) { j["added_tokens"][0]["id"] = -3; }, "out of range"},
       {[](json& j) { j["model"]["vocab"]["q"] = "seven"; }, "'q'"},
+      // Fields of the wrong type: nlohmann's typed reads throw, which used to end the process
+      // (found by fuzz/hf_tokenizer_fuzz.cpp); now each is an error naming the file.
+      {[](json& j) { j["added_tokens"][0]["special"] = "yes"; }, "type must be boolean"},
+      {[](json& j) { j["model"]["byte_fallback"] = "true"; }, "type must be boolean"},
+      {[](json& j) { j["model"]["type"] = 7; }, "type must be string"},
   };
   for (const Case& c : cases) {
     json spec = base_spec();
