@@ -102,7 +102,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const size_t used = header_parser.put(buffer.data(), ec);
       buffer.consume(used);
       if (ec == http::error::need_more) {
-        if (buffer.size() == 0) return 0;  // the client stopped mid-header
+        // Beast consumes nothing until a whole header (or chunk line) is buffered. Every byte
+        // the client will send is already here, so needing more with nothing consumed means
+        // the client stopped mid-header (the session's read then times out). Looping on it
+        // hung this target on its 55th input.
+        if (buffer.size() == 0 || used == 0) return 0;
         ec = {};
         continue;
       }
@@ -126,7 +130,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const size_t used = body_parser.put(buffer.data(), ec);
         buffer.consume(used);
         if (ec == http::error::need_more) {
-          if (buffer.size() == 0) {
+          if (buffer.size() == 0 || used == 0) {  // the input ends inside the body or a chunk line
             body_parser.put_eof(ec);
             if (ec) return 0;  // truncated: the session closes
             break;
