@@ -28,10 +28,10 @@ struct PerplexityOptions {
 
 // A pool for one chunk of ctx tokens, every position's logits back: on the GPU a chunk is one
 // forward; on the CPU 512 tokens a forward, as before there was an executor.
-ExecutorRequest perplexity_executor(const PerplexityOptions& options, const ModelConfig& config) {
+ExecutorRequest perplexity_executor(const PerplexityOptions& options, const ModelConfig& config, KvFormat format) {
   ExecutorRequest request;
   request.device = options.device.device;
-  request.kv.format = kv_format_of(options.device);
+  request.kv.format = format;
   const int32_t blocks = (options.context + request.kv.block_size - 1) / request.kv.block_size;
   request.kv.kv_cache_bytes = blocks * kv_bytes_per_block(config, request.kv.block_size, request.kv.format);
   request.kv_size_given = true;
@@ -65,7 +65,7 @@ int run(const PerplexityOptions& options) {
     return 1;
   }
   Expected<std::unique_ptr<Executor>> executor =
-      make_executor(*session, perplexity_executor(options, session->weights->config()), false);
+      make_executor(*session, perplexity_executor(options, session->weights->config(), kv_format_of(options.device)), false);
   if (!executor) {
     std::fprintf(stderr, "folio perplexity: %s\n", executor.error().c_str());
     return 1;
@@ -85,11 +85,8 @@ int run(const PerplexityOptions& options) {
   };
   if (options.kl) {
     // The reference: the same model and device with an fp16 cache, scored on the same chunks.
-    ExecutorRequest reference_request = perplexity_executor(options, session->weights->config());
-    reference_request.kv.format = KvFormat::kFp16;
-    reference_request.kv.kv_cache_bytes =
-        reference_request.kv.kv_cache_bytes / kv_bytes_per_block(session->weights->config(), 16, kv_format_of(options.device)) *
-        kv_bytes_per_block(session->weights->config(), 16, KvFormat::kFp16);
+    const ExecutorRequest reference_request =
+        perplexity_executor(options, session->weights->config(), KvFormat::kFp16);
     Expected<std::unique_ptr<Executor>> reference = make_executor(*session, reference_request, true);
     if (!reference) {
       std::fprintf(stderr, "folio perplexity: %s\n", reference.error().c_str());
