@@ -44,10 +44,13 @@ class Backend {
   virtual void rope(float* x, std::span<const int32_t> positions, int32_t num_heads, int32_t head_dim,
                     const RopeParams& params) = 0;
 
-  // Stores K and V of each token (rounded to fp16) at the cache slot slot_mapping[t] names.
-  // k, v: (n, num_kv_heads, head_dim); slot_mapping: (n,)
+  // Stores K and V of each token in the cache's format at the slot slot_mapping[t] names (a
+  // staging slot with a residual format: fp16 there). k, v: (n, num_kv_heads, head_dim).
   virtual void write_kv(const KvLayerView& cache, const float* k, const float* v,
                         std::span<const int32_t> slot_mapping) = 0;
+
+  // Residual formats: quantizes each sealed block from its staging block (after write_kv).
+  virtual void seal_kv(const KvLayerView& cache, std::span<const KvSeal> seals) = 0;
 
   // Causal attention of every query token over its sequence's cached K/V.
   virtual void attention(const AttentionBatch& batch, const KvLayerView& cache) = 0;

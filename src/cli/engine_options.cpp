@@ -59,9 +59,9 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
                                        ->check(kByteSize)
                                        ->capture_default_str()
                                        ->group(group);
-  cmd.add_option("--block-size", options.block_size, "Tokens per KV block")
+  cmd.add_option("--block-size", options.block_size,
+                 "Tokens per KV block (default 16; 128 with kivi4/kivi2, whose residual window is one block)")
       ->check(CLI::Range(1, 1024))
-      ->capture_default_str()
       ->group(group);
   options.max_num_batched_tokens_option =
       cmd.add_option("--max-num-batched-tokens", options.max_num_batched_tokens,
@@ -120,9 +120,11 @@ ExecutorRequest to_executor_request(const EngineOptions& options, const EngineCo
   ExecutorRequest request;
   request.device = options.device.device;
   request.kv.kv_cache_bytes = parse_byte_size(options.kv_cache_memory).value();  // checked at parse time
-  request.kv.block_size = options.block_size;
-  request.kv.swap_space_bytes = static_cast<int64_t>(options.swap_space_gib * 1024.0 * 1024.0 * 1024.0);
   request.kv.format = kv_format_of(options.device);
+  request.kv.block_size = options.block_size > 0 ? options.block_size : kv_default_block_size(request.kv.format);
+  request.kv.swap_space_bytes = static_cast<int64_t>(options.swap_space_gib * 1024.0 * 1024.0 * 1024.0);
+  request.kv.num_staging_blocks = kv_staging_blocks_for(config.scheduler.max_num_seqs,
+                                                        config.scheduler.max_num_batched_tokens, request.kv.block_size);
   request.kv_size_given = options.kv_cache_memory_option != nullptr && options.kv_cache_memory_option->count() > 0;
   request.gpu_memory_utilization = options.device.gpu_memory_utilization;
   request.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;

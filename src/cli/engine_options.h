@@ -27,7 +27,7 @@ struct DeviceOptions {
 
 struct EngineOptions {
   std::string kv_cache_memory = "256M";
-  int32_t block_size = 16;
+  int32_t block_size = 0;  // 0: the KV format's (kv_default_block_size)
   int32_t max_num_batched_tokens = 512;
   int32_t max_num_seqs = 64;
   bool no_prefix_cache = false;

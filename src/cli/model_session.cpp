@@ -130,6 +130,15 @@ Expected<SamplingParams> default_sampling(const ModelSession& session) {
 }
 
 Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const ExecutorRequest& request, bool quiet) {
+  if (std::string error =
+          kv_format_shape_error(request.kv.format, request.kv.block_size, session.weights->config().head_dim);
+      !error.empty()) {
+    return Status::error(error);
+  }
+  if (request.device == "cuda" && kv_format_has_residual(request.kv.format)) {
+    return Status::error("--kv-cache-dtype " + std::string(kv_format_name(request.kv.format)) +
+                         " runs on the CPU only so far (its CUDA kernels are not written yet)");
+  }
   if (request.device != "cuda") {
     if (!session.weights->in_computing_order()) {
       return Status::error("the weights were prepared for the GPU (open the model for --device cpu)");

@@ -12,8 +12,12 @@ namespace folio {
 namespace {
 
 KvCacheConfig kv_config_of(const KvPoolLayout& layout, const EngineConfig& config) {
-  return KvCacheConfig{layout.num_blocks, layout.block_size, layout.num_host_blocks > 1 ? layout.num_host_blocks : 0,
-                       config.enable_prefix_caching};
+  return KvCacheConfig{layout.num_blocks,
+                       layout.block_size,
+                       layout.num_host_blocks > 1 ? layout.num_host_blocks : 0,
+                       config.enable_prefix_caching,
+                       layout.num_staging_blocks,
+                       layout.num_host_staging_blocks};
 }
 
 }  // namespace

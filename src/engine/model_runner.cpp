@@ -9,15 +9,25 @@ void ModelRunner::prepare(const SchedulerOutput& output) {
   for (const ScheduledChunk& chunk : output.chunks) {
     const Request& request = *chunk.request;
     const int32_t query_start = batch_.num_tokens();
-    for (int32_t i = 0; i < chunk.num_new_tokens; ++i) {
-      const int32_t position = chunk.first_position + i;
+    const int32_t end = chunk.first_position + chunk.num_new_tokens;
+    for (int32_t position = chunk.first_position; position < end; ++position) {
+      const int32_t index = position / block_size;
+      // With a residual format new tokens go to their (unsealed) block's staging block.
+      const int32_t block = output.kv_residual ? chunk.staging[static_cast<size_t>(index - chunk.first_staged_block)]
+                                               : chunk.block_table[static_cast<size_t>(index)];
       batch_.tokens.push_back(request.tokens[static_cast<size_t>(position)]);
       batch_.positions.push_back(position);
-      batch_.slot_mapping.push_back(chunk.block_table[static_cast<size_t>(position / block_size)] * block_size +
-                                    position % block_size);
+      batch_.slot_mapping.push_back(block * block_size + position % block_size);
     }
-    batch_.sequences.push_back(
-        {query_start, chunk.num_new_tokens, chunk.first_position + chunk.num_new_tokens, chunk.block_table});
+    if (output.kv_residual) {
+      // Unsealed blocks this chunk fills are sealed in the pass.
+      for (int32_t index = chunk.first_staged_block; index < end / block_size; ++index) {
+        batch_.seals.push_back({chunk.block_table[static_cast<size_t>(index)],
+                                chunk.staging[static_cast<size_t>(index - chunk.first_staged_block)]});
+      }
+    }
+    batch_.sequences.push_back({query_start, chunk.num_new_tokens, end, chunk.block_table, chunk.first_staged_block,
+                                chunk.staging});
     if (chunk.samples) batch_.logit_rows.push_back(batch_.num_tokens() - 1);
   }
 }

@@ -130,6 +130,7 @@ void Scheduler::admit_waiting(int32_t& budget, SchedulerOutput& output) {
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput output;
   output.block_size = kv_.block_size();
+  output.kv_residual = kv_.has_residual();
   int32_t budget = config_.max_num_batched_tokens;
   swap_in_what_fits();
 
@@ -167,7 +168,10 @@ SchedulerOutput Scheduler::schedule() {
   }
   // Tables are read once every allocation of the step is done (copy-on-write may have replaced
   // an entry), and the copies leave the KV manager with the step that runs them.
-  for (ScheduledChunk& chunk : output.chunks) chunk.block_table = kv_.block_table(chunk.request->sequence_id());
+  for (ScheduledChunk& chunk : output.chunks) {
+    chunk.block_table = kv_.block_table(chunk.request->sequence_id());
+    chunk.first_staged_block = kv_.staged_blocks(chunk.request->sequence_id(), &chunk.staging);
+  }
   output.block_copies = kv_.take_pending_copies();
   return output;
 }

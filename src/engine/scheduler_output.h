@@ -24,6 +24,10 @@ struct ScheduledChunk {
   // first_position + num_new_tokens. Valid until the KV manager next changes (the end of the
   // step's execute()).
   std::span<const int32_t> block_table;
+  // Residual formats: the first unsealed block's index and the unsealed blocks' staging ids
+  // (KvCacheManager::staged_blocks); the table's size and nothing otherwise.
+  int32_t first_staged_block = 0;
+  std::vector<int32_t> staging{};
 };
 
 struct SchedulerOutput {
@@ -32,6 +36,7 @@ struct SchedulerOutput {
   std::vector<RequestId> preempted;     // this step, by recompute or swap
   int32_t num_batched_tokens = 0;
   int32_t block_size = 0;
+  bool kv_residual = false;  // new K/V go to staging blocks (KvCacheManager::has_residual)
 
   bool empty() const { return chunks.empty() && block_copies.empty(); }
   std::string to_string() const;

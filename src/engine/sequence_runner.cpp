@@ -13,6 +13,7 @@ SequenceRunner::SequenceRunner(Executor& executor, int32_t max_tokens, int32_t m
       max_batch_tokens_(std::max(1, std::min(max_batch_tokens, executor.capabilities().max_batch_tokens))),
       max_logit_rows_(std::max(1, executor.capabilities().max_logit_rows)),
       block_size_(executor.kv_pool().block_size),
+      num_staging_(executor.kv_pool().num_staging_blocks),
       requested_tokens_(std::max(1, max_tokens)) {
   const int32_t wanted_blocks = (requested_tokens_ + block_size_ - 1) / block_size_;
   const int32_t blocks = std::min(wanted_blocks, executor.kv_pool().num_blocks - 1);
@@ -35,24 +36,42 @@ Expected<std::vector<float>> SequenceRunner::append(std::span<const int32_t> tok
   }
   if (Status s = check_token_ids(tokens, vocab); !s) return s;
   std::vector<float> logits(static_cast<size_t>(all_logits ? tokens.size() : 1) * vocab);
-  const size_t chunk_limit =
+  size_t chunk_limit =
       static_cast<size_t>(all_logits ? std::min(max_batch_tokens_, max_logit_rows_) : max_batch_tokens_);
+  // A chunk of c tokens writes into at most c / block_size + 2 blocks, each needing its own
+  // staging block.
+  if (num_staging_ > 0) {
+    chunk_limit = std::min(chunk_limit, static_cast<size_t>(std::max(1, num_staging_ - 2)) * block_size_);
+  }
   for (size_t begin = 0; begin < tokens.size(); begin += chunk_limit) {
     const int32_t n = static_cast<int32_t>(std::min(chunk_limit, tokens.size() - begin));
     const bool last_chunk = begin + n == tokens.size();
     batch_.clear();
     batch_.tokens.assign(tokens.begin() + static_cast<ptrdiff_t>(begin),
                          tokens.begin() + static_cast<ptrdiff_t>(begin) + n);
+    // Residual formats: the blocks this chunk writes are the unsealed ones, from the one holding
+    // the first new token; block i borrows staging block i % num_staging (chunk_limit keeps
+    // them distinct), and the blocks the chunk fills are sealed.
+    const int32_t first_staged = num_staging_ > 0 ? num_tokens_ / block_size_ : 0;
     for (int32_t i = 0; i < n; ++i) {
       const int32_t position = num_tokens_ + i;
+      const int32_t index = position / block_size_;
+      const int32_t block = num_staging_ > 0 ? index % num_staging_ : block_table_[static_cast<size_t>(index)];
       batch_.positions.push_back(position);
-      batch_.slot_mapping.push_back(block_table_[static_cast<size_t>(position / block_size_)] * block_size_ +
-                                    position % block_size_);
+      batch_.slot_mapping.push_back(block * block_size_ + position % block_size_);
     }
     num_tokens_ += n;
     const int32_t used_blocks = (num_tokens_ + block_size_ - 1) / block_size_;
+    staging_.clear();
+    if (num_staging_ > 0) {
+      for (int32_t index = first_staged; index < used_blocks; ++index) staging_.push_back(index % num_staging_);
+      for (int32_t index = first_staged; index < num_tokens_ / block_size_; ++index) {
+        batch_.seals.push_back({block_table_[static_cast<size_t>(index)], index % num_staging_});
+      }
+    }
     batch_.sequences.push_back(AttentionSequence{
-        0, n, num_tokens_, std::span<const int32_t>(block_table_.data(), static_cast<size_t>(used_blocks))});
+        0, n, num_tokens_, std::span<const int32_t>(block_table_.data(), static_cast<size_t>(used_blocks)),
+        num_staging_ > 0 ? first_staged : used_blocks, staging_});
     float* out = nullptr;
     if (all_logits) {
       for (int32_t i = 0; i < n; ++i) batch_.logit_rows.push_back(i);

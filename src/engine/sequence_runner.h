@@ -33,11 +33,13 @@ class SequenceRunner {
   int32_t max_batch_tokens_;
   int32_t max_logit_rows_;
   int32_t block_size_;
+  int32_t num_staging_;  // residual formats' staging blocks, else 0
   int32_t capacity_;
   int32_t requested_tokens_;
   std::vector<int32_t> block_table_;  // (capacity / block_size,) pool blocks, never the null block
   int32_t num_tokens_ = 0;
   ForwardBatch batch_;
+  std::vector<int32_t> staging_;  // the chunk's unsealed blocks' staging ids
 };
 
 }  // namespace folio

@@ -23,6 +23,8 @@ struct KvPoolLayout {
   int32_t num_host_blocks = 0;  // host swap blocks, null block included; 0: no swap pool
   int64_t bytes_per_block = 0;  // K and V of every layer, in the pool's format
   KvFormat format = KvFormat::kFp16;
+  int32_t num_staging_blocks = 0;       // residual formats (kv_format.h): device staging blocks
+  int32_t num_host_staging_blocks = 0;  // and host ones for swapped sequences
 
   int64_t num_token_slots() const { return static_cast<int64_t>(num_blocks - 1) * block_size; }
 };

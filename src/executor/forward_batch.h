@@ -15,11 +15,25 @@ namespace folio {
 // [query_start, query_start + query_len); they sit at positions
 // [context_len - query_len, context_len) and attend causally to all context_len tokens,
 // whose K/V the block table locates.
+//
+// Residual formats (kv_format.h): blocks [first_staged_block, table size) are unsealed and keep
+// their tokens in the staging blocks `staging` names, in order. A query at position p sees the
+// blocks before its own (p / block_size) quantized and its own block in fp16 from staging.
 struct AttentionSequence {
   int32_t query_start = 0;
   int32_t query_len = 0;
   int32_t context_len = 0;
   std::span<const int32_t> block_table;  // (ceil(context_len / block_size),) block ids
+  int32_t first_staged_block = 0;
+  std::span<const int32_t> staging{};  // (table size - first_staged_block,) staging ids
+};
+
+// A block this pass fills, to be quantized from its staging block once its K/V are written
+// (in each layer, before that layer's attention reads it).
+struct KvSeal {
+  int32_t block = 0;
+  int32_t staging = 0;
+  bool operator==(const KvSeal&) const = default;
 };
 
 struct ForwardBatch {
@@ -29,9 +43,12 @@ struct ForwardBatch {
   std::vector<BlockCopy> block_copies;
   std::vector<int32_t> tokens;               // (num_tokens,)
   std::vector<int32_t> positions;            // (num_tokens,)
-  std::vector<int32_t> slot_mapping;         // (num_tokens,) cache slot = block * block_size + offset
+  // (num_tokens,) cache slot = block * block_size + offset; with a residual format the slot is
+  // in the staging blocks (staging * block_size + offset), where new tokens are written.
+  std::vector<int32_t> slot_mapping;
   std::vector<AttentionSequence> sequences;  // query ranges cover [0, num_tokens) in order
   std::vector<int32_t> logit_rows;           // token indices whose next token is wanted
+  std::vector<KvSeal> seals;                 // residual formats: blocks this pass fills
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   void clear() {
@@ -41,6 +58,7 @@ struct ForwardBatch {
     slot_mapping.clear();
     sequences.clear();
     logit_rows.clear();
+    seals.clear();
   }
 };
 

@@ -19,11 +19,28 @@ struct KvCacheOptions {
   int32_t block_size = 16;
   int64_t swap_space_bytes = 0;
   KvFormat format = KvFormat::kFp16;  // --kv-cache-dtype: the pool holds more tokens per byte
+  // Residual formats: fp16 staging blocks for unsealed blocks, taken from kv_cache_bytes; 0
+  // sizes them for the engine's defaults (kv_staging_blocks_for(64, 512, block_size)).
+  int32_t num_staging_blocks = 0;
 };
 
+// Staging blocks a residual format needs so that allocation never waits for one: every
+// running sequence's partial last block (a fork shares its parent's until its first write
+// copies it, and is a running sequence itself) and the blocks one step fills. The host pool
+// gets as many, for the partial blocks of swapped sequences.
+inline int32_t kv_staging_blocks_for(int32_t max_num_seqs, int32_t max_batched_tokens, int32_t block_size) {
+  return max_num_seqs + (max_batched_tokens + block_size - 1) / block_size + 1;
+}
+
+inline int32_t kv_staging_blocks(const KvCacheOptions& kv) {
+  if (!kv_format_has_residual(kv.format)) return 0;
+  return kv.num_staging_blocks > 0 ? kv.num_staging_blocks : kv_staging_blocks_for(64, 512, kv.block_size);
+}
+
 inline KvCacheShape kv_cache_shape(const ModelConfig& config, int32_t num_blocks, int32_t block_size,
-                                   KvFormat format = KvFormat::kFp16) {
-  return KvCacheShape{config.num_layers, num_blocks, block_size, config.num_kv_heads, config.head_dim, format};
+                                   KvFormat format = KvFormat::kFp16, int32_t num_staging_blocks = 0) {
+  return KvCacheShape{config.num_layers, num_blocks,      block_size,        config.num_kv_heads,
+                      config.head_dim,   format,          num_staging_blocks};
 }
 
 inline int64_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size, KvFormat format = KvFormat::kFp16) {

@@ -18,6 +18,10 @@ struct BlockCopy {
   BlockCopyDirection direction = BlockCopyDirection::kDeviceToDevice;
   int32_t src_block = 0;  // a device block, or a host block for kHostToDevice
   int32_t dst_block = 0;  // a device block, or a host block for kDeviceToHost
+  // An unsealed block of a residual format (kv_format.h) has its tokens in a staging block,
+  // on the same side as the block: both are copied. -1 when the block is sealed.
+  int32_t src_staging = -1;
+  int32_t dst_staging = -1;
 
   bool operator==(const BlockCopy&) const = default;
 };

@@ -6,13 +6,16 @@
 
 namespace folio {
 
-BlockPool::BlockPool(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
+BlockPool::BlockPool(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t num_staging)
     : num_blocks_(num_blocks),
       block_size_(block_size),
       enable_prefix_caching_(enable_prefix_caching),
       head_(num_blocks),
       tail_(num_blocks + 1),
-      blocks_(static_cast<size_t>(num_blocks) + 2) {
+      blocks_(static_cast<size_t>(num_blocks) + 2),
+      staging_owner_(static_cast<size_t>(std::max(0, num_staging)), -1) {
+  // Lowest ids on top of the stack: a fresh pool lends staging 0, 1, 2, ...
+  for (int32_t id = num_staging - 1; id >= 0; --id) free_staging_.push_back(id);
   assert(num_blocks >= 1 && "the pool needs at least the null block");
   assert(block_size >= 1);
   if (enable_prefix_caching_) cached_token_ids_.resize(static_cast<size_t>(num_blocks) * block_size);
@@ -49,6 +52,7 @@ void BlockPool::free_blocks(std::span<const int32_t> block_ids) {
     assert(id != kNullBlock && "the null block is never freed");
     assert(block.ref_count > 0 && "block freed more often than referenced");
     if (--block.ref_count > 0) continue;
+    if (block.staging >= 0) release_staging(id);
     queue_insert_after(block.has_hash ? blocks_[tail_].prev_free : head_, id);
   }
 }
@@ -58,6 +62,24 @@ void BlockPool::take_ref(int32_t block_id) {
   assert(block_id != kNullBlock);
   if (block.ref_count == 0) queue_remove(block_id);
   ++block.ref_count;
+}
+
+bool BlockPool::assign_staging(int32_t block_id) {
+  BlockEntry& block = blocks_[check_id(block_id)];
+  assert(block_id != kNullBlock && block.ref_count > 0 && block.staging < 0);
+  if (free_staging_.empty()) return false;
+  block.staging = free_staging_.back();
+  free_staging_.pop_back();
+  staging_owner_[static_cast<size_t>(block.staging)] = block_id;
+  return true;
+}
+
+void BlockPool::release_staging(int32_t block_id) {
+  BlockEntry& block = blocks_[check_id(block_id)];
+  if (block.staging < 0) return;
+  staging_owner_[static_cast<size_t>(block.staging)] = -1;
+  free_staging_.push_back(block.staging);
+  block.staging = -1;
 }
 
 bool BlockPool::is_free(int32_t block_id) const {
@@ -158,6 +180,17 @@ Status BlockPool::check_invariants() const {
       }
     }
   }
+  int32_t lent = 0;
+  for (int32_t id = 0; id < num_blocks_; ++id) {
+    const int32_t staging = blocks_[id].staging;
+    if (staging < 0) continue;
+    ++lent;
+    if (staging >= num_staging() || staging_owner_[static_cast<size_t>(staging)] != id) {
+      return fail("staging block " + std::to_string(staging) + " not owned by its block", id);
+    }
+    if (blocks_[id].ref_count == 0) return fail("free block keeps a staging block", id);
+  }
+  if (lent + num_free_staging() != num_staging()) return fail("staging blocks leaked", -1);
   for (const auto& [hash, id] : cached_blocks_) {
     if (id <= kNullBlock || id >= num_blocks_) return fail("hash map names no block", id);
     if (!blocks_[id].has_hash || blocks_[id].hash != hash) return fail("hash map entry stale", id);

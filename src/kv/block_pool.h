@@ -45,7 +45,8 @@ class BlockPool {
   static constexpr int32_t kNullBlock = 0;
 
   // num_blocks counts the null block, so it equals the storage's block count; num_blocks >= 1.
-  BlockPool(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching);
+  // num_staging > 0 for a residual format (kv_format.h): staging blocks to lend unsealed blocks.
+  BlockPool(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t num_staging = 0);
 
   int32_t num_blocks() const { return num_blocks_; }
   int32_t num_usable_blocks() const { return num_blocks_ - 1; }
@@ -73,6 +74,18 @@ class BlockPool {
   int32_t ref_count(int32_t block_id) const { return blocks_[check_id(block_id)].ref_count; }
   bool is_free(int32_t block_id) const;
   std::optional<uint64_t> block_hash(int32_t block_id) const;
+
+  // ---- staging (residual formats) --------------------------------------------------------
+  // An unsealed block (its tokens still in fp16, not yet quantized) holds one staging block
+  // until it is sealed (release_staging) or freed (its last reference dropped). Staging ids
+  // count from 0 and are unrelated to block ids.
+  int32_t num_staging() const { return static_cast<int32_t>(staging_owner_.size()); }
+  int32_t num_free_staging() const { return static_cast<int32_t>(free_staging_.size()); }
+  // The block's staging block, or -1 when it is sealed (or the format has no residual).
+  int32_t staging(int32_t block_id) const { return blocks_[check_id(block_id)].staging; }
+  // Lends an in-use block a staging block; false when none is free.
+  bool assign_staging(int32_t block_id);
+  void release_staging(int32_t block_id);
 
   // ---- prefix cache --------------------------------------------------------------------
   // A cached block (in use or free) whose hash, parent hash, extra key and tokens all equal
@@ -106,6 +119,7 @@ class BlockPool {
     uint64_t hash = 0;
     uint64_t parent_hash = 0;  // with extra_key and the tokens: what the hash was made from
     uint64_t extra_key = 0;
+    int32_t staging = -1;  // staging block while unsealed
   };
 
   int32_t check_id(int32_t block_id) const;
@@ -125,6 +139,8 @@ class BlockPool {
   // hash -> block. A multimap, because different blocks may carry the same hash: duplicates
   // (two sequences computed the same prefix at once) and true collisions.
   std::unordered_multimap<uint64_t, int32_t> cached_blocks_;
+  std::vector<int32_t> staging_owner_;  // (num_staging,) block holding it, or -1
+  std::vector<int32_t> free_staging_;   // a stack of staging ids
   PrefixCacheStats stats_;
 };
 

@@ -6,12 +6,38 @@
 
 namespace folio {
 
-HostKvPool::HostKvPool(const KvCacheShape& device_shape, int32_t num_blocks)
+HostKvPool::HostKvPool(const KvCacheShape& device_shape, int32_t num_blocks, int32_t num_staging)
     : shape_(device_shape),
       num_blocks_(num_blocks),
       elements_per_half_(device_shape.half_block_bytes()),
-      data_(static_cast<size_t>(num_blocks) * device_shape.num_layers * 2 * elements_per_half_) {
+      data_(static_cast<size_t>(num_blocks) * device_shape.num_layers * 2 * elements_per_half_),
+      num_staging_(num_staging),
+      staging_(static_cast<size_t>(num_staging) * device_shape.bytes_per_staging_block()) {
   shape_.num_blocks = num_blocks;
+}
+
+size_t HostKvPool::staging_half_offset(int32_t host_staging, int32_t layer, int32_t half) const {
+  assert(host_staging >= 0 && host_staging < num_staging_);
+  return ((static_cast<size_t>(host_staging) * shape_.num_layers + layer) * 2 + half) * shape_.half_staging_bytes();
+}
+
+void HostKvPool::copy_staging_to_host(const KvCacheStorage& device, int32_t device_staging, int32_t host_staging) {
+  for (int32_t layer = 0; layer < shape_.num_layers; ++layer) {
+    std::ranges::copy(device.staging_keys(layer, device_staging),
+                      staging_.data() + staging_half_offset(host_staging, layer, 0));
+    std::ranges::copy(device.staging_values(layer, device_staging),
+                      staging_.data() + staging_half_offset(host_staging, layer, 1));
+  }
+}
+
+void HostKvPool::copy_staging_from_host(int32_t host_staging, KvCacheStorage& device, int32_t device_staging) const {
+  const size_t half = shape_.half_staging_bytes();
+  for (int32_t layer = 0; layer < shape_.num_layers; ++layer) {
+    const uint8_t* keys = staging_.data() + staging_half_offset(host_staging, layer, 0);
+    const uint8_t* values = staging_.data() + staging_half_offset(host_staging, layer, 1);
+    std::copy(keys, keys + half, device.staging_keys(layer, device_staging).begin());
+    std::copy(values, values + half, device.staging_values(layer, device_staging).begin());
+  }
 }
 
 size_t HostKvPool::half_offset(int32_t host_block, int32_t layer, int32_t half) const {

@@ -21,9 +21,10 @@ std::string sequence_name(SequenceId sequence) {
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : block_size_(config.block_size),
-      device_pool_(config.num_blocks, config.block_size, config.enable_prefix_caching),
+      device_pool_(config.num_blocks, config.block_size, config.enable_prefix_caching, config.num_staging_blocks),
       // Host blocks are never looked up by hash: a swapped sequence comes back whole.
-      host_pool_(std::max(1, config.num_host_blocks), config.block_size, false) {}
+      host_pool_(std::max(1, config.num_host_blocks), config.block_size, false,
+                 config.num_staging_blocks > 0 ? config.num_host_staging_blocks : 0) {}
 
 // ---- prefix cache ---------------------------------------------------------------------------
 
@@ -49,10 +50,17 @@ PrefixMatch KvCacheManager::find_cached_prefix(std::span<const int32_t> token_id
 }
 
 void KvCacheManager::cache_full_blocks(SequenceId sequence, std::span<const int32_t> token_ids) {
-  if (!device_pool_.prefix_caching_enabled()) return;
   SequenceBlocks& state = running(sequence);
   const int32_t num_full_blocks =
       std::min<int32_t>(static_cast<int32_t>(token_ids.size()), state.num_tokens) / block_size_;
+  if (has_residual()) {
+    // The pass that filled these blocks sealed them; staged blocks are a suffix of the table.
+    for (int32_t index = std::min<int32_t>(num_full_blocks, static_cast<int32_t>(state.block_table.size())) - 1;
+         index >= 0 && device_pool_.staging(state.block_table[index]) >= 0; --index) {
+      device_pool_.release_staging(state.block_table[index]);
+    }
+  }
+  if (!device_pool_.prefix_caching_enabled()) return;
   for (int32_t index = state.num_cached_blocks; index < num_full_blocks; ++index) {
     const uint64_t parent_hash = index == 0 ? kRootBlockHash : state.block_hashes[index - 1];
     const BlockKey key = make_block_key(
@@ -112,7 +120,8 @@ bool KvCacheManager::can_allocate_slots(SequenceId sequence, int32_t num_new_tok
   const std::optional<AllocationPlan> plan = plan_allocation(sequence, num_new_tokens, prefix);
   // Prefix blocks sitting in the free queue leave it when referenced, so they can't also be
   // handed out as new blocks.
-  return plan && plan->num_blocks_to_allocate <= device_pool_.num_free_blocks() - plan->num_prefix_blocks_free;
+  return plan && plan->num_blocks_to_allocate <= device_pool_.num_free_blocks() - plan->num_prefix_blocks_free &&
+         (!has_residual() || plan->num_blocks_to_allocate <= device_pool_.num_free_staging());
 }
 
 bool KvCacheManager::allocate_slots(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix) {
@@ -139,10 +148,18 @@ bool KvCacheManager::allocate_slots(SequenceId sequence, int32_t num_new_tokens,
   }
   std::optional<std::vector<int32_t>> blocks = device_pool_.allocate(plan.num_blocks_to_allocate);
   assert(blocks && "can_allocate_slots promised room");
+  if (has_residual()) {
+    // New blocks are empty, so unsealed until they fill.
+    for (int32_t block : *blocks) {
+      [[maybe_unused]] const bool lent = device_pool_.assign_staging(block);
+      assert(lent && "can_allocate_slots promised staging");
+    }
+  }
   auto next_block = blocks->begin();
   if (plan.copy_on_write) {
     int32_t& shared = state.block_table[state.num_tokens / block_size_];
-    pending_copies_.push_back({BlockCopyDirection::kDeviceToDevice, shared, *next_block});
+    pending_copies_.push_back({BlockCopyDirection::kDeviceToDevice, shared, *next_block,
+                               device_pool_.staging(shared), device_pool_.staging(*next_block)});
     const int32_t released = shared;
     shared = *next_block++;
     // Another table still holds it (ref_count was > 1), so this never frees it.
@@ -168,6 +185,8 @@ void KvCacheManager::truncate(SequenceId sequence, int32_t num_tokens) {
     state.block_table.resize(keep_blocks);
   }
   state.num_tokens = num_tokens;
+  assert((!has_residual() || num_tokens % block_size_ == 0 || device_pool_.staging(state.block_table.back()) >= 0) &&
+         "truncating into a sealed block");
   const int32_t num_full_blocks = num_tokens / block_size_;
   state.num_cached_blocks = std::min(state.num_cached_blocks, num_full_blocks);
   if (static_cast<int32_t>(state.block_hashes.size()) > num_full_blocks) {
@@ -216,14 +235,20 @@ std::optional<std::vector<int32_t>> KvCacheManager::distinct_blocks(std::span<co
   return blocks;
 }
 
+int32_t KvCacheManager::count_staged(const BlockPool& pool, std::span<const int32_t> blocks) const {
+  return static_cast<int32_t>(std::ranges::count_if(blocks, [&](int32_t block) { return pool.staging(block) >= 0; }));
+}
+
 bool KvCacheManager::can_swap_out(std::span<const SequenceId> sequences) const {
   const std::optional<std::vector<int32_t>> blocks = distinct_blocks(sequences, false);
-  return blocks && static_cast<int32_t>(blocks->size()) <= host_pool_.num_free_blocks();
+  return blocks && static_cast<int32_t>(blocks->size()) <= host_pool_.num_free_blocks() &&
+         count_staged(device_pool_, *blocks) <= host_pool_.num_free_staging();
 }
 
 bool KvCacheManager::can_swap_in(std::span<const SequenceId> sequences) const {
   const std::optional<std::vector<int32_t>> blocks = distinct_blocks(sequences, true);
-  return blocks && static_cast<int32_t>(blocks->size()) <= device_pool_.num_free_blocks();
+  return blocks && static_cast<int32_t>(blocks->size()) <= device_pool_.num_free_blocks() &&
+         count_staged(host_pool_, *blocks) <= device_pool_.num_free_staging();
 }
 
 bool KvCacheManager::swap_out(std::span<const SequenceId> sequences) {
@@ -233,7 +258,10 @@ bool KvCacheManager::swap_out(std::span<const SequenceId> sequences) {
   std::unordered_map<int32_t, int32_t> host_of;  // device block -> host block
   for (size_t index = 0; index < device_blocks.size(); ++index) {
     host_of.emplace(device_blocks[index], host_blocks[index]);
-    pending_copies_.push_back({BlockCopyDirection::kDeviceToHost, device_blocks[index], host_blocks[index]});
+    const int32_t staging = device_pool_.staging(device_blocks[index]);
+    if (staging >= 0) host_pool_.assign_staging(host_blocks[index]);
+    pending_copies_.push_back({BlockCopyDirection::kDeviceToHost, device_blocks[index], host_blocks[index], staging,
+                               host_pool_.staging(host_blocks[index])});
   }
   std::vector<char> host_block_referenced(host_pool_.num_blocks(), 0);
   for (SequenceId sequence : sequences) {
@@ -263,7 +291,10 @@ bool KvCacheManager::swap_in(std::span<const SequenceId> sequences) {
   std::unordered_map<int32_t, int32_t> device_of;  // host block -> device block
   for (size_t index = 0; index < host_blocks.size(); ++index) {
     device_of.emplace(host_blocks[index], device_blocks[index]);
-    pending_copies_.push_back({BlockCopyDirection::kHostToDevice, host_blocks[index], device_blocks[index]});
+    const int32_t staging = host_pool_.staging(host_blocks[index]);
+    if (staging >= 0) device_pool_.assign_staging(device_blocks[index]);
+    pending_copies_.push_back({BlockCopyDirection::kHostToDevice, host_blocks[index], device_blocks[index], staging,
+                               device_pool_.staging(device_blocks[index])});
   }
   std::vector<char> device_block_referenced(device_pool_.num_blocks(), 0);
   for (SequenceId sequence : sequences) {
@@ -318,6 +349,17 @@ void KvCacheManager::append_slot_mapping(SequenceId sequence, int32_t first_posi
   for (int32_t position = first_position; position < first_position + count; ++position) {
     slots.push_back(slot(sequence, position));
   }
+}
+
+int32_t KvCacheManager::staged_blocks(SequenceId sequence, std::vector<int32_t>* staging) const {
+  const SequenceBlocks& state = at(sequence);
+  const std::vector<int32_t>& table = state.block_table;
+  int32_t first = static_cast<int32_t>(table.size());
+  while (first > 0 && device_pool_.staging(table[first - 1]) >= 0) --first;
+  if (staging != nullptr) {
+    for (size_t index = first; index < table.size(); ++index) staging->push_back(device_pool_.staging(table[index]));
+  }
+  return first;
 }
 
 KvCacheMetrics KvCacheManager::metrics() const {
@@ -380,6 +422,22 @@ Status KvCacheManager::check_tables(const BlockPool& pool, bool host) const {
   return Status::ok();
 }
 
+Status KvCacheManager::check_staging(SequenceId id, const SequenceBlocks& state) const {
+  if (!has_residual()) return Status::ok();
+  const BlockPool& pool = state.swapped ? host_pool_ : device_pool_;
+  const std::vector<int32_t>& table = state.swapped ? state.host_block_table : state.block_table;
+  bool staged = false;
+  for (size_t index = 0; index < table.size(); ++index) {
+    const bool this_staged = pool.staging(table[index]) >= 0;
+    if (staged && !this_staged) return Status::error(sequence_name(id) + ": a sealed block after an unsealed one");
+    staged = this_staged;
+  }
+  if (state.num_tokens % block_size_ != 0 && !staged) {
+    return Status::error(sequence_name(id) + ": its partial last block is sealed");
+  }
+  return Status::ok();
+}
+
 Status KvCacheManager::check_invariants() const {
   for (const BlockPool* pool : {&device_pool_, &host_pool_}) {
     if (Status status = pool->check_invariants(); !status) return status;
@@ -397,6 +455,7 @@ Status KvCacheManager::check_invariants() const {
         state.num_cached_blocks > static_cast<int32_t>(state.block_hashes.size())) {
       return Status::error(sequence_name(id) + ": more blocks cached than full");
     }
+    if (Status status = check_staging(id, state); !status) return status;
     if (state.swapped) continue;
     for (int32_t index = 0; index < state.num_cached_blocks; ++index) {
       if (device_pool_.block_hash(state.block_table[index]) != state.block_hashes[index]) {

@@ -19,6 +19,13 @@
 //              at slot_mapping(id, first_new_position, chunk)
 //   after:     cache_full_blocks(id, tokens whose K/V are computed)
 //   finished:  free(id)
+//
+// With a residual format (KIVI) every block is unsealed while it fills: its tokens live in a
+// staging block it borrows from the pool (allocate_slots lends one to each new block, and
+// copy-on-write, swap out and swap in move it with the block), and the forward pass that fills
+// it seals it (quantizes the staging into the block's bytes); cache_full_blocks then returns
+// the staging block. Unsealed blocks are always the last ones of a table (staged_blocks), and
+// full blocks, the only ones the prefix cache hands out, are sealed.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +48,10 @@ struct KvCacheConfig {
   int32_t block_size = 16;      // tokens per block
   int32_t num_host_blocks = 0;  // host swap blocks, null block included; <= 1: no swapping
   bool enable_prefix_caching = true;
+  // Residual formats (kv_format.h): staging blocks lent to unsealed blocks, on the device and
+  // for swapped sequences on the host. 0 for the formats without a residual.
+  int32_t num_staging_blocks = 0;
+  int32_t num_host_staging_blocks = 0;
 };
 
 // The longest cached prefix of a token list: full blocks only, and never all of the tokens
@@ -91,8 +102,8 @@ class KvCacheManager {
   PrefixMatch find_cached_prefix(std::span<const int32_t> token_ids, uint64_t extra_key = kNoExtraKey) const;
 
   // After the forward pass: makes the sequence's newly filled full blocks findable. token_ids
-  // are its tokens from position 0 whose K/V are now computed (more are ignored). No-op when
-  // prefix caching is off.
+  // are its tokens from position 0 whose K/V are now computed (more are ignored). With a
+  // residual format it also takes back the staging blocks of blocks the pass sealed.
   void cache_full_blocks(SequenceId sequence, std::span<const int32_t> token_ids);
 
   // ---- allocation ---------------------------------------------------------------------
@@ -113,7 +124,9 @@ class KvCacheManager {
   bool allocate_slots(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix = {});
 
   // Gives back slots past num_tokens (rejected speculative tokens), freeing blocks left empty.
-  // The new last block may stay findable (its K/V are still right) until it is written.
+  // The new last block may stay findable (its K/V are still right) until it is written. With a
+  // residual format the new last block must still be unsealed (a sealed block's fp16 tokens are
+  // gone).
   void truncate(SequenceId sequence, int32_t num_tokens);
 
   // Releases a finished, aborted or preempted (by recompute) sequence's blocks, last block
@@ -151,6 +164,10 @@ class KvCacheManager {
   // Appends the slots of positions [first_position, first_position + count).
   void append_slot_mapping(SequenceId sequence, int32_t first_position, int32_t count,
                            std::vector<int32_t>& slots) const;
+  // Residual formats: the index of the sequence's first unsealed block (the table's size when
+  // none is), and the staging blocks of blocks [that index, table size) appended to `staging`.
+  int32_t staged_blocks(SequenceId sequence, std::vector<int32_t>* staging = nullptr) const;
+  bool has_residual() const { return device_pool_.num_staging() > 0; }
 
   KvCacheMetrics metrics() const;
 
@@ -172,6 +189,7 @@ class KvCacheManager {
 
   struct AllocationPlan {
     int32_t num_blocks_to_allocate = 0;  // new table entries, plus one for copy-on-write
+                                         // (each lent a staging block with a residual format)
     int32_t num_prefix_blocks_free = 0;  // prefix blocks that now sit in the free queue
     bool copy_on_write = false;
   };
@@ -184,6 +202,10 @@ class KvCacheManager {
   SequenceBlocks& running(SequenceId sequence);
   const SequenceBlocks& at(SequenceId sequence) const;
   Status check_tables(const BlockPool& pool, bool host) const;
+  // Unsealed blocks form a suffix of the table that contains its partial last block.
+  Status check_staging(SequenceId id, const SequenceBlocks& state) const;
+  // Distinct blocks among `blocks` that hold a staging block.
+  int32_t count_staged(const BlockPool& pool, std::span<const int32_t> blocks) const;
 
   int32_t block_size_;
   BlockPool device_pool_;

@@ -20,10 +20,14 @@ struct KvCacheShape {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   KvFormat format = KvFormat::kFp16;
+  int32_t num_staging_blocks = 0;  // residual formats: fp16 blocks for unsealed tokens
 
   // One layer's K (or V) of one block.
   size_t half_block_bytes() const { return kv_block_bytes(format, block_size, num_kv_heads, head_dim); }
   size_t bytes_per_block() const { return 2ull * num_layers * half_block_bytes(); }  // K and V, all layers
+  // One layer's K (or V) of one staging block, and K and V of all layers.
+  size_t half_staging_bytes() const { return kv_block_bytes(KvFormat::kFp16, block_size, num_kv_heads, head_dim); }
+  size_t bytes_per_staging_block() const { return 2ull * num_layers * half_staging_bytes(); }
 };
 
 class KvCacheStorage {
@@ -32,7 +36,7 @@ class KvCacheStorage {
 
   const KvCacheShape& shape() const { return shape_; }
   KvLayerView layer(int32_t index);
-  size_t bytes() const { return k_.size() + v_.size(); }
+  size_t bytes() const { return k_.size() + v_.size() + staging_k_.size() + staging_v_.size(); }
 
   // One layer's K (or V) of one block: half_block_bytes() bytes in the format's layout.
   std::span<uint8_t> block_keys(int32_t layer, int32_t block);
@@ -40,15 +44,26 @@ class KvCacheStorage {
   std::span<const uint8_t> block_keys(int32_t layer, int32_t block) const;
   std::span<const uint8_t> block_values(int32_t layer, int32_t block) const;
 
+  // One layer's K (or V) of one staging block (fp16, residual formats only).
+  std::span<uint8_t> staging_keys(int32_t layer, int32_t staging);
+  std::span<uint8_t> staging_values(int32_t layer, int32_t staging);
+  std::span<const uint8_t> staging_keys(int32_t layer, int32_t staging) const;
+  std::span<const uint8_t> staging_values(int32_t layer, int32_t staging) const;
+
   // Copies block src's K and V, every layer, into block dst: copy-on-write of a shared block.
   void copy_block(int32_t src_block, int32_t dst_block);
+  // The same for staging blocks: copy-on-write of a shared unsealed block.
+  void copy_staging(int32_t src_staging, int32_t dst_staging);
 
  private:
   size_t block_offset(int32_t layer, int32_t block) const;
+  size_t staging_offset(int32_t layer, int32_t staging) const;
 
   KvCacheShape shape_;
   ZeroedArray<uint8_t> k_;  // (num_layers, num_blocks, half_block_bytes)
   ZeroedArray<uint8_t> v_;  // (num_layers, num_blocks, half_block_bytes)
+  ZeroedArray<uint8_t> staging_k_;  // (num_layers, num_staging_blocks, half_staging_bytes)
+  ZeroedArray<uint8_t> staging_v_;
 };
 
 }  // namespace folio

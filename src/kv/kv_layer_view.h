@@ -22,6 +22,13 @@ struct KvLayerView {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   KvFormat format = KvFormat::kFp16;
+  // Residual formats only (kv_format_has_residual): num_staging fp16 blocks laid out as an fp16
+  // cache's blocks ([block_size][num_kv_heads][head_dim] halves each), where an unsealed block's
+  // tokens live until the block fills and is quantized into its own bytes. Which staging block
+  // belongs to which block is the KV manager's business (AttentionSequence::staging).
+  uint16_t* staging_k = nullptr;
+  uint16_t* staging_v = nullptr;
+  int32_t num_staging = 0;
 
   FOLIO_KV_HD size_t block_bytes() const { return kv_block_bytes(format, block_size, num_kv_heads, head_dim); }
 
@@ -42,6 +49,24 @@ struct KvLayerView {
   FOLIO_KV_HD size_t scale_offset(int32_t block, int32_t in_block, int32_t head) const {
     return static_cast<size_t>(block) * block_bytes() + static_cast<size_t>(block_size) * num_kv_heads * head_dim +
            (static_cast<size_t>(in_block) * num_kv_heads + head) * sizeof(float);
+  }
+  // KIVI keys: byte offset of (block, head, token group g): codes [head_dim][32 tokens], then
+  // scale [head_dim] and minimum [head_dim] fp16.
+  FOLIO_KV_HD size_t kivi_key_group_offset(int32_t block, int32_t head, int32_t group) const {
+    const size_t group_bytes = static_cast<size_t>(head_dim) * (kKiviGroup * kivi_bits(format) / 8 + 4);
+    return static_cast<size_t>(block) * block_bytes() +
+           (static_cast<size_t>(head) * (block_size / kKiviGroup) + group) * group_bytes;
+  }
+  // KIVI values: byte offset of the row (block, in_block, head): codes [head_dim] packed, then
+  // scale [head_dim / 32] and minimum [head_dim / 32] fp16.
+  FOLIO_KV_HD size_t kivi_value_row_offset(int32_t block, int32_t in_block, int32_t head) const {
+    return static_cast<size_t>(block) * block_bytes() +
+           (static_cast<size_t>(in_block) * num_kv_heads + head) * kv_row_bytes(format, head_dim);
+  }
+  // The fp16 row (staging block, offset in it, head) of K (which = 0) or V (which = 1).
+  FOLIO_KV_HD uint16_t* staging_row(int which, int32_t staging, int32_t in_block, int32_t head) const {
+    return (which == 0 ? staging_k : staging_v) +
+           ((static_cast<size_t>(staging) * block_size + in_block) * num_kv_heads + head) * head_dim;
   }
   // fp16 only: the halves of K (or V) of one token, all heads.
   FOLIO_KV_HD uint16_t* fp16_keys() const { return reinterpret_cast<uint16_t*>(k); }

@@ -7,6 +7,7 @@
 
 #include "core/fp16.h"
 #include "core/fp16_rows.h"
+#include "kv/kivi.h"
 
 namespace folio {
 
@@ -77,6 +78,7 @@ void kv_dequantize_row(KvFormat format, const uint8_t* values, float scale, int3
 }
 
 void kv_store_row(const KvLayerView& cache, int which, int64_t slot, int32_t head, const float* x) {
+  assert(!kv_format_is_kivi(cache.format) && "KIVI rows are written to staging and sealed a block at a time");
   uint8_t* base = which == 0 ? cache.k : cache.v;
   uint8_t* values = base + cache.value_offset(slot, head);
   if (cache.format == KvFormat::kFp16) {
@@ -89,6 +91,16 @@ void kv_store_row(const KvLayerView& cache, int which, int64_t slot, int32_t hea
 }
 
 void kv_load_row(const KvLayerView& cache, int which, int64_t slot, int32_t head, float* out) {
+  if (kv_format_is_kivi(cache.format)) {  // a sealed block
+    const auto block = static_cast<int32_t>(slot / cache.block_size);
+    const auto in_block = static_cast<int32_t>(slot % cache.block_size);
+    if (which == 0) {
+      kivi_load_key_row(cache, block, in_block, head, out);
+    } else {
+      kivi_load_value_row(cache, block, in_block, head, out);
+    }
+    return;
+  }
   const uint8_t* base = which == 0 ? cache.k : cache.v;
   const uint8_t* values = base + cache.value_offset(slot, head);
   if (cache.format == KvFormat::kFp16) {

@@ -28,7 +28,7 @@ void kv_dequantize_row(KvFormat format, const uint8_t* values, float scale, int3
 
 // Stores one row (slot, head) of K (which = 0) or V (which = 1) in the view's format.
 void kv_store_row(const KvLayerView& cache, int which, int64_t slot, int32_t head, const float* x);
-// Reads one row back as floats (what attention computes with).
+// Reads one row back as floats (what attention computes with); for KIVI, from a sealed block.
 void kv_load_row(const KvLayerView& cache, int which, int64_t slot, int32_t head, float* out);
 
 }  // namespace folio

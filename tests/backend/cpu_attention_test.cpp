@@ -1,7 +1,10 @@
 // Paged attention (online softmax over cache blocks) against the float64 full-softmax
 // reference run on the dequantized cache, on random varlen batches: prefill chunks and decode
 // tokens mixed, scattered block tables, GQA ratios, block sizes, lengths from 1 to 8,192, and
-// every cache format (fp16, fp8, int8), the quantized ones with an outlier channel in K.
+// every cache format (fp16, fp8, int8, kivi4, kivi2), the quantized ones with an outlier channel
+// in K. KIVI caches are built as a pass leaves them: each sequence's blocks from the one holding
+// its first query token on are unsealed (fp16 in staging), the ones before the last also sealed,
+// so rows see earlier blocks quantized and their own block in fp16 across residual boundaries.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 
 #include "backend/cpu/cpu_attention.h"
 #include "core/fp16.h"
+#include "kv/kivi.h"
 #include "kv/kv_quant.h"
 
 namespace folio::cpu {
@@ -34,15 +38,33 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format 
     total_queries += query;
   }
   total_blocks += 3;  // spare blocks nobody owns: garbage must not leak in
+  const bool residual = kv_format_has_residual(format);
   const size_t bytes = static_cast<size_t>(total_blocks) * kv_block_bytes(format, c.block_size, c.num_kv_heads, c.head_dim);
   std::vector<uint8_t> k(bytes), v(bytes);
+  // KIVI: one staging block per block (the test can afford it), staging id = block id.
+  const size_t staging_halves =
+      residual ? static_cast<size_t>(total_blocks) * c.block_size * c.num_kv_heads * c.head_dim : 0;
+  std::vector<uint16_t> staging_k(staging_halves), staging_v(staging_halves);
   KvLayerView cache{k.data(), v.data(), total_blocks, c.block_size, c.num_kv_heads, c.head_dim, format};
+  if (residual) {
+    cache.staging_k = staging_k.data();
+    cache.staging_v = staging_v.data();
+    cache.num_staging = total_blocks;
+  }
   std::vector<float> row(static_cast<size_t>(c.head_dim));
   const int32_t outlier = static_cast<int32_t>(seed % static_cast<uint32_t>(c.head_dim));
   for (int64_t slot = 0; slot < static_cast<int64_t>(total_blocks) * c.block_size; ++slot) {
     for (int32_t h = 0; h < c.num_kv_heads; ++h) {
       for (float& x : row) x = normal(rng) * 2.0f;
       row[static_cast<size_t>(outlier)] *= 8.0f;  // a key channel far larger than the rest, as in real models
+      if (residual) {
+        const auto block = static_cast<int32_t>(slot / c.block_size);
+        const auto in_block = static_cast<int32_t>(slot % c.block_size);
+        for (int32_t d = 0; d < c.head_dim; ++d) cache.staging_row(0, block, in_block, h)[d] = fp32_to_fp16(row[d]);
+        for (float& x : row) x = normal(rng);
+        for (int32_t d = 0; d < c.head_dim; ++d) cache.staging_row(1, block, in_block, h)[d] = fp32_to_fp16(row[d]);
+        continue;
+      }
       kv_store_row(cache, 0, slot, h, row.data());
       for (float& x : row) x = normal(rng);
       kv_store_row(cache, 1, slot, h, row.data());
@@ -54,17 +76,29 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format 
   std::iota(free_blocks.begin(), free_blocks.end(), 0);
   std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
   std::vector<std::vector<int32_t>> tables;
+  std::vector<std::vector<int32_t>> stagings;
   std::vector<AttentionSequence> sequences;
   int32_t query_start = 0;
   size_t next_block = 0;
   for (auto [context, query] : c.sequences) {
     std::vector<int32_t> table((context + c.block_size - 1) / c.block_size);
     for (int32_t& b : table) b = free_blocks[next_block++];
+    const int32_t first_staged = residual ? (context - query) / c.block_size : static_cast<int32_t>(table.size());
+    std::vector<int32_t> staging;
+    for (int32_t index = 0; index < static_cast<int32_t>(table.size()); ++index) {
+      // Blocks before the last are whole: sealed (those from first_staged on keep staging too).
+      if (residual && index + 1 < static_cast<int32_t>(table.size())) kivi_seal_block(cache, table[index], table[index]);
+      if (index >= first_staged) staging.push_back(table[index]);
+    }
     tables.push_back(std::move(table));
-    sequences.push_back({query_start, query, context, {}});
+    stagings.push_back(std::move(staging));
+    sequences.push_back({query_start, query, context, {}, first_staged, {}});
     query_start += query;
   }
-  for (size_t i = 0; i < sequences.size(); ++i) sequences[i].block_table = tables[i];
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    sequences[i].block_table = tables[i];
+    sequences[i].staging = stagings[i];
+  }
 
   std::vector<float> q(static_cast<size_t>(total_queries) * c.num_heads * c.head_dim);
   for (float& x : q) x = normal(rng);
@@ -105,6 +139,29 @@ TEST(CpuAttention, MatchesFloat64ReferenceOnRandomVarlenBatches) {
   }
 }
 
+TEST(CpuAttention, KiviMatchesFloat64ReferenceAcrossResidualBoundaries) {
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  const int32_t gqa_shapes[][3] = {{4, 4, 32}, {8, 2, 64}, {9, 3, 64}, {16, 2, 128}};
+  const int32_t block_sizes[] = {32, 64, 128};
+  for (int trial = 0; trial < 12; ++trial) {
+    const auto& shape = gqa_shapes[trial % 4];
+    Case c{shape[0], shape[1], shape[2], block_sizes[trial % 3], {}};
+    const int num_sequences = 1 + static_cast<int>(rng() % 4);
+    for (int s = 0; s < num_sequences; ++s) {
+      const int32_t context = 1 + static_cast<int32_t>(rng() % 500);
+      const int32_t kind = static_cast<int32_t>(rng() % 3);
+      const int32_t query = kind == 0 ? 1 : kind == 1 ? 1 + static_cast<int32_t>(rng() % context) : context;
+      c.sequences.push_back({context, query});
+    }
+    // Exact boundaries: a decode token opening a block, one closing it, a chunk ending on one.
+    c.sequences.push_back({c.block_size + 1, 1});
+    c.sequences.push_back({2 * c.block_size, 1});
+    c.sequences.push_back({3 * c.block_size, c.block_size + 5});
+    check_case(c, 300 + trial, pool, trial % 2 == 0 ? KvFormat::kKivi4 : KvFormat::kKivi2);
+  }
+}
+
 TEST(CpuAttention, LongContexts) {
   ThreadPool pool(2);
   check_case({8, 2, 64, 16, {{8192, 1}, {4096, 3}}}, 1, pool);
@@ -113,6 +170,10 @@ TEST(CpuAttention, LongContexts) {
   for (KvFormat format : {KvFormat::kFp8E4M3, KvFormat::kInt8}) {
     check_case({8, 2, 64, 16, {{4096, 1}, {1000, 3}}}, 4, pool, format);
     check_case({32, 8, 128, 16, {{600, 40}, {2049, 1}}}, 5, pool, format);
+  }
+  for (KvFormat format : {KvFormat::kKivi4, KvFormat::kKivi2}) {
+    check_case({8, 2, 64, 128, {{4096, 1}, {1000, 3}}}, 6, pool, format);
+    check_case({32, 8, 128, 32, {{600, 40}, {2049, 1}}}, 7, pool, format);
   }
 }
 

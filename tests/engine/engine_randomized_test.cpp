@@ -100,17 +100,23 @@ class TinyEngineTest : public ::testing::Test {
     auto tiny = testing::TinyModel::create();
     ASSERT_TRUE(tiny) << tiny.error();
     tiny_ = std::move(tiny).value().release();
+    // KIVI groups 32 channels: the same model shape with 32-wide heads (2 query heads over 1 KV head).
+    auto wide = testing::TinyModel::create({.head_count = 2, .head_count_kv = 1, .rope_dimension_count = 32});
+    ASSERT_TRUE(wide) << wide.error();
+    wide_ = std::move(wide).value().release();
     backend_ = new cpu::CpuBackend(1);
   }
   static void TearDownTestSuite() {
     delete backend_;
     delete tiny_;
+    delete wide_;
+    wide_ = nullptr;
     backend_ = nullptr;
     tiny_ = nullptr;
   }
 
   static int64_t block_bytes(int32_t block_size, KvFormat format = KvFormat::kFp16) {
-    return kv_bytes_per_block(tiny_->model().config(), block_size, format);
+    return kv_bytes_per_block(model_for(format).config(), block_size, format);
   }
 
   // The engine's knobs and the CPU executor's pool.
@@ -129,11 +135,31 @@ class TinyEngineTest : public ::testing::Test {
     setup.config.scheduler.preemption_mode = c.preemption_mode;
     setup.config.scheduler.max_num_batched_tokens = c.max_num_batched_tokens;
     setup.config.scheduler.max_num_seqs = c.max_num_seqs;
+    add_staging(setup);
     return setup;
   }
 
+  static ModelWeights& model_for(KvFormat format) {
+    return kv_format_has_residual(format) ? wide_->model() : tiny_->model();
+  }
+
+  // Residual formats' staging blocks come out of the pool's budget: add them on top.
+  static void add_staging(Setup& setup) {
+    if (!kv_format_has_residual(setup.kv.format)) return;
+    setup.kv.num_staging_blocks = kv_staging_blocks_for(
+        setup.config.scheduler.max_num_seqs, setup.config.scheduler.max_num_batched_tokens, setup.kv.block_size);
+    const int64_t staging_bytes =
+        static_cast<int64_t>(setup.kv.num_staging_blocks) *
+        static_cast<int64_t>(kv_cache_shape(model_for(setup.kv.format).config(), 1, setup.kv.block_size,
+                                            setup.kv.format)
+                                 .bytes_per_staging_block());
+    setup.kv.kv_cache_bytes += staging_bytes;
+    if (setup.kv.swap_space_bytes > 0) setup.kv.swap_space_bytes += staging_bytes;
+  }
+
   static std::unique_ptr<testing::CpuEngine> make_engine(const Setup& setup) {
-    return std::make_unique<testing::CpuEngine>(tiny_->model(), *backend_, tiny_->tokenizer(), setup.config, setup.kv);
+    return std::make_unique<testing::CpuEngine>(model_for(setup.kv.format), *backend_, tiny_->tokenizer(),
+                                                setup.config, setup.kv);
   }
 
   // Folds one step's outputs into the tracked requests, checking what the API promises.
@@ -214,6 +240,7 @@ class TinyEngineTest : public ::testing::Test {
     setup.kv.block_size = block_size;
     setup.kv.format = format;
     setup.kv.kv_cache_bytes = (8192 / block_size) * block_bytes(block_size, format);
+    add_staging(setup);
     auto cpu = make_engine(setup);
     Engine& engine = cpu->engine;
     std::map<RequestId, Tracked> tracked;
@@ -247,6 +274,7 @@ class TinyEngineTest : public ::testing::Test {
   }
 
   static inline testing::TinyModel* tiny_ = nullptr;
+  static inline testing::TinyModel* wide_ = nullptr;
   static inline cpu::CpuBackend* backend_ = nullptr;
 };
 
@@ -525,7 +553,12 @@ INSTANTIATE_TEST_SUITE_P(
         RandomizedEngineConfig{"Block16PrefixSwapFp8", 16, true, PreemptionMode::kSwap, 16, 32, 40, 16, true, 7,
                                KvFormat::kFp8E4M3},
         RandomizedEngineConfig{"Block4PrefixRecomputeInt8", 4, true, PreemptionMode::kRecompute, 64, 0, 48, 16,
-                               kBeamSearchWithRecompute, 8, KvFormat::kInt8}),
+                               kBeamSearchWithRecompute, 8, KvFormat::kInt8},
+        // KIVI: blocks of 32 (the residual window), unsealed ones moving with their staging.
+        RandomizedEngineConfig{"Block32PrefixSwapKivi4", 32, true, PreemptionMode::kSwap, 10, 8, 40, 16, true, 9,
+                               KvFormat::kKivi4},
+        RandomizedEngineConfig{"Block32PrefixRecomputeKivi2", 32, true, PreemptionMode::kRecompute, 10, 0, 48, 16,
+                               kBeamSearchWithRecompute, 10, KvFormat::kKivi2}),
     [](const ::testing::TestParamInfo<RandomizedEngineConfig>& info) { return std::string(info.param.name); });
 
 // Minimal cases of the engine bugs the randomized test found (beam search under preemption, and

@@ -9,6 +9,7 @@
 #include "backend/cpu/quant/quant_kernels.h"
 #include "core/fp16.h"
 #include "core/fp16_rows.h"
+#include "kv/kivi.h"
 #include "kv/kv_quant.h"
 
 namespace folio::cpu {
@@ -58,6 +59,24 @@ void paged_attention(const AttentionBatch& batch, const KvLayerView& cache, Thre
   });
 }
 
+namespace {
+
+// Key or value j of a sequence as the query at `position` sees it (residual formats: its own
+// block in fp16 from staging, earlier blocks quantized).
+void reference_row(const KvLayerView& cache, const AttentionSequence& seq, int which, int32_t j, int32_t position,
+                   int32_t kv_head, float* out) {
+  const int32_t index = j / cache.block_size;
+  if (kv_format_has_residual(cache.format) && index == position / cache.block_size) {
+    const int32_t staging = seq.staging[static_cast<size_t>(index - seq.first_staged_block)];
+    fp16_to_fp32_row(cache.staging_row(which, staging, j % cache.block_size, kv_head), out, cache.head_dim);
+    return;
+  }
+  const int32_t slot = seq.block_table[index] * cache.block_size + j % cache.block_size;
+  kv_load_row(cache, which, slot, kv_head, out);
+}
+
+}  // namespace
+
 void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& cache) {
   const int32_t head_dim = cache.head_dim;
   const int32_t group = batch.num_heads / cache.num_kv_heads;
@@ -72,8 +91,7 @@ void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& c
         std::vector<double> scores(position + 1);
         double max_score = -std::numeric_limits<double>::infinity();
         for (int32_t j = 0; j <= position; ++j) {
-          const int32_t slot = seq.block_table[j / cache.block_size] * cache.block_size + j % cache.block_size;
-          kv_load_row(cache, 0, slot, kv_head, row.data());
+          reference_row(cache, seq, 0, j, position, kv_head, row.data());
           double s = 0.0;
           for (int32_t d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * row[d];
           scores[j] = s * batch.scale;
@@ -83,8 +101,7 @@ void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& c
         for (double& s : scores) sum += (s = std::exp(s - max_score));
         std::vector<double> out(head_dim, 0.0);
         for (int32_t j = 0; j <= position; ++j) {
-          const int32_t slot = seq.block_table[j / cache.block_size] * cache.block_size + j % cache.block_size;
-          kv_load_row(cache, 1, slot, kv_head, row.data());
+          reference_row(cache, seq, 1, j, position, kv_head, row.data());
           for (int32_t d = 0; d < head_dim; ++d) out[d] += scores[j] / sum * row[d];
         }
         float* dst = batch.out + (static_cast<size_t>(token) * batch.num_heads + h) * head_dim;

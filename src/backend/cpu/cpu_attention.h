@@ -15,7 +15,7 @@ void paged_attention(const AttentionBatch& batch, const KvLayerView& cache, Thre
 
 // Floats of scratch one tile of `rows` query rows needs.
 inline size_t attention_tile_scratch_floats(int32_t rows, int32_t head_dim, int32_t block_size) {
-  return static_cast<size_t>(rows) * (head_dim + 2) + block_size + 2 * static_cast<size_t>(block_size) * head_dim +
+  return static_cast<size_t>(rows) * (head_dim + 2) + block_size + 4 * static_cast<size_t>(block_size) * head_dim +
          head_dim;
 }
 

@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_attention.h"
 #include "core/fp16_rows.h"
+#include "kv/kivi.h"
 #include "kv/kv_quant.h"
 
 namespace folio::cpu {

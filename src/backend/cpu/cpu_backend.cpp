@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_attention.h"
+#include "kv/kivi.h"
 #include "core/fp16_rows.h"
 #include "kv/kv_quant.h"
 
@@ -139,6 +140,15 @@ void CpuBackend::rope(float* x, std::span<const int32_t> positions, int32_t num_
 void CpuBackend::write_kv(const KvLayerView& cache, const float* k, const float* v,
                           std::span<const int32_t> slot_mapping) {
   const size_t token_elems = static_cast<size_t>(cache.num_kv_heads) * cache.head_dim;
+  if (kv_format_has_residual(cache.format)) {  // new tokens wait in fp16 in their staging blocks
+    for (size_t t = 0; t < slot_mapping.size(); ++t) {
+      const int32_t slot = slot_mapping[t];
+      assert(slot >= 0 && slot < cache.num_staging * cache.block_size);
+      fp32_to_fp16_row(k + t * token_elems, cache.staging_k + slot * token_elems, static_cast<int64_t>(token_elems));
+      fp32_to_fp16_row(v + t * token_elems, cache.staging_v + slot * token_elems, static_cast<int64_t>(token_elems));
+    }
+    return;
+  }
   for (size_t t = 0; t < slot_mapping.size(); ++t) {
     const int32_t slot = slot_mapping[t];
     assert(slot >= 0 && slot < cache.num_blocks * cache.block_size);
@@ -153,6 +163,13 @@ void CpuBackend::write_kv(const KvLayerView& cache, const float* k, const float*
       kv_store_row(cache, 1, slot, h, v + t * token_elems + static_cast<size_t>(h) * cache.head_dim);
     }
   }
+}
+
+void CpuBackend::seal_kv(const KvLayerView& cache, std::span<const KvSeal> seals) {
+  if (seals.empty()) return;
+  pool_.parallel_for(static_cast<int64_t>(seals.size()), [&](int, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) kivi_seal_block(cache, seals[i].block, seals[i].staging);
+  });
 }
 
 void CpuBackend::attention(const AttentionBatch& batch, const KvLayerView& cache) {

@@ -34,6 +34,7 @@ class CpuBackend final : public Backend {
             const RopeParams& params) override;
   void write_kv(const KvLayerView& cache, const float* k, const float* v,
                 std::span<const int32_t> slot_mapping) override;
+  void seal_kv(const KvLayerView& cache, std::span<const KvSeal> seals) override;
   void attention(const AttentionBatch& batch, const KvLayerView& cache) override;
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   void add(float* x, const float* y, int64_t n) override;

@@ -5,26 +5,46 @@
 
 namespace folio::cpu {
 
+namespace {
+
+// Residual formats take their staging blocks out of each budget first.
+int64_t budget_after_staging(int64_t budget, const ModelConfig& config, const KvCacheOptions& kv) {
+  const int64_t staging_bytes =
+      static_cast<int64_t>(kv_staging_blocks(kv)) *
+      static_cast<int64_t>(kv_cache_shape(config, 1, kv.block_size, kv.format).bytes_per_staging_block());
+  return budget - staging_bytes;
+}
+
+}  // namespace
+
 CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32_t num_blocks, int32_t block_size,
-                         int32_t num_host_blocks, KvFormat format)
+                         int32_t num_host_blocks, KvFormat format, int32_t num_staging_blocks)
     : weights_(weights),
       backend_(backend),
-      storage_(kv_cache_shape(weights.config(), num_blocks, block_size, format)),
-      host_pool_(num_host_blocks > 1 ? std::make_unique<HostKvPool>(storage_.shape(), num_host_blocks) : nullptr) {}
+      storage_(kv_cache_shape(weights.config(), num_blocks, block_size, format,
+                              !kv_format_has_residual(format) ? 0
+                              : num_staging_blocks > 0        ? num_staging_blocks
+                                                              : kv_staging_blocks_for(64, 512, block_size))),
+      host_pool_(num_host_blocks > 1 ? std::make_unique<HostKvPool>(storage_.shape(), num_host_blocks,
+                                                                     storage_.shape().num_staging_blocks)
+                                     : nullptr) {}
 
 CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const KvCacheOptions& kv)
-    : CpuExecutor(
-          weights, backend,
-          std::max(1, kv_blocks_for_budget(kv.kv_cache_bytes,
-                                           kv_bytes_per_block(weights.config(), kv.block_size, kv.format))),
-          kv.block_size,
-          kv_blocks_for_budget(kv.swap_space_bytes, kv_bytes_per_block(weights.config(), kv.block_size, kv.format)),
-          kv.format) {}
+    : CpuExecutor(weights, backend,
+                  std::max(1, kv_blocks_for_budget(budget_after_staging(kv.kv_cache_bytes, weights.config(), kv),
+                                                   kv_bytes_per_block(weights.config(), kv.block_size, kv.format))),
+                  kv.block_size,
+                  kv_blocks_for_budget(budget_after_staging(kv.swap_space_bytes, weights.config(), kv),
+                                       kv_bytes_per_block(weights.config(), kv.block_size, kv.format)),
+                  kv.format, kv_staging_blocks(kv)) {}
 
 KvPoolLayout CpuExecutor::kv_pool() const {
   const KvCacheShape& shape = storage_.shape();
-  return KvPoolLayout{shape.num_blocks, shape.block_size, host_pool_ ? host_pool_->num_blocks() : 0,
+  KvPoolLayout layout{shape.num_blocks, shape.block_size, host_pool_ ? host_pool_->num_blocks() : 0,
                       static_cast<int64_t>(shape.bytes_per_block()), shape.format};
+  layout.num_staging_blocks = shape.num_staging_blocks;
+  layout.num_host_staging_blocks = host_pool_ ? host_pool_->num_staging() : 0;
+  return layout;
 }
 
 Capabilities CpuExecutor::capabilities() const {

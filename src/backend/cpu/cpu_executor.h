@@ -21,7 +21,7 @@ class CpuExecutor final : public Executor {
   // num_blocks and num_host_blocks count the null block; num_host_blocks <= 1: no swap pool.
   // The weights and the backend must outlive the executor.
   CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32_t num_blocks, int32_t block_size,
-              int32_t num_host_blocks, KvFormat format = KvFormat::kFp16);
+              int32_t num_host_blocks, KvFormat format = KvFormat::kFp16, int32_t num_staging_blocks = 0);
   // Pools sized from byte budgets (executor/kv_pool_sizing.h).
   CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const KvCacheOptions& kv);
 

@@ -56,7 +56,9 @@ void CpuForward::rope_and_store_kv(int32_t layer, const RopeSpec& spec) {
                         factors.empty() ? nullptr : factors.data()};
   backend_.rope(a_.q.data(), batch_.positions, c_.num_heads, c_.head_dim, rope);
   backend_.rope(a_.k.data(), batch_.positions, c_.num_kv_heads, c_.head_dim, rope);
-  backend_.write_kv(cache_.layer(layer), a_.k.data(), a_.v.data(), batch_.slot_mapping);
+  const KvLayerView cache = cache_.layer(layer);
+  backend_.write_kv(cache, a_.k.data(), a_.v.data(), batch_.slot_mapping);
+  backend_.seal_kv(cache, batch_.seals);
 }
 
 void CpuForward::attend(int32_t layer, float scale) {

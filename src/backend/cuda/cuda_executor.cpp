@@ -33,6 +33,10 @@ constexpr size_t kReserveBytes = size_t{512} << 20;
 
 Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights& weights,
                                                              const CudaExecutorOptions& options) {
+  if (kv_format_has_residual(options.kv_format)) {
+    return Status::error("--kv-cache-dtype " + std::string(kv_format_name(options.kv_format)) +
+                         ": the CUDA kernels for this format are not written yet");
+  }
   std::unique_ptr<CudaExecutor> e(new CudaExecutor());
   e->options_ = options;
   if (Status s = cuda_status(cudaSetDevice(options.device), "selecting the device"); !s) return s;

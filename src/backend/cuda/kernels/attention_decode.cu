@@ -384,6 +384,9 @@ void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int
     case KvFormat::kInt8:
       return launch_decode_format<kHeadDim, kGroup, KvFormat::kInt8>(args, policy, grid_splits, partial_out,
                                                                      partial_stats, stream);
+    case KvFormat::kKivi4:
+    case KvFormat::kKivi2:
+      break;  // CudaExecutor::create refuses the KIVI formats (no CUDA kernels for them yet)
   }
 }
 
