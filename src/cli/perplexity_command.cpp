@@ -32,10 +32,12 @@ ExecutorRequest perplexity_executor(const PerplexityOptions& options, const Mode
   ExecutorRequest request;
   request.device = options.device.device;
   request.kv.format = format;
-  const int32_t blocks = (options.context + request.kv.block_size - 1) / request.kv.block_size;
-  request.kv.kv_cache_bytes = blocks * kv_bytes_per_block(config, request.kv.block_size, request.kv.format);
-  request.kv_size_given = true;
+  request.kv.block_size = kv_default_block_size(format);
   request.max_num_batched_tokens = options.device.device == "cuda" ? options.context : 512;
+  // One sequence: its partial block and the blocks one forward fills.
+  request.kv.num_staging_blocks = kv_staging_blocks_for(1, request.max_num_batched_tokens, request.kv.block_size) + 1;
+  request.kv.kv_cache_bytes = kv_bytes_for_tokens(config, request.kv, options.context);
+  request.kv_size_given = true;
   request.max_num_seqs = 1;
   request.max_model_len = options.context;
   request.max_logit_rows = options.context;

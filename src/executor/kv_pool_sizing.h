@@ -52,6 +52,15 @@ inline double kv_bytes_per_token(const ModelConfig& config, KvFormat format) {
   return static_cast<double>(kv_bytes_per_block(config, 16, format)) / 16.0;
 }
 
+// The budget a pool for one sequence of num_tokens needs in kv's format and block size, its
+// staging blocks included (residual formats): what `folio perplexity` and `folio bench` ask for.
+inline int64_t kv_bytes_for_tokens(const ModelConfig& config, const KvCacheOptions& kv, int64_t num_tokens) {
+  const int64_t blocks = (num_tokens + kv.block_size - 1) / kv.block_size;
+  const int64_t staging = static_cast<int64_t>(kv_staging_blocks(kv)) *
+                          static_cast<int64_t>(kv_cache_shape(config, 1, kv.block_size, kv.format).bytes_per_staging_block());
+  return blocks * kv_bytes_per_block(config, kv.block_size, kv.format) + staging;
+}
+
 // Blocks a budget buys, the null block included; 0 for no budget at all (no pool).
 inline int32_t kv_blocks_for_budget(int64_t budget_bytes, int64_t bytes_per_block) {
   if (budget_bytes <= 0 || bytes_per_block <= 0) return 0;
