@@ -23,6 +23,7 @@ struct BenchOptions {
   int repetitions = 5;
   int threads = 0;
   int batch = 512;
+  int depth = 0;  // tokens already in the context (untimed) before each test, as llama-bench's -d
   bool json = false;
   DeviceOptions device;
 };
@@ -52,7 +53,7 @@ int run(const BenchOptions& options) {
   const int32_t vocab = config.vocab_size;
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> random_token(0, vocab - 1);
-  const int32_t max_tokens = std::max(options.prompt_tokens, options.generation_tokens) + 1;
+  const int32_t max_tokens = options.depth + std::max(options.prompt_tokens, options.generation_tokens) + 1;
   // A pool for the one sequence, ppN in batches of -b tokens, tgN one token a step (on the GPU
   // a decode graph of one sequence).
   ExecutorRequest request;
@@ -78,21 +79,31 @@ int run(const BenchOptions& options) {
   SequenceRunner runner(**executor, max_tokens, options.batch);
   using Clock = std::chrono::steady_clock;
 
-  Figures pp{"pp" + std::to_string(options.prompt_tokens), {}};
-  Figures tg{"tg" + std::to_string(options.generation_tokens), {}};
+  const std::string at_depth = options.depth > 0 ? " @ d" + std::to_string(options.depth) : "";
+  Figures pp{"pp" + std::to_string(options.prompt_tokens) + at_depth, {}};
+  Figures tg{"tg" + std::to_string(options.generation_tokens) + at_depth, {}};
+  // Each test starts from a context of `depth` random tokens, prefilled untimed: decode at 4k
+  // context is -n 64 -d 4096.
+  auto start_at_depth = [&]() {
+    runner.reset();
+    if (options.depth == 0) return true;
+    std::vector<int32_t> context(static_cast<size_t>(options.depth));
+    for (int32_t& t : context) t = random_token(rng);
+    return static_cast<bool>(runner.append(context));
+  };
   // One untimed warm-up of each, then the timed repetitions.
   for (int rep = -1; rep < options.repetitions; ++rep) {
     if (options.prompt_tokens > 0) {
       std::vector<int32_t> prompt(options.prompt_tokens);
       for (int32_t& t : prompt) t = random_token(rng);
-      runner.reset();
+      if (!start_at_depth()) return 1;
       const auto start = Clock::now();
       if (!runner.append(prompt)) return 1;
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
       if (rep >= 0) pp.tokens_per_second.push_back(options.prompt_tokens / s);
     }
     if (options.generation_tokens > 0) {
-      runner.reset();
+      if (!start_at_depth()) return 1;
       const auto start = Clock::now();
       for (int i = 0; i < options.generation_tokens; ++i) {
         const int32_t token[1] = {random_token(rng)};
@@ -131,6 +142,8 @@ CommandRunner add_bench_command(CLI::App& app) {
   cmd->add_option("-n,--n-gen", options->generation_tokens, "Generated tokens (tgN)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-r,--repetitions", options->repetitions, "Timed repetitions")->check(CLI::Range(1, 1000));
   cmd->add_option("-b,--batch", options->batch, "Tokens per forward pass in ppN")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("-d,--depth", options->depth, "Context tokens prefilled (untimed) before each test")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--json", options->json, "One JSON object per test on stdout");
   add_device_options(*cmd, options->device);
