@@ -32,7 +32,19 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, const EngineConfi
       runner_(executor),
       planner_(executor.capabilities().samples_on_device, executor.config().vocab_size),
       processor_(tokenizer, max_model_len_),
-      beams_(tokenizer, max_model_len_) {}
+      beams_(tokenizer, max_model_len_) {
+  // A beam group moves on through the engine: its new beams are sequences the engine owns and the
+  // scheduler forks, its pruned ones leave through the scheduler.
+  beam_actions_.fork = [this](Request& parent) -> Request& {
+    Request& child = new_sequence(parent, parent.index);
+    scheduler_.fork(parent, &child);
+    return child;
+  };
+  beam_actions_.finish = [this](Request& beam, FinishReason reason) { scheduler_.finish(&beam, reason); };
+  beam_actions_.is_end = [this](const RequestParams& params, int32_t token) {
+    return processor_.is_stop_token(params, token);
+  };
+}
 
 int64_t Engine::context_tokens() const {
   return std::min<int64_t>(max_model_len_, kv_layout_.num_token_slots());
@@ -107,6 +119,7 @@ void Engine::fork_siblings(Request& parent, std::span<const float> logits, std::
 }
 
 void Engine::update(const SchedulerOutput& output, const StepResult& result, std::vector<RequestOutput>& outputs) {
+  const auto start = Clock::now();
   scheduler_.on_computed(output);
   const size_t vocab = static_cast<size_t>(executor_.config().vocab_size);
   size_t row = 0;
@@ -136,10 +149,14 @@ void Engine::update(const SchedulerOutput& output, const StepResult& result, std
     outputs.push_back(
         accept_token(request, request.sampler.sample(logits, request.prompt(), request.output(), scratch_)));
   }
+  // Also after a step that ran nothing: a group can become ready then (beam_group.h).
+  if (!beams_.empty()) num_generated_tokens_ += beams_.advance_ready(beam_actions_, outputs);
+  update_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-void Engine::reap_aborted(std::vector<RequestOutput>& outputs) {
+SchedulerOutput Engine::schedule(std::vector<RequestOutput>& outputs) {
   // Requests aborted since the last step report their end once; finished ones are forgotten.
+  // The scheduler let go of them when they finished, so nothing it schedules points at them.
   for (auto it = requests_.begin(); it != requests_.end();) {
     Request& request = *it->second;
     if (!request.finished()) {
@@ -149,34 +166,25 @@ void Engine::reap_aborted(std::vector<RequestOutput>& outputs) {
     if (request.finish_reason == FinishReason::kAbort) outputs.push_back(processor_.emit(request, nullptr));
     it = requests_.erase(it);
   }
+  return scheduler_.schedule();
+}
+
+StepResult Engine::execute(const SchedulerOutput& output) {
+  if (output.empty()) return {};
+  const auto start = Clock::now();
+  const SamplingPlan* plan = planner_.plan(output);
+  const StepResult result = runner_.execute(output, plan);
+  execute_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+  if (!output.chunks.empty()) ++num_steps_;
+  if (plan != nullptr) ++num_device_sampled_steps_;
+  return result;
 }
 
 std::vector<RequestOutput> Engine::step() {
   std::vector<RequestOutput> outputs;
-  reap_aborted(outputs);
-  const SchedulerOutput scheduled = scheduler_.schedule();
-  if (!scheduled.empty()) {
-    const auto start = Clock::now();
-    const SamplingPlan* plan = planner_.plan(scheduled);
-    const StepResult result = runner_.execute(scheduled, plan);
-    const auto executed = Clock::now();
-    update(scheduled, result, outputs);
-    execute_seconds_ += std::chrono::duration<double>(executed - start).count();
-    update_seconds_ += std::chrono::duration<double>(Clock::now() - executed).count();
-    if (!scheduled.chunks.empty()) ++num_steps_;
-    if (plan != nullptr) ++num_device_sampled_steps_;
-  }
-  BeamActions actions;
-  actions.fork = [this](Request& parent) -> Request& {
-    Request& child = new_sequence(parent, parent.index);
-    scheduler_.fork(parent, &child);
-    return child;
-  };
-  actions.finish = [this](Request& beam, FinishReason reason) { scheduler_.finish(&beam, reason); };
-  actions.is_end = [this](const RequestParams& params, int32_t token) {
-    return processor_.is_stop_token(params, token);
-  };
-  if (!beams_.empty()) num_generated_tokens_ += beams_.advance_ready(actions, outputs);
+  const SchedulerOutput output = schedule(outputs);
+  const StepResult result = execute(output);
+  update(output, result, outputs);
   return outputs;
 }
 

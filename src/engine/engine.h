@@ -39,7 +39,7 @@ struct EngineMetrics {
   int64_t num_prompt_tokens_computed = 0;  // prefill work done (prefix-cache hits excluded)
   int64_t num_generated_tokens = 0;
   // Where step() spends its time (host clock): in the executor (forward, and sampling when
-  // the executor samples), and in update (host sampling, detokenizing, stop checks).
+  // the executor samples), and in update (host sampling, detokenizing, stop checks, beam groups).
   double execute_seconds = 0.0;
   double update_seconds = 0.0;
   int64_t num_steps = 0;
@@ -64,10 +64,14 @@ class Engine {
   // The executor (which owns the KV pool and decided its size) and the tokenizer must outlive
   // the engine.
   Engine(Executor& executor, const Tokenizer& tokenizer, const EngineConfig& config);
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   Expected<RequestId> add_request(std::vector<int32_t> prompt, RequestParams params);
   // Finishes the request with reason abort and frees its blocks at once; false if unknown.
   bool abort(RequestId id);
+  // schedule() -> execute(output) -> update(output, result); the outputs of every request that
+  // moved (and of those aborted since the last step).
   std::vector<RequestOutput> step();
   bool has_unfinished_requests() const { return scheduler_.has_work(); }
   EngineMetrics metrics() const;
@@ -85,6 +89,14 @@ class Engine {
   std::vector<Generation> generate(const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params);
 
  private:
+  // Forgets the requests finished since the last step (an aborted one reports its end here, once)
+  // and asks the scheduler for this step's work.
+  SchedulerOutput schedule(std::vector<RequestOutput>& outputs);
+  // Runs the output on the executor, which samples it when the planner gives a plan; nothing for
+  // an empty output.
+  StepResult execute(const SchedulerOutput& output);
+  // The step's tokens (the executor's, or sampled here from its logits) appended, checked and
+  // emitted; then every beam group whose beams are all scored moves on.
   void update(const SchedulerOutput& output, const StepResult& result, std::vector<RequestOutput>& outputs);
   // A chosen token: appended, checked against the stop conditions, emitted.
   RequestOutput accept_token(Request& request, const SampleResult& sample);
@@ -92,7 +104,6 @@ class Engine {
   // sample the same logits with their own streams.
   void fork_siblings(Request& parent, std::span<const float> logits, std::vector<RequestOutput>& outputs);
   Request& new_sequence(const Request& from, int32_t index);
-  void reap_aborted(std::vector<RequestOutput>& outputs);
 
   Executor& executor_;
   const Tokenizer& tokenizer_;
@@ -104,6 +115,7 @@ class Engine {
   SamplingPlanner planner_;
   OutputProcessor processor_;
   BeamGroups beams_;
+  BeamActions beam_actions_;  // its callbacks capture this: an Engine is neither copied nor moved
   SamplerScratch scratch_;  // every host-sampled row borrows it
   std::map<RequestId, std::unique_ptr<Request>> requests_;
   RequestId next_id_ = 1;
