@@ -58,12 +58,10 @@ Expected<RequestId> Engine::add_request(std::vector<int32_t> prompt, RequestPara
   if (params.n < 1 || params.n > 256) return Status::error("n must be between 1 and 256");
   if (params.beam_width < 1 || params.beam_width > 64) return Status::error("beam width must be between 1 and 64");
   if (params.beam_width > 1 && params.n > 1) return Status::error("n > 1 and beam search cannot be combined");
-  // A request whose whole context cannot fit in the pool could never finish.
-  const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
-  const int64_t pool_tokens = kv_layout_.num_token_slots();
-  if (std::min<int64_t>(total, max_model_len_) > pool_tokens) {
-    return Status::error("prompt plus max_tokens (" + std::to_string(total) + " tokens) exceed the KV cache (" +
-                         std::to_string(pool_tokens) + " tokens)");
+  if (Status s = check_request_fits_kv_pool(static_cast<int64_t>(prompt.size()), params.max_tokens, max_model_len_,
+                                            kv_layout_.num_token_slots());
+      !s) {
+    return s;
   }
   const RequestId id = next_id_++;
   const int32_t num_prompt = static_cast<int32_t>(prompt.size());

@@ -1,5 +1,6 @@
 #include "engine/request_limits.h"
 
+#include <algorithm>
 #include <string>
 
 namespace folio {
@@ -7,7 +8,7 @@ namespace folio {
 Status check_token_ids(std::span<const int32_t> tokens, int32_t vocab_size) {
   for (int32_t id : tokens) {
     if (id < 0 || id >= vocab_size) {
-      return Status::error("prompt token id " + std::to_string(id) + " is out of range (vocabulary size " +
+      return Status::error("token id " + std::to_string(id) + " is out of range (vocabulary size " +
                            std::to_string(vocab_size) + ")");
     }
   }
@@ -25,6 +26,16 @@ Status check_request_length(int64_t num_prompt_tokens, std::optional<int64_t> ma
                          " tokens; you requested " + std::to_string(num_prompt_tokens + *max_tokens) + " tokens (" +
                          std::to_string(num_prompt_tokens) + " in the prompt, " + std::to_string(*max_tokens) +
                          " in the completion)");
+  }
+  return Status::ok();
+}
+
+Status check_request_fits_kv_pool(int64_t num_prompt_tokens, int64_t max_tokens, int64_t max_model_len,
+                                  int64_t pool_tokens) {
+  const int64_t total = num_prompt_tokens + max_tokens;
+  if (std::min(total, max_model_len) > pool_tokens) {
+    return Status::error("prompt plus max_tokens (" + std::to_string(total) + " tokens) exceed the KV cache (" +
+                         std::to_string(pool_tokens) + " tokens)");
   }
   return Status::ok();
 }

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/request_limits.h"
 #include "server/openai_request.h"
 
 namespace folio::server {
@@ -50,12 +51,7 @@ ApiResponse handle_detokenize(std::string_view body, const ModelInfo& model) {
   Expected<DetokenizeRequest> request = parse_detokenize_request(body);
   if (!request) return api_error(400, request.error());
   if (other_model(request->model, model)) return unknown_model(request->model, model);
-  for (int32_t id : request->tokens) {
-    if (id >= model.tokenizer->vocab_size()) {
-      return api_error(400, "token id " + std::to_string(id) + " is out of range (vocabulary size " +
-                                std::to_string(model.tokenizer->vocab_size()) + ")");
-    }
-  }
+  if (Status s = check_token_ids(request->tokens, model.tokenizer->vocab_size()); !s) return api_error(400, s.message());
   return ApiResponse{200, "application/json", dump(ordered_json{{"prompt", model.tokenizer->decode(request->tokens)}})};
 }
 
