@@ -100,26 +100,17 @@ Status run_once(Executor& executor, const Tokenizer& tokenizer, const EngineConf
 }
 
 int run(const BenchBatchOptions& options) {
-  Expected<EngineConfig> config = to_engine_config(options.engine, 0);
-  if (!config) {
-    std::fprintf(stderr, "folio bench batch: %s\n", config.error().c_str());
-    return 2;
+  ExecutorSession session;
+  if (const int rc =
+          open_executor_session("bench batch", options.model, options.threads, 0, options.json, options.engine, session);
+      rc != 0) {
+    return rc;
   }
-  Expected<ModelSession> session = open_model_session(options.model, options.threads, options.json, options.engine.device.device);
-  if (!session) {
-    std::fprintf(stderr, "folio bench batch: %s\n", session.error().c_str());
-    return 1;
-  }
-  const ExecutorRequest executor_request = to_executor_request(options.engine, *config);
-  Expected<std::unique_ptr<Executor>> made = make_executor(*session, executor_request, options.json);
-  if (!made) {
-    std::fprintf(stderr, "folio bench batch: %s\n", made.error().c_str());
-    return 1;
-  }
-  Executor& executor = **made;
-  const Tokenizer& tokenizer = *session->tokenizer;
-  const int32_t vocab = session->weights->config().vocab_size;
-  const std::vector<int32_t> corpus = corpus_tokens(options.corpus, *session->tokenizer);
+  const EngineConfig& config = session.config;
+  Executor& executor = *session.executor;
+  const Tokenizer& tokenizer = *session.model.tokenizer;
+  const int32_t vocab = session.model.weights->config().vocab_size;
+  const std::vector<int32_t> corpus = corpus_tokens(options.corpus, tokenizer);
   const bool run_mixed = options.workloads != "prefix";
   const bool run_shared = options.workloads != "mixed";
   const std::vector<WorkloadRequest> mixed = make_mixed_length_workload(options.mixed, corpus, vocab);
@@ -131,7 +122,7 @@ int run(const BenchBatchOptions& options) {
     return s ? 0 : 1;
   }
 
-  EngineConfig cache_on = *config, cache_off = *config;
+  EngineConfig cache_on = config, cache_off = config;
   cache_on.enable_prefix_caching = true;
   cache_off.enable_prefix_caching = false;
   BenchRow batched{"mixed lengths", serving_mode_name(ServingMode::kContinuousBatching), {}, true};
@@ -140,12 +131,12 @@ int run(const BenchBatchOptions& options) {
   BenchRow prefix_off{"shared prefix", "batched, prefix cache off", {}, false};
 
   const std::string load_before = load_average();
-  warm_up(executor, tokenizer, *config, vocab);
+  warm_up(executor, tokenizer, config, vocab);
   for (int rep = 0; rep < options.repetitions; ++rep) {
     std::vector<Status> statuses;
     if (run_mixed) {
-      statuses.push_back(run_once(executor, tokenizer, *config, mixed, ServingMode::kContinuousBatching, batched));
-      statuses.push_back(run_once(executor, tokenizer, *config, mixed, ServingMode::kOneAtATime, one_at_a_time));
+      statuses.push_back(run_once(executor, tokenizer, config, mixed, ServingMode::kContinuousBatching, batched));
+      statuses.push_back(run_once(executor, tokenizer, config, mixed, ServingMode::kOneAtATime, one_at_a_time));
     }
     if (run_shared) {
       statuses.push_back(run_once(executor, tokenizer, cache_on, shared, ServingMode::kContinuousBatching, prefix_on));
@@ -164,7 +155,7 @@ int run(const BenchBatchOptions& options) {
   for (BenchRow* row : {&batched, &one_at_a_time, &prefix_on, &prefix_off}) {
     if (!row->runs.empty()) rows.push_back(*row);
   }
-  const int32_t max_model_len = session->weights->config().context_length;
+  const int32_t max_model_len = session.model.weights->config().context_length;
   if (options.json) {
     print_json(rows, max_model_len);
     return 0;
@@ -173,7 +164,6 @@ int run(const BenchBatchOptions& options) {
               corpus.empty() ? "random token ids" : options.corpus.c_str());
   if (run_mixed) describe(("mixed lengths, scale " + std::to_string(options.mixed.scale).substr(0, 4)).c_str(), mixed);
   if (run_shared) describe("shared prefix", shared);
-  const EngineConfig& c = *config;
   const KvPoolLayout pool = executor.kv_pool();
   std::printf(
       "Engine: KV pool %.0f MiB (%s, %.0f bytes per token, %lld token slots), block size %d, max %d batched "
@@ -182,7 +172,7 @@ int run(const BenchBatchOptions& options) {
       std::string(kv_format_name(pool.format)).c_str(),
       static_cast<double>(pool.bytes_per_block) / pool.block_size, static_cast<long long>(pool.num_token_slots()),
       pool.block_size,
-      c.scheduler.max_num_batched_tokens, c.scheduler.max_num_seqs, executor.capabilities().device.c_str(),
+      config.scheduler.max_num_batched_tokens, config.scheduler.max_num_seqs, executor.capabilities().device.c_str(),
       options.repetitions, load_before.c_str(), load_average().c_str());
   print_markdown(rows, max_model_len);
   std::printf(

@@ -174,8 +174,8 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
 #endif
 }
 
-int open_serving_session(const char* command, const std::string& model_path, int num_threads, int context, bool quiet,
-                         const EngineOptions& options, ServingSession& out) {
+int open_executor_session(const char* command, const std::string& model_path, int num_threads, int context, bool quiet,
+                          const EngineOptions& options, ExecutorSession& out) {
   Expected<EngineConfig> config = to_engine_config(options, context);
   if (!config) {
     std::fprintf(stderr, "folio %s: %s\n", command, config.error().c_str());
@@ -195,6 +195,14 @@ int open_serving_session(const char* command, const std::string& model_path, int
     return 1;
   }
   out.executor = std::move(executor).value();
+  return 0;
+}
+
+int open_serving_session(const char* command, const std::string& model_path, int num_threads, int context, bool quiet,
+                         const EngineOptions& options, ServingSession& out) {
+  if (const int rc = open_executor_session(command, model_path, num_threads, context, quiet, options, out); rc != 0) {
+    return rc;
+  }
   out.engine = std::make_unique<Engine>(*out.executor, *out.model.tokenizer, out.config);
   return 0;
 }

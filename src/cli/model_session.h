@@ -1,7 +1,7 @@
 // What every subcommand does first: find the model (a GGUF file or a Hugging Face directory),
 // map it, load its weights with a progress line, read its tokenizer, chat template and
 // generation defaults, make the CPU backend; then an executor on the device asked for; and, for
-// `run` and `serve`, the engine over it, with one ladder of errors for all.
+// `run` and `serve`, the engine over it, with one ladder of errors for all (and `bench batch`).
 #pragma once
 
 #include <memory>
@@ -67,17 +67,24 @@ struct ExecutorRequest {
 // without CUDA). The session must outlive it.
 Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const ExecutorRequest& request, bool quiet);
 
-// A model with its executor and an engine over them, as `folio run` and `folio serve` use it.
-struct ServingSession {
+// A model with its executor and the engine configuration the options asked for: what `folio
+// bench batch` needs, which makes an engine per run.
+struct ExecutorSession {
   ModelSession model;
   std::unique_ptr<Executor> executor;
   EngineConfig config;
+};
+
+// With one engine over the executor, as `folio run` and `folio serve` use it.
+struct ServingSession : ExecutorSession {
   std::unique_ptr<Engine> engine;
 };
 
-// Builds the serving session from the command's options (context 0: the model's). Returns 0,
-// or prints "folio <command>: <what went wrong>" and returns the exit code: 2 for options that
-// do not fit together, 1 when the model or the device fails.
+// Builds the session from the command's options (context 0: the model's). Returns 0, or prints
+// "folio <command>: <what went wrong>" and returns the exit code: 2 for options that do not fit
+// together, 1 when the model or the device fails.
+int open_executor_session(const char* command, const std::string& model_path, int num_threads, int context, bool quiet,
+                          const EngineOptions& options, ExecutorSession& out);
 int open_serving_session(const char* command, const std::string& model_path, int num_threads, int context, bool quiet,
                          const EngineOptions& options, ServingSession& out);
 
