@@ -101,8 +101,8 @@ Status run_once(Executor& executor, const Tokenizer& tokenizer, const EngineConf
 
 int run(const BenchBatchOptions& options) {
   ExecutorSession session;
-  if (const int rc =
-          open_executor_session("bench batch", options.model, options.threads, 0, options.json, options.engine, session);
+  if (const int rc = open_executor_session("bench batch", options.model, options.threads, 0, options.json,
+                                           options.engine, session);
       rc != 0) {
     return rc;
   }
@@ -169,11 +169,10 @@ int run(const BenchBatchOptions& options) {
       "Engine: KV pool %.0f MiB (%s, %.0f bytes per token, %lld token slots), block size %d, max %d batched "
       "tokens, max %d sequences, %s, %d repetition(s); load average %s before, %s after\n\n",
       static_cast<double>(pool.num_blocks - 1) * static_cast<double>(pool.bytes_per_block) / 1048576.0,
-      std::string(kv_format_name(pool.format)).c_str(),
-      static_cast<double>(pool.bytes_per_block) / pool.block_size, static_cast<long long>(pool.num_token_slots()),
-      pool.block_size,
-      config.scheduler.max_num_batched_tokens, config.scheduler.max_num_seqs, executor.capabilities().device.c_str(),
-      options.repetitions, load_before.c_str(), load_average().c_str());
+      std::string(kv_format_name(pool.format)).c_str(), static_cast<double>(pool.bytes_per_block) / pool.block_size,
+      static_cast<long long>(pool.num_token_slots()), pool.block_size, config.scheduler.max_num_batched_tokens,
+      config.scheduler.max_num_seqs, executor.capabilities().device.c_str(), options.repetitions, load_before.c_str(),
+      load_average().c_str());
   print_markdown(rows, max_model_len);
   std::printf(
       "\nTTFT counts from submission: for \"one at a time\" that is the request's own service time, "
@@ -192,7 +191,8 @@ CommandRunner add_bench_batch_command(CLI::App& bench) {
   options->engine.kv_cache_memory = "1G";
   CLI::App* cmd =
       bench.add_subcommand("batch", "Serving benchmarks: continuous batching, KV utilization, prefix caching");
-  cmd->add_option("-m,--model", options->model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("-m,--model", options->model,
+                  "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
   cmd->add_option("--corpus", options->corpus, "Text whose token slices become prompts")->capture_default_str();
   cmd->add_option("--workloads", options->workloads, "all | mixed | prefix")
       ->check(CLI::IsMember({"all", "mixed", "prefix"}))

@@ -44,7 +44,8 @@ int run(const BenchOptions& options) {
     std::fprintf(stderr, "folio bench: %s\n", s.message().c_str());
     return 2;
   }
-  Expected<ModelSession> session = open_model_session(options.model, options.threads, options.json, options.device.device);
+  Expected<ModelSession> session =
+      open_model_session(options.model, options.threads, options.json, options.device.device);
   if (!session) {
     std::fprintf(stderr, "folio bench: %s\n", session.error().c_str());
     return 1;
@@ -137,7 +138,8 @@ int run(const BenchOptions& options) {
 CommandRunner add_bench_command(CLI::App& app) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "Prompt-processing and generation throughput (llama-bench style)");
-  cmd->add_option("-m,--model", options->model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("-m,--model", options->model,
+                  "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
   cmd->add_option("-p,--n-prompt", options->prompt_tokens, "Prompt tokens (ppN)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-n,--n-gen", options->generation_tokens, "Generated tokens (tgN)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-r,--repetitions", options->repetitions, "Timed repetitions")->check(CLI::Range(1, 1000));

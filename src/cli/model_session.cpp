@@ -99,7 +99,8 @@ Expected<ModelSession> open_model_session(const std::string& path, int num_threa
   if (directory && !is_hf_model_dir(model_path)) {
     return Status::error("'" + model_path + "' is a folder without a config.json (not a Hugging Face model directory)");
   }
-  if (Status s = directory ? open_hf_directory(model_path, quiet, device, session) : open_gguf(model_path, quiet, session);
+  if (Status s =
+          directory ? open_hf_directory(model_path, quiet, device, session) : open_gguf(model_path, quiet, session);
       !s) {
     return s;
   }

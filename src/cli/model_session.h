@@ -29,14 +29,14 @@ std::string default_model_path();
 
 struct ModelSession {
   std::string path;
-  std::unique_ptr<GgufFile> file;              // a GGUF model
-  std::unique_ptr<HfCheckpoint> checkpoint;    // a Hugging Face directory's safetensors
+  std::unique_ptr<GgufFile> file;            // a GGUF model
+  std::unique_ptr<HfCheckpoint> checkpoint;  // a Hugging Face directory's safetensors
   std::unique_ptr<ModelWeights> weights;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<cpu::CpuBackend> backend;    // the CPU executor's; CUDA uses it for nothing
-  std::optional<std::string> chat_template;    // the model's Jinja source, if it has one
-  HfGenerationConfig generation;               // generation_config.json (empty for GGUF)
-  double load_seconds = 0.0;                   // mapping, weights and tokenizer
+  std::unique_ptr<cpu::CpuBackend> backend;  // the CPU executor's; CUDA uses it for nothing
+  std::optional<std::string> chat_template;  // the model's Jinja source, if it has one
+  HfGenerationConfig generation;             // generation_config.json (empty for GGUF)
+  double load_seconds = 0.0;                 // mapping, weights and tokenizer
 };
 
 // path empty: the default model. A folder with a config.json is read as a Hugging Face

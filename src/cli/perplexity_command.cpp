@@ -66,8 +66,8 @@ int run(const PerplexityOptions& options) {
     std::fprintf(stderr, "folio perplexity: %s\n", session.error().c_str());
     return 1;
   }
-  Expected<std::unique_ptr<Executor>> executor =
-      make_executor(*session, perplexity_executor(options, session->weights->config(), kv_format_of(options.device)), false);
+  Expected<std::unique_ptr<Executor>> executor = make_executor(
+      *session, perplexity_executor(options, session->weights->config(), kv_format_of(options.device)), false);
   if (!executor) {
     std::fprintf(stderr, "folio perplexity: %s\n", executor.error().c_str());
     return 1;
@@ -87,14 +87,14 @@ int run(const PerplexityOptions& options) {
   };
   if (options.kl) {
     // The reference: the same model and device with an fp16 cache, scored on the same chunks.
-    const ExecutorRequest reference_request =
-        perplexity_executor(options, session->weights->config(), KvFormat::kFp16);
+    const ExecutorRequest reference_request = perplexity_executor(options, session->weights->config(), KvFormat::kFp16);
     Expected<std::unique_ptr<Executor>> reference = make_executor(*session, reference_request, true);
     if (!reference) {
       std::fprintf(stderr, "folio perplexity: %s\n", reference.error().c_str());
       return 1;
     }
-    SequenceRunner reference_runner(**reference, options.context, options.device.device == "cuda" ? options.context : 512);
+    SequenceRunner reference_runner(**reference, options.context,
+                                    options.device.device == "cuda" ? options.context : 512);
     Expected<PerplexityComparison> compared =
         compare_perplexity(reference_runner, runner, tokens, options.context, bos, options.max_chunks, progress);
     if (!compared) {
@@ -127,7 +127,8 @@ int run(const PerplexityOptions& options) {
 CommandRunner add_perplexity_command(CLI::App& app) {
   auto options = std::make_shared<PerplexityOptions>();
   CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity of the model over a text file");
-  cmd->add_option("-m,--model", options->model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("-m,--model", options->model,
+                  "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
   cmd->add_option("-f,--file", options->text_file, "Text file")->required();
   cmd->add_option("-c,--ctx", options->context, "Context size per chunk")->check(CLI::Range(4, 1 << 20));
   cmd->add_option("-t,--threads", options->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));

@@ -203,7 +203,8 @@ int run(RunOptions options) {
 CommandRunner add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text from one prompt (streamed) or many (one continuous batch)");
-  cmd->add_option("-m,--model", options->model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("-m,--model", options->model,
+                  "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
   // One argument per -p, so that `-p a -p b` is two prompts and a stray word is an error.
   cmd->add_option("-p,--prompt", options->prompts, "Prompt text; repeat for several")->allow_extra_args(false);
   cmd->add_option("-f,--file", options->prompt_file, "Prompts, one per line (empty lines skipped)")

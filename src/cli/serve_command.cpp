@@ -130,7 +130,8 @@ int serve(const ServeOptions& options) {
 CommandRunner add_serve_command(CLI::App& app) {
   auto options = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
-  cmd->add_option("-m,--model", options->model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("-m,--model", options->model,
+                  "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct Q4_1)");
   cmd->add_option("--host", options->host, "IP address to listen on")->capture_default_str();
   cmd->add_option("--port", options->port, "TCP port (0: any free one)")
       ->check(CLI::Range(0, 65535))

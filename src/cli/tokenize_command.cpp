@@ -3,7 +3,6 @@
 // documents encoded one by one (ids concatenated). --bench times that, to compare with other
 // tokenizers (bench/tokenizer_vs_hf.py).
 #include <algorithm>
-#include <string_view>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -11,12 +10,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/model_session.h"
-#include "model/hf_directory.h"
 #include "model/gguf_tokenizer.h"
+#include "model/hf_directory.h"
 
 namespace folio::cli {
 namespace {
@@ -82,9 +82,12 @@ int run(const TokenizeOptions& options) {
     }
     std::sort(seconds.begin(), seconds.end());
     const double median = seconds[seconds.size() / 2];
-    nlohmann::json out = {{"bytes", text.size()},           {"tokens", tokens},
-                          {"load_seconds", load_s},         {"median_seconds", median},
-                          {"mb_per_s", text.size() / median / 1e6}, {"repeats", options.bench_repeats}};
+    nlohmann::json out = {{"bytes", text.size()},
+                          {"tokens", tokens},
+                          {"load_seconds", load_s},
+                          {"median_seconds", median},
+                          {"mb_per_s", text.size() / median / 1e6},
+                          {"repeats", options.bench_repeats}};
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }

@@ -116,7 +116,7 @@ class Engine {
   OutputProcessor processor_;
   BeamGroups beams_;
   BeamActions beam_actions_;  // its callbacks capture this: an Engine is neither copied nor moved
-  SamplerScratch scratch_;  // every host-sampled row borrows it
+  SamplerScratch scratch_;    // every host-sampled row borrows it
   std::map<RequestId, std::unique_ptr<Request>> requests_;
   RequestId next_id_ = 1;
   uint64_t next_arrival_ = 0;

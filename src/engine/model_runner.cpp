@@ -26,8 +26,8 @@ void ModelRunner::prepare(const SchedulerOutput& output) {
                                 chunk.staging[static_cast<size_t>(index - chunk.first_staged_block)]});
       }
     }
-    batch_.sequences.push_back({query_start, chunk.num_new_tokens, end, chunk.block_table, chunk.first_staged_block,
-                                chunk.staging});
+    batch_.sequences.push_back(
+        {query_start, chunk.num_new_tokens, end, chunk.block_table, chunk.first_staged_block, chunk.staging});
     if (chunk.samples) batch_.logit_rows.push_back(batch_.num_tokens() - 1);
   }
 }

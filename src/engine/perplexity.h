@@ -35,9 +35,9 @@ Expected<PerplexityResult> compute_perplexity(SequenceRunner& runner, std::span<
 struct PerplexityComparison {
   PerplexityResult reference;
   PerplexityResult test;
-  double mean_kl = 0.0;          // nats per scored token
+  double mean_kl = 0.0;  // nats per scored token
   double max_kl = 0.0;
-  double top1_agreement = 0.0;   // fraction of scored positions whose argmax is the same
+  double top1_agreement = 0.0;  // fraction of scored positions whose argmax is the same
 };
 
 Expected<PerplexityComparison> compare_perplexity(SequenceRunner& reference, SequenceRunner& test,

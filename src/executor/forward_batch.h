@@ -41,8 +41,8 @@ struct ForwardBatch {
   // run before the tokens write K/V (kv/block_copy.h says why the order matters). A batch may
   // hold copies and no tokens.
   std::vector<BlockCopy> block_copies;
-  std::vector<int32_t> tokens;               // (num_tokens,)
-  std::vector<int32_t> positions;            // (num_tokens,)
+  std::vector<int32_t> tokens;     // (num_tokens,)
+  std::vector<int32_t> positions;  // (num_tokens,)
   // (num_tokens,) cache slot = block * block_size + offset; with a residual format the slot is
   // in the staging blocks (staging * block_size + offset), where new tokens are written.
   std::vector<int32_t> slot_mapping;

@@ -39,8 +39,8 @@ inline int32_t kv_staging_blocks(const KvCacheOptions& kv) {
 
 inline KvCacheShape kv_cache_shape(const ModelConfig& config, int32_t num_blocks, int32_t block_size,
                                    KvFormat format = KvFormat::kFp16, int32_t num_staging_blocks = 0) {
-  return KvCacheShape{config.num_layers, num_blocks,      block_size,        config.num_kv_heads,
-                      config.head_dim,   format,          num_staging_blocks};
+  return KvCacheShape{config.num_layers, num_blocks, block_size,        config.num_kv_heads,
+                      config.head_dim,   format,     num_staging_blocks};
 }
 
 inline int64_t kv_bytes_per_block(const ModelConfig& config, int32_t block_size, KvFormat format = KvFormat::kFp16) {
@@ -56,8 +56,9 @@ inline double kv_bytes_per_token(const ModelConfig& config, KvFormat format) {
 // staging blocks included (residual formats): what `folio perplexity` and `folio bench` ask for.
 inline int64_t kv_bytes_for_tokens(const ModelConfig& config, const KvCacheOptions& kv, int64_t num_tokens) {
   const int64_t blocks = (num_tokens + kv.block_size - 1) / kv.block_size;
-  const int64_t staging = static_cast<int64_t>(kv_staging_blocks(kv)) *
-                          static_cast<int64_t>(kv_cache_shape(config, 1, kv.block_size, kv.format).bytes_per_staging_block());
+  const int64_t staging =
+      static_cast<int64_t>(kv_staging_blocks(kv)) *
+      static_cast<int64_t>(kv_cache_shape(config, 1, kv.block_size, kv.format).bytes_per_staging_block());
   return blocks * kv_bytes_per_block(config, kv.block_size, kv.format) + staging;
 }
 

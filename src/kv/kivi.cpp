@@ -28,7 +28,9 @@ inline uint16_t load_half(const uint8_t* p) {
   return h;
 }
 
-inline void store_half(uint8_t* p, uint16_t h) { std::memcpy(p, &h, sizeof h); }
+inline void store_half(uint8_t* p, uint16_t h) {
+  std::memcpy(p, &h, sizeof h);
+}
 
 }  // namespace
 
@@ -127,7 +129,8 @@ void kivi_load_key_row(const KvLayerView& cache, int32_t block, int32_t in_block
   const uint8_t* minima = scales + static_cast<size_t>(d) * 2;
   for (int32_t c = 0; c < d; ++c) {
     const int32_t code = code_at(base + static_cast<size_t>(c) * channel_bytes, bits, in_block % kKiviGroup);
-    out[c] = static_cast<float>(code) * fp16_to_fp32(load_half(scales + 2 * c)) + fp16_to_fp32(load_half(minima + 2 * c));
+    out[c] =
+        static_cast<float>(code) * fp16_to_fp32(load_half(scales + 2 * c)) + fp16_to_fp32(load_half(minima + 2 * c));
   }
 }
 

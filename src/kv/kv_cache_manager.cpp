@@ -158,8 +158,8 @@ bool KvCacheManager::allocate_slots(SequenceId sequence, int32_t num_new_tokens,
   auto next_block = blocks->begin();
   if (plan.copy_on_write) {
     int32_t& shared = state.block_table[state.num_tokens / block_size_];
-    pending_copies_.push_back({BlockCopyDirection::kDeviceToDevice, shared, *next_block,
-                               device_pool_.staging(shared), device_pool_.staging(*next_block)});
+    pending_copies_.push_back({BlockCopyDirection::kDeviceToDevice, shared, *next_block, device_pool_.staging(shared),
+                               device_pool_.staging(*next_block)});
     const int32_t released = shared;
     shared = *next_block++;
     // Another table still holds it (ref_count was > 1), so this never frees it.

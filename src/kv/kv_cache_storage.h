@@ -60,8 +60,8 @@ class KvCacheStorage {
   size_t staging_offset(int32_t layer, int32_t staging) const;
 
   KvCacheShape shape_;
-  ZeroedArray<uint8_t> k_;  // (num_layers, num_blocks, half_block_bytes)
-  ZeroedArray<uint8_t> v_;  // (num_layers, num_blocks, half_block_bytes)
+  ZeroedArray<uint8_t> k_;          // (num_layers, num_blocks, half_block_bytes)
+  ZeroedArray<uint8_t> v_;          // (num_layers, num_blocks, half_block_bytes)
   ZeroedArray<uint8_t> staging_k_;  // (num_layers, num_staging_blocks, half_staging_bytes)
   ZeroedArray<uint8_t> staging_v_;
 };

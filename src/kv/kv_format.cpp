@@ -20,8 +20,8 @@ std::optional<KvFormat> parse_kv_format(std::string_view name, std::string* erro
   if (name == "kivi4") return KvFormat::kKivi4;
   if (name == "kivi2") return KvFormat::kKivi2;
   if (error != nullptr) {
-    *error = "unknown --kv-cache-dtype '" + std::string(name) +
-             "' (known: auto, fp16, fp8, fp8_e4m3, int8, kivi4, kivi2)";
+    *error =
+        "unknown --kv-cache-dtype '" + std::string(name) + "' (known: auto, fp16, fp8, fp8_e4m3, int8, kivi4, kivi2)";
     if (name == "bf16") {
       *error = "--kv-cache-dtype bf16 is not implemented yet (known: auto, fp16, fp8, int8, kivi4, kivi2)";
     }

@@ -54,13 +54,23 @@ inline constexpr float kInt8Max = 127.0f;
 // KIVI's quantization group: 32 tokens of a key channel, 32 channels of a value row.
 inline constexpr int32_t kKiviGroup = 32;
 
-FOLIO_KV_HD constexpr bool kv_format_is_kivi(KvFormat f) { return f == KvFormat::kKivi4 || f == KvFormat::kKivi2; }
+FOLIO_KV_HD constexpr bool kv_format_is_kivi(KvFormat f) {
+  return f == KvFormat::kKivi4 || f == KvFormat::kKivi2;
+}
 // Formats whose newest tokens wait in fp16 staging blocks until their block is sealed.
-FOLIO_KV_HD constexpr bool kv_format_has_residual(KvFormat f) { return kv_format_is_kivi(f); }
+FOLIO_KV_HD constexpr bool kv_format_has_residual(KvFormat f) {
+  return kv_format_is_kivi(f);
+}
 // The fp8/int8 layout: one byte per value, a float scale per (token, head).
-FOLIO_KV_HD constexpr bool kv_format_has_scales(KvFormat f) { return f == KvFormat::kFp8E4M3 || f == KvFormat::kInt8; }
-FOLIO_KV_HD constexpr size_t kv_format_value_bytes(KvFormat f) { return f == KvFormat::kFp16 ? 2 : 1; }
-FOLIO_KV_HD constexpr int32_t kivi_bits(KvFormat f) { return f == KvFormat::kKivi2 ? 2 : 4; }
+FOLIO_KV_HD constexpr bool kv_format_has_scales(KvFormat f) {
+  return f == KvFormat::kFp8E4M3 || f == KvFormat::kInt8;
+}
+FOLIO_KV_HD constexpr size_t kv_format_value_bytes(KvFormat f) {
+  return f == KvFormat::kFp16 ? 2 : 1;
+}
+FOLIO_KV_HD constexpr int32_t kivi_bits(KvFormat f) {
+  return f == KvFormat::kKivi2 ? 2 : 4;
+}
 
 // Bytes one token of one head takes in one of K or V, its scales included (for KIVI keys, a
 // 32-token group's per-channel scales spread over its tokens: K and V come out equal).
@@ -72,8 +82,7 @@ FOLIO_KV_HD constexpr size_t kv_row_bytes(KvFormat f, int32_t head_dim) {
 }
 
 // Bytes of one block of K (or V) of one layer.
-FOLIO_KV_HD constexpr size_t kv_block_bytes(KvFormat f, int32_t block_size, int32_t num_kv_heads,
-                                            int32_t head_dim) {
+FOLIO_KV_HD constexpr size_t kv_block_bytes(KvFormat f, int32_t block_size, int32_t num_kv_heads, int32_t head_dim) {
   return static_cast<size_t>(block_size) * num_kv_heads * kv_row_bytes(f, head_dim);
 }
 

@@ -141,10 +141,10 @@ static Expected<HfModelConfig> parse_hf_config_unchecked(const std::string& json
   }
   c.name = j.value("_name_or_path", out.hf_architecture);
   if (c.name.empty()) c.name = out.hf_architecture;
-  for (const Status& s : {r.positive("num_hidden_layers", c.num_layers), r.positive("hidden_size", c.hidden_dim),
-                          r.positive("intermediate_size", c.ffn_dim), r.positive("num_attention_heads", c.num_heads),
-                          r.positive("vocab_size", c.vocab_size),
-                          r.positive("max_position_embeddings", c.context_length)}) {
+  for (const Status& s :
+       {r.positive("num_hidden_layers", c.num_layers), r.positive("hidden_size", c.hidden_dim),
+        r.positive("intermediate_size", c.ffn_dim), r.positive("num_attention_heads", c.num_heads),
+        r.positive("vocab_size", c.vocab_size), r.positive("max_position_embeddings", c.context_length)}) {
     if (!s) return s;
   }
   c.num_kv_heads = c.num_heads;

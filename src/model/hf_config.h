@@ -15,7 +15,7 @@ namespace folio {
 
 struct HfModelConfig {
   ModelConfig config;
-  std::string hf_architecture;           // "LlamaForCausalLM", ...
+  std::string hf_architecture;  // "LlamaForCausalLM", ...
   bool tie_word_embeddings = false;
   bool attention_bias = false;           // q/k/v (and for Llama o) projections carry biases
   std::vector<float> rope_freq_factors;  // (rope_dim / 2,) divisors, empty without scaling

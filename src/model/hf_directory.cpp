@@ -23,7 +23,8 @@ Expected<std::optional<std::string>> read_optional(const std::string& path) {
 
 }  // namespace
 
-static Expected<HfGenerationConfig> parse_generation_config_unchecked(const std::string& json_text, const std::string& name) {
+static Expected<HfGenerationConfig> parse_generation_config_unchecked(const std::string& json_text,
+                                                                      const std::string& name) {
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return Status::error(name + ": not a JSON object");
   HfGenerationConfig g;
@@ -129,8 +130,9 @@ Expected<HfTokenizerFiles> read_hf_tokenizer_files(const std::string& dir) {
   Expected<std::optional<std::string>> tokenizer = read_optional(dir + "/tokenizer.json");
   if (!tokenizer) return tokenizer.status();
   if (!*tokenizer) {
-    return Status::error(dir + ": no tokenizer.json (folio reads the fast tokenizer's file; a directory with only a "
-                               "SentencePiece tokenizer.model can be converted by transformers' save_pretrained)");
+    return Status::error(dir +
+                         ": no tokenizer.json (folio reads the fast tokenizer's file; a directory with only a "
+                         "SentencePiece tokenizer.model can be converted by transformers' save_pretrained)");
   }
   files.name = dir + "/tokenizer.json";
   files.tokenizer_json = std::move(**tokenizer);

@@ -102,8 +102,8 @@ std::vector<float> interleave_head_halves(const std::vector<float>& bias, int32_
 
 }  // namespace
 
-Expected<std::unique_ptr<ModelWeights>> ModelWeights::load_hf(const HfCheckpoint& checkpoint,
-                                                              const HfModelConfig& hf, const HfLoadOptions& options,
+Expected<std::unique_ptr<ModelWeights>> ModelWeights::load_hf(const HfCheckpoint& checkpoint, const HfModelConfig& hf,
+                                                              const HfLoadOptions& options,
                                                               const LoadProgress& progress) {
   std::unique_ptr<ModelWeights> model(new ModelWeights());
   model->config_ = hf.config;
@@ -147,7 +147,8 @@ Expected<std::unique_ptr<ModelWeights>> ModelWeights::load_hf(const HfCheckpoint
         if (!step) return step;
       }
       if (checkpoint.find(p + "self_attn.o_proj.bias").tensor != nullptr) {
-        return Status::error("model: tensor '" + p + "self_attn.o_proj.bias': an output projection bias is not supported");
+        return Status::error("model: tensor '" + p +
+                             "self_attn.o_proj.bias': an output projection bias is not supported");
       }
     }
     if (interleave) {

@@ -306,8 +306,7 @@ Expected<CompletionRequest> parse_completion_request(std::string_view body, cons
   return request;
 }
 
-Expected<ChatCompletionRequest> parse_chat_completion_request(std::string_view body,
-                                                              const SamplingParams& defaults) {
+Expected<ChatCompletionRequest> parse_chat_completion_request(std::string_view body, const SamplingParams& defaults) {
   Expected<json> parsed = parse_body(body);
   if (!parsed) return parsed.status();
   const json& object = *parsed;

@@ -61,9 +61,10 @@ std::string prometheus_metrics_text(const WorkerMetrics& metrics, const std::str
   w.add("folio:kv_cache_tokens_total", "gauge", "Token slots the device KV pool holds.",
         static_cast<double>(e.kv.num_blocks) * e.kv_block_size);
   // The format as an info-style gauge (1), labelled, as Prometheus expresses strings.
-  w.text() += "# HELP folio:kv_cache_dtype_info The KV cache format (--kv-cache-dtype).\n"
-              "# TYPE folio:kv_cache_dtype_info gauge\nfolio:kv_cache_dtype_info{" +
-              w.model_label() + ",dtype=\"" + std::string(kv_format_name(e.kv_format)) + "\"} 1\n";
+  w.text() +=
+      "# HELP folio:kv_cache_dtype_info The KV cache format (--kv-cache-dtype).\n"
+      "# TYPE folio:kv_cache_dtype_info gauge\nfolio:kv_cache_dtype_info{" +
+      w.model_label() + ",dtype=\"" + std::string(kv_format_name(e.kv_format)) + "\"} 1\n";
   w.add("folio:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
         static_cast<double>(e.kv.prefix_cache.num_query_tokens));
   w.add("folio:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",

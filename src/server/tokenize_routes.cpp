@@ -51,7 +51,8 @@ ApiResponse handle_detokenize(std::string_view body, const ModelInfo& model) {
   Expected<DetokenizeRequest> request = parse_detokenize_request(body);
   if (!request) return api_error(400, request.error());
   if (other_model(request->model, model)) return unknown_model(request->model, model);
-  if (Status s = check_token_ids(request->tokens, model.tokenizer->vocab_size()); !s) return api_error(400, s.message());
+  if (Status s = check_token_ids(request->tokens, model.tokenizer->vocab_size()); !s)
+    return api_error(400, s.message());
   return ApiResponse{200, "application/json", dump(ordered_json{{"prompt", model.tokenizer->decode(request->tokens)}})};
 }
 

@@ -104,7 +104,8 @@ Expected<Bpe> Bpe::parse(const json& model) {
     if (!unk->is_string()) return Status::error("tokenizer.json: BPE unk_token is not a string");
     bpe.unk_id_ = find(unk->get<std::string>());
     // tokenizers fails only when an unknown character is met; folio says so at load.
-    if (bpe.unk_id_ < 0) return Status::error("tokenizer.json: unk_token '" + unk->get<std::string>() + "' is not in the vocabulary");
+    if (bpe.unk_id_ < 0)
+      return Status::error("tokenizer.json: unk_token '" + unk->get<std::string>() + "' is not in the vocabulary");
   }
   bpe.byte_fallback_ = model.value("byte_fallback", false);
   bpe.fuse_unk_ = model.value("fuse_unk", false);

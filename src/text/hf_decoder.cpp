@@ -81,9 +81,10 @@ Status Decoder::add(const json& spec, std::vector<Step>& steps) {
     step.prepends = spec.value("prepend_scheme", std::string("always")) != "never" &&
                     !(spec.contains("add_prefix_space") && spec["add_prefix_space"] == false);
   } else {
-    return Status::error("decoder '" + (type.empty() ? spec.dump() : type) +
-                         "' is not supported (folio implements Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip, "
-                         "Metaspace)");
+    return Status::error(
+        "decoder '" + (type.empty() ? spec.dump() : type) +
+        "' is not supported (folio implements Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip, "
+        "Metaspace)");
   }
   steps.push_back(std::move(step));
   return Status::ok();

@@ -29,9 +29,12 @@ std::string type_of(const json& spec) {
 Expected<TextRegex> pattern_of(const json& spec, const char* where) {
   const auto it = spec.find("pattern");
   if (it == spec.end() || !it->is_object()) return Status::error(std::string(where) + ": no pattern object");
-  if (it->contains("String") && (*it)["String"].is_string()) return TextRegex::literal((*it)["String"].get<std::string>());
-  if (it->contains("Regex") && (*it)["Regex"].is_string()) return TextRegex::compile_oniguruma((*it)["Regex"].get<std::string>());
-  return Status::error(std::string(where) + ": pattern " + it->dump() + " is neither {\"String\": ...} nor {\"Regex\": ...}");
+  if (it->contains("String") && (*it)["String"].is_string())
+    return TextRegex::literal((*it)["String"].get<std::string>());
+  if (it->contains("Regex") && (*it)["Regex"].is_string())
+    return TextRegex::compile_oniguruma((*it)["Regex"].get<std::string>());
+  return Status::error(std::string(where) + ": pattern " + it->dump() +
+                       " is neither {\"String\": ...} nor {\"Regex\": ...}");
 }
 
 }  // namespace
@@ -46,9 +49,9 @@ Expected<std::string> unicode_normalize(std::string_view text, UnicodeForm form)
     case UnicodeForm::kNfkd: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
   }
   utf8proc_uint8_t* out = nullptr;
-  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                          static_cast<utf8proc_ssize_t>(text.size()), &out,
-                                          static_cast<utf8proc_option_t>(options));
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &out, static_cast<utf8proc_option_t>(options));
   if (n < 0) return Status::error(std::string("unicode normalization: ") + utf8proc_errmsg(n));
   std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
   std::free(out);
@@ -94,22 +97,25 @@ Status Normalizer::add(const json& spec, std::vector<Step>& steps) {
     step.kind = Step::Kind::kNfkd;
   } else if (type == "Prepend") {
     step.kind = Step::Kind::kPrepend;
-    if (!spec.contains("prepend") || !spec["prepend"].is_string()) return Status::error("normalizer Prepend: no prepend string");
+    if (!spec.contains("prepend") || !spec["prepend"].is_string())
+      return Status::error("normalizer Prepend: no prepend string");
     step.text = spec["prepend"].get<std::string>();
   } else if (type == "Replace") {
     step.kind = Step::Kind::kReplace;
     Expected<TextRegex> regex = pattern_of(spec, "normalizer Replace");
     if (!regex) return regex.status();
     step.regex = std::move(regex).value();
-    if (!spec.contains("content") || !spec["content"].is_string()) return Status::error("normalizer Replace: no content string");
+    if (!spec.contains("content") || !spec["content"].is_string())
+      return Status::error("normalizer Replace: no content string");
     step.text = spec["content"].get<std::string>();
   } else if (type == "Strip") {
     step.kind = Step::Kind::kStrip;
     step.left = spec.value("strip_left", false);
     step.right = spec.value("strip_right", false);
   } else {
-    return Status::error("normalizer '" + (type.empty() ? spec.dump() : type) +
-                         "' is not supported (folio implements Sequence, NFC, NFD, NFKC, NFKD, Prepend, Replace, Strip)");
+    return Status::error(
+        "normalizer '" + (type.empty() ? spec.dump() : type) +
+        "' is not supported (folio implements Sequence, NFC, NFD, NFKC, NFKD, Prepend, Replace, Strip)");
   }
   steps.push_back(std::move(step));
   return Status::ok();
@@ -129,8 +135,8 @@ Expected<std::string> Normalizer::normalize(std::string_view text) const {
       case Step::Kind::kNfd:
       case Step::Kind::kNfkc:
       case Step::Kind::kNfkd: {
-        const UnicodeForm form = step.kind == Step::Kind::kNfc   ? UnicodeForm::kNfc
-                                 : step.kind == Step::Kind::kNfd ? UnicodeForm::kNfd
+        const UnicodeForm form = step.kind == Step::Kind::kNfc    ? UnicodeForm::kNfc
+                                 : step.kind == Step::Kind::kNfd  ? UnicodeForm::kNfd
                                  : step.kind == Step::Kind::kNfkc ? UnicodeForm::kNfkc
                                                                   : UnicodeForm::kNfkd;
         Expected<std::string> out = unicode_normalize(s, form);

@@ -26,8 +26,8 @@ class Normalizer {
  private:
   struct Step {
     enum class Kind { kNfc, kNfd, kNfkc, kNfkd, kPrepend, kReplace, kStrip } kind;
-    std::string text;                // Prepend: the prefix; Replace: the replacement
-    std::optional<TextRegex> regex;  // Replace
+    std::string text;                  // Prepend: the prefix; Replace: the replacement
+    std::optional<TextRegex> regex;    // Replace
     bool left = false, right = false;  // Strip
   };
   static Status add(const nlohmann::json& spec, std::vector<Step>& steps);

@@ -12,7 +12,8 @@ namespace {
 using nlohmann::json;
 
 // GPT-2's pattern, which ByteLevel with use_regex splits by.
-constexpr std::string_view kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kQwen2Pattern =
@@ -340,7 +341,8 @@ Status PreTokenizer::run_step(const Step& step, PieceList& list, RegexScratch& s
           }
         }
         const bool starts = std::string_view(text).substr(begin).starts_with(r);
-        if (!starts && (step.prepend == PrependScheme::kAlways || (step.prepend == PrependScheme::kFirst && at_start))) {
+        if (!starts &&
+            (step.prepend == PrependScheme::kAlways || (step.prepend == PrependScheme::kFirst && at_start))) {
           text.insert(begin, r);
         }
       });

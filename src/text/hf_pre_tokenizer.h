@@ -57,9 +57,9 @@ class PreTokenizer {
  private:
   struct Step {
     enum class Kind { kByteLevel, kSplit, kDigits, kMetaspace, kWhitespaceSplit } kind;
-    bool add_prefix_space = false;  // ByteLevel
-    bool use_regex = true;          // ByteLevel
-    std::optional<TextRegex> regex;  // Split, ByteLevel with use_regex
+    bool add_prefix_space = false;         // ByteLevel
+    bool use_regex = true;                 // ByteLevel
+    std::optional<TextRegex> regex;        // Split, ByteLevel with use_regex
     std::optional<PreTokenizerKind> fast;  // a hand-written matcher for the regex
     SplitBehavior behavior = SplitBehavior::kIsolated;
     bool invert = false;             // Split: the matches are the gaps

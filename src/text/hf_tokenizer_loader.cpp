@@ -34,7 +34,8 @@ Status read_added_tokens(const json& spec, const std::string& name, std::vector<
     }
     AddedToken a;
     const int64_t id = t["id"].get<int64_t>();
-    if (id < 0 || id >= (int64_t{1} << 31)) return Status::error(name + ": added token id " + t["id"].dump() + " is out of range");
+    if (id < 0 || id >= (int64_t{1} << 31))
+      return Status::error(name + ": added token id " + t["id"].dump() + " is out of range");
     a.id = static_cast<int32_t>(id);
     a.content = t["content"].get<std::string>();
     if (!is_valid_utf8(a.content) || a.content.empty()) {
@@ -68,7 +69,8 @@ Status read_post_processor(const json& spec, const std::string& name, const Voca
   if (type == "ByteLevel") return Status::ok();  // it only trims offsets
   if (type == "TemplateProcessing") {
     const auto single = spec.find("single");
-    if (single == spec.end() || !single->is_array()) return Status::error(name + ": TemplateProcessing has no single template");
+    if (single == spec.end() || !single->is_array())
+      return Status::error(name + ": TemplateProcessing has no single template");
     const json specials = spec.value("special_tokens", json::object());
     bool seen_sequence = false;
     for (const json& piece : *single) {
@@ -77,7 +79,8 @@ Status read_post_processor(const json& spec, const std::string& name, const Voca
         continue;
       }
       if (!piece.contains("SpecialToken") || !piece["SpecialToken"].contains("id")) {
-        return Status::error(name + ": TemplateProcessing piece " + piece.dump() + " is neither a Sequence nor a SpecialToken");
+        return Status::error(name + ": TemplateProcessing piece " + piece.dump() +
+                             " is neither a Sequence nor a SpecialToken");
       }
       const std::string token = piece["SpecialToken"]["id"].get<std::string>();
       if (!specials.contains(token) || !specials[token].contains("ids") || !specials[token]["ids"].is_array()) {
@@ -109,8 +112,9 @@ Status read_post_processor(const json& spec, const std::string& name, const Voca
 
 // Texts that end generation when they are special tokens of the vocabulary (as the GGUF loader
 // recognises them), besides eos_token and generation_config.json's eos ids.
-constexpr std::string_view kEndOfTurn[] = {"<|eot_id|>", "<|im_end|>",  "<|end|>", "<end_of_turn>", "<|eom_id|>",
-                                           "<|endoftext|>", "<|end_of_text|>", "<end_of_utterance>", "<EOT>"};
+constexpr std::string_view kEndOfTurn[] = {"<|eot_id|>",      "<|im_end|>",         "<|end|>",
+                                           "<end_of_turn>",   "<|eom_id|>",         "<|endoftext|>",
+                                           "<|end_of_text|>", "<end_of_utterance>", "<EOT>"};
 
 }  // namespace
 
@@ -207,7 +211,8 @@ static Expected<std::shared_ptr<Tokenizer::State>> load_state_unchecked(const Hf
     const std::optional<std::string> text = config_token(config, key);
     if (!text) return Status::ok();
     const int32_t found = vocab.find(*text);
-    if (found < 0) return Status::error("tokenizer_config.json: " + std::string(key) + " '" + *text + "' is not a token");
+    if (found < 0)
+      return Status::error("tokenizer_config.json: " + std::string(key) + " '" + *text + "' is not a token");
     id = found;
     return Status::ok();
   };

@@ -25,8 +25,8 @@ struct Tokenizer::State {
   TokenizerKind kind = TokenizerKind::kBytePairByteLevel;
   PreTokenizerKind pre_tokenizer = PreTokenizerKind::kDefault;
   Vocab vocab;
-  std::optional<BpeModel> bpe;  // set for kBytePairByteLevel
-  std::optional<SpmModel> spm;  // set for kSentencePieceBpe
+  std::optional<BpeModel> bpe;             // set for kBytePairByteLevel
+  std::optional<SpmModel> spm;             // set for kSentencePieceBpe
   std::shared_ptr<const hf::Pipeline> hf;  // set for kHuggingFace (hf_tokenizer.h)
 
   int32_t bos_id = -1;

@@ -39,7 +39,8 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format 
   }
   total_blocks += 3;  // spare blocks nobody owns: garbage must not leak in
   const bool residual = kv_format_has_residual(format);
-  const size_t bytes = static_cast<size_t>(total_blocks) * kv_block_bytes(format, c.block_size, c.num_kv_heads, c.head_dim);
+  const size_t bytes =
+      static_cast<size_t>(total_blocks) * kv_block_bytes(format, c.block_size, c.num_kv_heads, c.head_dim);
   std::vector<uint8_t> k(bytes), v(bytes);
   // KIVI: one staging block per block (the test can afford it), staging id = block id.
   const size_t staging_halves =
@@ -87,7 +88,8 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format 
     std::vector<int32_t> staging;
     for (int32_t index = 0; index < static_cast<int32_t>(table.size()); ++index) {
       // Blocks before the last are whole: sealed (those from first_staged on keep staging too).
-      if (residual && index + 1 < static_cast<int32_t>(table.size())) kivi_seal_block(cache, table[index], table[index]);
+      if (residual && index + 1 < static_cast<int32_t>(table.size()))
+        kivi_seal_block(cache, table[index], table[index]);
       if (index >= first_staged) staging.push_back(table[index]);
     }
     tables.push_back(std::move(table));
@@ -114,8 +116,8 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format 
     ASSERT_FALSE(std::isnan(out[i])) << "unwritten output element " << i;
     max_err = std::max(max_err, std::fabs(static_cast<double>(out[i]) - expected[i]));
   }
-  EXPECT_LT(max_err, 2e-4) << kv_format_name(format) << " heads " << c.num_heads << "/" << c.num_kv_heads
-                           << " block " << c.block_size;
+  EXPECT_LT(max_err, 2e-4) << kv_format_name(format) << " heads " << c.num_heads << "/" << c.num_kv_heads << " block "
+                           << c.block_size;
 }
 
 TEST(CpuAttention, MatchesFloat64ReferenceOnRandomVarlenBatches) {

@@ -103,7 +103,8 @@ void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
             for (int which = 0; which < 2; ++which) {
               const std::vector<uint16_t>& src = which == 0 ? k : v;
               for (int32_t d = 0; d < head_dim; ++d) {
-                row[static_cast<size_t>(d)] = from_half(src[static_cast<size_t>(slot) * token_elems + static_cast<size_t>(h) * head_dim + d]);
+                row[static_cast<size_t>(d)] =
+                    from_half(src[static_cast<size_t>(slot) * token_elems + static_cast<size_t>(h) * head_dim + d]);
               }
               kv_store_row(host, which, slot, h, row.data());
             }
@@ -134,8 +135,13 @@ PagedAttentionArgs AttentionProblem::args() const {
   PagedAttentionArgs a;
   a.q = d_q.get();
   a.out = d_out.get();
-  a.cache = KvLayerView{reinterpret_cast<uint8_t*>(d_k.get()), reinterpret_cast<uint8_t*>(d_v.get()), num_blocks,
-                        block_size, num_kv_heads, head_dim, format};
+  a.cache = KvLayerView{reinterpret_cast<uint8_t*>(d_k.get()),
+                        reinterpret_cast<uint8_t*>(d_v.get()),
+                        num_blocks,
+                        block_size,
+                        num_kv_heads,
+                        head_dim,
+                        format};
   a.cu_query_starts = d_cu.get();
   a.context_lens = d_ctx.get();
   a.block_tables = d_tables.get();
@@ -178,15 +184,14 @@ std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<
     sequences.push_back(seq);
   }
   const bool quantized = p.format != KvFormat::kFp16;
-  const KvLayerView cache{quantized ? const_cast<uint8_t*>(p.kq.data())
-                                    : reinterpret_cast<uint8_t*>(const_cast<uint16_t*>(p.k.data())),
-                          quantized ? const_cast<uint8_t*>(p.vq.data())
-                                    : reinterpret_cast<uint8_t*>(const_cast<uint16_t*>(p.v.data())),
-                          p.num_blocks,
-                          p.block_size,
-                          p.num_kv_heads,
-                          p.head_dim,
-                          p.format};
+  const KvLayerView cache{
+      quantized ? const_cast<uint8_t*>(p.kq.data()) : reinterpret_cast<uint8_t*>(const_cast<uint16_t*>(p.k.data())),
+      quantized ? const_cast<uint8_t*>(p.vq.data()) : reinterpret_cast<uint8_t*>(const_cast<uint16_t*>(p.v.data())),
+      p.num_blocks,
+      p.block_size,
+      p.num_kv_heads,
+      p.head_dim,
+      p.format};
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   std::atomic<size_t> next{0};
   auto worker = [&] {

@@ -472,10 +472,10 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
 // reference run on the same quantized bytes (the CUDA reference kernel reads fp16 only).
 void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
   const std::vector<std::vector<SeqSpec>> batches = {
-      {{1, 1}, {1, 17}, {1, 300}, {1, 1500}},            // decode, one split and several
-      {{1, 4096}, {1, 33}, {1, 4000}},                   // long decode
-      {{64, 64}, {100, 357}, {1, 200}, {17, 1041}},      // prefill chunks over cached prefixes + a decode row
-      {{513, 513}, {37, 38}},                            // a whole prompt, partial last block
+      {{1, 1}, {1, 17}, {1, 300}, {1, 1500}},        // decode, one split and several
+      {{1, 4096}, {1, 33}, {1, 4000}},               // long decode
+      {{64, 64}, {100, 357}, {1, 200}, {17, 1041}},  // prefill chunks over cached prefixes + a decode row
+      {{513, 513}, {37, 38}},                        // a whole prompt, partial last block
   };
   for (KvFormat format : {KvFormat::kFp8E4M3, KvFormat::kInt8}) {
     for (int hi : {0, 1, 4}) {
@@ -490,18 +490,20 @@ void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
           const std::vector<int32_t> sampled = sample_tokens_for_reference(p, rng);
           std::future<std::vector<double>> ref_future =
               std::async(std::launch::async, [&p, &sampled] { return reference_rows(p, sampled); });
-          DeviceBuffer<unsigned char> workspace(attention_workspace_bytes(
-              static_cast<int32_t>(p.seqs.size()), p.num_heads, p.num_kv_heads, p.head_dim, p.max_context_len,
-              opt.sm_count));
+          DeviceBuffer<unsigned char> workspace(attention_workspace_bytes(static_cast<int32_t>(p.seqs.size()),
+                                                                          p.num_heads, p.num_kv_heads, p.head_dim,
+                                                                          p.max_context_len, opt.sm_count));
           p.d_out.poison();
-          const double ms =
-              time_ms([&] { paged_attention(args, Workspace{workspace.get(), workspace.size()}, opt.sm_count, nullptr); },
-                      0, 1);
+          const double ms = time_ms(
+              [&] {
+                paged_attention(args, Workspace{workspace.get(), workspace.size()}, opt.sm_count, nullptr);
+              },
+              0, 1);
           sync_or_die("paged_attention (quantized cache)");
           const std::vector<uint16_t> out = p.d_out.download();
           const std::vector<double> ref = ref_future.get();
-          Outcome o = outcome_of("kv_formats.dispatch", p.describe(), rows_of(out, p, sampled), ref, kAtolRef,
-                                 kRtolRef, ms);
+          Outcome o =
+              outcome_of("kv_formats.dispatch", p.describe(), rows_of(out, p, sampled), ref, kAtolRef, kRtolRef, ms);
           o.note = "vs float64 on the dequantized cache (" + std::to_string(sampled.size()) + " rows)";
           report(o);
         }

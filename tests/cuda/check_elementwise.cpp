@@ -10,9 +10,9 @@
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
-#include "core/fp16.h"
 #include "backend/cuda/kernels/kernels.h"
 #include "check_util.h"
+#include "core/fp16.h"
 
 namespace folio::cuda::check {
 namespace {
@@ -198,8 +198,12 @@ void check_rope_write_kv(const Options& opt, std::mt19937_64& rng) {
       cpu_backend().rope(k.data(), positions, c.num_kv_heads, c.head_dim, params);
       const size_t cache_elems = static_cast<size_t>(num_blocks) * block_size * kv_dim;
       std::vector<uint16_t> ref_k(cache_elems, 0xffff), ref_v(cache_elems, 0xffff);
-      KvLayerView ref_cache{reinterpret_cast<uint8_t*>(ref_k.data()), reinterpret_cast<uint8_t*>(ref_v.data()),
-                            num_blocks, block_size, c.num_kv_heads, c.head_dim};
+      KvLayerView ref_cache{reinterpret_cast<uint8_t*>(ref_k.data()),
+                            reinterpret_cast<uint8_t*>(ref_v.data()),
+                            num_blocks,
+                            block_size,
+                            c.num_kv_heads,
+                            c.head_dim};
       std::vector<int32_t> written_slots;
       std::vector<float> wk, wv;
       for (int32_t t = 0; t < n; ++t) {
@@ -220,8 +224,12 @@ void check_rope_write_kv(const Options& opt, std::mt19937_64& rng) {
       d_q.poison();
       d_k.poison();
       d_v.poison();
-      KvLayerView cache{reinterpret_cast<uint8_t*>(d_k.get()), reinterpret_cast<uint8_t*>(d_v.get()), num_blocks,
-                        block_size, c.num_kv_heads, c.head_dim};
+      KvLayerView cache{reinterpret_cast<uint8_t*>(d_k.get()),
+                        reinterpret_cast<uint8_t*>(d_v.get()),
+                        num_blocks,
+                        block_size,
+                        c.num_kv_heads,
+                        c.head_dim};
       DeviceRope rope{c.style, c.rotary_dim, 500000.0f, c.position_scale, c.factors ? d_factors.get() : nullptr};
       const double ms = time_ms(
           [&] {

@@ -49,14 +49,18 @@ void check_quantized_write(const Options&, std::mt19937_64& rng) {
       for (int32_t t = 0; t < n; ++t) {
         for (int32_t i = 0; i < width; ++i) {
           const float x = qkv[static_cast<size_t>(t) * width + i] + (c.bias ? bias[i] : 0.0f);
-          if (i < q_dim) q[static_cast<size_t>(t) * q_dim + i] = x;
-          else if (i < q_dim + kv_dim) k[static_cast<size_t>(t) * kv_dim + i - q_dim] = x;
-          else v[static_cast<size_t>(t) * kv_dim + i - q_dim - kv_dim] = x;
+          if (i < q_dim)
+            q[static_cast<size_t>(t) * q_dim + i] = x;
+          else if (i < q_dim + kv_dim)
+            k[static_cast<size_t>(t) * kv_dim + i - q_dim] = x;
+          else
+            v[static_cast<size_t>(t) * kv_dim + i - q_dim - kv_dim] = x;
         }
       }
       const RopeParams params{RopeStyle::kAdjacentPairs, c.head_dim, 500000.0f, 1.0f, nullptr};
       cpu.rope(k.data(), positions, c.num_kv_heads, c.head_dim, params);
-      const size_t bytes = static_cast<size_t>(num_blocks) * kv_block_bytes(format, block_size, c.num_kv_heads, c.head_dim);
+      const size_t bytes =
+          static_cast<size_t>(num_blocks) * kv_block_bytes(format, block_size, c.num_kv_heads, c.head_dim);
       std::vector<uint8_t> ref_k(bytes, 0xab), ref_v(bytes, 0xab);
       const KvLayerView ref{ref_k.data(), ref_v.data(), num_blocks, block_size, c.num_kv_heads, c.head_dim, format};
       std::vector<int32_t> written;
@@ -64,8 +68,10 @@ void check_quantized_write(const Options&, std::mt19937_64& rng) {
       for (int32_t t = 0; t < n; ++t) {
         if (slots[t] < 0) continue;
         written.push_back(slots[t]);
-        wk.insert(wk.end(), k.begin() + static_cast<size_t>(t) * kv_dim, k.begin() + static_cast<size_t>(t + 1) * kv_dim);
-        wv.insert(wv.end(), v.begin() + static_cast<size_t>(t) * kv_dim, v.begin() + static_cast<size_t>(t + 1) * kv_dim);
+        wk.insert(wk.end(), k.begin() + static_cast<size_t>(t) * kv_dim,
+                  k.begin() + static_cast<size_t>(t + 1) * kv_dim);
+        wv.insert(wv.end(), v.begin() + static_cast<size_t>(t) * kv_dim,
+                  v.begin() + static_cast<size_t>(t + 1) * kv_dim);
       }
       cpu.write_kv(ref, wk.data(), wv.data(), written);
 
@@ -74,8 +80,13 @@ void check_quantized_write(const Options&, std::mt19937_64& rng) {
       DeviceBuffer<uint16_t> d_q(q.size()), d_k(bytes / 2), d_v(bytes / 2);
       FOLIO_CUDA_OK(cudaMemset(d_k.get(), 0xab, bytes));
       FOLIO_CUDA_OK(cudaMemset(d_v.get(), 0xab, bytes));
-      const KvLayerView dev{reinterpret_cast<uint8_t*>(d_k.get()), reinterpret_cast<uint8_t*>(d_v.get()), num_blocks,
-                            block_size, c.num_kv_heads, c.head_dim, format};
+      const KvLayerView dev{reinterpret_cast<uint8_t*>(d_k.get()),
+                            reinterpret_cast<uint8_t*>(d_v.get()),
+                            num_blocks,
+                            block_size,
+                            c.num_kv_heads,
+                            c.head_dim,
+                            format};
       const DeviceRope rope{RopeStyle::kAdjacentPairs, c.head_dim, 500000.0f, 1.0f, nullptr};
       rope_write_kv(d_qkv.get(), c.bias ? d_bias.get() : nullptr, d_pos.get(), d_slots.get(), n, c.num_heads, rope,
                     d_q.get(), dev, nullptr);
@@ -90,7 +101,8 @@ void check_quantized_write(const Options&, std::mt19937_64& rng) {
       std::vector<float> a(static_cast<size_t>(c.head_dim)), b(a.size());
       auto row_bytes_equal = [&](const uint8_t* x, const uint8_t* y, int64_t slot, int32_t h) {
         const size_t value = ref.value_offset(slot, h), scale = ref.scale_offset(slot, h);
-        return std::equal(x + value, x + value + c.head_dim, y + value) && std::equal(x + scale, x + scale + 4, y + scale);
+        return std::equal(x + value, x + value + c.head_dim, y + value) &&
+               std::equal(x + scale, x + scale + 4, y + scale);
       };
       for (int32_t t = 0; t < n; ++t) {
         if (slots[t] < 0) continue;
@@ -124,8 +136,9 @@ void check_quantized_write(const Options&, std::mt19937_64& rng) {
       const std::string shape = std::string(kv_format_name(format)) + " h=" + std::to_string(c.num_heads) + "/" +
                                 std::to_string(c.num_kv_heads) + " d=" + std::to_string(c.head_dim) +
                                 (c.bias ? " bias" : "");
-      report_flag("rope_write_kv.quantized_v_bytes", shape, v_rows_differ == 0,
-                  std::to_string(v_rows_differ) + " of " + std::to_string(rows) + " V rows differ from the CPU's bytes");
+      report_flag(
+          "rope_write_kv.quantized_v_bytes", shape, v_rows_differ == 0,
+          std::to_string(v_rows_differ) + " of " + std::to_string(rows) + " V rows differ from the CPU's bytes");
       report_flag("rope_write_kv.quantized_k_bytes_pos0", shape, k0_rows_differ == 0,
                   std::to_string(k0_rows_differ) + " K rows at position 0 differ from the CPU's bytes");
       report_flag("rope_write_kv.quantized_k_rotated", shape, k_rows_far == 0 && padding_untouched,

@@ -15,7 +15,6 @@
 namespace folio::e2e {
 namespace {
 
-
 // The same greedy run with the executor choosing the tokens on its side (a greedy
 // SamplingPlan): only token ids and logprobs come back.
 std::vector<SampledToken> run_device_greedy(Executor& executor, const std::vector<int32_t>& prompt, int32_t steps) {

@@ -5,9 +5,9 @@
 // tokens until a near-tie. The same numbers from the bfloat16 directory, its GGUF and the
 // float32 directory (rounded to bfloat16 on upload) must give bit-identical GPU logits.
 #include <cmath>
-#include <map>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -97,7 +97,8 @@ int run_hf(const std::vector<std::string>& args) {
         diff += d * d;
         norm += static_cast<double>(ref[i]) * ref[i];
         worst = std::max(worst, std::fabs(d));
-        if (got.last_prompt_logits[i] > got.last_prompt_logits[static_cast<size_t>(top_got)]) top_got = static_cast<int32_t>(i);
+        if (got.last_prompt_logits[i] > got.last_prompt_logits[static_cast<size_t>(top_got)])
+          top_got = static_cast<int32_t>(i);
         if (ref[i] > ref[static_cast<size_t>(top_ref)]) top_ref = static_cast<int32_t>(i);
       }
       const double relerr = std::sqrt(diff / std::max(norm, 1e-30));
@@ -113,9 +114,9 @@ int run_hf(const std::vector<std::string>& args) {
       tally.check(relerr < 5e-2, std::string(name) + " " + case_name + ": logits relative error " +
                                      std::to_string(relerr) + " < 5e-2 vs transformers float32");
       tally.check(same || margin < 0.5, std::string(name) + " " + case_name + ": greedy tokens " +
-                                            (same ? "identical for 32" : "part at step " + std::to_string(first) +
-                                                                             " at a transformers margin of " +
-                                                                             std::to_string(margin)));
+                                            (same ? "identical for 32"
+                                                  : "part at step " + std::to_string(first) +
+                                                        " at a transformers margin of " + std::to_string(margin)));
       if (case_name == "chat") chat_logits[name] = got.last_prompt_logits;
     }
   }

@@ -148,18 +148,17 @@ class TinyEngineTest : public ::testing::Test {
     if (!kv_format_has_residual(setup.kv.format)) return;
     setup.kv.num_staging_blocks = kv_staging_blocks_for(
         setup.config.scheduler.max_num_seqs, setup.config.scheduler.max_num_batched_tokens, setup.kv.block_size);
-    const int64_t staging_bytes =
-        static_cast<int64_t>(setup.kv.num_staging_blocks) *
-        static_cast<int64_t>(kv_cache_shape(model_for(setup.kv.format).config(), 1, setup.kv.block_size,
-                                            setup.kv.format)
-                                 .bytes_per_staging_block());
+    const int64_t staging_bytes = static_cast<int64_t>(setup.kv.num_staging_blocks) *
+                                  static_cast<int64_t>(kv_cache_shape(model_for(setup.kv.format).config(), 1,
+                                                                      setup.kv.block_size, setup.kv.format)
+                                                           .bytes_per_staging_block());
     setup.kv.kv_cache_bytes += staging_bytes;
     if (setup.kv.swap_space_bytes > 0) setup.kv.swap_space_bytes += staging_bytes;
   }
 
   static std::unique_ptr<testing::CpuEngine> make_engine(const Setup& setup) {
-    return std::make_unique<testing::CpuEngine>(model_for(setup.kv.format), *backend_, tiny_->tokenizer(),
-                                                setup.config, setup.kv);
+    return std::make_unique<testing::CpuEngine>(model_for(setup.kv.format), *backend_, tiny_->tokenizer(), setup.config,
+                                                setup.kv);
   }
 
   // Folds one step's outputs into the tracked requests, checking what the API promises.

@@ -31,7 +31,8 @@ TEST(RequestMemory, SequencesOfARequestShareItsStopLists) {
   params.sampling.temperature = 1.0f;
   params.sampling.seed = 3;
   params.n = 8;
-  for (int i = 0; i < 20000; ++i) params.stop.push_back("stop string number " + std::to_string(i) + std::string(60, 'x'));
+  for (int i = 0; i < 20000; ++i)
+    params.stop.push_back("stop string number " + std::to_string(i) + std::string(60, 'x'));
   for (int i = 0; i < 200000; ++i) params.stop_token_ids.push_back(i % 300);
   const double list_bytes = 20000.0 * (80 + sizeof(std::string)) + 200000.0 * 4;  // ~2.9 MB
 

@@ -62,7 +62,8 @@ std::vector<float> fp16_values(std::mt19937& rng, int32_t n, float sigma) {
 TEST(Kivi, GroupErrorWithinBoundOnRandomAndAdversarialGroups) {
   std::mt19937 rng(5);
   for (int bits : {2, 4}) {
-    for (int trial = 0; trial < 2000; ++trial) check_group(fp16_values(rng, 32, trial % 7 == 0 ? 100.0f : 1.0f), bits, "random");
+    for (int trial = 0; trial < 2000; ++trial)
+      check_group(fp16_values(rng, 32, trial % 7 == 0 ? 100.0f : 1.0f), bits, "random");
     std::vector<float> outlier = fp16_values(rng, 32, 1.0f);
     outlier[7] = 60.0f;
     check_group(outlier, bits, "outlier");
@@ -103,9 +104,14 @@ struct SealedBlock {
   KvLayerView view;
 
   SealedBlock(KvFormat f, int32_t b, int32_t h, int32_t d)
-      : block_size(b), heads(h), head_dim(d), format(f),
-        k(2 * kv_block_bytes(f, b, h, d), 0xAB), v(2 * kv_block_bytes(f, b, h, d), 0xAB),
-        staging_k(static_cast<size_t>(b) * h * d), staging_v(static_cast<size_t>(b) * h * d) {
+      : block_size(b),
+        heads(h),
+        head_dim(d),
+        format(f),
+        k(2 * kv_block_bytes(f, b, h, d), 0xAB),
+        v(2 * kv_block_bytes(f, b, h, d), 0xAB),
+        staging_k(static_cast<size_t>(b) * h * d),
+        staging_v(static_cast<size_t>(b) * h * d) {
     view = KvLayerView{k.data(), v.data(), 2, b, h, d, f};
     view.staging_k = staging_k.data();
     view.staging_v = staging_v.data();

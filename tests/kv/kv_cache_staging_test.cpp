@@ -72,7 +72,8 @@ TEST(KvCacheStaging, PrefixHitsReuseSealedBlocksAndStageOnlyNewOnes) {
   manager.cache_full_blocks(1, tokens);
   const PrefixMatch match = manager.find_cached_prefix(tokens);
   ASSERT_EQ(match.num_computed_tokens, 8);
-  for (int32_t block : match.block_ids) EXPECT_EQ(manager.device_pool().staging(block), -1) << "a cached block is sealed";
+  for (int32_t block : match.block_ids)
+    EXPECT_EQ(manager.device_pool().staging(block), -1) << "a cached block is sealed";
   ASSERT_TRUE(manager.allocate_slots(2, 1, match));
   int32_t first = -1;
   EXPECT_EQ(staged(manager, 2, &first).size(), 1u);

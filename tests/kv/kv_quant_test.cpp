@@ -57,8 +57,17 @@ TEST(Fp8E4M3, EveryCodeDecodesToItsValueAndRoundTrips) {
 }
 
 TEST(Fp8E4M3, EncodingIsTheNearestValueTiesToEven) {
-  std::vector<float> inputs = {0.0f, -0.0f, 448.0f, -448.0f, 449.0f, 464.0f, 1e30f, -1e30f,
-                               std::numeric_limits<float>::infinity(), 1e-30f, std::ldexp(1.0f, -10)};
+  std::vector<float> inputs = {0.0f,
+                               -0.0f,
+                               448.0f,
+                               -448.0f,
+                               449.0f,
+                               464.0f,
+                               1e30f,
+                               -1e30f,
+                               std::numeric_limits<float>::infinity(),
+                               1e-30f,
+                               std::ldexp(1.0f, -10)};
   // Every midpoint between neighbouring codes, and a float either side of it.
   for (int code = 0; code < 0x7e; ++code) {
     const double mid = (e4m3_value(code) + e4m3_value(code + 1)) / 2;
@@ -93,7 +102,8 @@ void check_row(KvFormat format, const std::vector<float>& x, const char* what) {
     const double xi = x[static_cast<size_t>(i)], got = back[static_cast<size_t>(i)];
     // int8: half a step (scale / 2); E4M3: half an ulp of 3 mantissa bits (|x| / 16), or half
     // a subnormal step (2^-10 of a unit of scale) near zero; plus float rounding of the scale.
-    const double bound = format == KvFormat::kInt8 ? scale * 0.5 : std::max(std::fabs(xi) / 16.0, scale * std::ldexp(1.0, -10));
+    const double bound =
+        format == KvFormat::kInt8 ? scale * 0.5 : std::max(std::fabs(xi) / 16.0, scale * std::ldexp(1.0, -10));
     EXPECT_LE(std::fabs(got - xi), bound * (1 + 1e-5) + amax * 1e-7) << what << " element " << i << " of " << xi;
     // The dequantized value is exactly the format's value times the scale, in float.
     const float value = format == KvFormat::kInt8 ? static_cast<float>(static_cast<int8_t>(q[static_cast<size_t>(i)]))
@@ -189,7 +199,8 @@ TEST(KvFormat, NamesParseAndUnknownOnesSayWhatIsKnown) {
   EXPECT_EQ(parse_kv_format("int8", &error), KvFormat::kInt8);
   EXPECT_FALSE(parse_kv_format("fp4", &error));
   EXPECT_NE(error.find("known: auto, fp16, fp8"), std::string::npos) << error;
-  EXPECT_FALSE(parse_kv_format("kivi2", &error));
+  EXPECT_EQ(parse_kv_format("kivi2", &error), KvFormat::kKivi2);
+  EXPECT_FALSE(parse_kv_format("bf16", &error));
   EXPECT_NE(error.find("not implemented yet"), std::string::npos) << error;
   // fp16 is 2 bytes a value; fp8/int8 one byte plus a 4-byte scale per head row.
   EXPECT_EQ(kv_row_bytes(KvFormat::kFp16, 64), 128u);

@@ -124,19 +124,17 @@ TEST_P(HfSmolLM2Golden, FollowsTransformersFloat32) {
                         std::string(c.dir) + " " + c.prompt);
 }
 
-INSTANTIATE_TEST_SUITE_P(Directories, HfSmolLM2Golden,
-                         ::testing::Values(SmolCase{"smollm2-f32", "float32", "plain"},
-                                           SmolCase{"smollm2-f32", "float32", "chat"},
-                                           SmolCase{"smollm2-f32", "float32", "code"},
-                                           SmolCase{"smollm2-f32", "float32", "french"},
-                                           SmolCase{"smollm2-bf16", "bfloat16", "plain"},
-                                           SmolCase{"smollm2-bf16", "bfloat16", "chat"},
-                                           SmolCase{"smollm2-bf16-sharded", "bfloat16", "french"}),
-                         [](const auto& info) {
-                           std::string name = std::string(info.param.dir) + "_" + info.param.prompt;
-                           for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Directories, HfSmolLM2Golden,
+    ::testing::Values(SmolCase{"smollm2-f32", "float32", "plain"}, SmolCase{"smollm2-f32", "float32", "chat"},
+                      SmolCase{"smollm2-f32", "float32", "code"}, SmolCase{"smollm2-f32", "float32", "french"},
+                      SmolCase{"smollm2-bf16", "bfloat16", "plain"}, SmolCase{"smollm2-bf16", "bfloat16", "chat"},
+                      SmolCase{"smollm2-bf16-sharded", "bfloat16", "french"}),
+    [](const auto& info) {
+      std::string name = std::string(info.param.dir) + "_" + info.param.prompt;
+      for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      return name;
+    });
 
 // The 1,184-token prompt: left to the Release run.
 TEST(HfSmolLM2GoldenSlow, LongPromptFollowsTransformersFloat32) {
@@ -226,8 +224,7 @@ TEST_P(HfTinyGolden, FollowsTransformersFloat32) {
   std::printf("[%s %s] last logits max |folio - transformers float32| = %.3e\n", GetParam(),
               golden.at("dtype").get<std::string>().c_str(), worst);
   EXPECT_LT(worst, 5e-3);
-  expect_greedy_follows(runner, *logits, golden.at("generated_ids"), golden.at("generated_margins"), 1e-2,
-                        GetParam());
+  expect_greedy_follows(runner, *logits, golden.at("generated_ids"), golden.at("generated_margins"), 1e-2, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, HfTinyGolden, ::testing::Values("tiny-llama3", "tiny-qwen2", "tiny-mistral"));

@@ -33,7 +33,8 @@ std::vector<std::string> hex_strings(const std::string& path) {
   for (const nlohmann::json& record : read_jsonl(path)) {
     const std::string hex = record.at("hex");
     std::string bytes;
-    for (size_t i = 0; i + 1 < hex.size(); i += 2) bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    for (size_t i = 0; i + 1 < hex.size(); i += 2)
+      bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
     out.push_back(bytes);
   }
   return out;
@@ -61,8 +62,8 @@ std::string ids_text(const std::vector<int32_t>& ids) {
 }
 
 const std::vector<std::string> kVariants = {
-    "smollm2",   "smollm2-digits",   "llama-bpe",           "llama-bpe-bos", "qwen2",           "qwen2-nfc", "llama-spm",
-    "llama-spm-legacy", "llama-spm-metaspace", "added-tokens",  "split-behaviors", "anthropic", "deepseek"};
+    "smollm2",          "smollm2-digits",      "llama-bpe",    "llama-bpe-bos",   "qwen2",     "qwen2-nfc", "llama-spm",
+    "llama-spm-legacy", "llama-spm-metaspace", "added-tokens", "split-behaviors", "anthropic", "deepseek"};
 
 class HfTokenizerGolden : public ::testing::TestWithParam<std::string> {};
 
@@ -105,12 +106,11 @@ TEST_P(HfTokenizerGolden, MatchesTokenizersLibrary) {
   EXPECT_EQ(mismatches, 0) << variant << ": " << mismatches << " of " << golden.size() - 1 << " strings differ";
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, HfTokenizerGolden, ::testing::ValuesIn(kVariants),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) c = c == '-' ? '_' : c;
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Variants, HfTokenizerGolden, ::testing::ValuesIn(kVariants), [](const auto& info) {
+  std::string name = info.param;
+  for (char& c : name) c = c == '-' ? '_' : c;
+  return name;
+});
 
 // The hand-written matchers stand in for three regexes; on every golden string they must cut
 // exactly where PCRE2 running the regex cuts.

@@ -63,14 +63,18 @@ TEST(HfTokenizer, BothMergeFormsAgree) {
   strings["model"]["merges"] = json::array({"a b", "ab c", "_ a"});
   Expected<Tokenizer> a = make(base_spec()), b = make(strings);
   ASSERT_TRUE(a && b);
-  for (const char* text : {"abc", "abab_abc", "cab"}) EXPECT_EQ(a->encode(text, false, true), b->encode(text, false, true));
+  for (const char* text : {"abc", "abab_abc", "cab"})
+    EXPECT_EQ(a->encode(text, false, true), b->encode(text, false, true));
 }
 
 TEST(HfTokenizer, ByteFallbackFuseUnkAndDecoding) {
   Expected<Tokenizer> t = make(base_spec());
   ASSERT_TRUE(t) << t.error();
   // é is C3 A9: two byte tokens. A has a byte token; "x" and "y" have nothing: one fused unknown.
-  EXPECT_EQ(t->encode("\xC3\xA9" "A", false, true), (Ids{7, 8, 9}));
+  EXPECT_EQ(t->encode("\xC3\xA9"
+                      "A",
+                      false, true),
+            (Ids{7, 8, 9}));
   EXPECT_EQ(t->encode("xya", false, true), (Ids{13, 0}));
   // The decoder's Strip removes the text's leading space; a piece keeps it (it continues a text).
   EXPECT_EQ(t->decode(Ids{5, 0, 1}), "ab");
@@ -123,10 +127,20 @@ TEST(HfTokenizer, ConfigAndGenerationSettings) {
 
 TEST(HfTokenizer, AddedTokenStripAndSingleWord) {
   json spec = base_spec();
-  spec["added_tokens"].push_back({{"id", 14}, {"content", "<m>"}, {"special", true}, {"normalized", false},
-                                  {"lstrip", true}, {"rstrip", true}, {"single_word", false}});
-  spec["added_tokens"].push_back({{"id", 15}, {"content", "ca"}, {"special", false}, {"normalized", true},
-                                  {"lstrip", false}, {"rstrip", false}, {"single_word", true}});
+  spec["added_tokens"].push_back({{"id", 14},
+                                  {"content", "<m>"},
+                                  {"special", true},
+                                  {"normalized", false},
+                                  {"lstrip", true},
+                                  {"rstrip", true},
+                                  {"single_word", false}});
+  spec["added_tokens"].push_back({{"id", 15},
+                                  {"content", "ca"},
+                                  {"special", false},
+                                  {"normalized", true},
+                                  {"lstrip", false},
+                                  {"rstrip", false},
+                                  {"single_word", true}});
   Expected<Tokenizer> t = make(spec);
   ASSERT_TRUE(t) << t.error();
   EXPECT_EQ(t->encode("a  <m>  b", false, true), (Ids{0, 14, 1}));  // the spaces go with <m>
@@ -141,24 +155,39 @@ TEST(HfTokenizer, RefusesMalformedFilesByName) {
     const char* message;
   };
   const Case cases[] = {
-      {[](json& j) { j["model"]["merges"].push_back({"c", "zz"}); }, "merge 4"},
+      {[](json& j) {
+         j["model"]["merges"].push_back({"c", "zz"});
+       },
+       "merge 4"},
       {[](json& j) { j["model"]["merges"] = json::array({"a b c"}); }, "one space"},
       {[](json& j) { j["model"]["merges"] = json::array({42}); }, "neither"},
       {[](json& j) { j["model"]["type"] = "WordPiece"; }, "WordPiece"},
       {[](json& j) { j["model"]["unk_token"] = "<missing>"; }, "<missing>"},
       {[](json& j) { j["model"]["dropout"] = 0.1; }, "dropout"},
-      {[](json& j) { j["normalizer"] = {{"type", "Precompiled"}}; }, "Precompiled"},
-      {[](json& j) { j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}}; }, "BertPreTokenizer"},
-      {[](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }, "decoder 'WordPiece'"},
-      {[](json& j) { j["post_processor"] = {{"type", "Unknown"}}; }, "post_processor 'Unknown'"},
       {[](json& j) {
-         j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"},
-                               {"invert", false}};
+         j["normalizer"] = {{"type", "Precompiled"}};
+       },
+       "Precompiled"},
+      {[](json& j) {
+         j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+       },
+       "BertPreTokenizer"},
+      {[](json& j) {
+         j["decoder"] = {{"type", "WordPiece"}};
+       },
+       "decoder 'WordPiece'"},
+      {[](json& j) {
+         j["post_processor"] = {{"type", "Unknown"}};
+       },
+       "post_processor 'Unknown'"},
+      {[](json& j) {
+         j["pre_tokenizer"] = {
+             {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}, {"invert", false}};
        },
        "(unclosed"},
       {[](json& j) {
-         j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", "x"}}}, {"behavior", "Sideways"},
-                               {"invert", false}};
+         j["pre_tokenizer"] = {
+             {"type", "Split"}, {"pattern", {{"String", "x"}}}, {"behavior", "Sideways"}, {"invert", false}};
        },
        "Sideways"},
       {[](json& j) { j["added_tokens"][0]["id"] = -3; }, "out of range"},
@@ -187,9 +216,15 @@ TEST(HfTokenizer, InvalidUtf8BecomesReplacementCharacters) {
   spec["model"]["vocab"]["\xEF\xBF\xBD"] = 16;
   Expected<Tokenizer> t = make(spec);
   ASSERT_TRUE(t) << t.error();
-  EXPECT_EQ(t->encode("a\xFF" "b", false, true), (Ids{0, 16, 1}));
+  EXPECT_EQ(t->encode("a\xFF"
+                      "b",
+                      false, true),
+            (Ids{0, 16, 1}));
   const TextSpan literal[] = {{2, 10}};
-  const Ids ids = t->encode("\xFF" "a<|im_end|>", false, true, literal);
+  const Ids ids = t->encode(
+      "\xFF"
+      "a<|im_end|>",
+      false, true, literal);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), 12), 0);  // the span moved with the text
 }
 

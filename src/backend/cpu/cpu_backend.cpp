@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "backend/cpu/cpu_attention.h"
-#include "kv/kivi.h"
 #include "core/fp16_rows.h"
+#include "kv/kivi.h"
 #include "kv/kv_quant.h"
 
 namespace folio::cpu {

@@ -26,7 +26,7 @@ CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32
                               : num_staging_blocks > 0        ? num_staging_blocks
                                                               : kv_staging_blocks_for(64, 512, block_size))),
       host_pool_(num_host_blocks > 1 ? std::make_unique<HostKvPool>(storage_.shape(), num_host_blocks,
-                                                                     storage_.shape().num_staging_blocks)
+                                                                    storage_.shape().num_staging_blocks)
                                      : nullptr) {}
 
 CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const KvCacheOptions& kv)

@@ -75,8 +75,9 @@ class Uploader {
     const auto* src = static_cast<const uint8_t*>(w.data);
     for (size_t at = 0; at < bytes; at += kChunk) {
       const size_t size = std::min(kChunk, bytes - at);
-      if (Status s = cuda_status(
-              cudaMemcpy(reinterpret_cast<uint8_t*>(dst) + at, src + at, size, cudaMemcpyHostToDevice), "weight upload");
+      if (Status s =
+              cuda_status(cudaMemcpy(reinterpret_cast<uint8_t*>(dst) + at, src + at, size, cudaMemcpyHostToDevice),
+                          "weight upload");
           !s) {
         return s;
       }

@@ -56,8 +56,8 @@ struct DecodeShape {
   static constexpr int kRowsPerPass = kDecodeThreads / kLanesPerRow;  // 8, 16 or 32
   static constexpr int kPasses = kTile / kRowsPerPass;                // 8, 4 or 2
   // One K (or V) tile: the values, then (quantized) the rows' scales.
-  static constexpr size_t kStageBytes = static_cast<size_t>(kTile) * kHeadDim * kValueBytes +
-                                        (kQuantized ? kTile * sizeof(float) : 0);
+  static constexpr size_t kStageBytes =
+      static_cast<size_t>(kTile) * kHeadDim * kValueBytes + (kQuantized ? kTile * sizeof(float) : 0);
   static constexpr size_t kKvBytes = 2ull * 2 * kStageBytes;  // K,V x 2 stages
   static constexpr size_t kReduceBytes = static_cast<size_t>(kRowsPerPass) * kGroup * kHeadDim * sizeof(float);
   static constexpr size_t kScoreBytes = static_cast<size_t>(kGroup) * kTile * sizeof(float);
@@ -289,7 +289,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   for (int g = 0; g < kGroup; ++g) {
     float4* dst = reinterpret_cast<float4*>(reduce + (row_group * kGroup + g) * kHeadDim + lane_in_row * kDims);
 #pragma unroll
-    for (int c = 0; c < kDims / 4; ++c) dst[c] = make_float4(acc[g][4 * c], acc[g][4 * c + 1], acc[g][4 * c + 2], acc[g][4 * c + 3]);
+    for (int c = 0; c < kDims / 4; ++c)
+      dst[c] = make_float4(acc[g][4 * c], acc[g][4 * c + 1], acc[g][4 * c + 2], acc[g][4 * c + 3]);
   }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -385,8 +386,7 @@ void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int
       return launch_decode_format<kHeadDim, kGroup, KvFormat::kInt8>(args, policy, grid_splits, partial_out,
                                                                      partial_stats, stream);
     case KvFormat::kKivi4:
-    case KvFormat::kKivi2:
-      break;  // CudaExecutor::create refuses the KIVI formats (no CUDA kernels for them yet)
+    case KvFormat::kKivi2: break;  // CudaExecutor::create refuses the KIVI formats (no CUDA kernels for them yet)
   }
 }
 

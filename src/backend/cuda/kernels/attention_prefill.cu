@@ -1176,8 +1176,10 @@ void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, Pref
   assert(args.num_heads % args.cache.num_kv_heads == 0);
   if (args.num_seqs == 0 || args.max_query_len <= 0) return;
   const bool skip_single_query = rows == PrefillRows::kMultiTokenOnly;
-  if (args.cache.format == KvFormat::kFp8E4M3) return launch_prefill_quantized<KvFormat::kFp8E4M3>(args, skip_single_query, stream);
-  if (args.cache.format == KvFormat::kInt8) return launch_prefill_quantized<KvFormat::kInt8>(args, skip_single_query, stream);
+  if (args.cache.format == KvFormat::kFp8E4M3)
+    return launch_prefill_quantized<KvFormat::kFp8E4M3>(args, skip_single_query, stream);
+  if (args.cache.format == KvFormat::kInt8)
+    return launch_prefill_quantized<KvFormat::kInt8>(args, skip_single_query, stream);
   if (kernel == PrefillKernel::kRows128v3) {
     if (args.cache.head_dim == 64) {
       launch_prefill_v3<64>(args, skip_single_query, stream);
