@@ -1,5 +1,7 @@
 #include "engine/model_runner.h"
 
+#include <cassert>
+
 namespace folio {
 
 void ModelRunner::prepare(const SchedulerOutput& output) {
@@ -12,6 +14,7 @@ void ModelRunner::prepare(const SchedulerOutput& output) {
     const int32_t end = chunk.first_position + chunk.num_new_tokens;
     for (int32_t position = chunk.first_position; position < end; ++position) {
       const int32_t index = position / block_size;
+      assert((!output.kv_residual || index >= chunk.first_staged_block) && "writing into a sealed block");
       // With a residual format new tokens go to their (unsealed) block's staging block.
       const int32_t block = output.kv_residual ? chunk.staging[static_cast<size_t>(index - chunk.first_staged_block)]
                                                : chunk.block_table[static_cast<size_t>(index)];

@@ -41,7 +41,7 @@ Expected<std::vector<float>> SequenceRunner::append(std::span<const int32_t> tok
   // A chunk of c tokens writes into at most c / block_size + 2 blocks, each needing its own
   // staging block.
   if (num_staging_ > 0) {
-    chunk_limit = std::min(chunk_limit, static_cast<size_t>(std::max(1, num_staging_ - 2)) * block_size_);
+    chunk_limit = num_staging_ >= 3 ? std::min(chunk_limit, static_cast<size_t>(num_staging_ - 2) * block_size_) : 1;
   }
   for (size_t begin = 0; begin < tokens.size(); begin += chunk_limit) {
     const int32_t n = static_cast<int32_t>(std::min(chunk_limit, tokens.size() - begin));

@@ -19,22 +19,36 @@ struct KvCacheOptions {
   int32_t block_size = 16;
   int64_t swap_space_bytes = 0;
   KvFormat format = KvFormat::kFp16;  // --kv-cache-dtype: the pool holds more tokens per byte
-  // Residual formats: fp16 staging blocks for unsealed blocks, taken from kv_cache_bytes; 0
-  // sizes them for the engine's defaults (kv_staging_blocks_for(64, 512, block_size)).
+  // Residual formats: fp16 staging blocks for unsealed blocks, taken from kv_cache_bytes. 0
+  // sizes them for an engine of max_num_seqs and max_num_batched_tokens (kv_staging_blocks).
   int32_t num_staging_blocks = 0;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
 };
 
-// Staging blocks a residual format needs so that allocation never waits for one: every
+// Staging blocks a residual format wants so that allocation rarely waits for one: every
 // running sequence's partial last block (a fork shares its parent's until its first write
-// copies it, and is a running sequence itself) and the blocks one step fills. The host pool
-// gets as many, for the partial blocks of swapped sequences.
+// copies it, and is a running sequence itself) and the blocks one step fills. A request with
+// more samples or beams than max_num_seqs (admitted alone) can want more: allocation then says
+// no and the scheduler preempts, as when blocks run out. The host pool gets as many, for the
+// partial blocks of swapped sequences.
 inline int32_t kv_staging_blocks_for(int32_t max_num_seqs, int32_t max_batched_tokens, int32_t block_size) {
   return max_num_seqs + (max_batched_tokens + block_size - 1) / block_size + 1;
 }
 
-inline int32_t kv_staging_blocks(const KvCacheOptions& kv) {
+// The staging blocks a pool gets: num_staging_blocks when given; else what the engine wants
+// (kv_staging_blocks_for), but at most a quarter of kv_cache_bytes (and at least 3, what one
+// sequence needs), so that a small budget is not all residual: fewer sequences then grow partial
+// blocks at once (the others wait or are preempted), and the pool holds more tokens.
+inline int32_t kv_staging_blocks(const KvCacheOptions& kv, const ModelConfig& config) {
   if (!kv_format_has_residual(kv.format)) return 0;
-  return kv.num_staging_blocks > 0 ? kv.num_staging_blocks : kv_staging_blocks_for(64, 512, kv.block_size);
+  if (kv.num_staging_blocks > 0) return kv.num_staging_blocks;
+  const int32_t wanted = kv_staging_blocks_for(kv.max_num_seqs, kv.max_num_batched_tokens, kv.block_size);
+  const auto staging_bytes = static_cast<int64_t>(
+      KvCacheShape{config.num_layers, 1, kv.block_size, config.num_kv_heads, config.head_dim, kv.format}
+          .bytes_per_staging_block());
+  const int64_t quarter = kv.kv_cache_bytes / 4 / staging_bytes;
+  return static_cast<int32_t>(std::max<int64_t>(3, std::min<int64_t>(wanted, quarter)));
 }
 
 inline KvCacheShape kv_cache_shape(const ModelConfig& config, int32_t num_blocks, int32_t block_size,
@@ -57,7 +71,7 @@ inline double kv_bytes_per_token(const ModelConfig& config, KvFormat format) {
 inline int64_t kv_bytes_for_tokens(const ModelConfig& config, const KvCacheOptions& kv, int64_t num_tokens) {
   const int64_t blocks = (num_tokens + kv.block_size - 1) / kv.block_size;
   const int64_t staging =
-      static_cast<int64_t>(kv_staging_blocks(kv)) *
+      static_cast<int64_t>(kv_staging_blocks(kv, config)) *
       static_cast<int64_t>(kv_cache_shape(config, 1, kv.block_size, kv.format).bytes_per_staging_block());
   return blocks * kv_bytes_per_block(config, kv.block_size, kv.format) + staging;
 }

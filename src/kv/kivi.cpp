@@ -37,11 +37,15 @@ inline void store_half(uint8_t* p, uint16_t h) {
 void kivi_quantize_group(int32_t bits, const float* x, int32_t n, int32_t stride, uint8_t* codes, uint16_t* scale,
                          uint16_t* minimum) {
   assert(n > 0 && (bits == 2 || bits == 4));
-  float lo = x[0];
-  float hi = x[0];
+  // Staged values are fp16, but one that overflowed to inf (or a NaN) would make the scale
+  // non-finite and spoil its whole group: such values count as fp16's largest (NaN as its
+  // smallest), the error a finite fp16 cache would have anyway.
+  auto value = [&](int32_t i) { return std::fmin(std::fmax(x[static_cast<size_t>(i) * stride], -65504.0f), 65504.0f); };
+  float lo = value(0);
+  float hi = lo;
   for (int32_t i = 1; i < n; ++i) {
-    lo = std::fmin(lo, x[static_cast<size_t>(i) * stride]);
-    hi = std::fmax(hi, x[static_cast<size_t>(i) * stride]);
+    lo = std::fmin(lo, value(i));
+    hi = std::fmax(hi, value(i));
   }
   const float levels = static_cast<float>((1 << bits) - 1);
   *scale = fp32_to_fp16((hi - lo) / levels);
@@ -50,7 +54,7 @@ void kivi_quantize_group(int32_t bits, const float* x, int32_t n, int32_t stride
   const float m = fp16_to_fp32(*minimum);
   for (int32_t i = 0; i < n; ++i) {
     float q = 0.0f;
-    if (s > 0.0f) q = std::fmin(std::fmax(std::nearbyint((x[static_cast<size_t>(i) * stride] - m) / s), 0.0f), levels);
+    if (s > 0.0f) q = std::fmin(std::fmax(std::nearbyint((value(i) - m) / s), 0.0f), levels);
     codes[i] = static_cast<uint8_t>(q);
   }
 }
@@ -61,6 +65,7 @@ void kivi_seal_block(const KvLayerView& cache, int32_t block, int32_t staging) {
   const int32_t d = cache.head_dim;
   const int32_t groups_per_row = d / kKiviGroup;
   std::vector<float> x(static_cast<size_t>(kKiviGroup) * d);
+  std::vector<uint8_t> row_codes(static_cast<size_t>(d));
   uint8_t codes[kKiviGroup];
   for (int32_t head = 0; head < cache.num_kv_heads; ++head) {
     // Keys: each channel over each 32-token group.
@@ -88,16 +93,14 @@ void kivi_seal_block(const KvLayerView& cache, int32_t block, int32_t staging) {
       uint8_t* base = cache.v + cache.kivi_value_row_offset(block, t, head);
       uint8_t* scales = base + static_cast<size_t>(d) * bits / 8;
       uint8_t* minima = scales + static_cast<size_t>(groups_per_row) * 2;
-      uint8_t row_codes[512];
-      assert(d <= 512);
       for (int32_t g = 0; g < groups_per_row; ++g) {
         uint16_t scale, minimum;
-        kivi_quantize_group(bits, x.data() + g * kKiviGroup, kKiviGroup, 1, row_codes + g * kKiviGroup, &scale,
+        kivi_quantize_group(bits, x.data() + g * kKiviGroup, kKiviGroup, 1, row_codes.data() + g * kKiviGroup, &scale,
                             &minimum);
         store_half(scales + 2 * g, scale);
         store_half(minima + 2 * g, minimum);
       }
-      pack_codes(row_codes, d, bits, base);
+      pack_codes(row_codes.data(), d, bits, base);
     }
   }
 }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -78,6 +79,30 @@ TEST(Kivi, GroupErrorWithinBoundOnRandomAndAdversarialGroups) {
     std::vector<float> two(32, -1.0f);
     two[3] = 2.0f;
     check_group(two, bits, "two values");
+  }
+}
+
+// A staged value that overflowed fp16 (inf) or a NaN must not spoil its group: it counts as
+// fp16's largest (NaN as its smallest) and the other values keep their bound.
+TEST(Kivi, NonFiniteValuesDoNotSpoilTheirGroup) {
+  std::mt19937 rng(17);
+  for (int bits : {2, 4}) {
+    std::vector<float> x = fp16_values(rng, 32, 1.0f);
+    x[5] = std::numeric_limits<float>::infinity();
+    x[9] = std::nanf("");
+    uint8_t codes[32];
+    uint16_t s, m;
+    kivi_quantize_group(bits, x.data(), 32, 1, codes, &s, &m);
+    const double scale = fp16_to_fp32(s), minimum = fp16_to_fp32(m);
+    ASSERT_TRUE(std::isfinite(scale) && std::isfinite(minimum));
+    EXPECT_EQ(minimum, -65504.0);
+    EXPECT_EQ(codes[5], (1 << bits) - 1);
+    EXPECT_EQ(codes[9], 0);
+    std::vector<double> clamped(x.begin(), x.end());
+    clamped[5] = 65504.0;
+    clamped[9] = -65504.0;
+    const double bound = group_bound(clamped, bits, scale);
+    for (int i = 0; i < 32; ++i) EXPECT_LE(std::fabs(codes[i] * scale + minimum - clamped[i]), bound) << i;
   }
 }
 

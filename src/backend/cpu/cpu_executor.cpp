@@ -10,7 +10,7 @@ namespace {
 // Residual formats take their staging blocks out of each budget first.
 int64_t budget_after_staging(int64_t budget, const ModelConfig& config, const KvCacheOptions& kv) {
   const int64_t staging_bytes =
-      static_cast<int64_t>(kv_staging_blocks(kv)) *
+      static_cast<int64_t>(kv_staging_blocks(kv, config)) *
       static_cast<int64_t>(kv_cache_shape(config, 1, kv.block_size, kv.format).bytes_per_staging_block());
   return budget - staging_bytes;
 }
@@ -36,7 +36,7 @@ CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const
                   kv.block_size,
                   kv_blocks_for_budget(budget_after_staging(kv.swap_space_bytes, weights.config(), kv),
                                        kv_bytes_per_block(weights.config(), kv.block_size, kv.format)),
-                  kv.format, kv_staging_blocks(kv)) {}
+                  kv.format, kv_staging_blocks(kv, weights.config())) {}
 
 KvPoolLayout CpuExecutor::kv_pool() const {
   const KvCacheShape& shape = storage_.shape();
