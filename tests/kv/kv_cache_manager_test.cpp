@@ -7,20 +7,13 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_manager_checks.h"
 
 namespace folio {
 namespace {
 
-void expect_ok(const KvCacheManager& manager) {
-  const Status status = manager.check_invariants();
-  EXPECT_TRUE(status.is_ok()) << status.message();
-}
-
-std::vector<int32_t> iota_tokens(int32_t count, int32_t first = 100) {
-  std::vector<int32_t> tokens(count);
-  std::iota(tokens.begin(), tokens.end(), first);
-  return tokens;
-}
+using testing::expect_ok;
+using testing::iota_tokens;
 
 std::vector<int32_t> table_of(const KvCacheManager& manager, SequenceId sequence) {
   const std::span<const int32_t> table = manager.block_table(sequence);

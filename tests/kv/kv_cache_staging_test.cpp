@@ -9,20 +9,13 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_manager_checks.h"
 
 namespace folio {
 namespace {
 
-void expect_ok(const KvCacheManager& manager) {
-  const Status status = manager.check_invariants();
-  EXPECT_TRUE(status.is_ok()) << status.message();
-}
-
-std::vector<int32_t> iota_tokens(int32_t count, int32_t first = 100) {
-  std::vector<int32_t> tokens(count);
-  std::iota(tokens.begin(), tokens.end(), first);
-  return tokens;
-}
+using testing::expect_ok;
+using testing::iota_tokens;
 
 KvCacheConfig residual_config(int32_t staging, int32_t host_blocks = 0) {
   return KvCacheConfig{.num_blocks = 20,
