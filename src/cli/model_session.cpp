@@ -136,10 +136,6 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
       !error.empty()) {
     return Status::error(error);
   }
-  if (request.device == "cuda" && kv_format_has_residual(request.kv.format)) {
-    return Status::error("--kv-cache-dtype " + std::string(kv_format_name(request.kv.format)) +
-                         " runs on the CPU only so far (its CUDA kernels are not written yet)");
-  }
   if (request.device != "cuda") {
     if (!session.weights->in_computing_order()) {
       return Status::error("the weights were prepared for the GPU (open the model for --device cpu)");
@@ -154,6 +150,7 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
   options.block_size = request.kv.block_size;
   options.swap_space_bytes = request.kv.swap_space_bytes;
   options.kv_format = request.kv.format;
+  options.num_staging_blocks = request.kv.num_staging_blocks;
   options.max_num_batched_tokens = request.max_num_batched_tokens;
   options.max_num_seqs = request.max_num_seqs;
   options.max_model_len = request.max_model_len;

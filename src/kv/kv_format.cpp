@@ -9,6 +9,7 @@ std::string_view kv_format_name(KvFormat f) {
     case KvFormat::kInt8: return "int8";
     case KvFormat::kKivi4: return "kivi4";
     case KvFormat::kKivi2: return "kivi2";
+    case KvFormat::kBf16: return "bf16";
   }
   return "?";
 }
@@ -19,12 +20,10 @@ std::optional<KvFormat> parse_kv_format(std::string_view name, std::string* erro
   if (name == "int8") return KvFormat::kInt8;
   if (name == "kivi4") return KvFormat::kKivi4;
   if (name == "kivi2") return KvFormat::kKivi2;
+  if (name == "bf16") return KvFormat::kBf16;
   if (error != nullptr) {
-    *error =
-        "unknown --kv-cache-dtype '" + std::string(name) + "' (known: auto, fp16, fp8, fp8_e4m3, int8, kivi4, kivi2)";
-    if (name == "bf16") {
-      *error = "--kv-cache-dtype bf16 is not implemented yet (known: auto, fp16, fp8, int8, kivi4, kivi2)";
-    }
+    *error = "unknown --kv-cache-dtype '" + std::string(name) +
+             "' (known: auto, fp16, bf16, fp8, fp8_e4m3, int8, kivi4, kivi2)";
   }
   return std::nullopt;
 }

@@ -4,6 +4,7 @@
 // Per layer, K and V are separate arrays of num_blocks equal-sized blocks; one block of K (or V)
 // holds block_size token slots of num_kv_heads heads of head_dim values:
 //   fp16:      [block_size][num_kv_heads][head_dim] IEEE half
+//   bf16:      the same layout in bfloat16 (fp32's range, 8 bits of mantissa)
 //   fp8, int8: [block_size][num_kv_heads][head_dim] one byte each, then
 //              [block_size][num_kv_heads] float32 scales, one per (token, head)
 //   kivi4, kivi2 (KIVI, Liu et al. 2024: 4 or 2 bits, asymmetric, fp16 scale and minimum):
@@ -45,6 +46,7 @@ enum class KvFormat : uint8_t {
   kInt8,     // symmetric int8 in [-127, 127] with a float scale per (token, head)
   kKivi4,    // KIVI 4-bit: K per channel over 32 tokens, V per token over 32 channels
   kKivi2,    // KIVI 2-bit, same layout
+  kBf16,     // bfloat16, fp16's layout: no scales, fp32's range (models whose K/V overflow fp16)
 };
 
 // Largest magnitude a quantized value can take: the scale maps a row's absmax onto it.
@@ -65,8 +67,12 @@ FOLIO_KV_HD constexpr bool kv_format_has_residual(KvFormat f) {
 FOLIO_KV_HD constexpr bool kv_format_has_scales(KvFormat f) {
   return f == KvFormat::kFp8E4M3 || f == KvFormat::kInt8;
 }
+// Two-byte formats with fp16's layout and no scales.
+FOLIO_KV_HD constexpr bool kv_format_is_16bit(KvFormat f) {
+  return f == KvFormat::kFp16 || f == KvFormat::kBf16;
+}
 FOLIO_KV_HD constexpr size_t kv_format_value_bytes(KvFormat f) {
-  return f == KvFormat::kFp16 ? 2 : 1;
+  return kv_format_is_16bit(f) ? 2 : 1;
 }
 FOLIO_KV_HD constexpr int32_t kivi_bits(KvFormat f) {
   return f == KvFormat::kKivi2 ? 2 : 4;
@@ -86,12 +92,11 @@ FOLIO_KV_HD constexpr size_t kv_block_bytes(KvFormat f, int32_t block_size, int3
   return static_cast<size_t>(block_size) * num_kv_heads * kv_row_bytes(f, head_dim);
 }
 
-// The name `--kv-cache-dtype` and /metrics use ("fp16", "fp8", "int8", "kivi4", "kivi2").
+// The name `--kv-cache-dtype` and /metrics use ("fp16", "bf16", "fp8", "int8", "kivi4", "kivi2").
 std::string_view kv_format_name(KvFormat f);
 
-// Parses a --kv-cache-dtype value: auto and fp16 -> kFp16, fp8 (= fp8_e4m3) -> kFp8E4M3,
-// int8 -> kInt8, kivi4, kivi2; anything else (and the formats still to come) -> nullopt with
-// `error` set.
+// Parses a --kv-cache-dtype value: auto and fp16 -> kFp16, bf16, fp8 (= fp8_e4m3) -> kFp8E4M3,
+// int8 -> kInt8, kivi4, kivi2; anything else -> nullopt with `error` set.
 std::optional<KvFormat> parse_kv_format(std::string_view name, std::string* error);
 
 // The block size a format uses when none is given: KIVI's residual length of 128 tokens for

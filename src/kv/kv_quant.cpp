@@ -85,6 +85,11 @@ void kv_store_row(const KvLayerView& cache, int which, int64_t slot, int32_t hea
     fp32_to_fp16_row(x, reinterpret_cast<uint16_t*>(values), cache.head_dim);
     return;
   }
+  if (cache.format == KvFormat::kBf16) {
+    auto* out = reinterpret_cast<uint16_t*>(values);
+    for (int32_t d = 0; d < cache.head_dim; ++d) out[d] = fp32_to_bf16(x[d]);
+    return;
+  }
   float scale = 0.0f;
   kv_quantize_row(cache.format, x, cache.head_dim, values, &scale);
   std::memcpy(base + cache.scale_offset(slot, head), &scale, sizeof scale);
@@ -105,6 +110,11 @@ void kv_load_row(const KvLayerView& cache, int which, int64_t slot, int32_t head
   const uint8_t* values = base + cache.value_offset(slot, head);
   if (cache.format == KvFormat::kFp16) {
     fp16_to_fp32_row(reinterpret_cast<const uint16_t*>(values), out, cache.head_dim);
+    return;
+  }
+  if (cache.format == KvFormat::kBf16) {
+    const auto* in = reinterpret_cast<const uint16_t*>(values);
+    for (int32_t d = 0; d < cache.head_dim; ++d) out[d] = bf16_to_fp32(in[d]);
     return;
   }
   float scale;

@@ -137,7 +137,8 @@ TEST(CpuAttention, MatchesFloat64ReferenceOnRandomVarlenBatches) {
       c.sequences.push_back({context, query});
     }
     check_case(c, 100 + trial, pool);
-    check_case(c, 100 + trial, pool, trial % 2 == 0 ? KvFormat::kFp8E4M3 : KvFormat::kInt8);
+    const KvFormat formats[] = {KvFormat::kFp8E4M3, KvFormat::kInt8, KvFormat::kBf16};
+    check_case(c, 100 + trial, pool, formats[trial % 3]);
   }
 }
 
@@ -169,7 +170,7 @@ TEST(CpuAttention, LongContexts) {
   check_case({8, 2, 64, 16, {{8192, 1}, {4096, 3}}}, 1, pool);
   check_case({4, 4, 32, 32, {{2048, 40}}}, 2, pool);
   check_case({2, 1, 16, 16, {{1, 1}, {17, 17}, {33, 1}}}, 3, pool);
-  for (KvFormat format : {KvFormat::kFp8E4M3, KvFormat::kInt8}) {
+  for (KvFormat format : {KvFormat::kBf16, KvFormat::kFp8E4M3, KvFormat::kInt8}) {
     check_case({8, 2, 64, 16, {{4096, 1}, {1000, 3}}}, 4, pool, format);
     check_case({32, 8, 128, 16, {{600, 40}, {2049, 1}}}, 5, pool, format);
   }

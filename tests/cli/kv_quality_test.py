@@ -9,6 +9,8 @@ CI's two cores afford), and checks the perplexity increase of each format agains
          the whole text and more on two chunks, see docs/BENCHMARKS.md)
   fp8    +2.5% (issue 12 asks +1%: not met yet, on either device; two chunks measure +1.7%)
   kivi2  +35% (no bar in the issue: a 135M model loses much more at 2 bits than KIVI's 7B ones)
+  bf16   +1.5% (no bar in the issue: bf16 keeps 8 bits of mantissa to fp16's 11; two chunks
+         measure +0.84%)
 and that mean KL grows as the bits shrink: int8 < kivi4 < kivi2. The bars guard against
 regressions; the figures themselves go to docs/BENCHMARKS.md from full-text runs.
 
@@ -19,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-THRESHOLDS = {"int8": 1.0, "fp8": 2.5, "kivi4": 1.5, "kivi2": 35.0}
+THRESHOLDS = {"int8": 1.0, "fp8": 2.5, "kivi4": 1.5, "kivi2": 35.0, "bf16": 1.5}
 LINE = re.compile(r"perplexity: fp16 KV ([0-9.]+), (\w+) KV ([0-9.]+) \(([-+0-9.]+)%\); mean KL ([0-9.]+) nats")
 
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "backend/cpu/cpu_attention.h"
+#include "kv/kivi.h"
 #include "kv/kv_quant.h"
 
 namespace folio::cuda::check {
@@ -88,6 +89,8 @@ void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
     if (format == KvFormat::kFp16) {
       d_k = DeviceBuffer<uint16_t>(k);
       d_v = DeviceBuffer<uint16_t>(v);
+    } else if (kv_format_is_kivi(format)) {
+      build_kivi(true);
     } else {
       // 0xff bytes everywhere no context lives: E4M3 NaN values and NaN scales (int8 too).
       const size_t bytes = static_cast<size_t>(num_blocks) * kv_block_bytes(format, block_size, num_kv_heads, head_dim);
@@ -116,6 +119,10 @@ void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
       FOLIO_CUDA_OK(cudaMemcpy(d_k.get(), kq.data(), bytes, cudaMemcpyHostToDevice));
       FOLIO_CUDA_OK(cudaMemcpy(d_v.get(), vq.data(), bytes, cudaMemcpyHostToDevice));
     }
+  } else if (kv_format_is_kivi(format)) {
+    build_kivi(false);
+    d_q = DeviceBuffer<uint16_t>(static_cast<size_t>(num_tokens) * num_heads * head_dim);
+    FOLIO_CUDA_OK(cudaMemset(d_q.get(), 0x11, d_q.size() * 2));
   } else {
     const size_t bytes = static_cast<size_t>(num_blocks) * kv_block_bytes(format, block_size, num_kv_heads, head_dim);
     d_k = DeviceBuffer<uint16_t>(bytes / 2);
@@ -131,6 +138,79 @@ void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
   d_tables = DeviceBuffer<int32_t>(block_tables);
 }
 
+void AttentionProblem::build_kivi(bool fill_values) {
+  const int32_t num_seqs = static_cast<int32_t>(seqs.size());
+  const size_t token_elems = static_cast<size_t>(num_kv_heads) * head_dim;
+  first_staged.assign(num_seqs, 0);
+  staging_tables.assign(block_tables.size(), -1);
+  num_staging = 1;  // staging block 0: scratch for sealing the blocks before a chunk, then NaN
+  for (int32_t s = 0; s < num_seqs; ++s) {
+    first_staged[s] = (seqs[s].context_len - seqs[s].query_len) / block_size;
+    num_staging += (seqs[s].context_len + block_size - 1) / block_size - first_staged[s];
+  }
+  const size_t staging_elems = static_cast<size_t>(num_staging) * block_size * token_elems;
+  const size_t bytes = static_cast<size_t>(num_blocks) * kv_block_bytes(format, block_size, num_kv_heads, head_dim);
+  if (!fill_values) {  // benchmarks: small finite values everywhere, the same staging tables
+    int32_t next_id = 1;
+    for (int32_t s = 0; s < num_seqs; ++s) {
+      const int32_t blocks = (seqs[s].context_len + block_size - 1) / block_size;
+      for (int32_t b = first_staged[s]; b < blocks; ++b) {
+        staging_tables[static_cast<size_t>(s) * max_blocks_per_seq + b] = next_id++;
+      }
+    }
+    d_k = DeviceBuffer<uint16_t>(bytes / 2);
+    d_v = DeviceBuffer<uint16_t>(bytes / 2);
+    d_sk = DeviceBuffer<uint16_t>(staging_elems);
+    d_sv = DeviceBuffer<uint16_t>(staging_elems);
+    for (const auto* b : {&d_k, &d_v, &d_sk, &d_sv}) FOLIO_CUDA_OK(cudaMemset(b->get(), 0x11, b->size() * 2));
+  }
+  if (fill_values) {
+    sk.assign(staging_elems, 0xffff);
+    sv.assign(staging_elems, 0xffff);
+    kq.assign(bytes, 0xff);
+    vq.assign(bytes, 0xff);
+    KvLayerView host{kq.data(), vq.data(), num_blocks, block_size, num_kv_heads, head_dim, format};
+    host.staging_k = sk.data();
+    host.staging_v = sv.data();
+    host.num_staging = num_staging;
+    int32_t next_id = 1;
+    for (int32_t s = 0; s < num_seqs; ++s) {
+      const int32_t blocks = (seqs[s].context_len + block_size - 1) / block_size;
+      for (int32_t b = 0; b < blocks; ++b) {
+        const size_t entry = static_cast<size_t>(s) * max_blocks_per_seq + b;
+        const int32_t id = b >= first_staged[s] ? next_id++ : 0;
+        if (id > 0) staging_tables[entry] = id;
+        const int32_t block = block_tables[entry];
+        for (int32_t i = 0; i < block_size && b * block_size + i < seqs[s].context_len; ++i) {
+          const size_t src = (static_cast<size_t>(block) * block_size + i) * token_elems;
+          const size_t dst = (static_cast<size_t>(id) * block_size + i) * token_elems;
+          std::copy(k.begin() + src, k.begin() + src + token_elems, sk.begin() + dst);
+          std::copy(v.begin() + src, v.begin() + src + token_elems, sv.begin() + dst);
+        }
+        if ((b + 1) * block_size <= seqs[s].context_len) kivi_seal_block(host, block, id);
+      }
+    }
+    std::fill(sk.begin(), sk.begin() + block_size * token_elems, 0xffff);
+    std::fill(sv.begin(), sv.begin() + block_size * token_elems, 0xffff);
+  }
+  slots.assign(num_tokens, -1);
+  for (int32_t s = 0; s < num_seqs; ++s) {
+    for (int32_t i = 0; i < seqs[s].query_len; ++i) {
+      const int32_t pos = seqs[s].context_len - seqs[s].query_len + i;
+      const int32_t id = staging_tables[static_cast<size_t>(s) * max_blocks_per_seq + pos / block_size];
+      slots[cu_query_starts[s] + i] = id * block_size + pos % block_size;
+    }
+  }
+  d_slots = DeviceBuffer<int32_t>(slots);
+  if (!fill_values) return;
+  d_k = DeviceBuffer<uint16_t>(bytes / 2);
+  d_v = DeviceBuffer<uint16_t>(bytes / 2);
+  FOLIO_CUDA_OK(cudaMemcpy(d_k.get(), kq.data(), bytes, cudaMemcpyHostToDevice));
+  FOLIO_CUDA_OK(cudaMemcpy(d_v.get(), vq.data(), bytes, cudaMemcpyHostToDevice));
+  d_sk = DeviceBuffer<uint16_t>(sk);
+  d_sv = DeviceBuffer<uint16_t>(sv);
+}
+
 PagedAttentionArgs AttentionProblem::args() const {
   PagedAttentionArgs a;
   a.q = d_q.get();
@@ -142,6 +222,10 @@ PagedAttentionArgs AttentionProblem::args() const {
                         num_kv_heads,
                         head_dim,
                         format};
+  a.cache.staging_k = d_sk.get();
+  a.cache.staging_v = d_sv.get();
+  a.cache.num_staging = num_staging;
+  a.slot_mapping = d_slots.get();
   a.cu_query_starts = d_cu.get();
   a.context_lens = d_ctx.get();
   a.block_tables = d_tables.get();
@@ -181,10 +265,16 @@ std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<
     seq.context_len = position + 1;
     seq.block_table = std::span<const int32_t>(p.block_tables.data() + static_cast<size_t>(s) * p.max_blocks_per_seq,
                                                (position + p.block_size) / p.block_size);
+    if (kv_format_is_kivi(p.format)) {
+      seq.first_staged_block = p.first_staged[s];
+      seq.staging = std::span<const int32_t>(
+          p.staging_tables.data() + static_cast<size_t>(s) * p.max_blocks_per_seq + p.first_staged[s],
+          seq.block_table.size() - p.first_staged[s]);
+    }
     sequences.push_back(seq);
   }
   const bool quantized = p.format != KvFormat::kFp16;
-  const KvLayerView cache{
+  KvLayerView cache{
       quantized ? const_cast<uint8_t*>(p.kq.data()) : reinterpret_cast<uint8_t*>(const_cast<uint16_t*>(p.k.data())),
       quantized ? const_cast<uint8_t*>(p.vq.data()) : reinterpret_cast<uint8_t*>(const_cast<uint16_t*>(p.v.data())),
       p.num_blocks,
@@ -192,6 +282,9 @@ std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<
       p.num_kv_heads,
       p.head_dim,
       p.format};
+  cache.staging_k = const_cast<uint16_t*>(p.sk.data());
+  cache.staging_v = const_cast<uint16_t*>(p.sv.data());
+  cache.num_staging = p.num_staging;
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   std::atomic<size_t> next{0};
   auto worker = [&] {

@@ -30,14 +30,23 @@ struct AttentionProblem {
   int32_t num_tokens = 0, num_blocks = 0, max_blocks_per_seq = 0, max_query_len = 0, max_context_len = 0;
   std::vector<uint16_t> q, k, v;  // fp16 bits
   std::vector<uint8_t> kq, vq;    // quantized formats: the cache's bytes
+  // KIVI: each sequence's blocks from the one holding its first query row on are staged (their
+  // fp16 rows in staging blocks, ids in staging_tables, -1 elsewhere); every full block is
+  // sealed from its rows (kivi.h), so a chunk's queries see the blocks it filled sealed, as in
+  // the engine. Partial blocks' bytes and staging block 0 stay 0xff (NaN scales, NaN halves).
+  std::vector<uint16_t> sk, sv;
+  std::vector<int32_t> first_staged, staging_tables, slots;
+  int32_t num_staging = 0;
   std::vector<int32_t> cu_query_starts, context_lens, block_tables;
   // Device data.
   DeviceBuffer<uint16_t> d_q, d_k, d_v, d_out;
-  DeviceBuffer<int32_t> d_cu, d_ctx, d_tables;
+  DeviceBuffer<int32_t> d_cu, d_ctx, d_tables, d_slots;
+  DeviceBuffer<uint16_t> d_sk, d_sv;
 
   std::string describe() const;
   // Fills host data, uploads it; fill_values = false leaves K/V values unspecified (benchmarks).
   void build(std::mt19937_64& rng, bool fill_values = true);
+  void build_kivi(bool fill_values);  // build()'s KIVI part, once q/k/v and the block tables exist
   PagedAttentionArgs args() const;
   size_t kv_bytes_read() const;  // K and V bytes attention must read (each token once per kv head)
 };

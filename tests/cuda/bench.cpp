@@ -42,7 +42,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     p.head_dim = dim;
     p.num_heads = heads;
     p.num_kv_heads = kv_heads;
-    p.block_size = 16;
+    p.block_size = kv_format_is_kivi(format) ? kv_default_block_size(format) : 16;
     for (int s = 0; s < batch; ++s) p.seqs.push_back({1, ctx});
     p.build(rng, /*fill_values=*/false);
     const PagedAttentionArgs args = p.args();
@@ -69,6 +69,10 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   decode("attn_decode_b64_ctx4k_fp8", 64, 4096, 32, 8, 128, nullptr, KvFormat::kFp8E4M3);
   decode("attn_decode_b64_ctx4k_int8", 64, 4096, 32, 8, 128, nullptr, KvFormat::kInt8);
   decode("attn_decode_b64_ctx4k_smollm_h9_3_d64_fp8", 64, 4096, 9, 3, 64, nullptr, KvFormat::kFp8E4M3);
+  // KIVI (blocks of 128, its residual): 4 and 2 bits a value plus fp16 scale and minimum per 32.
+  decode("attn_decode_b64_ctx4k_kivi4", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi4);
+  decode("attn_decode_b64_ctx4k_kivi2", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2);
+  decode("attn_decode_b64_ctx4k_smollm_h9_3_d64_kivi2", 64, 4096, 9, 3, 64, nullptr, KvFormat::kKivi2);
   // Split-granularity sweep for tuning kDecodeSplitTokens / kMaxDecodeSplits.
   const DecodeSplitPolicy unsplit{1 << 30, 1}, t256{256, 128}, t1024{1024, 64}, t2048{2048, 64};
   decode("sweep_decode_b64_ctx4k_unsplit", 64, 4096, 32, 8, 128, &unsplit);
@@ -87,7 +91,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   // 4 * B * H * S * S * D / 2 (QK^T and PV, half the score matrix).
   // Each prefill kernel shape; the dispatcher's (kDefaultPrefillKernel) keeps the plain name.
   auto prefill = [&](const char* base_name, int batch, int seq_len, int heads, int kv_heads, int dim,
-                     PrefillKernel kernel) {
+                     PrefillKernel kernel, KvFormat format = KvFormat::kFp16) {
     const bool is_default = kernel == kDefaultPrefillKernel;
     const char* kernel_name = kernel == PrefillKernel::kRows64      ? "rows64"
                               : kernel == PrefillKernel::kRows128   ? "rows128"
@@ -95,10 +99,11 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
                                                                     : "rows128v3";
     const std::string name = is_default ? std::string(base_name) : std::string(base_name) + "_" + kernel_name;
     AttentionProblem p;
+    p.format = format;
     p.head_dim = dim;
     p.num_heads = heads;
     p.num_kv_heads = kv_heads;
-    p.block_size = 16;
+    p.block_size = kv_format_is_kivi(format) ? kv_default_block_size(format) : 16;
     for (int s = 0; s < batch; ++s) p.seqs.push_back({seq_len, seq_len});
     p.build(rng, false);
     const PagedAttentionArgs args = p.args();
@@ -115,6 +120,10 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     prefill("attn_prefill_causal_8k_b4", 4, 8192, 32, 8, 128, kernel);
     prefill("attn_prefill_causal_1k_b16_smollm_h9_3_d64", 16, 1024, 9, 3, 64, kernel);
   }
+  // Quantized caches prefill in the 64-row kernel, dequantizing tiles (a whole prompt: KIVI
+  // reads it staged, prefix hits and later chunks read sealed blocks).
+  prefill("attn_prefill_causal_8k_b4_fp8", 4, 8192, 32, 8, 128, PrefillKernel::kRows64, KvFormat::kFp8E4M3);
+  prefill("attn_prefill_causal_8k_b4_kivi2", 4, 8192, 32, 8, 128, PrefillKernel::kRows64, KvFormat::kKivi2);
 
   {
     const int64_t n = 4096, dim = 4096;

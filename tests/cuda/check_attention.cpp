@@ -467,9 +467,11 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
   }
 }
 
-// Quantized caches (fp8, int8): decode (split and unsplit), prefill with prefix hits and chunks,
-// and mixed batches through the dispatcher, GQA shapes, partial blocks; against the float64
-// reference run on the same quantized bytes (the CUDA reference kernel reads fp16 only).
+// Quantized caches (fp8, int8, kivi4, kivi2): decode (split and unsplit), prefill with prefix
+// hits and chunks, and mixed batches through the dispatcher, GQA shapes, partial blocks; against
+// the float64 reference run on the same quantized bytes (the CUDA reference kernel reads fp16
+// only). KIVI chunks span several blocks, so the residual boundary (sealed blocks before a
+// row's own, its own from staging) falls inside the prefill kernel's query tiles.
 void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
   const std::vector<std::vector<SeqSpec>> batches = {
       {{1, 1}, {1, 17}, {1, 300}, {1, 1500}},        // decode, one split and several
@@ -477,9 +479,13 @@ void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
       {{64, 64}, {100, 357}, {1, 200}, {17, 1041}},  // prefill chunks over cached prefixes + a decode row
       {{513, 513}, {37, 38}},                        // a whole prompt, partial last block
   };
-  for (KvFormat format : {KvFormat::kFp8E4M3, KvFormat::kInt8}) {
+  for (KvFormat format :
+       {KvFormat::kBf16, KvFormat::kFp8E4M3, KvFormat::kInt8, KvFormat::kKivi4, KvFormat::kKivi2}) {
     for (int hi : {0, 1, 4}) {
-      for (int32_t bs : {16, 32}) {
+      // KIVI groups 32 tokens: its blocks are multiples of 32 (128, its residual length, by default).
+      const std::vector<int32_t> block_sizes =
+          kv_format_is_kivi(format) ? std::vector<int32_t>{32, 128} : std::vector<int32_t>{16, 32};
+      for (int32_t bs : block_sizes) {
         for (const std::vector<SeqSpec>& seqs : batches) {
           AttentionProblem p = problem_for(kHeads[hi], bs);
           p.format = format;

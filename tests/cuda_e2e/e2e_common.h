@@ -29,6 +29,17 @@ std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, int
                                                   int32_t max_num_seqs = 64, int32_t max_batched_tokens = 512,
                                                   bool graphs = true, const cuda::GemmPolicy& gemm = {});
 
+// The KV format's shape of the pool: kv_blocks blocks of block_size tokens in `format`, and for
+// a residual format (KIVI) num_staging staging blocks on the device and as many for swap.
+struct PoolFormat {
+  KvFormat format = KvFormat::kFp16;
+  int32_t block_size = 16;
+  int32_t num_staging = 0;
+};
+std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, const PoolFormat& pool, int32_t kv_blocks,
+                                                  int32_t swap_blocks, int32_t max_num_seqs, int32_t max_batched_tokens,
+                                                  bool graphs, const cuda::GemmPolicy& gemm);
+
 // Counts failures; each check prints one PASS/FAIL line.
 struct Tally {
   int passed = 0;

@@ -39,10 +39,22 @@ Expected<LoadedModel> load_model(const std::string& path) {
 std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, int32_t kv_blocks, int32_t swap_blocks,
                                                   int32_t max_num_seqs, int32_t max_batched_tokens, bool graphs,
                                                   const cuda::GemmPolicy& gemm) {
-  const int64_t block_bytes = kv_bytes_per_block(model.config(), 16);
+  return cuda_executor(model, PoolFormat{}, kv_blocks, swap_blocks, max_num_seqs, max_batched_tokens, graphs, gemm);
+}
+
+std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, const PoolFormat& pool, int32_t kv_blocks,
+                                                  int32_t swap_blocks, int32_t max_num_seqs, int32_t max_batched_tokens,
+                                                  bool graphs, const cuda::GemmPolicy& gemm) {
+  const int64_t block_bytes = kv_bytes_per_block(model.config(), pool.block_size, pool.format);
+  const int64_t staging_bytes =
+      static_cast<int64_t>(pool.num_staging) *
+      static_cast<int64_t>(kv_cache_shape(model.config(), 1, pool.block_size, pool.format).bytes_per_staging_block());
   cuda::CudaExecutorOptions options;
-  options.kv_cache_bytes = kv_blocks * block_bytes;
-  options.swap_space_bytes = swap_blocks * block_bytes;
+  options.kv_cache_bytes = kv_blocks * block_bytes + staging_bytes;
+  options.swap_space_bytes = swap_blocks > 0 ? swap_blocks * block_bytes + staging_bytes : 0;
+  options.block_size = pool.block_size;
+  options.kv_format = pool.format;
+  options.num_staging_blocks = pool.num_staging;
   options.max_num_seqs = max_num_seqs;
   options.max_num_batched_tokens = max_batched_tokens;
   options.cuda_graphs = graphs;

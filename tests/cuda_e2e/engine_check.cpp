@@ -279,6 +279,46 @@ int run_engine(const std::vector<std::string>& args) {
       tally.check(pool_empty(engine), name + ": pool empty after");
     }
   }
+  // KIVI on the device (blocks of 32 tokens, so chunks, decodes and preemptions cross many
+  // seals): with pinned GEMMs a request's tokens must not depend on its batch, on how its
+  // prompt was chunked, on preemption by recompute or swap (staging blocks travel with their
+  // blocks), and a prefix hit reuses the sealed blocks as they are. The scenarios above run on
+  // `roomy`, so a KIVI executor takes its place for them.
+  for (KvFormat format : {KvFormat::kKivi4, KvFormat::kKivi2}) {
+    const std::string label = std::string(" [") + std::string(kv_format_name(format)) + "]";
+    std::unique_ptr<cuda::CudaExecutor> kivi =
+        cuda_executor(model, PoolFormat{format, 32, 96}, 1024, 0, 64, 512, true, pinned);
+    std::swap(roomy, kivi);
+    const Invariance r = batch_invariance();
+    tally.check(r.same == 32 && r.max_running > 8, "batch invariance" + label + ": " + std::to_string(r.same) +
+                                                       "/32 requests equal alone (max running " +
+                                                       std::to_string(r.max_running) + ")");
+    tally.check(r.pool_empty, "batch invariance" + label + ": pool empty after");
+    prefix_cache(label, /*check_equal=*/true);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 8; ++i) prompts.push_back(slice(300 * i, 60 + 10 * i));
+    const RequestParams params = greedy(40);
+    const auto reference = alone(prompts, params);
+    for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
+      const bool swap = mode == PreemptionMode::kSwap;
+      std::unique_ptr<cuda::CudaExecutor> small =
+          cuda_executor(model, PoolFormat{format, 32, 12}, 12, swap ? 100 : 0, 64, 512, true, pinned);
+      EngineConfig config;
+      config.scheduler.preemption_mode = mode;
+      Engine engine(*small, tokenizer, config);
+      const std::vector<Generation> results = engine.generate(prompts, params);
+      int same = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) same += results[i].tokens == reference[i];
+      const EngineMetrics m = engine.metrics();
+      const std::string name = (swap ? "preemption by swap" : "preemption by recompute") + label;
+      tally.check(m.num_preemptions > 0 && (!swap || m.kv.num_swapped_out_blocks > 0),
+                  name + ": " + std::to_string(m.num_preemptions) + " preemptions, " +
+                      std::to_string(m.kv.num_swapped_out_blocks) + " blocks swapped out");
+      tally.check(same == 8, name + ": " + std::to_string(same) + "/8 outputs equal unconstrained");
+      tally.check(pool_empty(engine), name + ": pool empty after");
+    }
+    std::swap(roomy, kivi);
+  }
   std::printf(
       "RESULT engine_fast_gemm%s (informational: equal tokens across batch compositions, "
       "guaranteed with --batch-invariant only)\n",

@@ -553,6 +553,8 @@ INSTANTIATE_TEST_SUITE_P(
                                KvFormat::kFp8E4M3},
         RandomizedEngineConfig{"Block4PrefixRecomputeInt8", 4, true, PreemptionMode::kRecompute, 64, 0, 48, 16,
                                kBeamSearchWithRecompute, 8, KvFormat::kInt8},
+        RandomizedEngineConfig{"Block8PrefixSwapBf16", 8, true, PreemptionMode::kSwap, 32, 32, 40, 16, true, 11,
+                               KvFormat::kBf16},
         // KIVI: blocks of 32 (the residual window), unsealed ones moving with their staging.
         RandomizedEngineConfig{"Block32PrefixSwapKivi4", 32, true, PreemptionMode::kSwap, 10, 8, 40, 16, true, 9,
                                KvFormat::kKivi4},

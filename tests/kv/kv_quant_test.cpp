@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "core/fp16.h"
 #include "kv/kv_cache_storage.h"
 #include "kv/kv_quant.h"
 
@@ -147,7 +148,7 @@ TEST(KvQuant, RowErrorsStayWithinTheFormatsBound) {
 TEST(KvQuant, EveryRowOfABlockReadsBackWithoutOverlap) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (KvFormat format : {KvFormat::kFp16, KvFormat::kFp8E4M3, KvFormat::kInt8}) {
+  for (KvFormat format : {KvFormat::kFp16, KvFormat::kBf16, KvFormat::kFp8E4M3, KvFormat::kInt8}) {
     const KvCacheShape shape{2, 5, 16, 3, 32, format};
     EXPECT_EQ(shape.half_block_bytes(), 16u * 3 * kv_row_bytes(format, 32));
     KvCacheStorage storage(shape);
@@ -179,6 +180,13 @@ TEST(KvQuant, EveryRowOfABlockReadsBackWithoutOverlap) {
               for (size_t d = 0; d < 32; ++d) EXPECT_NEAR(got[d], rows[index][d], std::fabs(rows[index][d]) / 1024);
               continue;
             }
+            if (format == KvFormat::kBf16) {  // round to nearest even on 8 bits of mantissa: within 2^-9
+              for (size_t d = 0; d < 32; ++d) {
+                EXPECT_EQ(got[d], bf16_to_fp32(fp32_to_bf16(rows[index][d])));
+                EXPECT_NEAR(got[d], rows[index][d], std::fabs(rows[index][d]) / 256);
+              }
+              continue;
+            }
             float scale;
             kv_quantize_row(format, rows[index].data(), 32, q.data(), &scale);
             kv_dequantize_row(format, q.data(), scale, 32, want.data());
@@ -198,10 +206,11 @@ TEST(KvFormat, NamesParseAndUnknownOnesSayWhatIsKnown) {
   EXPECT_EQ(parse_kv_format("fp8_e4m3", &error), KvFormat::kFp8E4M3);
   EXPECT_EQ(parse_kv_format("int8", &error), KvFormat::kInt8);
   EXPECT_FALSE(parse_kv_format("fp4", &error));
-  EXPECT_NE(error.find("known: auto, fp16, fp8"), std::string::npos) << error;
+  EXPECT_NE(error.find("known: auto, fp16, bf16, fp8"), std::string::npos) << error;
   EXPECT_EQ(parse_kv_format("kivi2", &error), KvFormat::kKivi2);
-  EXPECT_FALSE(parse_kv_format("bf16", &error));
-  EXPECT_NE(error.find("not implemented yet"), std::string::npos) << error;
+  EXPECT_EQ(parse_kv_format("bf16", &error), KvFormat::kBf16);
+  EXPECT_EQ(kv_format_name(KvFormat::kBf16), "bf16");
+  EXPECT_EQ(kv_row_bytes(KvFormat::kBf16, 64), 128u);
   // fp16 is 2 bytes a value; fp8/int8 one byte plus a 4-byte scale per head row.
   EXPECT_EQ(kv_row_bytes(KvFormat::kFp16, 64), 128u);
   EXPECT_EQ(kv_row_bytes(KvFormat::kFp8E4M3, 64), 68u);

@@ -33,9 +33,9 @@ constexpr size_t kReserveBytes = size_t{512} << 20;
 
 Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights& weights,
                                                              const CudaExecutorOptions& options) {
-  if (kv_format_has_residual(options.kv_format)) {
-    return Status::error("--kv-cache-dtype " + std::string(kv_format_name(options.kv_format)) +
-                         ": the CUDA kernels for this format are not written yet");
+  if (const std::string error = kv_format_shape_error(options.kv_format, options.block_size, weights.config().head_dim);
+      !error.empty()) {
+    return Status::error(error);
   }
   std::unique_ptr<CudaExecutor> e(new CudaExecutor());
   e->options_ = options;
@@ -90,10 +90,14 @@ Status CudaExecutor::allocate_step_buffers() {
   const CudaModelLimits& limits = model_->limits();
   const ModelConfig& c = model_->config();
   // Static inputs: the small arrays first and the block table last, so that one copy of a
-  // prefix moves a whole step's inputs.
+  // prefix moves a whole step's inputs. A pass of n tokens fills at most n / block_size + 1
+  // blocks of each sequence: that bounds the seal list.
   const size_t t = static_cast<size_t>(limits.max_tokens);
   const size_t seqs = static_cast<size_t>(limits.max_seqs);
-  inputs_bytes_ = 4 * (4 * t + 2 * seqs + 1) + 4 * seqs * static_cast<size_t>(max_blocks_per_seq_);
+  max_seals_ =
+      kv_format_has_residual(options_.kv_format) ? limits.max_tokens / options_.block_size + limits.max_seqs : 0;
+  tables_offset_ = 4 * t + 2 * seqs + 2 + 2 * static_cast<size_t>(max_seals_);
+  inputs_bytes_ = 4 * tables_offset_ + 4 * seqs * static_cast<size_t>(max_blocks_per_seq_);
   if (Status s = inputs_.allocate(inputs_bytes_, "step inputs"); !s) return s;
   if (Status s = staging_.allocate(inputs_bytes_, "step staging"); !s) return s;
   int32_t* base = inputs_.get<int32_t>();
@@ -103,7 +107,9 @@ Status CudaExecutor::allocate_step_buffers() {
   d_logit_rows_ = base + 3 * t;
   d_cu_query_starts_ = base + 4 * t;
   d_context_lens_ = base + 4 * t + seqs + 1;
-  d_block_tables_ = base + 4 * t + 2 * seqs + 1;
+  d_num_seals_ = base + 4 * t + 2 * seqs + 1;
+  d_seals_ = d_num_seals_ + 1;
+  d_block_tables_ = base + tables_offset_;
   // One logit row per sequence at most (the last token of each), so max_seqs rows, not
   // max_tokens: at 8192 tokens and a 128k vocabulary that would be 4 GB of pinned memory.
   logits_host_rows_ = static_cast<size_t>(std::max(limits.max_seqs, limits.max_logit_rows));
@@ -134,21 +140,33 @@ Status CudaExecutor::allocate_kv(size_t total_memory) {
   const ModelConfig& c = model_->config();
   block_bytes_ = kv_block_bytes(options_.kv_format, options_.block_size, c.num_kv_heads, c.head_dim);
   const int64_t bytes_per_block = kv_bytes_per_block(c, options_.block_size, options_.kv_format);
-  if (options_.kv_cache_bytes > 0) {
-    num_blocks_ = kv_blocks_for_budget(options_.kv_cache_bytes, bytes_per_block);
-  } else {
+  int64_t budget = options_.kv_cache_bytes;
+  if (budget <= 0) {
     size_t free_bytes = 0, total = 0;
     if (Status s = cuda_status(cudaMemGetInfo(&free_bytes, &total), "memory info"); !s) return s;
-    const double budget = static_cast<double>(total_memory) * options_.gpu_memory_utilization -
-                          static_cast<double>(total - free_bytes) - static_cast<double>(kReserveBytes);
-    if (budget < static_cast<double>(2 * bytes_per_block)) {
-      return Status::error(
-          "cuda: no memory left for the KV cache after weights and activations (raise "
-          "--gpu-memory-utilization or lower --max-num-batched-tokens)");
-    }
-    // The budget covers the null block too.
-    num_blocks_ = kv_blocks_for_budget(static_cast<int64_t>(budget), bytes_per_block) - 1;
+    budget = static_cast<int64_t>(static_cast<double>(total_memory) * options_.gpu_memory_utilization -
+                                  static_cast<double>(total - free_bytes) - static_cast<double>(kReserveBytes));
   }
+  // Residual formats: the staging blocks come out of the budget first (kv_pool_sizing.h).
+  staging_block_bytes_ = kv_block_bytes(KvFormat::kFp16, options_.block_size, c.num_kv_heads, c.head_dim);
+  const int64_t staging_bytes = 2 * static_cast<int64_t>(c.num_layers) * static_cast<int64_t>(staging_block_bytes_);
+  if (kv_format_has_residual(options_.kv_format)) {
+    const int32_t wanted =
+        options_.num_staging_blocks > 0
+            ? options_.num_staging_blocks
+            : static_cast<int32_t>(std::min<int64_t>(
+                  kv_staging_blocks_for(options_.max_num_seqs, options_.max_num_batched_tokens, options_.block_size),
+                  budget / 4 / staging_bytes));
+    num_staging_ = std::max(3, wanted);
+    budget -= num_staging_ * staging_bytes;
+  }
+  if (budget < 2 * bytes_per_block) {
+    return Status::error(
+        "cuda: no memory left for the KV cache after weights and activations (raise "
+        "--gpu-memory-utilization or lower --max-num-batched-tokens)");
+  }
+  // A budget the caller gave buys the null block too; the utilization budget leaves it out.
+  num_blocks_ = kv_blocks_for_budget(budget, bytes_per_block) - (options_.kv_cache_bytes > 0 ? 0 : 1);
   num_blocks_ = std::max(num_blocks_, 2);
   layer_bytes_ = align256(block_bytes_ * static_cast<size_t>(num_blocks_));
   const size_t pool = 2 * static_cast<size_t>(c.num_layers) * layer_bytes_;
@@ -157,15 +175,44 @@ Status CudaExecutor::allocate_kv(size_t total_memory) {
   if (Status s = cuda_status(cudaMemset(kv_pool_.get(), 0, pool), "clearing the KV pool"); !s) return s;
   stats_.kv_pool_bytes = static_cast<int64_t>(pool);
   auto* base = kv_pool_.get<uint8_t>();
-  for (int32_t l = 0; l < c.num_layers; ++l) {
-    kv_layers_.push_back(KvLayerView{base + (2 * l) * layer_bytes_, base + (2 * l + 1) * layer_bytes_, num_blocks_,
-                                     options_.block_size, c.num_kv_heads, c.head_dim, options_.kv_format});
+  staging_layer_bytes_ = align256(staging_block_bytes_ * static_cast<size_t>(num_staging_));
+  if (num_staging_ > 0) {
+    const size_t staging = 2 * static_cast<size_t>(c.num_layers) * staging_layer_bytes_;
+    if (Status s = kv_staging_.allocate(staging, "allocating the KV staging blocks"); !s) return s;
+    if (Status s = cuda_status(cudaMemset(kv_staging_.get(), 0, staging), "clearing the staging blocks"); !s) return s;
+    stats_.kv_pool_bytes += static_cast<int64_t>(staging);
   }
-  num_host_blocks_ = kv_blocks_for_budget(options_.swap_space_bytes, bytes_per_block);
+  auto* staging = kv_staging_.get<uint8_t>();
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    KvLayerView view{base + (2 * l) * layer_bytes_,
+                     base + (2 * l + 1) * layer_bytes_,
+                     num_blocks_,
+                     options_.block_size,
+                     c.num_kv_heads,
+                     c.head_dim,
+                     options_.kv_format};
+    if (num_staging_ > 0) {
+      view.staging_k = reinterpret_cast<uint16_t*>(staging + (2 * l) * staging_layer_bytes_);
+      view.staging_v = reinterpret_cast<uint16_t*>(staging + (2 * l + 1) * staging_layer_bytes_);
+      view.num_staging = num_staging_;
+    }
+    kv_layers_.push_back(view);
+  }
+  // The swap budget buys host staging blocks first, as many as the device has.
+  const int64_t swap_budget = options_.swap_space_bytes - num_staging_ * staging_bytes;
+  num_host_blocks_ = kv_blocks_for_budget(swap_budget, bytes_per_block);
   if (num_host_blocks_ > 1) {
     if (Status s = host_pool_.allocate(static_cast<size_t>(num_host_blocks_) * bytes_per_block, "pinned swap pool");
         !s) {
       return s;
+    }
+    num_host_staging_ = num_staging_;
+    if (num_host_staging_ > 0) {
+      if (Status s = host_staging_.allocate(static_cast<size_t>(num_host_staging_) * staging_bytes,
+                                            "pinned swap staging blocks");
+          !s) {
+        return s;
+      }
     }
   } else {
     num_host_blocks_ = 0;
@@ -189,9 +236,12 @@ const ModelConfig& CudaExecutor::config() const {
 }
 
 KvPoolLayout CudaExecutor::kv_pool() const {
-  return KvPoolLayout{num_blocks_, options_.block_size, num_host_blocks_,
+  KvPoolLayout layout{num_blocks_, options_.block_size, num_host_blocks_,
                       kv_bytes_per_block(model_->config(), options_.block_size, options_.kv_format),
                       options_.kv_format};
+  layout.num_staging_blocks = num_staging_;
+  layout.num_host_staging_blocks = num_host_staging_;
+  return layout;
 }
 
 Capabilities CudaExecutor::capabilities() const {
@@ -284,7 +334,31 @@ void CudaExecutor::copy_blocks(std::span<const BlockCopy> copies) {
   auto* device = kv_pool_.get<uint8_t>();
   auto* host = host_pool_.get<uint8_t>();
   const size_t host_block = pieces * block_bytes_;
+  auto* staging = kv_staging_.get<uint8_t>();
+  auto* host_staging = host_staging_.get<uint8_t>();
+  const size_t sb = staging_block_bytes_;
+  const size_t host_staging_block = pieces * sb;
   for (const BlockCopy& copy : copies) {
+    // An unsealed block's tokens are in its staging block: it travels with the block.
+    if (copy.src_staging >= 0 && copy.dst_staging >= 0) {
+      const size_t src = static_cast<size_t>(copy.src_staging), dst = static_cast<size_t>(copy.dst_staging);
+      switch (copy.direction) {
+        case BlockCopyDirection::kDeviceToDevice:
+          if (src == dst) break;
+          FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(staging + dst * sb, staging_layer_bytes_, staging + src * sb,
+                                             staging_layer_bytes_, sb, pieces, cudaMemcpyDeviceToDevice, stream_));
+          break;
+        case BlockCopyDirection::kDeviceToHost:
+          FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(host_staging + dst * host_staging_block, sb, staging + src * sb,
+                                             staging_layer_bytes_, sb, pieces, cudaMemcpyDeviceToHost, stream_));
+          break;
+        case BlockCopyDirection::kHostToDevice:
+          FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(staging + dst * sb, staging_layer_bytes_,
+                                             host_staging + src * host_staging_block, sb, sb, pieces,
+                                             cudaMemcpyHostToDevice, stream_));
+          break;
+      }
+    }
     switch (copy.direction) {
       case BlockCopyDirection::kDeviceToDevice:
         if (copy.src_block == copy.dst_block) break;
@@ -321,7 +395,15 @@ DeviceBatch CudaExecutor::upload(const ForwardBatch& batch, int32_t padded_seqs,
   int32_t* logit_rows = s + 3 * t;
   int32_t* cu = s + 4 * t;
   int32_t* context = s + 4 * t + seqs + 1;
-  int32_t* tables = s + 4 * t + 2 * seqs + 1;
+  int32_t* num_seals = s + 4 * t + 2 * seqs + 1;
+  int32_t* seals = num_seals + 1;
+  int32_t* tables = s + tables_offset_;
+  // More seals than the list holds cannot happen (allocate_step_buffers bounds them).
+  *num_seals = static_cast<int32_t>(batch.seals.size());
+  for (size_t i = 0; i < batch.seals.size(); ++i) {
+    seals[2 * i] = batch.seals[i].block;
+    seals[2 * i + 1] = batch.seals[i].staging;
+  }
   std::copy(batch.tokens.begin(), batch.tokens.end(), tokens);
   std::copy(batch.positions.begin(), batch.positions.end(), positions);
   std::copy(batch.slot_mapping.begin(), batch.slot_mapping.end(), slots);
@@ -346,7 +428,7 @@ DeviceBatch CudaExecutor::upload(const ForwardBatch& batch, int32_t padded_seqs,
     context[num_seqs + p] = 1;
   }
   cu[padded_seqs] = n;
-  const size_t bytes = 4 * (4 * t + 2 * seqs + 1) + 4 * static_cast<size_t>(padded_seqs) * table_width;
+  const size_t bytes = 4 * tables_offset_ + 4 * static_cast<size_t>(padded_seqs) * table_width;
   FOLIO_CUDA_CHECK(cudaMemcpyAsync(inputs_.get(), staging_.get(), bytes, cudaMemcpyHostToDevice, stream_));
 
   DeviceBatch d;
@@ -357,6 +439,9 @@ DeviceBatch CudaExecutor::upload(const ForwardBatch& batch, int32_t padded_seqs,
   d.context_lens = d_context_lens_;
   d.block_tables = d_block_tables_;
   d.logit_rows = d_logit_rows_;
+  d.num_seals = d_num_seals_;
+  d.seals = d_seals_;
+  d.max_seals = static_cast<int32_t>(batch.seals.size());
   d.num_tokens = n;
   d.num_seqs = padded_seqs;
   d.max_blocks_per_seq = table_width;
@@ -395,7 +480,7 @@ int32_t CudaExecutor::run(const ForwardBatch& batch, const RowSampler& sampler) 
   const int32_t num_seqs = static_cast<int32_t>(batch.sequences.size());
   const int32_t m = static_cast<int32_t>(batch.logit_rows.size());
   if (batch.num_tokens() > limits.max_tokens || num_seqs > limits.max_seqs ||
-      static_cast<size_t>(m) > logits_host_rows_) {
+      static_cast<size_t>(m) > logits_host_rows_ || batch.seals.size() > static_cast<size_t>(max_seals_)) {
     char message[200];
     std::snprintf(message, sizeof message,
                   "batch of %d tokens / %d sequences / %d logit rows exceeds the executor's %d / %d / %zu",
@@ -421,6 +506,8 @@ int32_t CudaExecutor::run(const ForwardBatch& batch, const RowSampler& sampler) 
     // their own splits at run time (kernels.h, paged_attention_decode).
     d.max_context_len = width * options_.block_size;
     d.max_query_len = 1;
+    // Each decoding sequence fills at most one block a step: the graph's seal grid.
+    d.max_seals = max_seals_ > 0 ? seqs : 0;
     CUgraphExec_st* exec = decode_graph(seqs, width, d);
     FOLIO_CUDA_CHECK(cudaEventRecord(step_start_, stream_));
     FOLIO_CUDA_CHECK(cudaGraphLaunch(exec, stream_));

@@ -44,6 +44,10 @@ struct CudaExecutorOptions {
   int32_t block_size = 16;
   int64_t swap_space_bytes = 0;          // pinned host pool for preemption by swap
   KvFormat kv_format = KvFormat::kFp16;  // --kv-cache-dtype (kv/kv_format.h)
+  // Residual formats (KIVI): fp16 staging blocks for unsealed blocks, taken from the KV budget.
+  // 0: enough for max_num_seqs growing blocks plus a full batch of prefill (kv_staging_blocks_for),
+  // at most a quarter of the budget. The swap pool gets as many host staging blocks.
+  int32_t num_staging_blocks = 0;
   int32_t max_num_batched_tokens = 512;  // activations are sized for this many tokens
   int32_t max_num_seqs = 64;             // decode graphs are captured up to this batch
   int32_t max_model_len = 0;             // 0: the model's trained context
@@ -155,7 +159,7 @@ class CudaExecutor final : public Executor {
   int32_t max_graph_seqs_ = 0;
 
   // KV pool: layer l's K at pool + 2l * layer_bytes, its V at pool + (2l + 1) * layer_bytes,
-  // each (num_blocks, block_size, num_kv_heads, head_dim) fp16.
+  // each num_blocks blocks in the format's layout (kv_format.h).
   DeviceBuffer kv_pool_;
   size_t block_bytes_ = 0;  // one layer's K (or V) of one block
   size_t layer_bytes_ = 0;
@@ -164,6 +168,17 @@ class CudaExecutor final : public Executor {
   // Host swap pool, HostKvPool's layout: (num_host_blocks, num_layers, 2, block) contiguous.
   PinnedBuffer host_pool_;
   int32_t num_host_blocks_ = 0;
+  // Residual formats: staging blocks (fp16, an fp16 block's layout), layer l's K at
+  // staging + 2l * staging_layer_bytes, V one layer-half later; host staging for swapped
+  // sequences as (num_host_staging, num_layers, 2, staging block).
+  DeviceBuffer kv_staging_;
+  size_t staging_block_bytes_ = 0;
+  size_t staging_layer_bytes_ = 0;
+  int32_t num_staging_ = 0;
+  PinnedBuffer host_staging_;
+  int32_t num_host_staging_ = 0;
+  int32_t max_seals_ = 0;     // seals one step can carry (the step inputs' seal list)
+  size_t tables_offset_ = 0;  // int32s before the block tables in the step inputs
 
   // Static inputs (graphs read these addresses) and their pinned staging.
   DeviceBuffer inputs_;
@@ -175,6 +190,8 @@ class CudaExecutor final : public Executor {
   int32_t* d_cu_query_starts_ = nullptr;
   int32_t* d_context_lens_ = nullptr;
   int32_t* d_logit_rows_ = nullptr;
+  int32_t* d_num_seals_ = nullptr;  // (1,) then (max_seals_, 2) (block, staging) pairs
+  int32_t* d_seals_ = nullptr;
   int32_t* d_block_tables_ = nullptr;
   PinnedBuffer logits_host_;  // (max rows, vocab) fp32
   size_t logits_host_rows_ = 0;

@@ -23,6 +23,10 @@ void CudaForward::rope_and_store_kv(int32_t l, const RopeSpec& spec) {
   // The bias of the Q|K|V GEMM is added here, in the same pass.
   rope_write_kv(a_.qkv, layer(l).qkv_bias, batch_.positions, batch_.slot_mapping, batch_.num_tokens, c_.num_heads, rope,
                 a_.q, kv_[static_cast<size_t>(l)], stream_);
+  // KIVI: the blocks this pass filled are quantized before attention reads them sealed.
+  if (batch_.max_seals > 0) {
+    kivi_seal_blocks(kv_[static_cast<size_t>(l)], batch_.seals, batch_.num_seals, batch_.max_seals, stream_);
+  }
 }
 
 void CudaForward::attend(int32_t l, float scale) {
@@ -40,6 +44,7 @@ void CudaForward::attend(int32_t l, float scale) {
   args.max_query_len = batch_.max_query_len;
   args.max_context_len = batch_.max_context_len;
   args.scale = scale;
+  args.slot_mapping = batch_.slot_mapping;
   paged_attention(args, a_.attention_workspace, sm_count_, stream_);
 }
 

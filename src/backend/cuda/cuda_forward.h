@@ -28,6 +28,9 @@ struct DeviceBatch {
   const int32_t* context_lens = nullptr;     // (num_seqs,)
   const int32_t* block_tables = nullptr;     // (num_seqs, max_blocks_per_seq)
   const int32_t* logit_rows = nullptr;       // (num_logit_rows,) token indices
+  const int32_t* num_seals = nullptr;        // residual formats: (1,) blocks this pass seals
+  const int32_t* seals = nullptr;            // (max_seals, 2) (block, staging) pairs
+  int32_t max_seals = 0;                     // the seal launch's grid (0: none)
   int32_t num_tokens = 0;
   int32_t num_seqs = 0;
   int32_t max_blocks_per_seq = 0;

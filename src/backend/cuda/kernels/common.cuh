@@ -33,6 +33,15 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 __device__ __forceinline__ uint32_t pack_bf162(float lo, float hi) {
   return static_cast<uint32_t>(float_to_bf16_bits(lo)) | (static_cast<uint32_t>(float_to_bf16_bits(hi)) << 16);
 }
+// Eight bf16 in a 16-byte vector -> eight floats (bf16 is fp32's top half).
+__device__ __forceinline__ void unpack_bf16x8(const uint4& v, float (&out)[8]) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
 // Eight fp16 in a 16-byte vector -> eight floats.
 __device__ __forceinline__ void unpack_half8(const uint4& v, float (&out)[8]) {
   const uint32_t words[4] = {v.x, v.y, v.z, v.w};

@@ -113,6 +113,8 @@ __global__ void rope_write_kv_kernel(const float* qkv, const float* bias, const 
   __shared__ float inv_freq[kMaxHeadDim / 2];
   extern __shared__ float kv_rows[];  // quantized formats: (2 * num_kv_heads, head_dim) rotated K, then V
   const bool quantized = kv_format_has_scales(cache.format);
+  const bool residual = kv_format_has_residual(cache.format);
+  const bool bf16 = cache.format == KvFormat::kBf16;
   const int t = blockIdx.x;
   const int head_dim = cache.head_dim;
   const int half_rot = rope.rotary_dim / 2;
@@ -179,10 +181,12 @@ __global__ void rope_write_kv_kernel(const float* qkv, const float* bias, const 
         staged[b] = x1;
         continue;
       }
-      uint16_t* dst = (is_k ? cache.fp16_keys() : cache.fp16_values()) +
-                      (static_cast<int64_t>(slot) * num_kv_heads + kv_head) * head_dim;
-      dst[a] = float_to_half_bits(x0);
-      dst[b] = float_to_half_bits(x1);
+      // Residual formats: the row waits in fp16 in its staging block (laid out as an fp16 cache).
+      uint16_t* keys = residual ? cache.staging_k : cache.fp16_keys();
+      uint16_t* values = residual ? cache.staging_v : cache.fp16_values();
+      uint16_t* dst = (is_k ? keys : values) + (static_cast<int64_t>(slot) * num_kv_heads + kv_head) * head_dim;
+      dst[a] = bf16 ? float_to_bf16_bits(x0) : float_to_half_bits(x0);
+      dst[b] = bf16 ? float_to_bf16_bits(x1) : float_to_half_bits(x1);
     }
   }
   if (!quantized || slot < 0) return;  // both uniform across the CTA: the barrier below is safe

@@ -60,7 +60,8 @@ struct DeviceRope {
 //   x = qkv[t] (+ bias); rope(q heads), rope(k heads); q_out[t] = fp16(q);
 //   cache.k[slot] = fp16(k), cache.v[slot] = fp16(v) where slot = slot_mapping[t].
 // A negative slot skips the K/V write for that token (padding rows of a captured graph);
-// q_out is still written.
+// q_out is still written. fp8/int8 caches get the row quantized (values and scale); residual
+// formats (KIVI) get fp16 rows in the staging blocks, slot = staging * block_size + offset.
 // qkv: (n, (num_heads + 2 * num_kv_heads) * head_dim) fp32 = [q | k | v] per row;
 // bias: same width, fp32, or null; positions, slot_mapping: (n,) int32;
 // q_out: (n, num_heads, head_dim) fp16. head_dim % 8 == 0 and <= 256.
@@ -70,6 +71,13 @@ struct DeviceRope {
 void rope_write_kv(const float* qkv, const float* bias, const int32_t* positions, const int32_t* slot_mapping,
                    int32_t n, int32_t num_heads, const DeviceRope& rope, uint16_t* q_out, const KvLayerView& cache,
                    Stream stream);
+
+// KIVI: quantizes each listed block from its fp16 staging block into the block's bytes
+// (kv/kivi.h, the bytes kivi_seal_block writes). seals: (max_seals, 2) int32 (block, staging)
+// pairs, the first *num_seals valid (both device memory, so a graph replays any count up to
+// max_seals). Runs after rope_write_kv and before the layer's attention.
+void kivi_seal_blocks(const KvLayerView& cache, const int32_t* seals, const int32_t* num_seals, int32_t max_seals,
+                      Stream stream);
 
 // out = silu(gate) * up.  gate_up: (n, 2 * ffn) fp32 = [gate | up] per row;
 // out: (n, ffn) bf16. ffn % 4 == 0.
@@ -97,6 +105,11 @@ struct PagedAttentionArgs {
   int32_t max_query_len = 0;  // host-known upper bounds (a graph may pass its capture bounds)
   int32_t max_context_len = 0;
   float scale = 1.0f;  // softmax scale, usually 1/sqrt(head_dim)
+  // Residual formats (KIVI): (num_tokens,) the staging slot each query token's K/V went to
+  // (staging * block_size + offset, the ForwardBatch's slot_mapping; negative for padding). A
+  // query reads the blocks before its own sealed and its own block from that staging block,
+  // and a prefill chunk finds the staging block of each block it covers through its rows.
+  const int32_t* slot_mapping = nullptr;
 };
 
 // Caller-provided scratch for split-KV decode, allocated once (never in the decode loop).
