@@ -36,7 +36,8 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   // read+write rate (a read-only stream can beat 100%).
   // policy == nullptr: the dispatcher; else paged_attention_decode_policy (tuning sweeps).
   auto decode = [&](const char* name, int batch, int ctx, int heads, int kv_heads, int dim,
-                    const DecodeSplitPolicy* policy, KvFormat format = KvFormat::kFp16) {
+                    const DecodeSplitPolicy* policy, KvFormat format = KvFormat::kFp16,
+                    DecodeKernel kernel = DecodeKernel::kDefault) {
     AttentionProblem p;
     p.format = format;
     p.head_dim = dim;
@@ -47,12 +48,14 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     p.build(rng, /*fill_values=*/false);
     const PagedAttentionArgs args = p.args();
     const DecodeSplitPolicy used = policy != nullptr ? *policy : DecodeSplitPolicy{};
+    if (kernel != DecodeKernel::kDefault) policy = &used;
     const size_t ws_bytes = decode_workspace_layout(batch, heads, dim, decode_grid_splits(ctx, used)).total_bytes;
     DeviceBuffer<unsigned char> ws(std::max<size_t>(1, ws_bytes));
     const Workspace workspace{ws.get(), ws.size()};
-    const double ms = policy != nullptr
-                          ? time_ms([&] { paged_attention_decode_policy(args, workspace, used, nullptr); }, 5, 20)
-                          : time_ms([&] { paged_attention(args, workspace, opt.sm_count, nullptr); }, 5, 20);
+    const double ms =
+        policy != nullptr
+            ? time_ms([&] { paged_attention_decode_policy(args, workspace, used, nullptr, kernel); }, 5, 20)
+            : time_ms([&] { paged_attention(args, workspace, opt.sm_count, nullptr); }, 5, 20);
     const double gbs = p.kv_bytes_read() / (ms * 1e6);
     std::printf(
         "RESULT %s ms=%.4f gb_per_s=%.0f pct_of_copy=%.1f splits=%d split_tokens=%d kv_mb=%.1f (kv reads vs copy "
@@ -73,6 +76,11 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   decode("attn_decode_b64_ctx4k_kivi4", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi4);
   decode("attn_decode_b64_ctx4k_kivi2", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2);
   decode("attn_decode_b64_ctx4k_smollm_h9_3_d64_kivi2", 64, 4096, 9, 3, 64, nullptr, KvFormat::kKivi2);
+  // The same on the CUDA-core kernel the quantized formats used before the tensor-core one.
+  decode("attn_decode_b64_ctx4k_fp8_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kFp8E4M3,
+         DecodeKernel::kCudaCores);
+  decode("attn_decode_b64_ctx4k_kivi2_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2,
+         DecodeKernel::kCudaCores);
   // Split-granularity sweep for tuning kDecodeSplitTokens / kMaxDecodeSplits.
   const DecodeSplitPolicy unsplit{1 << 30, 1}, t256{256, 128}, t1024{1024, 64}, t2048{2048, 64};
   decode("sweep_decode_b64_ctx4k_unsplit", 64, 4096, 32, 8, 128, &unsplit);

@@ -40,8 +40,23 @@ __global__ void __launch_bounds__(kHeadDim)
 }
 
 void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
-                   float2* partial_stats, Stream stream) {
+                   float2* partial_stats, Stream stream, DecodeKernel kernel) {
   using decode::launch_decode_kernels;
+  using decode::launch_decode_tc;
+  if (kernel == DecodeKernel::kDefault) {
+    switch (args.cache.format) {
+      case KvFormat::kFp8E4M3:
+        return launch_decode_tc<KvFormat::kFp8E4M3>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      case KvFormat::kInt8:
+        return launch_decode_tc<KvFormat::kInt8>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      case KvFormat::kKivi4:
+        return launch_decode_tc<KvFormat::kKivi4>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      case KvFormat::kKivi2:
+        return launch_decode_tc<KvFormat::kKivi2>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      case KvFormat::kFp16:
+      case KvFormat::kBf16: break;  // bandwidth-bound on CUDA cores already
+    }
+  }
   switch (args.cache.format) {
     case KvFormat::kFp16:
       return launch_decode_kernels<KvFormat::kFp16>(args, policy, grid_splits, partial_out, partial_stats, stream);
@@ -61,7 +76,7 @@ void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int
 }  // namespace
 
 void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace, DecodeSplitPolicy policy,
-                                   Stream stream) {
+                                   Stream stream, DecodeKernel kernel) {
   const int head_dim = args.cache.head_dim;
   assert(head_dim == 64 || head_dim == 128);
   assert(args.num_heads % args.cache.num_kv_heads == 0);
@@ -78,7 +93,7 @@ void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace wor
     partial_out = reinterpret_cast<float*>(base + layout.partial_out_offset);
     partial_stats = reinterpret_cast<float2*>(base + layout.partial_stats_offset);
   }
-  launch_decode(args, policy, grid_splits, partial_out, partial_stats, stream);
+  launch_decode(args, policy, grid_splits, partial_out, partial_stats, stream, kernel);
   if (grid_splits > 1) {
     const dim3 grid(args.num_heads, args.num_seqs);
     if (head_dim == 64) {

@@ -137,8 +137,11 @@ void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
 // Same with another split policy (checks and benchmarks); DecodeSplitPolicy{1 << 30, 1} never
 // splits. Workspace: decode_workspace_layout(num_seqs, num_heads, head_dim,
 // decode_grid_splits(max_context_len, policy)).total_bytes when that grid is > 1.
+// kernel: the quantized caches (fp8, int8, kivi4, kivi2) decode on tensor cores by default
+// (attention_decode_tc.cu); kCudaCores runs the CUDA-core kernel instead (checks, benchmarks).
+enum class DecodeKernel { kDefault, kCudaCores };
 void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace, DecodeSplitPolicy policy,
-                                   Stream stream);
+                                   Stream stream, DecodeKernel kernel = DecodeKernel::kDefault);
 
 // FlashAttention-2-style varlen prefill on tensor cores (mma.sync m16n8k16 fp16, fp32
 // accumulate); any query_len / context_len mix, including decode rows (kAll), or only the
