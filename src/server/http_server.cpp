@@ -19,7 +19,7 @@ struct HttpServer::Impl {
   Impl(const ApiContext& context, const HttpLimits& limits)
       : context(context),
         limits(limits),
-        planner(limits.planner_threads, limits.max_planning),
+        planner(limits.planner_threads, limits.max_planning, limits.max_planning_bytes),
         acceptor(io),
         signals(io, SIGINT, SIGTERM),
         retry_timer(io) {}

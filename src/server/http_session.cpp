@@ -133,11 +133,14 @@ void HttpSession::plan(std::string body) {
   state_ = State::kPlanning;
   stream_.expires_never();  // planning and generating take as long as they take
   auto self = shared_from_this();
-  const bool posted = planner_.try_post([self, body = std::move(body)] {
-    ApiResult result = handle_route(self->route_, body, self->context_);
-    net::post(self->stream_.get_executor(),
-              [self, result = std::move(result)]() mutable { self->on_planned(std::move(result)); });
-  });
+  const size_t bytes = body.size();
+  const bool posted = planner_.try_post(
+      [self, body = std::move(body)] {
+        ApiResult result = handle_route(self->route_, body, self->context_);
+        net::post(self->stream_.get_executor(),
+                  [self, result = std::move(result)]() mutable { self->on_planned(std::move(result)); });
+      },
+      bytes);
   if (!posted) {
     send_response(api_error(503, "the server is at capacity: too many requests are being prepared; retry later"),
                   /*close_after=*/!keep_alive_);

@@ -39,7 +39,10 @@ struct HttpLimits {
   size_t max_pending_write_bytes = size_t{16} << 20;  // a stream's client this far behind is dropped
   size_t max_response_bytes = size_t{64} << 20;       // a larger whole response becomes a 413
   int planner_threads = 2;                            // parsing and tokenizing requests
-  int max_planning = 256;                             // requests being planned at once; more: 503
+  // Requests being planned at once, and their bodies' bytes; past either: 503. 256 MiB of
+  // bodies is 32 maximal ones, or thousands of ordinary ones.
+  int max_planning = 4096;
+  size_t max_planning_bytes = size_t{256} << 20;
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
