@@ -36,33 +36,35 @@ using prefill::swizzled;
 
 constexpr int kTcThreads = 128;
 constexpr int kTcWarps = kTcThreads / 32;
-constexpr int kTcTile = kDecodeTileTokens;  // 64 keys, 16 per warp
-constexpr int kTcRows = 16;                 // query heads per CTA at most (the MMA's M)
-
-template <int kHeadDim, KvFormat kFormat>
-struct TcShape {
-  static constexpr bool kKivi = kv_format_is_kivi(kFormat);
-  static constexpr int kChunks = kHeadDim / 8;  // 16-byte fp16 chunks per row
-  static constexpr int kTileHalfs = kTcTile * kHeadDim;
-  static constexpr int kGroupRawBytes = kKiviGroup * kHeadDim * 2;  // a staged group, the larger
-  // One raw K (or V) tile: fp8/int8 values [64][head_dim] then 64 float scales; KIVI two groups.
-  static constexpr int kRawBytes = kKivi ? 2 * kGroupRawBytes : kTcTile * kHeadDim + kTcTile * 4;
-  static constexpr size_t kQBytes = kTcRows * kHeadDim * 2;
-  static constexpr size_t kRawOffset = kQBytes;
-  static constexpr size_t kTilesOffset = kRawOffset + 2ull * 2 * kRawBytes;      // 2 stages x (K, V)
-  static constexpr size_t kScalesOffset = kTilesOffset + 2ull * kTileHalfs * 2;  // fp8/int8: K, V scales
-  static constexpr size_t kMainBytes = kScalesOffset + 2ull * kTcTile * sizeof(float);
-  // The merge at the end: each warp's O rows and (max, sum) per row.
-  static constexpr size_t kMergeBytes = static_cast<size_t>(kTcWarps) * kTcRows * (kHeadDim + 2) * sizeof(float);
-  static constexpr size_t kSmemBytes = kMainBytes > kMergeBytes ? kMainBytes : kMergeBytes;
-};
+constexpr int kTcTile = kDecodeTileTokens;  // 64 keys a tile, 16 per warp
+constexpr int kWarpKeys = kTcTile / kTcWarps;
+constexpr int kTcRows = 16;  // query heads per CTA at most (the MMA's M)
 
 // KIVI's group geometry (kv_format.h), instantiated for the KIVI formats only.
 template <int kHeadDim, int kBits>
 struct KiviGeometry {
   static constexpr int kChannelBytes = kKiviGroup * kBits / 8;  // a key channel's 32 codes
-  static constexpr int kKeyGroupBytes = kHeadDim * (kChannelBytes + 4);
+  static constexpr int kHalfChannelBytes = kChannelBytes / 2;   // its 16 codes of one warp's keys
   static constexpr int kValueRowBytes = kHeadDim * kBits / 8 + kHeadDim / kKiviGroup * 4;
+};
+
+template <int kHeadDim, KvFormat kFormat>
+struct TcShape {
+  static constexpr bool kKivi = kv_format_is_kivi(kFormat);
+  static constexpr int kChunks = kHeadDim / 8;  // 16-byte fp16 chunks per row
+  static constexpr int kWarpTileHalfs = kWarpKeys * kHeadDim;
+  // One warp's raw K (or V) for its 16 keys: fp8/int8 values then 16 float scales; KIVI staged
+  // fp16 rows (the larger of its two cases).
+  static constexpr int kRawBytes = kKivi ? kWarpKeys * kHeadDim * 2 : kWarpKeys * kHeadDim + kWarpKeys * 4;
+  // Per warp: 2 stages x (K, V) raw, the fp16 K and V tiles, then (fp8/int8) K and V scales.
+  static constexpr size_t kWarpTilesOffset = 4ull * kRawBytes;
+  static constexpr size_t kWarpScalesOffset = kWarpTilesOffset + 2ull * kWarpTileHalfs * 2;
+  static constexpr size_t kWarpBytes = kWarpScalesOffset + 2ull * kWarpKeys * sizeof(float);
+  static constexpr size_t kQBytes = kTcRows * kHeadDim * 2;
+  static constexpr size_t kMainBytes = kQBytes + kTcWarps * kWarpBytes;
+  // The merge at the end: each warp's O rows and (max, sum) per row.
+  static constexpr size_t kMergeBytes = static_cast<size_t>(kTcWarps) * kTcRows * (kHeadDim + 2) * sizeof(float);
+  static constexpr size_t kSmemBytes = kMainBytes > kMergeBytes ? kMainBytes : kMergeBytes;
 };
 
 template <int kHeadDim, KvFormat kFormat>
@@ -72,13 +74,6 @@ __global__ void __launch_bounds__(kTcThreads)
   using S = TcShape<kHeadDim, kFormat>;
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);
-  unsigned char* raw_smem = smem + S::kRawOffset;  // [stage][K | V] raw tiles
-  uint16_t* k_tile = reinterpret_cast<uint16_t*>(smem + S::kTilesOffset);
-  uint16_t* v_tile = k_tile + S::kTileHalfs;
-  // The tile's K and V scales (fp8/int8), copied out of the raw stage by convert(): the raw
-  // stage takes the tile after next while slower warps still compute on this one.
-  float* k_scales = reinterpret_cast<float*>(smem + S::kScalesOffset);
-  float* v_scales = k_scales + kTcTile;
 
   const int split = blockIdx.x;
   const int head0 = blockIdx.y * rows;
@@ -91,6 +86,13 @@ __global__ void __launch_bounds__(kTcThreads)
   const int lane = tid % 32;
   const int group_row = lane / 4;
   const int quad_lane = lane % 4;
+  // This warp's slice of shared memory: it loads, converts and attends to its own keys, so the
+  // tile loop needs no CTA-wide barrier.
+  unsigned char* warp_smem = smem + S::kQBytes + warp * S::kWarpBytes;
+  uint16_t* k_tile = reinterpret_cast<uint16_t*>(warp_smem + S::kWarpTilesOffset);
+  uint16_t* v_tile = k_tile + S::kWarpTileHalfs;
+  float* k_scales = reinterpret_cast<float*>(warp_smem + S::kWarpScalesOffset);
+  float* v_scales = k_scales + kWarpKeys;
 
   const int token = args.cu_query_starts[seq];
   if (args.cu_query_starts[seq + 1] - token != 1) return;  // a prefill row: not ours
@@ -100,7 +102,6 @@ __global__ void __launch_bounds__(kTcThreads)
   const int begin = split * split_tokens;
   if (begin >= context_len) return;
   const int end = min(context_len, begin + split_tokens);
-  const int num_tiles = (end - begin + kTcTile - 1) / kTcTile;
   const size_t partial_index = (static_cast<size_t>(seq) * args.num_heads + head0) * grid_splits + split;
   const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
   const BlockIndexer indexer(cache.block_size);
@@ -110,6 +111,9 @@ __global__ void __launch_bounds__(kTcThreads)
     const int slot = args.slot_mapping[token];
     own_staging = slot >= 0 ? slot / cache.block_size : 0;
   }
+  // The warp's keys are [key0(j), key0(j) + 16) of tile j, while key0 < end.
+  const int warp_begin = begin + warp * kWarpKeys;
+  const int num_steps = warp_begin < end ? (end - warp_begin + kTcTile - 1) / kTcTile : 0;
 
   // Q: rows [0, rows) are the CTA's heads, the rest zero.
   for (int c = tid; c < kTcRows * S::kChunks; c += kTcThreads) {
@@ -120,49 +124,63 @@ __global__ void __launch_bounds__(kTcThreads)
     if (valid) src += (static_cast<size_t>(token) * args.num_heads + head0 + row) * kHeadDim + chunk * 8;
     cp_async_16(q_smem + swizzled<kHeadDim>(row, chunk), src, valid);
   }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  uint32_t q_frag[kHeadDim / 16][4];
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+    ldmatrix_x4(q_frag[ks], q_smem + swizzled<kHeadDim>(lane % 16, ks * 2 + lane / 16));
+  }
 
-  auto load_raw = [&](int tile, int stage) {
-    unsigned char* k_dst = raw_smem + stage * 2 * S::kRawBytes;
+  auto load_raw = [&](int step, int stage) {
+    unsigned char* k_dst = warp_smem + stage * 2 * S::kRawBytes;
     unsigned char* v_dst = k_dst + S::kRawBytes;
-    const int tile_begin = begin + tile * kTcTile;
+    const int key0 = warp_begin + step * kTcTile;
     if constexpr (S::kKivi) {
       using G = KiviGeometry<kHeadDim, kivi_bits(kFormat)>;
-      for (int gi = 0; gi < kTcTile / kKiviGroup; ++gi) {
-        const int gpos = tile_begin + gi * kKiviGroup;
-        unsigned char* kg = k_dst + gi * S::kGroupRawBytes;
-        unsigned char* vg = v_dst + gi * S::kGroupRawBytes;
-        if (gpos >= end) continue;
-        if (gpos >= own_start) {
-          for (int i = tid; i < kKiviGroup * S::kChunks; i += kTcThreads) {
-            const int row = i / S::kChunks;
-            const int chunk = i % S::kChunks;
-            const int pos = gpos + row;
-            const bool valid = pos < end;
-            const int in_block = valid ? indexer.offset(pos) : 0;
-            const int dst = (row * kHeadDim + chunk * 8) * 2;
-            cp_async_16(kg + dst, cache.staging_row(0, own_staging, in_block, kv_head) + chunk * 8, valid);
-            cp_async_16(vg + dst, cache.staging_row(1, own_staging, in_block, kv_head) + chunk * 8, valid);
+      if (key0 >= own_start) {  // staged fp16 rows
+        for (int i = lane; i < kWarpKeys * S::kChunks; i += 32) {
+          const int row = i / S::kChunks;
+          const int chunk = i % S::kChunks;
+          const int pos = key0 + row;
+          const bool valid = pos < end;
+          const int in_block = valid ? indexer.offset(pos) : 0;
+          const int dst = (row * kHeadDim + chunk * 8) * 2;
+          cp_async_16(k_dst + dst, cache.staging_row(0, own_staging, in_block, kv_head) + chunk * 8, valid);
+          cp_async_16(v_dst + dst, cache.staging_row(1, own_staging, in_block, kv_head) + chunk * 8, valid);
+        }
+      } else {  // sealed: this half of a key group (codes, then the group's scales and minima), 16 value rows
+        const int block = block_table[indexer.block(key0)];
+        const int in_block = indexer.offset(key0);
+        const uint8_t* group = cache.k + cache.kivi_key_group_offset(block, kv_head, in_block / kKiviGroup);
+        const int half = (in_block % kKiviGroup) / kWarpKeys;
+        for (int c = lane; c < kHeadDim; c += 32) {
+          const uint8_t* src = group + c * G::kChannelBytes + half * G::kHalfChannelBytes;
+          if constexpr (G::kHalfChannelBytes == 8) {
+            cp_async_8(k_dst + c * 8, src, true);
+          } else {
+            cp_async_4(k_dst + c * 4, src, true);
           }
-        } else {
-          const int block = block_table[indexer.block(gpos)];
-          const int in_block = indexer.offset(gpos);
-          const uint8_t* ksrc = cache.k + cache.kivi_key_group_offset(block, kv_head, in_block / kKiviGroup);
-          for (int i = tid; i < G::kKeyGroupBytes / 16; i += kTcThreads) cp_async_16(kg + 16 * i, ksrc + 16 * i, true);
-          constexpr int kRowWords = G::kValueRowBytes / 8;
-          for (int i = tid; i < kKiviGroup * kRowWords; i += kTcThreads) {
-            const int row = i / kRowWords;
-            const int word = i % kRowWords;
-            const uint8_t* vsrc = cache.v + cache.kivi_value_row_offset(block, in_block + row, kv_head) + 8 * word;
-            cp_async_8(vg + row * G::kValueRowBytes + 8 * word, vsrc, true);
-          }
+        }
+        for (int i = lane; i < kHeadDim * 4 / 16; i += 32) {
+          cp_async_16(k_dst + kHeadDim * G::kHalfChannelBytes + 16 * i, group + kHeadDim * G::kChannelBytes + 16 * i,
+                      true);
+        }
+        constexpr int kRowWords = G::kValueRowBytes / 8;
+        for (int i = lane; i < kWarpKeys * kRowWords; i += 32) {
+          const int row = i / kRowWords;
+          const int word = i % kRowWords;
+          const uint8_t* src = cache.v + cache.kivi_value_row_offset(block, in_block + row, kv_head) + 8 * word;
+          cp_async_8(v_dst + row * G::kValueRowBytes + 8 * word, src, true);
         }
       }
     } else {
       constexpr int kRowChunks = kHeadDim / 16;  // 16-byte chunks of one-byte values
-      for (int i = tid; i < kTcTile * kRowChunks; i += kTcThreads) {
+      for (int i = lane; i < kWarpKeys * kRowChunks; i += 32) {
         const int row = i / kRowChunks;
         const int chunk = i % kRowChunks;
-        const int pos = tile_begin + row;
+        const int pos = key0 + row;
         const bool valid = pos < end;
         size_t values = 0, scale = 0;
         if (valid) {
@@ -174,100 +192,79 @@ __global__ void __launch_bounds__(kTcThreads)
         cp_async_16(k_dst + row * kHeadDim + chunk * 16, cache.k + values, valid);
         cp_async_16(v_dst + row * kHeadDim + chunk * 16, cache.v + values, valid);
         if (chunk == 0) {
-          cp_async_4(k_dst + kTcTile * kHeadDim + row * 4, cache.k + scale, valid);
-          cp_async_4(v_dst + kTcTile * kHeadDim + row * 4, cache.v + scale, valid);
+          cp_async_4(k_dst + kWarpKeys * kHeadDim + row * 4, cache.k + scale, valid);
+          cp_async_4(v_dst + kWarpKeys * kHeadDim + row * 4, cache.v + scale, valid);
         }
       }
     }
   };
 
-  // Raw tile -> the fp16 K and V tiles (swizzled rows, as the prefill kernels keep them).
-  auto convert = [&](int tile, int stage) {
-    const unsigned char* k_raw = raw_smem + stage * 2 * S::kRawBytes;
+  // This warp's raw keys -> its fp16 K and V tiles (swizzled rows, as the prefill kernels keep
+  // them): fp8/int8 exactly and unscaled, KIVI's codes as code * s + m, staged rows as they are.
+  auto convert = [&](int step, int stage) {
+    const unsigned char* k_raw = warp_smem + stage * 2 * S::kRawBytes;
     const unsigned char* v_raw = k_raw + S::kRawBytes;
-    const int tile_begin = begin + tile * kTcTile;
+    const int key0 = warp_begin + step * kTcTile;
     if constexpr (S::kKivi) {
       using G = KiviGeometry<kHeadDim, kivi_bits(kFormat)>;
-      for (int gi = 0; gi < kTcTile / kKiviGroup; ++gi) {
-        const int gpos = tile_begin + gi * kKiviGroup;
-        const unsigned char* kg = k_raw + gi * S::kGroupRawBytes;
-        const unsigned char* vg = v_raw + gi * S::kGroupRawBytes;
-        if (gpos >= end || gpos >= own_start) {  // zeros, or staged fp16 rows copied as they are
-          const bool zero = gpos >= end;
-          for (int i = tid; i < kKiviGroup * S::kChunks; i += kTcThreads) {
-            const int row = i / S::kChunks;
-            const int chunk = i % S::kChunks;
-            const int dst = swizzled<kHeadDim>(gi * kKiviGroup + row, chunk);
-            const uint4 kz = zero ? make_uint4(0, 0, 0, 0) : reinterpret_cast<const uint4*>(kg)[i];
-            const uint4 vz = zero ? make_uint4(0, 0, 0, 0) : reinterpret_cast<const uint4*>(vg)[i];
-            *reinterpret_cast<uint4*>(k_tile + dst) = kz;
-            *reinterpret_cast<uint4*>(v_tile + dst) = vz;
-          }
-          continue;
+      constexpr int kBits = kivi_bits(kFormat);
+      if (key0 >= own_start) {
+        for (int i = lane; i < kWarpKeys * S::kChunks; i += 32) {
+          const int dst = swizzled<kHeadDim>(i / S::kChunks, i % S::kChunks);
+          *reinterpret_cast<uint4*>(k_tile + dst) = reinterpret_cast<const uint4*>(k_raw)[i];
+          *reinterpret_cast<uint4*>(v_tile + dst) = reinterpret_cast<const uint4*>(v_raw)[i];
         }
-        // Sealed keys: a thread per channel, its 32 codes one word run.
-        for (int c = tid; c < kHeadDim; c += kTcThreads) {
-          uint32_t words[G::kChannelBytes / 4];
+        return;
+      }
+      const unsigned char* scales = k_raw + kHeadDim * G::kHalfChannelBytes;
+      for (int c = lane; c < kHeadDim; c += 32) {  // keys: a lane per channel, its 16 codes one word run
+        uint32_t words[G::kHalfChannelBytes / 4];
 #pragma unroll
-          for (int w = 0; w < G::kChannelBytes / 4; ++w) {
-            words[w] = reinterpret_cast<const uint32_t*>(kg + c * G::kChannelBytes)[w];
-          }
-          const float scale = half_at(kg + kHeadDim * G::kChannelBytes + 2 * c);
-          const float minimum = half_at(kg + kHeadDim * G::kChannelBytes + 2 * kHeadDim + 2 * c);
-#pragma unroll
-          for (int t = 0; t < kKiviGroup; ++t) {
-            const int bit = t * kivi_bits(kFormat);
-            const int code = (words[bit / 32] >> (bit % 32)) & ((1 << kivi_bits(kFormat)) - 1);
-            k_tile[swizzled<kHeadDim>(gi * kKiviGroup + t, c / 8) + c % 8] =
-                float_to_half_bits(static_cast<float>(code) * scale + minimum);
-          }
+        for (int w = 0; w < G::kHalfChannelBytes / 4; ++w) {
+          words[w] = reinterpret_cast<const uint32_t*>(k_raw + c * G::kHalfChannelBytes)[w];
         }
-        // Sealed values: 8 dims of one row per unit.
-        for (int i = tid; i < kKiviGroup * S::kChunks; i += kTcThreads) {
-          const int row = i / S::kChunks;
-          const int chunk = i % S::kChunks;
-          const unsigned char* raw = vg + row * G::kValueRowBytes;
-          const uint32_t codes = kivi_bits(kFormat) == 2 ? *reinterpret_cast<const uint16_t*>(raw + chunk * 2)
-                                                         : *reinterpret_cast<const uint32_t*>(raw + chunk * 4);
-          const int g = chunk * 8 / kKiviGroup;
-          const float scale = half_at(raw + kHeadDim * kivi_bits(kFormat) / 8 + 2 * g);
-          const float minimum = half_at(raw + kHeadDim * kivi_bits(kFormat) / 8 + kHeadDim / kKiviGroup * 2 + 2 * g);
-          float x[8];
+        const float scale = half_at(scales + 2 * c);
+        const float minimum = half_at(scales + 2 * kHeadDim + 2 * c);
 #pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            x[j] = static_cast<float>((codes >> (j * kivi_bits(kFormat))) & ((1 << kivi_bits(kFormat)) - 1)) * scale +
-                   minimum;
-          }
-          *reinterpret_cast<uint4*>(v_tile + swizzled<kHeadDim>(gi * kKiviGroup + row, chunk)) = make_uint4(
-              pack_half2(x[0], x[1]), pack_half2(x[2], x[3]), pack_half2(x[4], x[5]), pack_half2(x[6], x[7]));
+        for (int t = 0; t < kWarpKeys; ++t) {
+          const int bit = t * kBits;
+          const int code = (words[bit / 32] >> (bit % 32)) & ((1 << kBits) - 1);
+          k_tile[swizzled<kHeadDim>(t, c / 8) + c % 8] = float_to_half_bits(static_cast<float>(code) * scale + minimum);
         }
       }
-    } else {
-      // fp8/int8 values to fp16 exactly (the scales are applied to S and P); rows past `end`
-      // were zero-filled by their copy.
-      if (tid < kTcTile) {
-        k_scales[tid] = reinterpret_cast<const float*>(k_raw + kTcTile * kHeadDim)[tid];
-        v_scales[tid] = reinterpret_cast<const float*>(v_raw + kTcTile * kHeadDim)[tid];
-      }
-      for (int i = tid; i < kTcTile * S::kChunks; i += kTcThreads) {
+      for (int i = lane; i < kWarpKeys * S::kChunks; i += 32) {  // values: 8 dims of one row a unit
         const int row = i / S::kChunks;
         const int chunk = i % S::kChunks;
-        float k[8], v[8];
-        kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(k_raw + row * kHeadDim + chunk * 8), k);
-        kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(v_raw + row * kHeadDim + chunk * 8), v);
+        const unsigned char* raw = v_raw + row * G::kValueRowBytes;
+        const uint32_t codes = kBits == 2 ? *reinterpret_cast<const uint16_t*>(raw + chunk * 2)
+                                          : *reinterpret_cast<const uint32_t*>(raw + chunk * 4);
+        const int g = chunk * 8 / kKiviGroup;
+        const float scale = half_at(raw + kHeadDim * kBits / 8 + 2 * g);
+        const float minimum = half_at(raw + kHeadDim * kBits / 8 + kHeadDim / kKiviGroup * 2 + 2 * g);
+        float x[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          x[j] = static_cast<float>((codes >> (j * kBits)) & ((1 << kBits) - 1)) * scale + minimum;
+        *reinterpret_cast<uint4*>(v_tile + swizzled<kHeadDim>(row, chunk)) =
+            make_uint4(pack_half2(x[0], x[1]), pack_half2(x[2], x[3]), pack_half2(x[4], x[5]), pack_half2(x[6], x[7]));
+      }
+    } else {
+      if (lane < kWarpKeys) {
+        k_scales[lane] = reinterpret_cast<const float*>(k_raw + kWarpKeys * kHeadDim)[lane];
+        v_scales[lane] = reinterpret_cast<const float*>(v_raw + kWarpKeys * kHeadDim)[lane];
+      }
+      for (int i = lane; i < kWarpKeys * S::kChunks; i += 32) {  // rows past `end` were zero-filled
+        const int row = i / S::kChunks;
+        const int chunk = i % S::kChunks;
         const int dst = swizzled<kHeadDim>(row, chunk);
         *reinterpret_cast<uint4*>(k_tile + dst) =
-            make_uint4(pack_half2(k[0], k[1]), pack_half2(k[2], k[3]), pack_half2(k[4], k[5]), pack_half2(k[6], k[7]));
+            kv_to_half8(kFormat, *reinterpret_cast<const uint2*>(k_raw + row * kHeadDim + chunk * 8));
         *reinterpret_cast<uint4*>(v_tile + dst) =
-            make_uint4(pack_half2(v[0], v[1]), pack_half2(v[2], v[3]), pack_half2(v[4], v[5]), pack_half2(v[6], v[7]));
+            kv_to_half8(kFormat, *reinterpret_cast<const uint2*>(v_raw + row * kHeadDim + chunk * 8));
       }
     }
   };
 
-  load_raw(0, 0);
-  cp_async_commit();  // group 0: Q and tile 0
-
-  uint32_t q_frag[kHeadDim / 16][4];
   float o[kHeadDim / 8][4];
 #pragma unroll
   for (int nb = 0; nb < kHeadDim / 8; ++nb)
@@ -276,35 +273,29 @@ __global__ void __launch_bounds__(kTcThreads)
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.0f, 0.0f};  // this thread's share; the quad is summed at the end
   const float score_scale = args.scale * kLog2e;
-  const int key_base = warp * 16;  // this warp's keys within a tile
 
-  for (int j = 0; j < num_tiles; ++j) {
+  if (num_steps > 0) load_raw(0, 0);
+  cp_async_commit();
+  for (int j = 0; j < num_steps; ++j) {
     const int stage = j & 1;
-    if (j + 1 < num_tiles) {
+    if (j + 1 < num_steps) {
       load_raw(j + 1, stage ^ 1);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
-    __syncthreads();  // tile j's raw bytes (and, at j == 0, Q) are in; the last tile's math is done
-    if (j == 0) {
-#pragma unroll
-      for (int ks = 0; ks < kHeadDim / 16; ++ks) {
-        ldmatrix_x4(q_frag[ks], q_smem + swizzled<kHeadDim>(lane % 16, ks * 2 + lane / 16));
-      }
-    }
+    __syncwarp();  // the warp's copies of step j are in; its math on step j - 1 is done
     convert(j, stage);
-    __syncthreads();
-    const int tile_begin = begin + j * kTcTile;
-    if (tile_begin + key_base >= end) continue;  // every key of this warp is past the split (uniform per warp)
+    __syncwarp();
+    const int key0 = warp_begin + j * kTcTile;
 
     // S = Q K^T for 16 rows x this warp's 16 keys.
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int ks = 0; ks < kHeadDim / 16; ++ks) {
       uint32_t b[4];
-      ldmatrix_x4(b, k_tile + swizzled<kHeadDim>(key_base + lane % 8 + (lane / 16) * 8, ks * 2 + (lane / 8) % 2));
+      ldmatrix_x4(b, k_tile + swizzled<kHeadDim>(lane % 8 + (lane / 16) * 8, ks * 2 + (lane / 8) % 2));
       mma_16816(s[0], q_frag[ks], b[0], b[1]);
       mma_16816(s[1], q_frag[ks], b[2], b[3]);
     }
@@ -313,14 +304,14 @@ __global__ void __launch_bounds__(kTcThreads)
     for (int nb = 0; nb < 2; ++nb) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = key_base + nb * 8 + 2 * quad_lane + (e & 1);
+        const int key = nb * 8 + 2 * quad_lane + (e & 1);
         float value = s[nb][e] * score_scale;
         if constexpr (!S::kKivi) value *= k_scales[key];
-        s[nb][e] = tile_begin + key < end ? value : -INFINITY;
+        s[nb][e] = key0 + key < end ? value : -INFINITY;
       }
       if constexpr (!S::kKivi) {
-        v_scale[nb][0] = v_scales[key_base + nb * 8 + 2 * quad_lane];
-        v_scale[nb][1] = v_scales[key_base + nb * 8 + 2 * quad_lane + 1];
+        v_scale[nb][0] = v_scales[nb * 8 + 2 * quad_lane];
+        v_scale[nb][1] = v_scales[nb * 8 + 2 * quad_lane + 1];
       }
     }
 #pragma unroll
@@ -328,7 +319,7 @@ __global__ void __launch_bounds__(kTcThreads)
       float tile_max = fmaxf(fmaxf(s[0][2 * half], s[0][2 * half + 1]), fmaxf(s[1][2 * half], s[1][2 * half + 1]));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      // This warp's first keys are valid (it skipped otherwise), so the max is finite.
+      // key0 < end, so the step's first key is valid and the max is finite.
       const float new_max = fmaxf(row_max[half], tile_max);
       const float alpha = exp2f(row_max[half] - new_max);
       row_max[half] = new_max;
@@ -354,14 +345,14 @@ __global__ void __launch_bounds__(kTcThreads)
 #pragma unroll
     for (int dp = 0; dp < kHeadDim / 16; ++dp) {
       uint32_t b[4];
-      ldmatrix_x4_trans(b, v_tile + swizzled<kHeadDim>(key_base + lane % 8 + ((lane / 8) % 2) * 8, dp * 2 + lane / 16));
+      ldmatrix_x4_trans(b, v_tile + swizzled<kHeadDim>(lane % 8 + ((lane / 8) % 2) * 8, dp * 2 + lane / 16));
       mma_16816(o[2 * dp], a, b[0], b[1]);
       mma_16816(o[2 * dp + 1], a, b[2], b[3]);
     }
   }
 
   // Merge the warps: (max, sum) and O of each warp's rows through shared memory.
-  __syncthreads();                                               // every warp is done with the tiles
+  __syncthreads();                                               // every warp is done with its slice
   float* merge_o = reinterpret_cast<float*>(smem);               // [warp][row][head_dim]
   float* merge_stats = merge_o + kTcWarps * kTcRows * kHeadDim;  // [warp][row] (max, sum)
 #pragma unroll
@@ -392,7 +383,7 @@ __global__ void __launch_bounds__(kTcThreads)
 #pragma unroll
     for (int w = 0; w < kTcWarps; ++w) {
       const float wm = merge_stats[2 * (w * kTcRows + row)];
-      if (wm == -INFINITY) continue;  // a warp whose keys were all past the split
+      if (wm == -INFINITY) continue;  // a warp with no keys in this split
       const float weight = exp2f(wm - m);
       l = fmaf(merge_stats[2 * (w * kTcRows + row) + 1], weight, l);
       value = fmaf(merge_o[(w * kTcRows + row) * kHeadDim + d], weight, value);

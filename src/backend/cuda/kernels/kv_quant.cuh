@@ -62,6 +62,36 @@ __device__ __forceinline__ void kv_unpack8(KvFormat format, const uint2& word, f
   }
 }
 
+// Eight stored values (one 8-byte word) -> eight fp16, unscaled, as four half2 words: exact, as
+// every E4M3 value and every int8 is an fp16. Two values an instruction for E4M3 (the packed
+// conversion); int8 biased to u = b + 128 and placed in the low mantissa byte of 1024.0 (0x64uu is
+// 1024 + u), then 1152 subtracted from both halves at once.
+__device__ __forceinline__ uint4 kv_to_half8(KvFormat format, const uint2& word) {
+  const uint32_t words[2] = {word.x, word.y};
+  uint32_t out[4];
+  if (format == KvFormat::kFp8E4M3) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const auto pair = static_cast<__nv_fp8x2_storage_t>((words[i / 2] >> (16 * (i % 2))) & 0xffffu);
+      const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+      out[i] = static_cast<uint32_t>(raw.x) | (static_cast<uint32_t>(raw.y) << 16);
+    }
+  } else {
+    const __half2 offset = __halves2half2(__ushort_as_half(0x6480), __ushort_as_half(0x6480));  // 1152
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      const uint32_t biased = words[w] ^ 0x80808080u;
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        const uint32_t bits = __byte_perm(biased, 0x64646464u, p == 0 ? 0x5140u : 0x5342u);
+        const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&bits), offset);
+        out[2 * w + p] = *reinterpret_cast<const uint32_t*>(&h);
+      }
+    }
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
 // Sixteen stored values (one 16-byte chunk) -> sixteen floats.
 __device__ __forceinline__ void kv_unpack16(KvFormat format, const uint4& chunk, float (&out)[16]) {
   float lo[8], hi[8];
