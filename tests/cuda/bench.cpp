@@ -76,6 +76,17 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   decode("attn_decode_b64_ctx4k_kivi4", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi4);
   decode("attn_decode_b64_ctx4k_kivi2", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2);
   decode("attn_decode_b64_ctx4k_smollm_h9_3_d64_kivi2", 64, 4096, 9, 3, 64, nullptr, KvFormat::kKivi2);
+  // fp16 on the tensor-core kernel (attention_decode_tc_direct.cu) beside its default CUDA-core one.
+  decode("attn_decode_b64_ctx4k_tensor_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kFp16,
+         DecodeKernel::kTensorCores);
+  decode("attn_decode_b1_ctx32k_tensor_cores", 1, 32768, 32, 8, 128, nullptr, KvFormat::kFp16,
+         DecodeKernel::kTensorCores);
+  decode("attn_decode_b256_ctx1k_tensor_cores", 256, 1024, 32, 8, 128, nullptr, KvFormat::kFp16,
+         DecodeKernel::kTensorCores);
+  decode("attn_decode_b64_ctx4k_smollm_h9_3_d64_tensor_cores", 64, 4096, 9, 3, 64, nullptr, KvFormat::kFp16,
+         DecodeKernel::kTensorCores);
+  decode("attn_decode_b256_ctx1k_fp8", 256, 1024, 32, 8, 128, nullptr, KvFormat::kFp8E4M3);
+  decode("attn_decode_b1_ctx32k_fp8", 1, 32768, 32, 8, 128, nullptr, KvFormat::kFp8E4M3);
   // The same on the CUDA-core kernel the quantized formats used before the tensor-core one.
   decode("attn_decode_b64_ctx4k_fp8_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kFp8E4M3,
          DecodeKernel::kCudaCores);

@@ -42,19 +42,26 @@ __global__ void __launch_bounds__(kHeadDim)
 void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
                    float2* partial_stats, Stream stream, DecodeKernel kernel) {
   using decode::launch_decode_kernels;
-  using decode::launch_decode_tc;
-  if (kernel == DecodeKernel::kDefault) {
+  using decode::launch_decode_tc_direct;
+  using decode::launch_decode_tc_kivi;
+  if (kernel != DecodeKernel::kCudaCores) {
     switch (args.cache.format) {
       case KvFormat::kFp8E4M3:
-        return launch_decode_tc<KvFormat::kFp8E4M3>(args, policy, grid_splits, partial_out, partial_stats, stream);
+        return launch_decode_tc_direct<KvFormat::kFp8E4M3>(args, policy, grid_splits, partial_out, partial_stats,
+                                                           stream);
       case KvFormat::kInt8:
-        return launch_decode_tc<KvFormat::kInt8>(args, policy, grid_splits, partial_out, partial_stats, stream);
+        return launch_decode_tc_direct<KvFormat::kInt8>(args, policy, grid_splits, partial_out, partial_stats, stream);
       case KvFormat::kKivi4:
-        return launch_decode_tc<KvFormat::kKivi4>(args, policy, grid_splits, partial_out, partial_stats, stream);
+        return launch_decode_tc_kivi<KvFormat::kKivi4>(args, policy, grid_splits, partial_out, partial_stats, stream);
       case KvFormat::kKivi2:
-        return launch_decode_tc<KvFormat::kKivi2>(args, policy, grid_splits, partial_out, partial_stats, stream);
+        return launch_decode_tc_kivi<KvFormat::kKivi2>(args, policy, grid_splits, partial_out, partial_stats, stream);
       case KvFormat::kFp16:
-      case KvFormat::kBf16: break;  // bandwidth-bound on CUDA cores already
+        if (kernel == DecodeKernel::kTensorCores) {
+          return launch_decode_tc_direct<KvFormat::kFp16>(args, policy, grid_splits, partial_out, partial_stats,
+                                                          stream);
+        }
+        break;
+      case KvFormat::kBf16: break;  // the CUDA-core kernel (an fp16 MMA would need bf16 converted)
     }
   }
   switch (args.cache.format) {

@@ -138,8 +138,10 @@ void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
 // splits. Workspace: decode_workspace_layout(num_seqs, num_heads, head_dim,
 // decode_grid_splits(max_context_len, policy)).total_bytes when that grid is > 1.
 // kernel: the quantized caches (fp8, int8, kivi4, kivi2) decode on tensor cores by default
-// (attention_decode_tc.cu); kCudaCores runs the CUDA-core kernel instead (checks, benchmarks).
-enum class DecodeKernel { kDefault, kCudaCores };
+// (attention_decode_tc_direct.cu, attention_decode_tc_kivi.cu), fp16 and bf16 on CUDA cores;
+// kCudaCores runs the CUDA-core kernel for every format, kTensorCores the tensor-core one for
+// fp16 too (checks, benchmarks).
+enum class DecodeKernel { kDefault, kCudaCores, kTensorCores };
 void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace, DecodeSplitPolicy policy,
                                    Stream stream, DecodeKernel kernel = DecodeKernel::kDefault);
 

@@ -62,34 +62,26 @@ __device__ __forceinline__ void kv_unpack8(KvFormat format, const uint2& word, f
   }
 }
 
-// Eight stored values (one 8-byte word) -> eight fp16, unscaled, as four half2 words: exact, as
-// every E4M3 value and every int8 is an fp16. Two values an instruction for E4M3 (the packed
-// conversion); int8 biased to u = b + 128 and placed in the low mantissa byte of 1024.0 (0x64uu is
-// 1024 + u), then 1152 subtracted from both halves at once.
-__device__ __forceinline__ uint4 kv_to_half8(KvFormat format, const uint2& word) {
-  const uint32_t words[2] = {word.x, word.y};
-  uint32_t out[4];
+// Four stored values (one word) -> four fp16, unscaled, as two half2 words (bytes 0-1 in lo,
+// bytes 2-3 in hi): exact, as every E4M3 value and every int8 is an fp16. Two values an
+// instruction for E4M3 (the packed conversion); int8 biased to u = b + 128 and placed in the low
+// mantissa byte of 1024.0 (0x64uu is 1024 + u), then 1152 subtracted from both halves at once.
+__device__ __forceinline__ void kv_to_half2x2(KvFormat format, uint32_t word, uint32_t& lo, uint32_t& hi) {
   if (format == KvFormat::kFp8E4M3) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const auto pair = static_cast<__nv_fp8x2_storage_t>((words[i / 2] >> (16 * (i % 2))) & 0xffffu);
-      const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-      out[i] = static_cast<uint32_t>(raw.x) | (static_cast<uint32_t>(raw.y) << 16);
-    }
+    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word & 0xffffu), __NV_E4M3);
+    const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word >> 16), __NV_E4M3);
+    lo = static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
+    hi = static_cast<uint32_t>(b.x) | (static_cast<uint32_t>(b.y) << 16);
   } else {
     const __half2 offset = __halves2half2(__ushort_as_half(0x6480), __ushort_as_half(0x6480));  // 1152
-#pragma unroll
-    for (int w = 0; w < 2; ++w) {
-      const uint32_t biased = words[w] ^ 0x80808080u;
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        const uint32_t bits = __byte_perm(biased, 0x64646464u, p == 0 ? 0x5140u : 0x5342u);
-        const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&bits), offset);
-        out[2 * w + p] = *reinterpret_cast<const uint32_t*>(&h);
-      }
-    }
+    const uint32_t biased = word ^ 0x80808080u;
+    const uint32_t lo_bits = __byte_perm(biased, 0x64646464u, 0x5140u);
+    const uint32_t hi_bits = __byte_perm(biased, 0x64646464u, 0x5342u);
+    const __half2 l = __hsub2(*reinterpret_cast<const __half2*>(&lo_bits), offset);
+    const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&hi_bits), offset);
+    lo = *reinterpret_cast<const uint32_t*>(&l);
+    hi = *reinterpret_cast<const uint32_t*>(&h);
   }
-  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
 // Sixteen stored values (one 16-byte chunk) -> sixteen floats.

@@ -1,0 +1,381 @@
+// Paged decode attention on tensor cores for the caches whose values are single numbers: fp8
+// and int8 (one byte and a per-(token, head) scale) and fp16. Each thread turns the raw bytes
+// it needs straight into MMA fragments, so a key or value makes one trip from shared memory to
+// registers (the KIVI kernel, attention_decode_tc_kivi.cu, still stages fp16 tiles: its codes
+// need a group's scale and minimum per channel).
+//
+// Keys are the MMA's M and the query heads of a GQA group its N (up to 8): S^T = K Q^T and
+// O^T = V^T P^T, so a group of 4 heads wastes half of each MMA rather than three quarters, and
+// O^T takes half the registers of O. Both products sum over an index whose order is free:
+//   S^T sums over head dimensions: the A fragment wants, per thread, the dims {2q, 2q + 1,
+//     2q + 8, 2q + 9} of keys g and g + 8 (g = lane / 4, q = lane % 4); any 4 physical dims will
+//     do if Q^T's B fragment uses the same 4. Thread q takes 4 consecutive dims, so one 16-byte
+//     shared load of a key row feeds 4 k-steps (fp8/int8) or 2 (fp16), converted in registers.
+//   O^T sums over keys, and its rows (head dims) can be any dims as long as the store puts them
+//     back. Thread g takes the dims [g D/8, (g + 1) D/8) of the 4 keys its A fragments need
+//     (2q, 2q + 1, 2q + 8, 2q + 9): one load per key row, then byte (or half) permutes pair two
+//     keys' values of a dim into a half2. P^T's accumulator becomes its B fragment by one
+//     movmatrix transpose per 8 x 8 block.
+// Rows are stored with their 16-byte chunks XOR-swizzled by row so that both access patterns
+// are free of bank conflicts (fp8/int8 V at head dim 64: two-way).
+//
+// Grid and splits as the other decode kernels (attention_plan.h); 4 warps, each with its own
+// 16 keys of every 64-key tile and its own ring of raw K/V stages filled by cp.async; the
+// per-key K scale multiplies S's rows and the V scale rides in P.
+#include <cassert>
+#include <cmath>
+
+#include "backend/cuda/kernels/attention_decode_launch.h"
+#include "backend/cuda/kernels/attention_decode_tc_common.cuh"
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/kv_quant.cuh"
+
+namespace folio::cuda::decode {
+namespace {
+
+using namespace detail;
+using namespace tc;
+
+constexpr int kHeads = 8;  // query heads per CTA at most (the MMA's N)
+
+template <int kHeadDim, KvFormat kFormat>
+struct DirectShape {
+  static constexpr bool kScaled = kFormat != KvFormat::kFp16;
+  static constexpr int kValueBytes = kScaled ? 1 : 2;
+  static constexpr int kRowBytes = kHeadDim * kValueBytes;
+  static constexpr int kRowChunks = kRowBytes / 16;
+  static constexpr int kValuesPerChunk = 16 / kValueBytes;
+  static constexpr int kStepsPerChunk = kValuesPerChunk / 4;  // k-steps one chunk of a key row feeds a thread
+  static constexpr int kKeyGroups = kHeadDim / 16 / kStepsPerChunk;
+  static constexpr int kThreadDims = kHeadDim / 8;  // head dims of each V row a thread converts
+  static constexpr int kThreadVBytes = kThreadDims * kValueBytes;
+  static constexpr int kScaleBytes = kScaled ? kWarpKeys * static_cast<int>(sizeof(float)) : 0;
+  static constexpr int kHalfStageBytes = kWarpKeys * kRowBytes + kScaleBytes;  // K, or V
+  static constexpr int kStages = kScaled ? 3 : 2;
+  static constexpr size_t kWarpBytes = static_cast<size_t>(kStages) * 2 * kHalfStageBytes;
+  static constexpr size_t kQBytes = kHeads * kHeadDim * 2;
+  static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
+  static constexpr size_t kSmemBytes = kMainBytes > kMergeBytes<kHeadDim> ? kMainBytes : kMergeBytes<kHeadDim>;
+};
+
+// Where chunk c of key row r lives in its row: swizzles found by enumerating the two access
+// patterns' bank conflicts (none, except fp8/int8 V at head dim 64, two-way).
+template <int kRowBytes>
+__device__ __forceinline__ int key_chunk(int row, int chunk) {
+  if constexpr (kRowBytes == 64) return chunk;
+  return chunk ^ ((row & 1) << 2);
+}
+template <int kRowBytes>
+__device__ __forceinline__ int value_chunk(int row, int chunk) {
+  if constexpr (kRowBytes == 64) return chunk ^ (((row >> 2) & 1) << 1);
+  if constexpr (kRowBytes == 256) return chunk ^ ((row >> 1) & 1) ^ (((row >> 2) & 1) << 2);
+  return chunk ^ (((row >> 1) & 1) << 1) ^ (((row >> 2) & 1) << 2);
+}
+
+// Four values of a key (one word of fp8/int8 bytes, or two words of fp16) -> two half2 registers
+// of the A fragment (its dims p, p + 1 and p + 2, p + 3).
+template <KvFormat kFormat>
+__device__ __forceinline__ void key_pair(const uint32_t* words, int sub, uint32_t& lo, uint32_t& hi) {
+  if constexpr (kFormat == KvFormat::kFp16) {
+    lo = words[2 * sub];
+    hi = words[2 * sub + 1];
+  } else {
+    kv_to_half2x2(kFormat, words[sub], lo, hi);
+  }
+}
+
+// d = the 8x8 b16 matrix whose fragment a is, transposed (fragments: thread (g, q) holds row g,
+// columns 2q and 2q + 1).
+__device__ __forceinline__ uint32_t transpose8x8(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+  return d;
+}
+
+template <int kHeadDim, KvFormat kFormat>
+__global__ void __launch_bounds__(kThreads)
+    decode_tc_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
+                            int32_t rows, float* partial_out, float2* partial_stats) {
+  using S = DirectShape<kHeadDim, kFormat>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);
+
+  const int split = blockIdx.x;
+  const int head0 = blockIdx.y * rows;
+  const int seq = blockIdx.z;
+  const KvLayerView& cache = args.cache;
+  const int group_size = args.num_heads / cache.num_kv_heads;
+  const int kv_head = head0 / group_size;
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;
+  const int q = lane % 4;
+  unsigned char* warp_smem = smem + S::kQBytes + warp * S::kWarpBytes;
+
+  const int token = args.cu_query_starts[seq];
+  if (args.cu_query_starts[seq + 1] - token != 1) return;  // a prefill row: not ours
+  const int context_len = args.context_lens[seq];
+  const int split_tokens = decode_split_tokens(context_len, policy);
+  const int num_splits = (context_len + split_tokens - 1) / split_tokens;
+  const int begin = split * split_tokens;
+  if (begin >= context_len) return;
+  const int end = min(context_len, begin + split_tokens);
+  const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
+  const BlockIndexer indexer(cache.block_size);
+  // The warp's keys are [key0(j), key0(j) + 16) of tile j, while key0 < end.
+  const int warp_begin = begin + warp * kWarpKeys;
+  const int num_steps = warp_begin < end ? (end - warp_begin + kTile - 1) / kTile : 0;
+
+  // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero), then each thread's B
+  // fragments of Q^T for head g in the dim order its key loads use: k-step ks reads the 4 dims
+  // from p of chunk (ks / kStepsPerChunk) * 4 + q.
+  for (int c = tid; c < kHeads * kHeadDim / 8; c += kThreads) {
+    const int row = c / (kHeadDim / 8);
+    const int chunk = c % (kHeadDim / 8);
+    const bool valid = row < rows;
+    const uint16_t* src = args.q;
+    if (valid) src += (static_cast<size_t>(token) * args.num_heads + head0 + row) * kHeadDim + chunk * 8;
+    cp_async_16(q_smem + row * kHeadDim + chunk * 8, src, valid);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  uint32_t q_frag[kHeadDim / 16][2];
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+    const int p = ((ks / S::kStepsPerChunk) * 4 + q) * S::kValuesPerChunk + 4 * (ks % S::kStepsPerChunk);
+    q_frag[ks][0] = *reinterpret_cast<const uint32_t*>(q_smem + g * kHeadDim + p);
+    q_frag[ks][1] = *reinterpret_cast<const uint32_t*>(q_smem + g * kHeadDim + p + 2);
+  }
+
+  // Raw rows of step `step` into ring stage `stage`: K rows, K scales, V rows, V scales. Rows
+  // past `end` are zero-filled (their scores are masked; their V rows and scales are zero).
+  auto load_raw = [&](int step, int stage) {
+    unsigned char* k_dst = warp_smem + stage * 2 * S::kHalfStageBytes;
+    unsigned char* v_dst = k_dst + S::kHalfStageBytes;
+    const int key0 = warp_begin + step * kTile;
+    for (int i = lane; i < kWarpKeys * S::kRowChunks; i += 32) {
+      const int row = i / S::kRowChunks;
+      const int chunk = i % S::kRowChunks;
+      const int pos = key0 + row;
+      const bool valid = pos < end;
+      size_t values = 0, scale = 0;
+      if (valid) {
+        const int block = block_table[indexer.block(pos)];
+        const int in_block = indexer.offset(pos);
+        values = cache.value_offset(block, in_block, kv_head) + chunk * 16;
+        if constexpr (S::kScaled) scale = cache.scale_offset(block, in_block, kv_head);
+      }
+      cp_async_16(k_dst + row * S::kRowBytes + 16 * key_chunk<S::kRowBytes>(row, chunk), cache.k + values, valid);
+      cp_async_16(v_dst + row * S::kRowBytes + 16 * value_chunk<S::kRowBytes>(row, chunk), cache.v + values, valid);
+      if constexpr (S::kScaled) {
+        if (chunk == 0) {
+          cp_async_4(k_dst + kWarpKeys * S::kRowBytes + row * 4, cache.k + scale, valid);
+          cp_async_4(v_dst + kWarpKeys * S::kRowBytes + row * 4, cache.v + scale, valid);
+        }
+      }
+    }
+  };
+
+  // O^T: o[mb] is the 16 x 8 block (head dims dim_of(mb, g), dim_of(mb, g + 8)) x (heads 2q,
+  // 2q + 1); stats are per head 2q + i.
+  float o[kHeadDim / 16][4];
+#pragma unroll
+  for (int mb = 0; mb < kHeadDim / 16; ++mb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[mb][e] = 0.0f;
+  float head_max[2] = {-INFINITY, -INFINITY};
+  float head_sum[2] = {0.0f, 0.0f};  // this thread's keys only; summed over g at the end
+  const float score_scale = args.scale * kLog2e;
+
+#pragma unroll
+  for (int s = 0; s < S::kStages - 1; ++s) {
+    if (s < num_steps) load_raw(s, s);
+    cp_async_commit();
+  }
+  for (int j = 0; j < num_steps; ++j) {
+    cp_async_wait<S::kStages - 2>();
+    __syncwarp();  // step j's copies are in for every lane; step j - 1's stage is free again
+    if (j + S::kStages - 1 < num_steps) load_raw(j + S::kStages - 1, (j + S::kStages - 1) % S::kStages);
+    cp_async_commit();
+    const unsigned char* k_raw = warp_smem + (j % S::kStages) * 2 * S::kHalfStageBytes;
+    const unsigned char* v_raw = k_raw + S::kHalfStageBytes;
+    const int key0 = warp_begin + j * kTile;
+
+    // S^T = K Q^T, 16 keys x 8 heads: the A fragment is key rows g and g + 8.
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int kg = 0; kg < S::kKeyGroups; ++kg) {
+      const uint4 lo = *reinterpret_cast<const uint4*>(k_raw + g * S::kRowBytes +
+                                                       16 * key_chunk<S::kRowBytes>(g, kg * 4 + q));
+      const uint4 hi = *reinterpret_cast<const uint4*>(k_raw + (g + 8) * S::kRowBytes +
+                                                       16 * key_chunk<S::kRowBytes>(g + 8, kg * 4 + q));
+      const uint32_t lo_words[4] = {lo.x, lo.y, lo.z, lo.w};
+      const uint32_t hi_words[4] = {hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int sub = 0; sub < S::kStepsPerChunk; ++sub) {
+        uint32_t a[4];
+        key_pair<kFormat>(lo_words, sub, a[0], a[2]);
+        key_pair<kFormat>(hi_words, sub, a[1], a[3]);
+        mma_16816(s, a, q_frag[kg * S::kStepsPerChunk + sub][0], q_frag[kg * S::kStepsPerChunk + sub][1]);
+      }
+    }
+    // s[0], s[1]: key g, heads 2q, 2q + 1; s[2], s[3]: key g + 8.
+    const bool valid_lo = key0 + g < end;
+    const bool valid_hi = key0 + g + 8 < end;
+    float k_scale[2] = {1.0f, 1.0f}, v_scale[2] = {1.0f, 1.0f};
+    if constexpr (S::kScaled) {
+      const float* k_scales = reinterpret_cast<const float*>(k_raw + kWarpKeys * S::kRowBytes);
+      const float* v_scales = reinterpret_cast<const float*>(v_raw + kWarpKeys * S::kRowBytes);
+      k_scale[0] = k_scales[g];
+      k_scale[1] = k_scales[g + 8];
+      v_scale[0] = v_scales[g];
+      v_scale[1] = v_scales[g + 8];
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const bool valid = e < 2 ? valid_lo : valid_hi;
+      s[e] = valid ? s[e] * score_scale * k_scale[e / 2] : -INFINITY;
+    }
+    // Online softmax per head (column): the 16 keys are this thread's 2 and the other 7 g's.
+    // Key g of the step's first is valid, so each head's max is finite.
+    float alpha[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float tile_max = fmaxf(s[i], s[2 + i]);
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
+      const float new_max = fmaxf(head_max[i], tile_max);
+      alpha[i] = exp2f(head_max[i] - new_max);
+      head_max[i] = new_max;
+      s[i] = exp2f(s[i] - new_max);
+      s[2 + i] = exp2f(s[2 + i] - new_max);
+      head_sum[i] = head_sum[i] * alpha[i] + s[i] + s[2 + i];
+    }
+#pragma unroll
+    for (int mb = 0; mb < kHeadDim / 16; ++mb) {
+      o[mb][0] *= alpha[0];
+      o[mb][1] *= alpha[1];
+      o[mb][2] *= alpha[0];
+      o[mb][3] *= alpha[1];
+    }
+    // P^T (keys x heads, V scale of each key folded in) transposed into the B fragment of
+    // O^T += V^T P^T: b0 holds keys 2q, 2q + 1 of head g, b1 keys 2q + 8, 2q + 9.
+    const uint32_t b0 = transpose8x8(pack_half2(s[0] * v_scale[0], s[1] * v_scale[0]));
+    const uint32_t b1 = transpose8x8(pack_half2(s[2] * v_scale[1], s[3] * v_scale[1]));
+
+    // V^T's A fragment for m-block mb: keys 2q, 2q + 1 (a0, a1) and 2q + 8, 2q + 9 (a2, a3) at
+    // head dims dim_of(mb, g) (a0, a2) and dim_of(mb, g + 8) (a1, a3): consecutive dims 2mb and
+    // 2mb + 1 of the thread's kThreadDims.
+    constexpr int kWords = S::kThreadVBytes / 4;
+    uint32_t vw[4][kWords];
+    const int key_rows[4] = {2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9};
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int row = key_rows[r];
+      const unsigned char* base = v_raw + row * S::kRowBytes;
+      if constexpr (S::kThreadVBytes == 8) {
+        const uint2 w = *reinterpret_cast<const uint2*>(base + 16 * value_chunk<S::kRowBytes>(row, g / 2) + 8 * (g % 2));
+        vw[r][0] = w.x;
+        vw[r][1] = w.y;
+      } else {
+#pragma unroll
+        for (int c = 0; c < S::kThreadVBytes / 16; ++c) {
+          const uint4 w =
+              *reinterpret_cast<const uint4*>(base + 16 * value_chunk<S::kRowBytes>(row, g * (S::kThreadVBytes / 16) + c));
+          vw[r][4 * c] = w.x;
+          vw[r][4 * c + 1] = w.y;
+          vw[r][4 * c + 2] = w.z;
+          vw[r][4 * c + 3] = w.w;
+        }
+      }
+    }
+    const uint32_t b[2] = {b0, b1};
+    if constexpr (kFormat == KvFormat::kFp16) {
+#pragma unroll
+      for (int mb = 0; mb < kHeadDim / 16; ++mb) {  // word mb holds the thread's dims 2mb, 2mb + 1
+        const uint32_t a[4] = {__byte_perm(vw[0][mb], vw[1][mb], 0x5410u), __byte_perm(vw[0][mb], vw[1][mb], 0x7632u),
+                               __byte_perm(vw[2][mb], vw[3][mb], 0x5410u), __byte_perm(vw[2][mb], vw[3][mb], 0x7632u)};
+        mma_16816(o[mb], a, b[0], b[1]);
+      }
+    } else {
+#pragma unroll
+      for (int w = 0; w < kWords; ++w) {  // word w holds the thread's dims 4w .. 4w + 3: m-blocks 2w, 2w + 1
+        uint32_t even[4], odd[4];
+        kv_to_half2x2(kFormat, __byte_perm(vw[0][w], vw[1][w], 0x5140u), even[0], even[1]);
+        kv_to_half2x2(kFormat, __byte_perm(vw[0][w], vw[1][w], 0x7362u), odd[0], odd[1]);
+        kv_to_half2x2(kFormat, __byte_perm(vw[2][w], vw[3][w], 0x5140u), even[2], even[3]);
+        kv_to_half2x2(kFormat, __byte_perm(vw[2][w], vw[3][w], 0x7362u), odd[2], odd[3]);
+        mma_16816(o[2 * w], even, b[0], b[1]);
+        mma_16816(o[2 * w + 1], odd, b[0], b[1]);
+      }
+    }
+  }
+
+  DecodeOutput out;
+  out.token = token;
+  out.head0 = head0;
+  out.rows = rows;
+  out.num_splits = num_splits;
+  out.grid_splits = grid_splits;
+  out.partial_index = (static_cast<size_t>(seq) * args.num_heads + head0) * grid_splits + split;
+  __syncthreads();  // every warp is done with its slice
+  float* merge_o = merge_values<kHeadDim>(smem);
+  float2* stats = merge_stats<kHeadDim>(smem);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float sum = head_sum[i];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 8);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+    const int head = 2 * q + i;
+    if (g == 0) stats[warp * kRows + head] = make_float2(head_max[i], sum);
+    float* dst = merge_o + (warp * kRows + head) * kHeadDim + g * S::kThreadDims;
+#pragma unroll
+    for (int mb = 0; mb < kHeadDim / 16; ++mb) {
+      dst[2 * mb] = o[mb][i];
+      dst[2 * mb + 1] = o[mb][2 + i];
+    }
+  }
+  __syncthreads();
+  finish_merge<kHeadDim>(smem, args, out, partial_out, partial_stats);
+}
+
+template <int kHeadDim, KvFormat kFormat>
+void launch_direct_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
+                           float* partial_out, float2* partial_stats, Stream stream) {
+  using S = DirectShape<kHeadDim, kFormat>;
+  static const bool attribute_set = [] {
+    cudaFuncSetAttribute(decode_tc_direct_kernel<kHeadDim, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(S::kSmemBytes));
+    return true;
+  }();
+  (void)attribute_set;
+  const int rows = largest_group_tile(args.num_heads / args.cache.num_kv_heads, kHeads);
+  const dim3 grid(grid_splits, args.num_heads / rows, args.num_seqs);
+  decode_tc_direct_kernel<kHeadDim, kFormat>
+      <<<grid, kThreads, S::kSmemBytes, stream>>>(args, policy, grid_splits, rows, partial_out, partial_stats);
+}
+
+}  // namespace
+
+template <KvFormat kFormat>
+void launch_decode_tc_direct(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
+                             float* partial_out, float2* partial_stats, Stream stream) {
+  if (args.cache.head_dim == 64) {
+    launch_direct_for_dim<64, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
+  } else {
+    launch_direct_for_dim<128, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
+  }
+}
+
+template void launch_decode_tc_direct<KvFormat::kFp16>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
+                                                       float2*, Stream);
+template void launch_decode_tc_direct<KvFormat::kFp8E4M3>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t,
+                                                          float*, float2*, Stream);
+template void launch_decode_tc_direct<KvFormat::kInt8>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
+                                                       float2*, Stream);
+
+}  // namespace folio::cuda::decode
