@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "attention_fixture.h"
 #include "check_util.h"
@@ -76,15 +77,14 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   decode("attn_decode_b64_ctx4k_kivi4", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi4);
   decode("attn_decode_b64_ctx4k_kivi2", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2);
   decode("attn_decode_b64_ctx4k_smollm_h9_3_d64_kivi2", 64, 4096, 9, 3, 64, nullptr, KvFormat::kKivi2);
-  // fp16 on the tensor-core kernel (attention_decode_tc_direct.cu) beside its default CUDA-core one.
-  decode("attn_decode_b64_ctx4k_tensor_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kFp16,
-         DecodeKernel::kTensorCores);
-  decode("attn_decode_b1_ctx32k_tensor_cores", 1, 32768, 32, 8, 128, nullptr, KvFormat::kFp16,
-         DecodeKernel::kTensorCores);
-  decode("attn_decode_b256_ctx1k_tensor_cores", 256, 1024, 32, 8, 128, nullptr, KvFormat::kFp16,
-         DecodeKernel::kTensorCores);
-  decode("attn_decode_b64_ctx4k_smollm_h9_3_d64_tensor_cores", 64, 4096, 9, 3, 64, nullptr, KvFormat::kFp16,
-         DecodeKernel::kTensorCores);
+  // fp16 on the CUDA-core kernel it used before the tensor-core one (attention_decode_tc_direct.cu).
+  decode("attn_decode_b64_ctx4k_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kFp16, DecodeKernel::kCudaCores);
+  decode("attn_decode_b1_ctx32k_cuda_cores", 1, 32768, 32, 8, 128, nullptr, KvFormat::kFp16, DecodeKernel::kCudaCores);
+  decode("attn_decode_b256_ctx1k_cuda_cores", 256, 1024, 32, 8, 128, nullptr, KvFormat::kFp16,
+         DecodeKernel::kCudaCores);
+  decode("attn_decode_b64_ctx4k_smollm_h9_3_d64_cuda_cores", 64, 4096, 9, 3, 64, nullptr, KvFormat::kFp16,
+         DecodeKernel::kCudaCores);
+  decode("attn_decode_b64_ctx4k_bf16", 64, 4096, 32, 8, 128, nullptr, KvFormat::kBf16);
   decode("attn_decode_b256_ctx1k_fp8", 256, 1024, 32, 8, 128, nullptr, KvFormat::kFp8E4M3);
   decode("attn_decode_b1_ctx32k_fp8", 1, 32768, 32, 8, 128, nullptr, KvFormat::kFp8E4M3);
   // The same on the CUDA-core kernel the quantized formats used before the tensor-core one.
@@ -105,6 +105,18 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   decode("sweep_decode_b1_ctx32k_49splits", 1, 32768, 32, 8, 128, &one_wave);
   const DecodeSplitPolicy cap64{kDecodeSplitTokens, 64};  // the default before the cap of 40
   decode("sweep_decode_b1_ctx32k_cap64", 1, 32768, 32, 8, 128, &cap64);
+  // The tensor-core kernels read fewer bytes per CTA (fp8, KIVI) or faster (fp16): their best
+  // split may be longer.
+  const DecodeSplitPolicy t4096{4096, 64};
+  for (const auto& [suffix, split] :
+       {std::pair{"split1024", &t1024}, std::pair{"split2048", &t2048}, std::pair{"split4096", &t4096}}) {
+    const std::string tail = std::string("_") + suffix;
+    decode(("sweep_decode_b64_ctx4k_tc" + tail).c_str(), 64, 4096, 32, 8, 128, split, KvFormat::kFp16);
+    decode(("sweep_decode_b64_ctx4k_fp8" + tail).c_str(), 64, 4096, 32, 8, 128, split, KvFormat::kFp8E4M3);
+    decode(("sweep_decode_b64_ctx4k_kivi2" + tail).c_str(), 64, 4096, 32, 8, 128, split, KvFormat::kKivi2);
+    decode(("sweep_decode_b256_ctx1k_fp8" + tail).c_str(), 256, 1024, 32, 8, 128, split, KvFormat::kFp8E4M3);
+  }
+  decode("sweep_decode_b1_ctx32k_fp8_split1024", 1, 32768, 32, 8, 128, &t1024, KvFormat::kFp8E4M3);
 
   // Causal FLOPs exactly as bench/gpu_vs_transformers.py counts torch SDPA's:
   // 4 * B * H * S * S * D / 2 (QK^T and PV, half the score matrix).

@@ -512,20 +512,17 @@ void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
               outcome_of("kv_formats.dispatch", p.describe(), rows_of(out, p, sampled), ref, kAtolRef, kRtolRef, ms);
           o.note = "vs float64 on the dequantized cache (" + std::to_string(sampled.size()) + " rows)";
           report(o);
-          // The format's other decode kernel: CUDA cores for the quantized formats, the
-          // tensor-core kernel (not the default) for fp16; bf16 has one.
+          // The format's other decode kernel, on CUDA cores (bf16 has only that one).
           if (format != KvFormat::kBf16) {
-            const bool fp16 = format == KvFormat::kFp16;
             p.d_out.poison();
             paged_attention_prefill(args, nullptr, PrefillRows::kMultiTokenOnly);
             paged_attention_decode_policy(args, Workspace{workspace.get(), workspace.size()}, DecodeSplitPolicy{},
-                                          nullptr, fp16 ? DecodeKernel::kTensorCores : DecodeKernel::kCudaCores);
-            sync_or_die("paged_attention (the other decode kernel)");
-            const std::vector<uint16_t> other = p.d_out.download();
-            Outcome c = outcome_of(fp16 ? "kv_formats.decode_tensor_cores" : "kv_formats.decode_cuda_cores",
-                                   p.describe(), rows_of(other, p, sampled), ref, kAtolRef, kRtolRef);
-            c.note = fp16 ? "prefill + the tensor-core decode kernel vs float64"
-                          : "prefill + the CUDA-core decode kernel vs float64";
+                                          nullptr, DecodeKernel::kCudaCores);
+            sync_or_die("paged_attention (CUDA-core decode)");
+            const std::vector<uint16_t> cores = p.d_out.download();
+            Outcome c = outcome_of("kv_formats.decode_cuda_cores", p.describe(), rows_of(cores, p, sampled), ref,
+                                   kAtolRef, kRtolRef);
+            c.note = "prefill + the CUDA-core decode kernel vs float64";
             report(c);
           }
         }

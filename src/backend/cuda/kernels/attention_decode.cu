@@ -44,7 +44,7 @@ void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int
   using decode::launch_decode_kernels;
   using decode::launch_decode_tc_direct;
   using decode::launch_decode_tc_kivi;
-  if (kernel != DecodeKernel::kCudaCores) {
+  if (kernel == DecodeKernel::kDefault) {
     switch (args.cache.format) {
       case KvFormat::kFp8E4M3:
         return launch_decode_tc_direct<KvFormat::kFp8E4M3>(args, policy, grid_splits, partial_out, partial_stats,
@@ -56,11 +56,7 @@ void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int
       case KvFormat::kKivi2:
         return launch_decode_tc_kivi<KvFormat::kKivi2>(args, policy, grid_splits, partial_out, partial_stats, stream);
       case KvFormat::kFp16:
-        if (kernel == DecodeKernel::kTensorCores) {
-          return launch_decode_tc_direct<KvFormat::kFp16>(args, policy, grid_splits, partial_out, partial_stats,
-                                                          stream);
-        }
-        break;
+        return launch_decode_tc_direct<KvFormat::kFp16>(args, policy, grid_splits, partial_out, partial_stats, stream);
       case KvFormat::kBf16: break;  // the CUDA-core kernel (an fp16 MMA would need bf16 converted)
     }
   }

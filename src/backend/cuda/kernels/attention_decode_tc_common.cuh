@@ -23,7 +23,7 @@ inline constexpr int kRows = 16;  // query heads per CTA at most (the MMA's M)
 
 // Bytes the merge needs: each warp's O rows and (max, sum) per row.
 template <int kHeadDim>
-inline constexpr size_t kMergeBytes = static_cast<size_t>(kWarps) * kRows * (kHeadDim + 2) * sizeof(float);
+inline constexpr size_t kMergeBytes = static_cast<size_t>(kWarps) * kRows*(kHeadDim + 2) * sizeof(float);
 
 // Where the CTA's output goes: bf16 rows of args.out when the sequence has one split, else a
 // normalized partial and its (max, sum) for the reduce kernel.

@@ -94,8 +94,8 @@ __device__ __forceinline__ uint32_t transpose8x8(uint32_t a) {
 
 template <int kHeadDim, KvFormat kFormat>
 __global__ void __launch_bounds__(kThreads)
-    decode_tc_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
-                            int32_t rows, float* partial_out, float2* partial_stats) {
+    decode_tc_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits, int32_t rows,
+                            float* partial_out, float2* partial_stats) {
   using S = DirectShape<kHeadDim, kFormat>;
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);
@@ -207,8 +207,8 @@ __global__ void __launch_bounds__(kThreads)
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int kg = 0; kg < S::kKeyGroups; ++kg) {
-      const uint4 lo = *reinterpret_cast<const uint4*>(k_raw + g * S::kRowBytes +
-                                                       16 * key_chunk<S::kRowBytes>(g, kg * 4 + q));
+      const uint4 lo =
+          *reinterpret_cast<const uint4*>(k_raw + g * S::kRowBytes + 16 * key_chunk<S::kRowBytes>(g, kg * 4 + q));
       const uint4 hi = *reinterpret_cast<const uint4*>(k_raw + (g + 8) * S::kRowBytes +
                                                        16 * key_chunk<S::kRowBytes>(g + 8, kg * 4 + q));
       const uint32_t lo_words[4] = {lo.x, lo.y, lo.z, lo.w};
@@ -277,14 +277,15 @@ __global__ void __launch_bounds__(kThreads)
       const int row = key_rows[r];
       const unsigned char* base = v_raw + row * S::kRowBytes;
       if constexpr (S::kThreadVBytes == 8) {
-        const uint2 w = *reinterpret_cast<const uint2*>(base + 16 * value_chunk<S::kRowBytes>(row, g / 2) + 8 * (g % 2));
+        const uint2 w =
+            *reinterpret_cast<const uint2*>(base + 16 * value_chunk<S::kRowBytes>(row, g / 2) + 8 * (g % 2));
         vw[r][0] = w.x;
         vw[r][1] = w.y;
       } else {
 #pragma unroll
         for (int c = 0; c < S::kThreadVBytes / 16; ++c) {
-          const uint4 w =
-              *reinterpret_cast<const uint4*>(base + 16 * value_chunk<S::kRowBytes>(row, g * (S::kThreadVBytes / 16) + c));
+          const uint4 w = *reinterpret_cast<const uint4*>(
+              base + 16 * value_chunk<S::kRowBytes>(row, g * (S::kThreadVBytes / 16) + c));
           vw[r][4 * c] = w.x;
           vw[r][4 * c + 1] = w.y;
           vw[r][4 * c + 2] = w.z;
@@ -373,8 +374,8 @@ void launch_decode_tc_direct(const PagedAttentionArgs& args, DecodeSplitPolicy p
 
 template void launch_decode_tc_direct<KvFormat::kFp16>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
                                                        float2*, Stream);
-template void launch_decode_tc_direct<KvFormat::kFp8E4M3>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t,
-                                                          float*, float2*, Stream);
+template void launch_decode_tc_direct<KvFormat::kFp8E4M3>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
+                                                          float2*, Stream);
 template void launch_decode_tc_direct<KvFormat::kInt8>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
                                                        float2*, Stream);
 

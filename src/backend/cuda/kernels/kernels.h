@@ -137,11 +137,11 @@ void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
 // Same with another split policy (checks and benchmarks); DecodeSplitPolicy{1 << 30, 1} never
 // splits. Workspace: decode_workspace_layout(num_seqs, num_heads, head_dim,
 // decode_grid_splits(max_context_len, policy)).total_bytes when that grid is > 1.
-// kernel: the quantized caches (fp8, int8, kivi4, kivi2) decode on tensor cores by default
-// (attention_decode_tc_direct.cu, attention_decode_tc_kivi.cu), fp16 and bf16 on CUDA cores;
-// kCudaCores runs the CUDA-core kernel for every format, kTensorCores the tensor-core one for
-// fp16 too (checks, benchmarks).
-enum class DecodeKernel { kDefault, kCudaCores, kTensorCores };
+// kernel: every format but bf16 decodes on tensor cores by default (attention_decode_tc_direct.cu
+// for fp16, fp8 and int8, attention_decode_tc_kivi.cu for KIVI), bf16 on CUDA cores
+// (attention_decode_kernel.cuh); kCudaCores runs the CUDA-core kernel for every format (checks,
+// benchmarks).
+enum class DecodeKernel { kDefault, kCudaCores };
 void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace, DecodeSplitPolicy policy,
                                    Stream stream, DecodeKernel kernel = DecodeKernel::kDefault);
 
