@@ -14,8 +14,9 @@ TEST(CudaAttentionPlan, SplitsFollowTheContextAlone) {
   EXPECT_EQ(decode_num_splits(kDecodeSplitTokens), 1);
   EXPECT_EQ(decode_num_splits(kDecodeSplitTokens + 1), 2);
   EXPECT_EQ(decode_num_splits(4096), 4096 / kDecodeSplitTokens);
-  EXPECT_EQ(decode_num_splits(32768), kMaxDecodeSplits);  // batch 1 at 32k: 64 x 8 kv heads CTAs
-  EXPECT_LE(decode_num_splits(131072), kMaxDecodeSplits);
+  EXPECT_EQ(decode_num_splits(kDecodeSplitTokens * kMaxDecodeSplits), kMaxDecodeSplits);
+  EXPECT_EQ(decode_num_splits(2 * kDecodeSplitTokens * kMaxDecodeSplits), kMaxDecodeSplits);  // splits grow instead
+  EXPECT_LE(decode_num_splits(1 << 20), kMaxDecodeSplits);
   EXPECT_EQ(decode_split_tokens(1000), kDecodeSplitTokens);
 }
 

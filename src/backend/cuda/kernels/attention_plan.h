@@ -21,13 +21,16 @@ namespace folio::cuda {
 
 // Decode CTAs stream the context in tiles of this many tokens; splits are cut on tile edges.
 inline constexpr int32_t kDecodeTileTokens = 64;
-// A decode sequence is cut into splits of this many tokens (8 tiles): batch 64 at 4k gives
-// 8 splits x 8 kv heads x 64 = 4096 CTAs.
-inline constexpr int32_t kDecodeSplitTokens = 512;
-// Past kDecodeSplitTokens * kMaxDecodeSplits tokens (20k) the splits grow instead, which
+// A decode sequence is cut into splits of this many tokens (16 tiles): batch 64 at 4k gives
+// 4 splits x 8 kv heads x 64 = 2048 CTAs. The tensor-core kernels stream a split faster than
+// the CUDA-core one did, so a CTA's fixed costs (Q load, merge, the reduce's partials) weigh
+// more: H200, b64 x 4k, 512 -> 1024 tokens: fp16 0.299 -> 0.293 ms, fp8 0.196 -> 0.180 ms,
+// and b256 x 1k fp8 (no split left) 0.202 -> 0.174 ms.
+inline constexpr int32_t kDecodeSplitTokens = 1024;
+// Past kDecodeSplitTokens * kMaxDecodeSplits tokens (40k) the splits grow instead, which
 // bounds the workspace (partials are dense in (sequence, head, split)) and keeps a lone long
-// sequence in one wave: batch 1 at 32k gives 40 splits of 832 tokens x 8 kv heads = 320 CTAs
-// (H200 sweep: 64 x 512 tokens 1,844 GB/s, 32 x 1024 2,179, 47 x 704 2,312).
+// sequence in one wave: batch 1 at 64k gives 40 splits of 1,664 tokens x 8 kv heads = 320 CTAs
+// (batch 1 at 32k, fp16 on tensor cores: 32 x 1024 tokens 0.0512 ms, 40 x 832 0.0517).
 inline constexpr int32_t kMaxDecodeSplits = 40;
 
 // How contexts are cut. The default is what paged_attention uses; checks and benchmarks may
