@@ -124,10 +124,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   auto prefill = [&](const char* base_name, int batch, int seq_len, int heads, int kv_heads, int dim,
                      PrefillKernel kernel, KvFormat format = KvFormat::kFp16) {
     const bool is_default = kernel == kDefaultPrefillKernel;
-    const char* kernel_name = kernel == PrefillKernel::kRows64      ? "rows64"
-                              : kernel == PrefillKernel::kRows128   ? "rows128"
-                              : kernel == PrefillKernel::kRows128v2 ? "rows128v2"
-                                                                    : "rows128v3";
+    const char* kernel_name = kernel == PrefillKernel::kRows64 ? "rows64" : "rows128";
     const std::string name = is_default ? std::string(base_name) : std::string(base_name) + "_" + kernel_name;
     AttentionProblem p;
     p.format = format;
@@ -144,9 +141,6 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
                 is_default ? " (default)" : "");
     std::fflush(stdout);
   };
-  // The new variants (kRows128v2, then kRows128v3) run at the very end of the benchmarks, so that a fault in it
-  // cannot hide the other results; the established kernels (and the default, if it is not v2)
-  // run here.
   for (const PrefillKernel kernel : {PrefillKernel::kRows64, PrefillKernel::kRows128}) {
     prefill("attn_prefill_causal_8k_b4", 4, 8192, 32, 8, 128, kernel);
     prefill("attn_prefill_causal_1k_b16_smollm_h9_3_d64", 16, 1024, 9, 3, 64, kernel);
@@ -213,14 +207,6 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   }
   sync_or_die("benchmarks");
   std::fflush(stdout);
-  prefill("attn_prefill_causal_8k_b4", 4, 8192, 32, 8, 128, PrefillKernel::kRows128v2);
-  prefill("attn_prefill_causal_1k_b16_smollm_h9_3_d64", 16, 1024, 9, 3, 64, PrefillKernel::kRows128v2);
-  sync_or_die("benchmarks (v2 prefill)");
-  std::fflush(stdout);
-  // kRows128v3 last of all (a fault there cannot hide the v2 numbers either).
-  prefill("attn_prefill_causal_8k_b4", 4, 8192, 32, 8, 128, PrefillKernel::kRows128v3);
-  prefill("attn_prefill_causal_1k_b16_smollm_h9_3_d64", 16, 1024, 9, 3, 64, PrefillKernel::kRows128v3);
-  sync_or_die("benchmarks (v3 prefill)");
 }
 
 }  // namespace folio::cuda::check

@@ -93,13 +93,6 @@ const ForcedPolicy kForcedPolicies[] = {
     {"unsplit", {1 << 30, 1}},                  // one CTA streams the whole context
 };
 
-// Set while the attention.prefill_v2 group runs: run_case and check_invariance then exercise
-// only g_new_kernel (kRows128v2 or kRows128v3; the other kernels' results are already reported).
-bool g_v2_pass = false;
-// The kernel that pass exercises: kRows128v2 (attention.prefill_v2) or kRows128v3
-// (attention.prefill_v3, registered after it, so it runs last of all).
-PrefillKernel g_new_kernel = PrefillKernel::kRows128v2;
-
 void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rng, const Options& opt) {
   p.build(rng);
   const PagedAttentionArgs args = p.args();
@@ -148,18 +141,7 @@ void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rn
     report(vs_gpu);
   };
 
-  if (g_v2_pass) {
-    // Only the new prefill variant (its own check group, run last: a fault there cannot hide
-    // the results of the others).
-    const bool v3 = g_new_kernel == PrefillKernel::kRows128v3;
-    const std::string tag = v3 ? "prefill128v3" : "prefill128v2";
-    run_kernel(
-        tag + (decode_only ? "_on_decode" : "_all_rows"),
-        [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, g_new_kernel); },
-        std::string(v3 ? "128-row v3 prefill kernel (4 warps x 32 rows, 32-key steps)"
-                       : "128-row v2 prefill kernel (4 warps x 32 rows)") +
-            (decode_only ? "" : ", decode rows too"));
-  } else {
+  {
     const int32_t most_splits = decode_num_splits(p.max_context_len);
     run_kernel(
         "dispatch", [&] { paged_attention(args, ws, opt.sm_count, nullptr); },
@@ -189,13 +171,11 @@ void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rn
             std::string(kernel == PrefillKernel::kRows64 ? "64" : "128") + "-row prefill kernel, decode rows too");
       }
     }
-  }  // !g_v2_pass
+  }
 
   const std::vector<double> ref = ref_future.get();
   const std::string rows_note = " vs float64 (" + std::to_string(sampled.size()) + " rows)";
-  if (!g_v2_pass) {
-    report(outcome_of(label + ".reference", shape, rows_of(gpu_ref, p, sampled), ref, kAtolRef, kRtolRef, ref_ms));
-  }
+  report(outcome_of(label + ".reference", shape, rows_of(gpu_ref, p, sampled), ref, kAtolRef, kRtolRef, ref_ms));
   for (const Run& r : runs) {
     Outcome vs_ref = outcome_of(label + "." + r.name, shape, rows_of(r.out, p, sampled), ref, kAtolRef, kRtolRef, r.ms);
     vs_ref.note = r.note + rows_note;
@@ -410,7 +390,7 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
     auto find_in = [](const std::vector<int32_t>& order, int32_t s) {
       return static_cast<size_t>(std::find(order.begin(), order.end(), s) - order.begin());
     };
-    if (!g_v2_pass) {
+    {
       const auto batch64 = run_sub_batch(p, decodes, 0, 0, opt);
       const auto graph128 = run_sub_batch(p, decodes, 64, 65536, opt);  // a 128-sequence graph bucket
       const auto mixed_out = run_sub_batch(p, mixed, 0, 0, opt);
@@ -439,16 +419,10 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
             std::string("alone == mixed batch: ") + (same ? "bit-identical" : "DIFFER") +
                 (finite ? "" : " (NaN output)"));
       }
-    }  // !g_v2_pass
+    }
     // Each prefill kernel shape on its own (the dispatcher above uses the default one).
-    const std::vector<PrefillKernel> kernels =
-        g_v2_pass ? std::vector<PrefillKernel>{g_new_kernel}
-                  : std::vector<PrefillKernel>{PrefillKernel::kRows64, PrefillKernel::kRows128};
-    for (const PrefillKernel kernel : kernels) {
-      const char* kernel_name = kernel == PrefillKernel::kRows64      ? "64"
-                                : kernel == PrefillKernel::kRows128   ? "128"
-                                : kernel == PrefillKernel::kRows128v2 ? "128v2"
-                                                                      : "128v3";
+    for (const PrefillKernel kernel : {PrefillKernel::kRows64, PrefillKernel::kRows128}) {
+      const char* kernel_name = kernel == PrefillKernel::kRows64 ? "64" : "128";
       const auto mixed_k = run_sub_batch(p, mixed, 0, 0, opt, kernel);
       const auto mixed_graph_k = run_sub_batch(p, mixed, 3, 65536, opt, kernel);
       for (int32_t t : prefill_targets) {
@@ -535,27 +509,6 @@ Register r1("attention.decode", check_decode);
 Register r6("attention.kv_formats", check_kv_formats);
 Register r2("attention.prefill", check_prefill);
 Register r3("attention.invariance", check_invariance);
-// The v2 prefill kernel on every prefill case and the prefill invariance runs. Its name ends
-// in "_v2", so check_main runs it after every other group.
-void check_prefill_v2(const Options& opt, std::mt19937_64& rng) {
-  g_v2_pass = true;
-  g_new_kernel = PrefillKernel::kRows128v2;
-  check_prefill(opt, rng);
-  check_invariance(opt, rng);
-  g_v2_pass = false;
-}
-Register r4("attention.prefill_v2", check_prefill_v2);
-// The same for kRows128v3 (name ends in "_v3": also run after the established groups, and
-// after prefill_v2 since it registers later).
-void check_prefill_v3(const Options& opt, std::mt19937_64& rng) {
-  g_v2_pass = true;
-  g_new_kernel = PrefillKernel::kRows128v3;
-  check_prefill(opt, rng);
-  check_invariance(opt, rng);
-  g_new_kernel = PrefillKernel::kRows128v2;
-  g_v2_pass = false;
-}
-Register r5("attention.prefill_v3", check_prefill_v3);
 
 }  // namespace
 }  // namespace folio::cuda::check

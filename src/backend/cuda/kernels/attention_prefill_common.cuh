@@ -19,5 +19,7 @@ __device__ __forceinline__ int swizzled(int row, int chunk) {
 
 // The 64-row kernel (attention_prefill_rows64.cu), the one every quantized format uses.
 void launch_prefill_rows64(const PagedAttentionArgs& args, bool skip_single_query, Stream stream);
+// The 128-row kernel (attention_prefill_rows128.cu), fp16 caches only.
+void launch_prefill_rows128(const PagedAttentionArgs& args, bool skip_single_query, Stream stream);
 
 }  // namespace folio::cuda::prefill

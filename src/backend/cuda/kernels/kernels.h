@@ -148,16 +148,13 @@ void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace wor
 // FlashAttention-2-style varlen prefill on tensor cores (mma.sync m16n8k16 fp16, fp32
 // accumulate); any query_len / context_len mix, including decode rows (kAll), or only the
 // sequences with query_len > 1 (kMultiTokenOnly: the dispatcher's prefill half).
-// Kernel shapes: kRows64 (4 warps x 16 query rows per CTA, 2-stage K/V ring) and kRows128
-// (8 warps x 16 rows sharing each K/V tile, 3-stage ring), kRows128v2 (4 warps x 32 rows,
-// FA2's register blocking, 2-stage ring, 2 CTAs per SM, heaviest tiles first over the whole
-// grid). folio_cuda_check checks and benchmarks all of them (kRows128v2 in its own group
-// attention.prefill_v2, run last, and last in --bench); kDefaultPrefillKernel is what the
-// dispatcher and the executor use.
+// Kernel shapes: kRows64 (4 warps x 16 query rows per CTA, 2-stage K/V ring; every quantized
+// format prefills on it) and kRows128 (4 warps x 32 rows, FA2's register blocking in 32-key
+// halves, 2 CTAs per SM, heaviest tiles first over the whole grid). folio_cuda_check checks and
+// benchmarks both; kDefaultPrefillKernel is what the dispatcher and the executor use.
 enum class PrefillRows { kAll, kMultiTokenOnly };
-enum class PrefillKernel { kRows64, kRows128, kRows128v2, kRows128v3 };
-inline constexpr PrefillKernel kDefaultPrefillKernel =
-    PrefillKernel::kRows128v3;  // H200, 8k causal: 342 TFLOP/s (v2 318, kRows128 290, kRows64 230)
+enum class PrefillKernel { kRows64, kRows128 };
+inline constexpr PrefillKernel kDefaultPrefillKernel = PrefillKernel::kRows128;  // H200, 8k causal: 340 TFLOP/s
 void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, PrefillRows rows = PrefillRows::kAll,
                              PrefillKernel kernel = kDefaultPrefillKernel);
 
