@@ -105,21 +105,66 @@ void kivi_seal_block(const KvLayerView& cache, int32_t block, int32_t staging) {
   }
 }
 
-void kivi_load_keys_transposed(const KvLayerView& cache, int32_t block, int32_t head, float* k_t) {
-  const int32_t bits = kivi_bits(cache.format);
+namespace {
+
+// The loaders attention calls once per block and head, with the code width known at compile
+// time (a runtime width costs a division and a variable shift per value) and each group's
+// scale and minimum converted once.
+template <int kBits>
+void load_keys_transposed(const KvLayerView& cache, int32_t block, int32_t head, float* k_t) {
+  constexpr int32_t kChannelBytes = kKiviGroup * kBits / 8;
+  constexpr int32_t kPerByte = 8 / kBits;
+  constexpr uint32_t kMask = (1u << kBits) - 1;
   const int32_t d = cache.head_dim;
-  const int32_t channel_bytes = kKiviGroup * bits / 8;
   for (int32_t group = 0; group < cache.block_size / kKiviGroup; ++group) {
     const uint8_t* base = cache.k + cache.kivi_key_group_offset(block, head, group);
-    const uint8_t* scales = base + static_cast<size_t>(d) * channel_bytes;
+    const uint8_t* scales = base + static_cast<size_t>(d) * kChannelBytes;
     const uint8_t* minima = scales + static_cast<size_t>(d) * 2;
     for (int32_t c = 0; c < d; ++c) {
       const float s = fp16_to_fp32(load_half(scales + 2 * c));
       const float m = fp16_to_fp32(load_half(minima + 2 * c));
-      const uint8_t* packed = base + static_cast<size_t>(c) * channel_bytes;
+      const uint8_t* packed = base + static_cast<size_t>(c) * kChannelBytes;
       float* out = k_t + static_cast<size_t>(c) * cache.block_size + group * kKiviGroup;
-      for (int32_t t = 0; t < kKiviGroup; ++t) out[t] = static_cast<float>(code_at(packed, bits, t)) * s + m;
+      for (int32_t byte = 0; byte < kChannelBytes; ++byte) {
+        const uint32_t b = packed[byte];
+        for (int32_t j = 0; j < kPerByte; ++j) {
+          out[byte * kPerByte + j] = static_cast<float>((b >> (j * kBits)) & kMask) * s + m;
+        }
+      }
     }
+  }
+}
+
+template <int kBits>
+void load_value_row(const KvLayerView& cache, int32_t block, int32_t in_block, int32_t head, float* out) {
+  constexpr int32_t kGroupBytes = kKiviGroup * kBits / 8;
+  constexpr int32_t kPerByte = 8 / kBits;
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  const int32_t d = cache.head_dim;
+  const uint8_t* base = cache.v + cache.kivi_value_row_offset(block, in_block, head);
+  const uint8_t* scales = base + static_cast<size_t>(d) * kBits / 8;
+  const uint8_t* minima = scales + static_cast<size_t>(d / kKiviGroup) * 2;
+  for (int32_t g = 0; g < d / kKiviGroup; ++g) {
+    const float s = fp16_to_fp32(load_half(scales + 2 * g));
+    const float m = fp16_to_fp32(load_half(minima + 2 * g));
+    const uint8_t* packed = base + static_cast<size_t>(g) * kGroupBytes;
+    float* group_out = out + g * kKiviGroup;
+    for (int32_t byte = 0; byte < kGroupBytes; ++byte) {
+      const uint32_t b = packed[byte];
+      for (int32_t j = 0; j < kPerByte; ++j) {
+        group_out[byte * kPerByte + j] = static_cast<float>((b >> (j * kBits)) & kMask) * s + m;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void kivi_load_keys_transposed(const KvLayerView& cache, int32_t block, int32_t head, float* k_t) {
+  if (kivi_bits(cache.format) == 2) {
+    load_keys_transposed<2>(cache, block, head, k_t);
+  } else {
+    load_keys_transposed<4>(cache, block, head, k_t);
   }
 }
 
@@ -138,15 +183,10 @@ void kivi_load_key_row(const KvLayerView& cache, int32_t block, int32_t in_block
 }
 
 void kivi_load_value_row(const KvLayerView& cache, int32_t block, int32_t in_block, int32_t head, float* out) {
-  const int32_t bits = kivi_bits(cache.format);
-  const int32_t d = cache.head_dim;
-  const uint8_t* base = cache.v + cache.kivi_value_row_offset(block, in_block, head);
-  const uint8_t* scales = base + static_cast<size_t>(d) * bits / 8;
-  const uint8_t* minima = scales + static_cast<size_t>(d / kKiviGroup) * 2;
-  for (int32_t c = 0; c < d; ++c) {
-    const int32_t g = c / kKiviGroup;
-    out[c] = static_cast<float>(code_at(base, bits, c)) * fp16_to_fp32(load_half(scales + 2 * g)) +
-             fp16_to_fp32(load_half(minima + 2 * g));
+  if (kivi_bits(cache.format) == 2) {
+    load_value_row<2>(cache, block, in_block, head, out);
+  } else {
+    load_value_row<4>(cache, block, in_block, head, out);
   }
 }
 
