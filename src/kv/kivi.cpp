@@ -107,14 +107,25 @@ void kivi_seal_block(const KvLayerView& cache, int32_t block, int32_t staging) {
 
 namespace {
 
+// The kKiviGroup codes of one group (a key channel over 32 tokens, or 32 channels of a value
+// row) -> code * s + m.
+template <int kBits>
+void unpack_group(const uint8_t* packed, float s, float m, float* out) {
+  constexpr int32_t kPerByte = 8 / kBits;
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  for (int32_t byte = 0; byte < kKiviGroup / kPerByte; ++byte) {
+    const uint32_t b = packed[byte];
+    for (int32_t j = 0; j < kPerByte; ++j)
+      out[byte * kPerByte + j] = static_cast<float>((b >> (j * kBits)) & kMask) * s + m;
+  }
+}
+
 // The loaders attention calls once per block and head, with the code width known at compile
 // time (a runtime width costs a division and a variable shift per value) and each group's
 // scale and minimum converted once.
 template <int kBits>
 void load_keys_transposed(const KvLayerView& cache, int32_t block, int32_t head, float* k_t) {
   constexpr int32_t kChannelBytes = kKiviGroup * kBits / 8;
-  constexpr int32_t kPerByte = 8 / kBits;
-  constexpr uint32_t kMask = (1u << kBits) - 1;
   const int32_t d = cache.head_dim;
   for (int32_t group = 0; group < cache.block_size / kKiviGroup; ++group) {
     const uint8_t* base = cache.k + cache.kivi_key_group_offset(block, head, group);
@@ -124,13 +135,7 @@ void load_keys_transposed(const KvLayerView& cache, int32_t block, int32_t head,
       const float s = fp16_to_fp32(load_half(scales + 2 * c));
       const float m = fp16_to_fp32(load_half(minima + 2 * c));
       const uint8_t* packed = base + static_cast<size_t>(c) * kChannelBytes;
-      float* out = k_t + static_cast<size_t>(c) * cache.block_size + group * kKiviGroup;
-      for (int32_t byte = 0; byte < kChannelBytes; ++byte) {
-        const uint32_t b = packed[byte];
-        for (int32_t j = 0; j < kPerByte; ++j) {
-          out[byte * kPerByte + j] = static_cast<float>((b >> (j * kBits)) & kMask) * s + m;
-        }
-      }
+      unpack_group<kBits>(packed, s, m, k_t + static_cast<size_t>(c) * cache.block_size + group * kKiviGroup);
     }
   }
 }
@@ -138,8 +143,6 @@ void load_keys_transposed(const KvLayerView& cache, int32_t block, int32_t head,
 template <int kBits>
 void load_value_row(const KvLayerView& cache, int32_t block, int32_t in_block, int32_t head, float* out) {
   constexpr int32_t kGroupBytes = kKiviGroup * kBits / 8;
-  constexpr int32_t kPerByte = 8 / kBits;
-  constexpr uint32_t kMask = (1u << kBits) - 1;
   const int32_t d = cache.head_dim;
   const uint8_t* base = cache.v + cache.kivi_value_row_offset(block, in_block, head);
   const uint8_t* scales = base + static_cast<size_t>(d) * kBits / 8;
@@ -147,14 +150,7 @@ void load_value_row(const KvLayerView& cache, int32_t block, int32_t in_block, i
   for (int32_t g = 0; g < d / kKiviGroup; ++g) {
     const float s = fp16_to_fp32(load_half(scales + 2 * g));
     const float m = fp16_to_fp32(load_half(minima + 2 * g));
-    const uint8_t* packed = base + static_cast<size_t>(g) * kGroupBytes;
-    float* group_out = out + g * kKiviGroup;
-    for (int32_t byte = 0; byte < kGroupBytes; ++byte) {
-      const uint32_t b = packed[byte];
-      for (int32_t j = 0; j < kPerByte; ++j) {
-        group_out[byte * kPerByte + j] = static_cast<float>((b >> (j * kBits)) & kMask) * s + m;
-      }
-    }
+    unpack_group<kBits>(base + static_cast<size_t>(g) * kGroupBytes, s, m, out + g * kKiviGroup);
   }
 }
 
