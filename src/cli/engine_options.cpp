@@ -52,6 +52,13 @@ void add_device_options(CLI::App& cmd, DeviceOptions& options) {
       ->check(kKvFormat)
       ->capture_default_str()
       ->group(group);
+  cmd.add_option("--quantization", options.quantization,
+                 "With --device cuda: none (the file's weights, as BF16) | fp8 (the layers' matrices quantized to "
+                 "FP8 E4M3 at load with a scale per output channel, activations per token on the fly, FP8 tensor "
+                 "cores; compute capability 8.9+)")
+      ->check(CLI::IsMember({"none", "fp8"}))
+      ->capture_default_str()
+      ->group(group);
 }
 
 void add_engine_options(CLI::App& cmd, EngineOptions& options) {
@@ -134,6 +141,7 @@ ExecutorRequest to_executor_request(const EngineOptions& options, const EngineCo
   request.max_model_len = config.max_model_len;
   request.cuda_graphs = !options.device.no_cuda_graphs;
   request.batch_invariant = options.device.batch_invariant;
+  request.quantization = options.device.quantization;
   return request;
 }
 

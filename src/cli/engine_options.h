@@ -23,6 +23,7 @@ struct DeviceOptions {
   // per-shape heuristic and GEMV; the CPU backend is batch invariant either way.
   bool batch_invariant = false;
   std::string kv_cache_dtype = "auto";  // --kv-cache-dtype (kv/kv_format.h)
+  std::string quantization = "none";    // --quantization: none | fp8 (cuda: FP8 W8A8 at load)
 };
 
 struct EngineOptions {
@@ -42,7 +43,8 @@ struct EngineOptions {
 
 inline constexpr int32_t kCudaBatchedTokens = 8192;
 
-// --device, --gpu-memory-utilization, --no-cuda-graphs, --batch-invariant, --kv-cache-dtype.
+// --device, --gpu-memory-utilization, --no-cuda-graphs, --batch-invariant, --kv-cache-dtype,
+// --quantization.
 void add_device_options(CLI::App& cmd, DeviceOptions& options);
 // The KV cache format --kv-cache-dtype names (validated when parsed).
 KvFormat kv_format_of(const DeviceOptions& options);

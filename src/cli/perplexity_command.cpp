@@ -43,6 +43,7 @@ ExecutorRequest perplexity_executor(const PerplexityOptions& options, const Mode
   request.max_logit_rows = options.context;
   request.cuda_graphs = false;  // every forward is a chunk of many tokens
   request.batch_invariant = options.device.batch_invariant;
+  request.quantization = options.device.quantization;
   request.gpu_memory_utilization = options.device.gpu_memory_utilization;
   return request;
 }
@@ -86,8 +87,10 @@ int run(const PerplexityOptions& options) {
                  static_cast<long long>(total), perplexity, done * options.context / elapsed);
   };
   if (options.kl) {
-    // The reference: the same model and device with an fp16 cache, scored on the same chunks.
-    const ExecutorRequest reference_request = perplexity_executor(options, session->weights->config(), KvFormat::kFp16);
+    // The reference: the same model and device with an fp16 cache and the weights as the file
+    // has them (no --quantization), scored on the same chunks.
+    ExecutorRequest reference_request = perplexity_executor(options, session->weights->config(), KvFormat::kFp16);
+    reference_request.quantization = "none";
     Expected<std::unique_ptr<Executor>> reference = make_executor(*session, reference_request, true);
     if (!reference) {
       std::fprintf(stderr, "folio perplexity: %s\n", reference.error().c_str());
@@ -101,11 +104,16 @@ int run(const PerplexityOptions& options) {
       std::fprintf(stderr, "folio perplexity: %s\n", compared.error().c_str());
       return 2;
     }
-    const std::string format(kv_format_name(kv_format_of(options.device)));
+    std::string format = std::string(kv_format_name(kv_format_of(options.device))) + " KV";
+    std::string reference_format = "fp16 KV";
+    if (options.device.quantization != "none") {
+      format += " + " + options.device.quantization + " weights";
+      reference_format += " + file weights";
+    }
     std::printf(
-        "perplexity: fp16 KV %.4f, %s KV %.4f (%+.3f%%); mean KL %.6f nats (max %.4f), top-1 agreement %.2f%% over "
+        "perplexity: %s %.4f, %s %.4f (%+.3f%%); mean KL %.6f nats (max %.4f), top-1 agreement %.2f%% over "
         "%lld scored tokens (ctx %d, %lld chunks)\n",
-        compared->reference.perplexity, format.c_str(), compared->test.perplexity,
+        reference_format.c_str(), compared->reference.perplexity, format.c_str(), compared->test.perplexity,
         100.0 * (compared->test.perplexity / compared->reference.perplexity - 1.0), compared->mean_kl, compared->max_kl,
         100.0 * compared->top1_agreement, static_cast<long long>(compared->test.scored_tokens), options.context,
         static_cast<long long>(compared->test.chunks));
@@ -135,7 +143,8 @@ CommandRunner add_perplexity_command(CLI::App& app) {
   cmd->add_option("--chunks", options->max_chunks, "Evaluate at most this many chunks (0: all)")
       ->check(CLI::Range(0, 1 << 30));
   cmd->add_flag("--kl", options->kl,
-                "Also run an fp16 KV cache beside --kv-cache-dtype's and report both perplexities, the mean KL "
+                "Also run an fp16 KV cache and the unquantized weights beside --kv-cache-dtype's and --quantization's, "
+                "and report both perplexities, the mean KL "
                 "divergence of the next-token distributions and their top-1 agreement");
   add_device_options(*cmd, options->device);
   return [options] { return run(*options); };

@@ -10,16 +10,10 @@
 
 #include <cstdint>
 
+#include "core/fp8.h"  // fp8_e4m3_from_float / _to_float / _values
 #include "kv/kv_layer_view.h"
 
 namespace folio {
-
-// Float -> OCP E4M3 with round-to-nearest-even, saturating to +-448 (NaN stays NaN, 0x7f).
-uint8_t fp8_e4m3_from_float(float x);
-// E4M3 -> float, exact (every E4M3 value is a float).
-float fp8_e4m3_to_float(uint8_t bits);
-// The 256 values, for table lookups in kernels.
-const float* fp8_e4m3_values();
 
 // One row of n floats -> n bytes and a scale (quantized formats only).
 void kv_quantize_row(KvFormat format, const float* x, int32_t n, uint8_t* values, float* scale);

@@ -27,6 +27,10 @@ code=$(exit_code "$folio" run -p hi -n abc); check "non-numeric -n is refused" i
 code=$(exit_code "$folio" run -p hi --kv-cache-memory 12X); check "bad --kv-cache-memory is refused" is_clean_failure "$code"
 check "bad --kv-cache-memory is explained" grep -q "not a memory size" "$tmp/err"
 code=$(exit_code "$folio" run -p hi --preemption swap); check "swap preemption without swap space is refused" is_clean_failure "$code"
+code=$(exit_code "$folio" run -p hi --quantization int3); check "unknown --quantization is refused" is_clean_failure "$code"
+code=$(exit_code "$folio" run -p hi -n 2 --quantization fp8 --device cpu)
+check "fp8 weights on the CPU fail cleanly" is_clean_failure "$code"
+check "fp8 weights on the CPU say where they run" grep -q -- "use it with --device cuda" "$tmp/err"
 code=$(exit_code "$folio" run -f "$tmp/none.txt"); check "missing prompt file fails cleanly" is_clean_failure "$code"
 code=$(exit_code "$folio" run -p hi -m "$tmp/none.gguf"); check "missing model fails cleanly" is_clean_failure "$code"
 check "missing model is named" grep -q "does not exist" "$tmp/err"

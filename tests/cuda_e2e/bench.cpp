@@ -15,6 +15,7 @@
 #include <random>
 
 #include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/fp8_rows.h"
 #include "e2e_common.h"
 #include "engine/engine.h"
 
@@ -130,12 +131,17 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
+  // The weights every measurement multiplies by: w in BF16, later its FP8 copy (w8, quantized
+  // per shape as (m, k) rows by the measurement, as --quantization fp8 makes them).
+  cuda::DeviceMatrix weight{cuda::WeightFormat::kBf16, w, nullptr};
+  uint8_t* w8 = nullptr;
+  float* w8_scales = nullptr;
   auto time_us = [&](const Shape& s, int64_t n) {
     float* out = n <= 256 ? y_small : y;
-    gemm->matmul(x, w, out, n, s.m, s.k, 0.0f, stream);
+    gemm->matmul(x, weight, out, n, s.m, s.k, 0.0f, stream);
     const int reps = n >= 4096 ? 5 : 20;
     cudaEventRecord(start, stream);
-    for (int i = 0; i < reps; ++i) gemm->matmul(x, w, out, n, s.m, s.k, 0.0f, stream);
+    for (int i = 0; i < reps; ++i) gemm->matmul(x, weight, out, n, s.m, s.k, 0.0f, stream);
     cudaEventRecord(stop, stream);
     cudaEventSynchronize(stop);
     float ms = 0.0f;
@@ -144,20 +150,21 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
   };
   // Rows of y at n = 8192 against the same rows computed at n in {1, 3, 64, 256}.
   auto invariant_rows = [&](const Shape& s) {
-    gemm->matmul(x, w, y, max_n, s.m, s.k, 0.0f, stream);
+    gemm->matmul(x, weight, y, max_n, s.m, s.k, 0.0f, stream);
     cudaStreamSynchronize(stream);
     std::vector<float> big(static_cast<size_t>(256 * s.m)), small(static_cast<size_t>(256 * s.m));
     cudaMemcpy(big.data(), y, big.size() * 4, cudaMemcpyDeviceToHost);
     bool same = true;
     for (int64_t n : {1, 3, 64, 256}) {
-      gemm->matmul(x, w, y_small, n, s.m, s.k, 0.0f, stream);
+      gemm->matmul(x, weight, y_small, n, s.m, s.k, 0.0f, stream);
       cudaStreamSynchronize(stream);
       cudaMemcpy(small.data(), y_small, static_cast<size_t>(n * s.m) * 4, cudaMemcpyDeviceToHost);
       same = same && std::memcmp(small.data(), big.data(), static_cast<size_t>(n * s.m) * 4) == 0;
     }
     return same;
   };
-  // Rows 1..8 against cuBLASLt's: the largest relative L2 error over n in {1, 3, 8}.
+  // Rows 1..8 against cuBLASLt's BF16 product: the largest relative L2 error over n in {1, 3, 8}
+  // (for FP8 weights, the quantization's error).
   auto error_vs_reference = [&](const Shape& s) {
     std::vector<float> want(static_cast<size_t>(8 * s.m)), got(want.size());
     double worst = 0.0;
@@ -165,7 +172,7 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       reference->matmul(x, w, y_small, n, s.m, s.k, 0.0f, stream);
       cudaStreamSynchronize(stream);
       cudaMemcpy(want.data(), y_small, static_cast<size_t>(n * s.m) * 4, cudaMemcpyDeviceToHost);
-      gemm->matmul(x, w, y_small, n, s.m, s.k, 0.0f, stream);
+      gemm->matmul(x, weight, y_small, n, s.m, s.k, 0.0f, stream);
       cudaStreamSynchronize(stream);
       cudaMemcpy(got.data(), y_small, static_cast<size_t>(n * s.m) * 4, cudaMemcpyDeviceToHost);
       double diff = 0.0, norm = 0.0;
@@ -184,6 +191,9 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
     bool invariant = true;
     double worst_error = 0.0;
     for (const Shape& s : shapes) {
+      if (weight.format == cuda::WeightFormat::kFp8E4M3) {
+        cuda::quantize_rows_e4m3(w, s.m, s.k, s.k, w8, w8_scales, stream);
+      }
       double us[3];
       for (int i = 0; i < 3; ++i) {
         us[i] = time_us(s, kRows[i]);
@@ -191,7 +201,8 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       }
       invariant = invariant_rows(s) && invariant;
       worst_error = std::max(worst_error, error_vs_reference(s));
-      const double weight_gb = static_cast<double>(s.m * s.k) * 2 / 1e9;
+      const double weight_gb =
+          static_cast<double>(s.m * s.k) * (weight.format == cuda::WeightFormat::kFp8E4M3 ? 1 : 2) / 1e9;
       const double flop = 2.0 * static_cast<double>(max_n * s.m * s.k);
       std::printf(
           "bench: gemm %-10s %-8s m=%-6lld k=%-6lld n=1 %7.1f us (%4.0f GB/s)  n=256 %7.1f us  "
@@ -211,7 +222,7 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
   {  // What the executor does under --batch-invariant: candidates timed at n = 1, 256, 8192.
     gemm->set_policy(cuda::GemmPolicy{.batch_invariant = true});
     for (const Shape& s : shapes) {
-      Expected<cuda::PinnedTuning> t = gemm->tune_pinned(x, w, y, max_n, s.m, s.k, 0.0f, stream);
+      Expected<cuda::PinnedTuning> t = gemm->tune_pinned(x, weight, y, max_n, s.m, s.k, 0.0f, stream);
       if (!t) {
         std::printf("bench: tuning %s: %s\n", s.name, t.error().c_str());
         continue;
@@ -234,6 +245,29 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       std::printf("bench: algorithms pinned at n=%d, candidate %d:\n%s", rows, candidate,
                   gemm->describe_pinned().c_str());
     }
+  }
+  {  // The same weights in FP8 (a scale per row, as --quantization fp8 makes them): the
+     // heuristic GEMMs (activations quantized per token inside matmul), the GEMV, the tuned pins.
+    if (cudaMalloc(&w8, static_cast<size_t>(max_mk)) == cudaSuccess &&
+        cudaMalloc(&w8_scales, static_cast<size_t>(max_m) * 4) == cudaSuccess &&
+        gemm->reserve_fp8_activations(max_n, max_k)) {
+      weight = cuda::DeviceMatrix{cuda::WeightFormat::kFp8E4M3, w8, w8_scales};
+      gemm->set_policy(heuristic);
+      measure("fp8", true);
+      gemm->set_policy(cuda::GemmPolicy{.batch_invariant = false, .small_batch_gemv = true});
+      measure("fp8-gemv", true);
+      gemm->set_policy(cuda::GemmPolicy{.batch_invariant = true});
+      for (const Shape& s : shapes) {
+        cuda::quantize_rows_e4m3(w, s.m, s.k, s.k, w8, w8_scales, stream);
+        Expected<cuda::PinnedTuning> t = gemm->tune_pinned(x, weight, y, max_n, s.m, s.k, 0.0f, stream);
+        if (!t) std::printf("bench: fp8 tuning %s: %s\n", s.name, t.error().c_str());
+      }
+      measure("fp8-tuned", true);
+    } else {
+      std::printf("bench: gemm fp8: not enough device memory, skipped\n");
+    }
+    cudaFree(w8);
+    cudaFree(w8_scales);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -412,6 +446,30 @@ int run_bench(const std::vector<std::string>& args) {
     executor.set_gemm_policy(fast);
     offline(executor, tokenizer, config, rng, requests, prompt_len, output_len, "offline_throughput_fast_gemm");
   }
+  std::fflush(stdout);
+  if (arg_value(args, "--fp8", "1") != "1") return 0;
+
+  // The same model with --quantization fp8, side by side with the BF16 runs above: a fresh
+  // executor (the BF16 one gives its memory back first), default (fast) GEMM policy.
+  made->reset();
+  start = std::chrono::steady_clock::now();
+  options.weight_format = cuda::WeightFormat::kFp8E4M3;
+  options.gemm = fast;
+  Expected<std::unique_ptr<cuda::CudaExecutor>> made_fp8 = cuda::CudaExecutor::create(*loaded->model, options);
+  if (!made_fp8) {
+    std::fprintf(stderr, "bench: fp8: %s\n", made_fp8.error().c_str());
+    return 2;
+  }
+  cuda::CudaExecutor& fp8 = **made_fp8;
+  std::printf("bench: fp8 executor ready in %.1f s (weights %.2f GB, %d KV blocks)\n", seconds_since(start),
+              fp8.stats().weight_bytes / 1e9, fp8.kv_pool().num_blocks);
+  print_decode("decode_single_stream_fp8", single_stream(fp8, tokenizer, config, rng, 128, 256, bandwidth), "fp8 GEMV");
+  print_decode("decode_single_stream_ctx4k_fp8", single_stream(fp8, tokenizer, config, rng, 3968, 128, bandwidth),
+               "fp8 GEMV");
+  offline(fp8, tokenizer, config, rng, requests, prompt_len, output_len, "offline_throughput_fp8");
+  fp8.set_gemm_policy(pinned);
+  print_decode("decode_single_stream_fp8_pinned", single_stream(fp8, tokenizer, config, rng, 128, 256, bandwidth),
+               "fp8 pinned (tuned)");
   return 0;
 }
 

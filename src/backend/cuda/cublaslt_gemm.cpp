@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_rows.h"
 #include "backend/cuda/gemv.h"
 
 namespace folio::cuda {
@@ -25,6 +26,7 @@ Status lt_status(cublasStatus_t status, const char* what) {
 // D (m, n) = op(A) B with A = W stored (k, m) and transposed, B = x stored (k, n), and D
 // column-major (m, n) is row-major y (n, m). The "TN" layout cuBLAS favours.
 struct CublasLtGemm::Plan {
+  WeightFormat format = WeightFormat::kBf16;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
@@ -59,7 +61,7 @@ void CublasLtGemm::set_policy(const GemmPolicy& policy) {
   for (const PinnedGemmAlgo& given : policy.pinned) {
     cublasLtMatmulAlgo_t algo{};
     std::memcpy(&algo, given.algo.data(), sizeof(algo));
-    pinned_[std::make_pair(given.m, given.k)] = algo;
+    pinned_[Shape(given.format, given.m, given.k)] = algo;
   }
 }
 
@@ -67,8 +69,9 @@ std::vector<PinnedGemmAlgo> CublasLtGemm::pinned_algorithms() const {
   std::vector<PinnedGemmAlgo> out;
   for (const auto& [shape, algo] : pinned_) {
     PinnedGemmAlgo p;
-    p.m = shape.first;
-    p.k = shape.second;
+    p.format = std::get<0>(shape);
+    p.m = std::get<1>(shape);
+    p.k = std::get<2>(shape);
     std::memcpy(p.algo.data(), &algo, sizeof(algo));
     out.push_back(p);
   }
@@ -77,15 +80,32 @@ std::vector<PinnedGemmAlgo> CublasLtGemm::pinned_algorithms() const {
 
 namespace {
 
-Status make_descriptors(cublasLtMatmulDesc_t& desc, cublasLtMatrixLayout_t& a, cublasLtMatrixLayout_t& b,
-                        cublasLtMatrixLayout_t& d, int64_t n, int64_t m, int64_t k) {
+// FP8: A and B in E4M3 with a float per row of op(A) (the weight's output channels) and per
+// column of B (the tokens); the accumulation is promoted to full FP32 periodically (fast
+// accumulation off), which costs little at these shapes and keeps the error at FP32's.
+Status make_descriptors(WeightFormat format, cublasLtMatmulDesc_t& desc, cublasLtMatrixLayout_t& a,
+                        cublasLtMatrixLayout_t& b, cublasLtMatrixLayout_t& d, int64_t n, int64_t m, int64_t k) {
   Status s = lt_status(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
   if (!s) return s;
   const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose));
   cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof(keep));
-  if (!(s = lt_status(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, m, k), "layout A"))) return s;
-  if (!(s = lt_status(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, n, k), "layout B"))) return s;
+  const bool fp8 = format == WeightFormat::kFp8E4M3;
+  if (fp8) {
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    const int8_t fast_accumulation = 0;
+    if (!(s = lt_status(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)),
+                        "A scale mode")) ||
+        !(s = lt_status(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)),
+                        "B scale mode"))) {
+      return s;
+    }
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulation,
+                                   sizeof(fast_accumulation));
+  }
+  const cudaDataType_t input = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  if (!(s = lt_status(cublasLtMatrixLayoutCreate(&a, input, k, m, k), "layout A"))) return s;
+  if (!(s = lt_status(cublasLtMatrixLayoutCreate(&b, input, k, n, k), "layout B"))) return s;
   return lt_status(cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, m, n, m), "layout D");
 }
 
@@ -151,15 +171,17 @@ Expected<cublasLtMatmulAlgo_t> CublasLtGemm::heuristic_algo(const Plan& p, int64
         no_split ? std::min<size_t>(static_cast<size_t>(std::max(candidate, 0)), results->size() - 1) : 0;
     return (*results)[index];
   }
-  return Status::error(std::string("cublasLt: no ") + (no_split ? "split-free " : "") + "algorithm for bf16 GEMM n=" +
-                       std::to_string(n) + " m=" + std::to_string(m) + " k=" + std::to_string(k));
+  return Status::error(std::string("cublasLt: no ") + (no_split ? "split-free " : "") + "algorithm for " +
+                       weight_format_name(p.format) + " GEMM n=" + std::to_string(n) + " m=" + std::to_string(m) +
+                       " k=" + std::to_string(k));
 }
 
-Expected<cublasLtMatmulAlgo_t> CublasLtGemm::pinned_algo(int64_t m, int64_t k) {
-  const auto key = std::make_pair(m, k);
+Expected<cublasLtMatmulAlgo_t> CublasLtGemm::pinned_algo(WeightFormat format, int64_t m, int64_t k) {
+  const Shape key(format, m, k);
   if (auto it = pinned_.find(key); it != pinned_.end()) return it->second;
   Plan representative;
-  if (Status s = make_descriptors(representative.desc, representative.a, representative.b, representative.d,
+  representative.format = format;
+  if (Status s = make_descriptors(format, representative.desc, representative.a, representative.b, representative.d,
                                   policy_.pinned_rows, m, k);
       !s) {
     return s;
@@ -172,14 +194,15 @@ Expected<cublasLtMatmulAlgo_t> CublasLtGemm::pinned_algo(int64_t m, int64_t k) {
   return pinned;
 }
 
-Expected<const CublasLtGemm::Plan*> CublasLtGemm::plan(int64_t n, int64_t m, int64_t k) {
-  const auto key = std::make_tuple(n, m, k);
+Expected<const CublasLtGemm::Plan*> CublasLtGemm::plan(WeightFormat format, int64_t n, int64_t m, int64_t k) {
+  const auto key = std::make_tuple(format, n, m, k);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto p = std::make_unique<Plan>();
-  if (Status s = make_descriptors(p->desc, p->a, p->b, p->d, n, m, k); !s) return s;
+  p->format = format;
+  if (Status s = make_descriptors(format, p->desc, p->a, p->b, p->d, n, m, k); !s) return s;
   Expected<cublasLtMatmulAlgo_t> algo = Status::error("unset");
   if (policy_.batch_invariant) {
-    algo = pinned_algo(m, k);
+    algo = pinned_algo(format, m, k);
     if (!algo) return algo.status();
     cublasLtMatmulHeuristicResult_t check{};
     const cublasStatus_t status = cublasLtMatmulAlgoCheck(handle_, p->desc, p->a, p->b, p->d, p->d, &*algo, &check);
@@ -197,15 +220,20 @@ Expected<const CublasLtGemm::Plan*> CublasLtGemm::plan(int64_t n, int64_t m, int
   return raw;
 }
 
-Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const void* w, float* y, int64_t max_n, int64_t m,
-                                                 int64_t k, float beta, cudaStream_t stream) {
+Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const DeviceMatrix& w, float* y, int64_t max_n,
+                                                 int64_t m, int64_t k, float beta, cudaStream_t stream) {
   const auto start = std::chrono::steady_clock::now();
   PinnedTuning tuning;
+  tuning.format = w.format;
   tuning.m = m;
   tuning.k = k;
-  if (pinned_.count(std::make_pair(m, k)) > 0) {
+  if (pinned_.count(Shape(w.format, m, k)) > 0) {
     tuning.reused = true;
     return tuning;
+  }
+  if (w.format == WeightFormat::kFp8E4M3) {
+    if (max_n > fp8_rows_ || k > fp8_k_) return Status::error("cublasLt: FP8 tuning past the reserved activations");
+    x = fp8_x_.get();
   }
   std::vector<int64_t> rows;
   for (int64_t n : {int64_t{1}, int64_t{256}, int64_t{8192}}) {
@@ -217,7 +245,8 @@ Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const void* w, f
   for (int64_t n : rows) {
     plans.push_back(std::make_unique<Plan>());
     Plan& p = *plans.back();
-    if (Status s = make_descriptors(p.desc, p.a, p.b, p.d, n, m, k); !s) return s;
+    p.format = w.format;
+    if (Status s = make_descriptors(w.format, p.desc, p.a, p.b, p.d, n, m, k); !s) return s;
   }
   // Candidates from the largest n first: the heuristic's prefill pick leads, so that near-ties
   // (see the 3% below) resolve the same way from run to run.
@@ -234,8 +263,8 @@ Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const void* w, f
     }
   }
   if (candidates.empty()) {
-    return Status::error("cublasLt: no split-free algorithm for bf16 GEMM m=" + std::to_string(m) +
-                         " k=" + std::to_string(k));
+    return Status::error(std::string("cublasLt: no split-free algorithm for ") + weight_format_name(w.format) +
+                         " GEMM m=" + std::to_string(m) + " k=" + std::to_string(k));
   }
   cudaEvent_t begin = nullptr, end = nullptr;
   if (Status s = cuda_status(cudaEventCreate(&begin), "tuning events"); !s) return s;
@@ -243,16 +272,14 @@ Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const void* w, f
     cudaEventDestroy(begin);
     return s;
   }
-  const float alpha = 1.0f;
-  auto launch = [&](const Plan& p, const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &algo, workspace_.get(),
-                          workspace_.bytes(), stream) == CUBLAS_STATUS_SUCCESS;
+  auto run = [&](const Plan& p, const cublasLtMatmulAlgo_t& algo) {
+    return launch(p, algo, x, w, y, beta, stream) == CUBLAS_STATUS_SUCCESS;
   };
   // Mean microseconds of reps back-to-back calls; infinity when a call fails.
   constexpr double kNever = std::numeric_limits<double>::infinity();
   auto time_us = [&](const Plan& p, const cublasLtMatmulAlgo_t& algo, int reps) {
     bool ok = cudaEventRecord(begin, stream) == cudaSuccess;
-    for (int r = 0; r < reps && ok; ++r) ok = launch(p, algo);
+    for (int r = 0; r < reps && ok; ++r) ok = run(p, algo);
     ok = ok && cudaEventRecord(end, stream) == cudaSuccess && cudaEventSynchronize(end) == cudaSuccess;
     float ms = 0.0f;
     ok = ok && cudaEventElapsedTime(&ms, begin, end) == cudaSuccess;
@@ -276,7 +303,7 @@ Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const void* w, f
     }
     for (size_t i = 0; i < num_rows && usable; ++i) {
       const Plan& p = *plans[i];
-      if (!launch(p, candidates[c])) break;  // warm-up: loads the kernel
+      if (!run(p, candidates[c])) break;  // warm-up: loads the kernel
       const double probe = time_us(p, candidates[c], 1);
       // Far behind the best so far: that one call is estimate enough (some candidates take
       // 100x the best, and n = 8192 calls last milliseconds).
@@ -299,12 +326,12 @@ Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const void* w, f
     least = std::min(least, sum);
   }
   if (!(least < kNever)) {
-    return Status::error("cublasLt: no split-free algorithm ran for bf16 GEMM m=" + std::to_string(m) +
-                         " k=" + std::to_string(k));
+    return Status::error(std::string("cublasLt: no split-free algorithm ran for ") + weight_format_name(w.format) +
+                         " GEMM m=" + std::to_string(m) + " k=" + std::to_string(k));
   }
   size_t chosen = 0;
   while (!(score[chosen] <= 1.03 * least)) ++chosen;
-  pinned_.emplace(std::make_pair(m, k), candidates[chosen]);
+  pinned_.emplace(Shape(w.format, m, k), candidates[chosen]);
   tuning.algorithm = describe(candidates[chosen]);
   tuning.candidates = static_cast<int32_t>(candidates.size());
   tuning.num_rows = static_cast<int32_t>(num_rows);
@@ -320,31 +347,74 @@ Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const void* w, f
 std::string CublasLtGemm::describe_pinned() const {
   std::string out;
   for (const auto& [shape, algo] : pinned_) {
-    out += "m=" + std::to_string(shape.first) + " k=" + std::to_string(shape.second) + ": " + describe(algo) +
-           " split " + std::to_string(algo_config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + "\n";
+    out += std::string(weight_format_name(std::get<0>(shape))) + " m=" + std::to_string(std::get<1>(shape)) +
+           " k=" + std::to_string(std::get<2>(shape)) + ": " + describe(algo) + " split " +
+           std::to_string(algo_config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + "\n";
   }
   return out;
 }
 
-Status CublasLtGemm::prepare(int64_t n, int64_t m, int64_t k) {
-  Expected<const Plan*> p = plan(n, m, k);
+Status CublasLtGemm::prepare(int64_t n, int64_t m, int64_t k, WeightFormat format) {
+  Expected<const Plan*> p = plan(format, n, m, k);
   return p ? Status::ok() : p.status();
+}
+
+Status CublasLtGemm::reserve_fp8_activations(int64_t max_rows, int64_t max_k) {
+  if (max_rows <= fp8_rows_ && max_k <= fp8_k_) return Status::ok();
+  fp8_rows_ = std::max(fp8_rows_, max_rows);
+  fp8_k_ = std::max(fp8_k_, max_k);
+  if (Status s = fp8_x_.allocate(static_cast<size_t>(fp8_rows_ * fp8_k_), "FP8 activations"); !s) return s;
+  return fp8_scales_.allocate(static_cast<size_t>(fp8_rows_) * sizeof(float), "FP8 activation scales");
+}
+
+cublasStatus_t CublasLtGemm::launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x,
+                                    const DeviceMatrix& w, float* y, float beta, cudaStream_t stream) {
+  if (p.format == WeightFormat::kFp8E4M3) {
+    // The scale vectors are per call (each layer's weight has its own); setting them is host
+    // state read at launch, so a captured graph keeps the pointers of its capture.
+    const void* w_scales = w.scales;
+    const void* x_scales = fp8_scales_.get();
+    cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales, sizeof(w_scales));
+    cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scales, sizeof(x_scales));
+  }
+  const float alpha = 1.0f;
+  return cublasLtMatmul(handle_, p.desc, &alpha, w.data, p.a, x, p.b, &beta, y, p.d, y, p.d, &algo, workspace_.get(),
+                        workspace_.bytes(), stream);
 }
 
 void CublasLtGemm::matmul(const void* x, const void* w, float* y, int64_t n, int64_t m, int64_t k, float beta,
                           cudaStream_t stream) {
-  if (!policy_.batch_invariant && policy_.small_batch_gemv && gemv_supports(x, w, n, k)) {
-    bf16_gemv(x, w, y, n, m, k, beta, stream);
+  matmul(x, DeviceMatrix{WeightFormat::kBf16, w, nullptr}, y, n, m, k, beta, stream);
+}
+
+void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_t n, int64_t m, int64_t k, float beta,
+                          cudaStream_t stream) {
+  const bool fp8 = w.format == WeightFormat::kFp8E4M3;
+  if (!policy_.batch_invariant && policy_.small_batch_gemv && gemv_supports(x, w.data, n, k)) {
+    if (fp8) {
+      fp8_gemv(x, w.data, w.scales, y, n, m, k, beta, stream);
+    } else {
+      bf16_gemv(x, w.data, y, n, m, k, beta, stream);
+    }
     return;
   }
-  Expected<const Plan*> p = plan(n, m, k);
+  Expected<const Plan*> p = plan(w.format, n, m, k);
   if (!p) cuda_fail("CublasLtGemm::plan", __FILE__, __LINE__, p.error().c_str());
-  const float alpha = 1.0f;
-  const cublasStatus_t status = cublasLtMatmul(handle_, (*p)->desc, &alpha, w, (*p)->a, x, (*p)->b, &beta, y, (*p)->d,
-                                               y, (*p)->d, &(*p)->algo, workspace_.get(), workspace_.bytes(), stream);
+  if (fp8) {
+    if (n > fp8_rows_ || k > fp8_k_)
+      cuda_fail("CublasLtGemm::matmul", __FILE__, __LINE__, "FP8 activations not reserved");
+    quantize_rows_e4m3(static_cast<const uint16_t*>(x), n, k, k, fp8_x_.get<uint8_t>(), fp8_scales_.get<float>(),
+                       stream);
+    x = fp8_x_.get();
+  }
+  const cublasStatus_t status = launch(**p, (*p)->algo, x, w, y, beta, stream);
   if (status != CUBLAS_STATUS_SUCCESS) {
     cuda_fail("cublasLtMatmul", __FILE__, __LINE__, std::to_string(static_cast<int>(status)).c_str());
   }
+}
+
+const char* weight_format_name(WeightFormat format) {
+  return format == WeightFormat::kFp8E4M3 ? "fp8" : "bf16";
 }
 
 }  // namespace folio::cuda

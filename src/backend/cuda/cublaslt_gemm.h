@@ -1,5 +1,8 @@
-// The model's matrix products through cuBLASLt: y = x W^T (+ beta y), BF16 inputs, FP32
-// accumulation and FP32 output, so the residual stream stays FP32. Descriptors are cached per
+// The model's matrix products through cuBLASLt: y = x W^T (+ beta y), FP32 accumulation and
+// FP32 output, so the residual stream stays FP32. Weights in BF16 take BF16 activations; FP8
+// weights (device_matrix.h) take the activations quantized to E4M3 per token on the fly
+// (fp8_rows.h), and the FP8 tensor cores apply both scale vectors (cuBLASLt's outer-vector
+// scaling: element (i, j) times w_scale[i] * x_scale[j]). Descriptors are cached per
 // shape; a workspace is allocated once, so a call allocates nothing and can be captured in a
 // CUDA graph.
 //
@@ -35,6 +38,7 @@ namespace folio::cuda {
 
 // What tune_pinned measured for one weight shape, for logs.
 struct PinnedTuning {
+  WeightFormat format = WeightFormat::kBf16;
   int64_t m = 0, k = 0;
   int32_t candidates = 0;             // split-free algorithms timed (after removing duplicates)
   int32_t num_rows = 0;               // entries of rows / chosen_us / best_us
@@ -57,9 +61,15 @@ class CublasLtGemm {
   // y = x W^T + beta * y.  x: (n, k) bf16 row-major; w: (m, k) bf16 row-major (a weight's
   // rows are output features); y: (n, m) fp32. beta 1 adds the product into y (the residual).
   void matmul(const void* x, const void* w, float* y, int64_t n, int64_t m, int64_t k, float beta, cudaStream_t stream);
+  // The same for a weight in any format; FP8 needs reserve_fp8_activations first.
+  void matmul(const void* x, const DeviceMatrix& w, float* y, int64_t n, int64_t m, int64_t k, float beta,
+              cudaStream_t stream);
+  // FP8 weights: the E4M3 copy of the activations (max_rows, max_k) and their scales, allocated
+  // once so that matmul allocates nothing.
+  Status reserve_fp8_activations(int64_t max_rows, int64_t max_k);
 
   // Picks and caches the algorithm for a shape ahead of time (before graph capture).
-  Status prepare(int64_t n, int64_t m, int64_t k);
+  Status prepare(int64_t n, int64_t m, int64_t k, WeightFormat format = WeightFormat::kBf16);
 
   // Batch-invariant policy: pins the algorithm of weight shape (m, k) by timing cuBLASLt's
   // split-free candidates (the heuristic's, at n = 1, 256 and 8192, deduplicated) at those n
@@ -67,8 +77,9 @@ class CublasLtGemm {
   // candidate's time (weight 1, 2 for n >= 4096: relative slowdowns count, not absolute
   // times); among candidates within 3% of that, the first found. Runs the products on stream with x (max_n, k), w (m, k), y (max_n, m),
   // whose contents it overwrites (y) and does not care about. A shape already pinned is kept.
-  Expected<PinnedTuning> tune_pinned(const void* x, const void* w, float* y, int64_t max_n, int64_t m, int64_t k,
-                                     float beta, cudaStream_t stream);
+  // FP8 weights are timed on the E4M3 activation buffer (reserve_fp8_activations).
+  Expected<PinnedTuning> tune_pinned(const void* x, const DeviceMatrix& w, float* y, int64_t max_n, int64_t m,
+                                     int64_t k, float beta, cudaStream_t stream);
   // The pinned algorithms (tuned, given or picked so far), for GemmPolicy::pinned.
   std::vector<PinnedGemmAlgo> pinned_algorithms() const;
 
@@ -85,20 +96,27 @@ class CublasLtGemm {
  private:
   struct Plan;
   CublasLtGemm() = default;
-  Expected<const Plan*> plan(int64_t n, int64_t m, int64_t k);
-  Expected<cublasLtMatmulAlgo_t> pinned_algo(int64_t m, int64_t k);
+  using Shape = std::tuple<WeightFormat, int64_t, int64_t>;  // (format, m, k) of a weight
+  Expected<const Plan*> plan(WeightFormat format, int64_t n, int64_t m, int64_t k);
+  Expected<cublasLtMatmulAlgo_t> pinned_algo(WeightFormat format, int64_t m, int64_t k);
   // The heuristic's algorithms in its order (up to 8), with no_split only split-free ones.
   Expected<std::vector<cublasLtMatmulAlgo_t>> heuristic_results(const Plan& p, bool no_split);
   // The heuristic's first algorithm, or with no_split its candidate-th split-free one.
   Expected<cublasLtMatmulAlgo_t> heuristic_algo(const Plan& p, int64_t n, int64_t m, int64_t k, bool no_split,
                                                 int32_t candidate = 0);
+  // One cublasLtMatmul of plan p with algo; x is what B reads (bf16, or the E4M3 buffer).
+  cublasStatus_t launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x, const DeviceMatrix& w, float* y,
+                        float beta, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
   GemmPolicy policy_;
   int32_t pinned_fallbacks_ = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<Plan>> plans_;
-  std::map<std::pair<int64_t, int64_t>, cublasLtMatmulAlgo_t> pinned_;  // (m, k) -> algorithm
+  std::map<std::tuple<WeightFormat, int64_t, int64_t, int64_t>, std::unique_ptr<Plan>> plans_;  // (format, n, m, k)
+  std::map<Shape, cublasLtMatmulAlgo_t> pinned_;
+  DeviceBuffer fp8_x_;       // (max_rows, max_k) E4M3 activations
+  DeviceBuffer fp8_scales_;  // (max_rows,) their per-token scales
+  int64_t fp8_rows_ = 0, fp8_k_ = 0;
 };
 
 }  // namespace folio::cuda

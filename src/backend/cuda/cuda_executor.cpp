@@ -44,6 +44,10 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
   if (Status s = cuda_status(cudaGetDeviceProperties(&props, options.device), "device properties"); !s) return s;
   e->stats_.device_name = props.name;
   e->sm_count_ = props.multiProcessorCount;
+  if (options.weight_format == WeightFormat::kFp8E4M3 && props.major * 10 + props.minor < 89) {
+    return Status::error(std::string("--quantization fp8 needs FP8 tensor cores (compute capability 8.9 or newer); ") +
+                         props.name + " is " + std::to_string(props.major) + "." + std::to_string(props.minor));
+  }
   if (Status s = cuda_status(cudaStreamCreateWithFlags(&e->stream_, cudaStreamNonBlocking), "stream"); !s) return s;
   const ModelConfig& c = weights.config();
   e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : c.context_length;
@@ -66,7 +70,8 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
     std::fprintf(stderr, "cuda: uploading weights %3d%% (%.2f GB)\n", decile * 10, done / 1e9);
     std::fflush(stderr);
   };
-  Expected<std::unique_ptr<CudaModel>> cuda_model = CudaModel::create(weights, limits, e->sm_count_, progress);
+  Expected<std::unique_ptr<CudaModel>> cuda_model =
+      CudaModel::create(weights, limits, e->sm_count_, options.weight_format, progress);
   if (!cuda_model) return cuda_model.status();
   e->model_ = std::move(cuda_model).value();
   e->stats_.weight_bytes = static_cast<int64_t>(e->model_->weight_bytes());
@@ -77,11 +82,11 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
   if (Status s = e->allocate_kv(props.totalGlobalMem); !s) return s;
   if (!options.quiet) {
     std::fprintf(stderr,
-                 "cuda: %s, %d SMs; weights %.2f GB (bf16), activations %.2f GB, KV pool %d blocks of %d "
+                 "cuda: %s, %d SMs; weights %.2f GB (%s), activations %.2f GB, KV pool %d blocks of %d "
                  "tokens (%.2f GB), swap %d blocks; graphs %s (up to %d sequences)\n",
-                 props.name, e->sm_count_, e->stats_.weight_bytes / 1e9, e->stats_.activation_bytes / 1e9,
-                 e->num_blocks_, options.block_size, e->stats_.kv_pool_bytes / 1e9, e->num_host_blocks_,
-                 options.cuda_graphs ? "on" : "off", e->max_graph_seqs_);
+                 props.name, e->sm_count_, e->stats_.weight_bytes / 1e9, weight_format_name(options.weight_format),
+                 e->stats_.activation_bytes / 1e9, e->num_blocks_, options.block_size, e->stats_.kv_pool_bytes / 1e9,
+                 e->num_host_blocks_, options.cuda_graphs ? "on" : "off", e->max_graph_seqs_);
   }
   return Expected<std::unique_ptr<CudaExecutor>>(std::move(e));
 }

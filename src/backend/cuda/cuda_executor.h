@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_matrix.h"
 #include "backend/cuda/gemm_policy.h"
 #include "core/status.h"
 #include "executor/executor.h"
@@ -44,6 +45,8 @@ struct CudaExecutorOptions {
   int32_t block_size = 16;
   int64_t swap_space_bytes = 0;          // pinned host pool for preemption by swap
   KvFormat kv_format = KvFormat::kFp16;  // --kv-cache-dtype (kv/kv_format.h)
+  // --quantization: the layers' matrices in BF16, or FP8 W8A8 (device_matrix.h; sm_89+).
+  WeightFormat weight_format = WeightFormat::kBf16;
   // Residual formats (KIVI): fp16 staging blocks for unsealed blocks, taken from the KV budget.
   // 0: enough for max_num_seqs growing blocks plus a full batch of prefill (kv_staging_blocks_for),
   // at most a quarter of the budget. The swap pool gets as many host staging blocks.

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -15,7 +16,7 @@ size_t align256(size_t bytes) {
 }  // namespace
 
 Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model, const CudaModelLimits& limits,
-                                                       int32_t sm_count,
+                                                       int32_t sm_count, WeightFormat format,
                                                        const std::function<void(uint64_t, uint64_t)>& progress) {
   std::unique_ptr<CudaModel> m(new CudaModel());
   m->config_ = model.config();
@@ -27,10 +28,14 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
     return Status::error("cuda: head_dim " + std::to_string(c.head_dim) +
                          " is not supported by the attention kernels (64 or 128)");
   }
-  if (Status s = upload_weights(model, m->weights_, progress); !s) return s;
+  if (Status s = upload_weights(model, m->weights_, format, progress); !s) return s;
   Expected<std::unique_ptr<CublasLtGemm>> gemm = CublasLtGemm::create();
   if (!gemm) return gemm.status();
   m->gemm_ = std::move(gemm).value();
+  if (format == WeightFormat::kFp8E4M3) {
+    const int64_t widest = std::max<int64_t>({c.hidden_dim, c.q_dim(), c.ffn_dim});
+    if (Status s = m->gemm_->reserve_fp8_activations(limits.max_tokens, widest); !s) return s;
+  }
 
   const size_t t = static_cast<size_t>(limits.max_tokens);
   const size_t r = static_cast<size_t>(limits.max_logit_rows);
@@ -74,7 +79,7 @@ Status CudaModel::tune_pinned_gemms(cudaStream_t stream, const std::function<voi
   const int64_t qkv_dim = c.q_dim() + 2 * static_cast<int64_t>(c.kv_dim());
   struct Shape {
     const void* x;
-    const void* w;
+    DeviceMatrix w;
     float* y;
     int64_t max_n, m, k;
     float beta;  // as forward() calls it: O and down add into the residual stream

@@ -30,12 +30,13 @@ struct CudaModelLimits {
 class CudaModel {
  public:
   static Expected<std::unique_ptr<CudaModel>> create(const ModelWeights& model, const CudaModelLimits& limits,
-                                                     int32_t sm_count,
+                                                     int32_t sm_count, WeightFormat format = WeightFormat::kBf16,
                                                      const std::function<void(uint64_t, uint64_t)>& progress = {});
 
   const ModelConfig& config() const { return config_; }
   const CudaModelLimits& limits() const { return limits_; }
   uint64_t weight_bytes() const { return weights_.bytes; }
+  WeightFormat weight_format() const { return weights_.layer_format; }
   uint64_t activation_bytes() const { return activation_memory_.bytes(); }
   CublasLtGemm& gemm() { return *gemm_; }
   // Pins the batch-invariant algorithm of each weight shape (qkv, o, gate_up, down, lm_head) by

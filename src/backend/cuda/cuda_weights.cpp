@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_rows.h"
 #include "backend/cuda/kernels/kernels.h"
 #include "core/fp16.h"
 #include "quant/formats.h"
@@ -114,6 +115,19 @@ class Uploader {
     return Status::ok();
   }
 
+  // Matrix w in format: BF16 as matrix() copies it, or FP8 quantized on the device from a BF16
+  // copy in scratch_ (rows are independent, so the parts of Q|K|V are quantized one by one).
+  Status matrix_as(const WeightTensor& w, WeightFormat format, uint8_t* dst, float* scales) {
+    if (format == WeightFormat::kBf16) return matrix(w, reinterpret_cast<uint16_t*>(dst));
+    const size_t bytes = static_cast<size_t>(w.rows * w.cols) * 2;
+    if (scratch_.bytes() < bytes) {
+      if (Status s = scratch_.allocate(bytes, "FP8 quantization buffer"); !s) return s;
+    }
+    if (Status s = matrix(w, scratch_.get<uint16_t>()); !s) return s;
+    quantize_rows_e4m3(scratch_.get<uint16_t>(), w.rows, w.cols, w.cols, dst, scales, nullptr);
+    return cuda_status(cudaGetLastError(), "FP8 weight quantization");
+  }
+
   Status floats(const std::vector<float>& values, float* dst) {
     if (values.empty()) return Status::ok();
     const size_t size = values.size() * sizeof(float);
@@ -133,49 +147,94 @@ class Uploader {
   const std::function<void(uint64_t, uint64_t)>& progress_;
   PinnedBuffer staging_;
   DeviceBuffer reorder_;  // one Q or K matrix as stored, while it is reordered
+  DeviceBuffer scratch_;  // FP8: one matrix in BF16, before it is quantized
 };
 
 }  // namespace
 
-Status upload_weights(const ModelWeights& model, DeviceWeights& out,
+Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightFormat format,
                       const std::function<void(uint64_t, uint64_t)>& progress) {
   const ModelConfig& c = model.config();
   const size_t hidden = static_cast<size_t>(c.hidden_dim);
-  const size_t qkv_rows = static_cast<size_t>(c.q_dim()) + 2 * static_cast<size_t>(c.kv_dim());
+  const size_t q_rows = static_cast<size_t>(c.q_dim()), kv_rows = static_cast<size_t>(c.kv_dim());
+  const size_t qkv_rows = q_rows + 2 * kv_rows;
   const size_t ffn = static_cast<size_t>(c.ffn_dim);
   const size_t vocab = static_cast<size_t>(c.vocab_size);
   const bool tied = model.tied_embeddings();
+  if (format == WeightFormat::kFp8E4M3 && (hidden % 16 != 0 || ffn % 16 != 0 || q_rows % 16 != 0)) {
+    return Status::error(
+        "--quantization fp8: the FP8 GEMMs need the hidden, attention and FFN widths to be multiples "
+        "of 16 (hidden " +
+        std::to_string(hidden) + ", ffn " + std::to_string(ffn) + ")");
+  }
+  const size_t element = format == WeightFormat::kFp8E4M3 ? 1 : 2;
 
-  // Lay out the arena: offsets first, one allocation, then the copies.
+  // Lay out the arena: offsets first, one allocation, then the copies. uploaded counts the
+  // bytes that cross the bus (BF16 for every matrix), for progress.
   size_t size = 0;
+  uint64_t uploaded = 0;
   auto take = [&](size_t bytes) {
     const size_t at = size;
     size += align256(bytes);
     return at;
   };
-  const size_t embedding_at = take(vocab * hidden * 2);
-  const size_t output_at = tied ? embedding_at : take(vocab * hidden * 2);
-  const size_t output_norm_at = take(hidden * 4);
-  const size_t rope_at = take(model.rope_freq_factors().size() * 4);
+  auto take_bf16 = [&](size_t rows, size_t cols) {
+    uploaded += rows * cols * 2;
+    return take(rows * cols * 2);
+  };
+  auto take_floats = [&](size_t n) {
+    uploaded += n * 4;
+    return take(n * 4);
+  };
+  struct MatrixOffsets {
+    size_t data = 0, scales = SIZE_MAX;
+  };
+  auto take_matrix = [&](size_t rows, size_t cols) {
+    uploaded += rows * cols * 2;
+    MatrixOffsets at;
+    at.data = take(rows * cols * element);
+    if (format == WeightFormat::kFp8E4M3) at.scales = take(rows * 4);
+    return at;
+  };
+  const size_t embedding_at = take_bf16(vocab, hidden);
+  const size_t output_at = tied ? embedding_at : take_bf16(vocab, hidden);
+  const size_t output_norm_at = take_floats(hidden);
+  const size_t rope_at = take_floats(model.rope_freq_factors().size());
   struct LayerOffsets {
-    size_t attn_norm, qkv, qkv_bias, o, ffn_norm, gate_up, down;
+    size_t attn_norm, qkv_bias, ffn_norm;
+    MatrixOffsets qkv, o, gate_up, down;
   };
   std::vector<LayerOffsets> offsets;
   for (const LayerWeights& layer : model.layers()) {
     const bool bias = !layer.q_bias.empty() || !layer.k_bias.empty() || !layer.v_bias.empty();
-    offsets.push_back({take(hidden * 4), take(qkv_rows * hidden * 2), bias ? take(qkv_rows * 4) : SIZE_MAX,
-                       take(hidden * static_cast<size_t>(c.q_dim()) * 2), take(hidden * 4), take(2 * ffn * hidden * 2),
-                       take(hidden * ffn * 2)});
+    LayerOffsets o;
+    o.attn_norm = take_floats(hidden);
+    o.qkv = take_matrix(qkv_rows, hidden);
+    o.qkv_bias = bias ? take_floats(qkv_rows) : SIZE_MAX;
+    o.o = take_matrix(hidden, q_rows);
+    o.ffn_norm = take_floats(hidden);
+    o.gate_up = take_matrix(2 * ffn, hidden);
+    o.down = take_matrix(hidden, ffn);
+    offsets.push_back(o);
   }
   if (Status s = out.arena.allocate(size, "allocating weights"); !s) return s;
   out.bytes = size;
+  out.layer_format = format;
   auto* base = out.arena.get<uint8_t>();
   auto bf16_at = [&](size_t at) { return reinterpret_cast<uint16_t*>(base + at); };
   auto f32_at = [&](size_t at) { return reinterpret_cast<float*>(base + at); };
+  auto matrix_at = [&](const MatrixOffsets& at) {
+    return DeviceMatrix{format, base + at.data, at.scales == SIZE_MAX ? nullptr : f32_at(at.scales)};
+  };
+  // Rows [row, ...) of matrix m: the start of one part of Q|K|V or gate|up.
+  auto part = [&](const MatrixOffsets& at, size_t row, size_t cols) {
+    return std::make_pair(base + at.data + row * cols * element,
+                          at.scales == SIZE_MAX ? nullptr : f32_at(at.scales) + row);
+  };
 
-  Uploader up(size, progress);
+  Uploader up(uploaded, progress);
   out.embedding = bf16_at(embedding_at);
-  out.output = bf16_at(output_at);
+  out.output = DeviceMatrix{WeightFormat::kBf16, bf16_at(output_at), nullptr};
   out.output_norm = f32_at(output_norm_at);
   out.rope_freq_factors = model.rope_freq_factors().empty() ? nullptr : f32_at(rope_at);
   Status s = up.matrix(model.token_embedding(), bf16_at(embedding_at));
@@ -188,22 +247,28 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out,
     const LayerOffsets& o = offsets[i];
     DeviceLayer d;
     d.attn_norm = f32_at(o.attn_norm);
-    d.qkv = bf16_at(o.qkv);
-    d.o = bf16_at(o.o);
+    d.qkv = matrix_at(o.qkv);
+    d.o = matrix_at(o.o);
     d.ffn_norm = f32_at(o.ffn_norm);
-    d.gate_up = bf16_at(o.gate_up);
-    d.down = bf16_at(o.down);
-    uint16_t* qkv = bf16_at(o.qkv);
-    for (const Status& step :
-         {up.floats(w.attn_norm, f32_at(o.attn_norm)), up.matrix(w.q, qkv),
-          up.matrix(w.k, qkv + static_cast<size_t>(c.q_dim()) * hidden),
-          up.matrix(w.v, qkv + (static_cast<size_t>(c.q_dim()) + c.kv_dim()) * hidden), up.matrix(w.o, bf16_at(o.o)),
-          up.floats(w.ffn_norm, f32_at(o.ffn_norm)), up.matrix(w.gate, bf16_at(o.gate_up)),
-          up.matrix(w.up, bf16_at(o.gate_up) + ffn * hidden), up.matrix(w.down, bf16_at(o.down))}) {
-      if (!step) {
-        s = step;
-        break;
-      }
+    d.gate_up = matrix_at(o.gate_up);
+    d.down = matrix_at(o.down);
+    auto upload = [&](const WeightTensor& tensor, const std::pair<uint8_t*, float*>& to) {
+      return up.matrix_as(tensor, format, to.first, to.second);
+    };
+    // One step at a time: the first failure stops the layer.
+    const std::function<Status()> steps[] = {
+        [&] { return up.floats(w.attn_norm, f32_at(o.attn_norm)); },
+        [&] { return upload(w.q, part(o.qkv, 0, hidden)); },
+        [&] { return upload(w.k, part(o.qkv, q_rows, hidden)); },
+        [&] { return upload(w.v, part(o.qkv, q_rows + kv_rows, hidden)); },
+        [&] { return upload(w.o, part(o.o, 0, q_rows)); },
+        [&] { return up.floats(w.ffn_norm, f32_at(o.ffn_norm)); },
+        [&] { return upload(w.gate, part(o.gate_up, 0, hidden)); },
+        [&] { return upload(w.up, part(o.gate_up, ffn, hidden)); },
+        [&] { return upload(w.down, part(o.down, 0, ffn)); },
+    };
+    for (const std::function<Status()>& step : steps) {
+      if (s = step(); !s) break;
     }
     if (s && o.qkv_bias != SIZE_MAX) {
       // Missing parts of a partial bias are zeros.
@@ -216,6 +281,8 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out,
     }
     out.layers.push_back(d);
   }
+  // The quantization kernels ran on the legacy stream; their faults surface here.
+  if (s && format == WeightFormat::kFp8E4M3) s = cuda_status(cudaDeviceSynchronize(), "FP8 weight quantization");
   return s;
 }
 

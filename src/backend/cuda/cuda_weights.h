@@ -1,7 +1,10 @@
 // A model's weights on the GPU, in one allocation: every matrix as BF16 (BF16 copied from the
 // mapping as it is, F16 too and then converted on the device, F32 and block-quantized GGUF
 // types converted on the host in 64 MiB chunks), Q|K|V and gate|up concatenated by rows so that
-// each is one GEMM, norms and biases as FP32. Rows stored in Hugging Face's Q / K order
+// each is one GEMM, norms and biases as FP32. With WeightFormat::kFp8E4M3 the layers' four
+// matrices are quantized on the device after their BF16 upload (a scale per output row,
+// fp8_rows.h); the embedding and the vocabulary projection stay BF16 (as vLLM's FP8 keeps
+// them: the LM head is where FP8's error would reach the logits unfiltered). Rows stored in Hugging Face's Q / K order
 // (WeightTensor::interleave_heads) are put in computing order by the copies themselves.
 #pragma once
 
@@ -10,33 +13,36 @@
 #include <vector>
 
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_matrix.h"
 #include "core/status.h"
 #include "model/model_weights.h"
 
 namespace folio::cuda {
 
 struct DeviceLayer {
-  const float* attn_norm = nullptr;   // (hidden,)
-  const uint16_t* qkv = nullptr;      // (q_dim + 2 * kv_dim, hidden) bf16: rows of q, k, v
-  const float* qkv_bias = nullptr;    // (q_dim + 2 * kv_dim,) or null
-  const uint16_t* o = nullptr;        // (hidden, q_dim) bf16
-  const float* ffn_norm = nullptr;    // (hidden,)
-  const uint16_t* gate_up = nullptr;  // (2 * ffn, hidden) bf16: rows of gate, then up
-  const uint16_t* down = nullptr;     // (hidden, ffn) bf16
+  const float* attn_norm = nullptr;  // (hidden,)
+  DeviceMatrix qkv;                  // (q_dim + 2 * kv_dim, hidden): rows of q, k, v
+  const float* qkv_bias = nullptr;   // (q_dim + 2 * kv_dim,) or null
+  DeviceMatrix o;                    // (hidden, q_dim)
+  const float* ffn_norm = nullptr;   // (hidden,)
+  DeviceMatrix gate_up;              // (2 * ffn, hidden): rows of gate, then up
+  DeviceMatrix down;                 // (hidden, ffn)
 };
 
 struct DeviceWeights {
   DeviceBuffer arena;
   const uint16_t* embedding = nullptr;       // (vocab, hidden) bf16
-  const uint16_t* output = nullptr;          // (vocab, hidden) bf16; == embedding when tied
+  DeviceMatrix output;                       // (vocab, hidden) bf16; == embedding when tied
   const float* output_norm = nullptr;        // (hidden,)
   const float* rope_freq_factors = nullptr;  // (rope_dim / 2,) or null
   std::vector<DeviceLayer> layers;
+  WeightFormat layer_format = WeightFormat::kBf16;
   uint64_t bytes = 0;
 };
 
 // progress(bytes uploaded, bytes total).
-Status upload_weights(const ModelWeights& model, DeviceWeights& out,
+// format: what the layers' matrices become on the device.
+Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightFormat format = WeightFormat::kBf16,
                       const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 }  // namespace folio::cuda

@@ -5,11 +5,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cuda/device_matrix.h"
+
 namespace folio::cuda {
 
-// One pinned algorithm: a weight shape and the bytes of its cublasLtMatmulAlgo_t (64, opaque).
-// Handing an executor's choices to another one makes both compute the same bits.
+// One pinned algorithm: a weight shape and format and the bytes of its cublasLtMatmulAlgo_t
+// (64, opaque). Handing an executor's choices to another one makes both compute the same bits.
 struct PinnedGemmAlgo {
+  WeightFormat format = WeightFormat::kBf16;
   int64_t m = 0;
   int64_t k = 0;
   std::array<uint64_t, 8> algo{};

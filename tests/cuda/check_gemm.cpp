@@ -1,0 +1,282 @@
+// Checks of the weight products: the BF16 -> E4M3 row quantizer against the CPU's conversion
+// (byte for byte), the weight-streaming GEMV (BF16 and FP8 weights) and the FP8 cuBLASLt GEMM
+// against float64 products of the same quantized values, accumulation into y (beta 1), and the
+// batch invariance of the pinned policy with FP8 weights.
+//
+// Tolerances: errors are divided by sum_i |w_i x_i| of their output (the scale of an fp32
+// rounding error of the sum), so one bound covers every k. An fp32 sum of k terms in any order
+// is within k * 2^-24 of it; random signs make it ~sqrt(k) * 2^-24 (~2^-17 at k = 16k): the
+// GEMV's bound is 2^-15. The FP8 tensor cores accumulate in an internal format that cuBLASLt
+// promotes to fp32 periodically (fast accumulation off): 2^-11.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/fp8_rows.h"
+#include "backend/cuda/gemv.h"
+#include "check_util.h"
+#include "core/fp8.h"
+
+namespace folio::cuda::check {
+namespace {
+
+std::vector<uint16_t> random_bf16(std::mt19937_64& rng, size_t n, float scale) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<uint16_t> v(n);
+  for (uint16_t& x : v) x = to_bf16(dist(rng));
+  return v;
+}
+
+// The CPU's definition of a quantized row (fp8_rows.h): bytes and scale.
+void quantize_row_reference(const uint16_t* x, int64_t cols, uint8_t* out, float* scale) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < cols; ++i) amax = std::fmax(amax, std::fabs(from_bf16(x[i])));
+  const float inv = amax > 0.0f ? kE4M3Max / amax : 0.0f;
+  *scale = amax > 0.0f ? amax / kE4M3Max : 0.0f;
+  for (int64_t i = 0; i < cols; ++i) out[i] = fp8_e4m3_from_float(from_bf16(x[i]) * inv);
+}
+
+// Quantized rows as the values they stand for (value(q) * scale), in float64.
+std::vector<double> dequantized(const std::vector<uint16_t>& x, int64_t rows, int64_t cols) {
+  std::vector<double> out(static_cast<size_t>(rows * cols));
+  std::vector<uint8_t> q(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    float scale = 0.0f;
+    quantize_row_reference(&x[static_cast<size_t>(r * cols)], cols, q.data(), &scale);
+    for (int64_t c = 0; c < cols; ++c) {
+      out[static_cast<size_t>(r * cols + c)] = static_cast<double>(fp8_e4m3_to_float(q[c])) * scale;
+    }
+  }
+  return out;
+}
+
+std::vector<double> widened_bf16(const std::vector<uint16_t>& x) {
+  std::vector<double> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = from_bf16(x[i]);
+  return out;
+}
+
+// The outputs a check compares: every row when n <= 9, else rows 0, 1, n/2 and n-1; every
+// column when the row's reference costs at most 2^22 products, else evenly spaced ones (the
+// float64 reference of a 1024 x 4096 x 14336 product would take minutes).
+std::vector<size_t> sampled_outputs(int64_t n, int64_t m, int64_t k) {
+  std::vector<int64_t> rows;
+  if (n <= 9) {
+    for (int64_t r = 0; r < n; ++r) rows.push_back(r);
+  } else {
+    rows = {0, 1, n / 2, n - 1};
+  }
+  const int64_t stride = std::max<int64_t>(1, m * k >> 22);
+  std::vector<size_t> out;
+  for (int64_t r : rows) {
+    for (int64_t j = 0; j < m; j += stride) out.push_back(static_cast<size_t>(r * m + j));
+    if ((m - 1) % stride != 0) out.push_back(static_cast<size_t>(r * m + m - 1));
+  }
+  return out;
+}
+
+// Output o (= r * m + j) of y = beta * y0 + x w^T in float64, with sum |x_i w_i| (the error scale).
+struct Reference {
+  std::vector<double> value, scale;
+};
+Reference reference_product(const std::vector<double>& x, const std::vector<double>& w, const std::vector<float>& y0,
+                            float beta, int64_t m, int64_t k, const std::vector<size_t>& outputs) {
+  Reference ref;
+  for (size_t o : outputs) {
+    const int64_t r = static_cast<int64_t>(o) / m, j = static_cast<int64_t>(o) % m;
+    double sum = 0.0, magnitude = 0.0;
+    const double* xr = &x[static_cast<size_t>(r * k)];
+    const double* wj = &w[static_cast<size_t>(j * k)];
+    for (int64_t i = 0; i < k; ++i) {
+      sum += xr[i] * wj[i];
+      magnitude += std::fabs(xr[i] * wj[i]);
+    }
+    const double prior = beta != 0.0f ? static_cast<double>(beta) * y0[o] : 0.0;
+    ref.value.push_back(sum + prior);
+    ref.scale.push_back(magnitude + std::fabs(prior));
+  }
+  return ref;
+}
+
+Outcome scaled_outcome(const std::string& name, const std::string& shape, const std::vector<float>& got,
+                       const std::vector<size_t>& outputs, const Reference& ref, double bound, double ms) {
+  std::vector<double> g(outputs.size()), r(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const double s = std::max(ref.scale[i], 1e-30);
+    g[i] = got[outputs[i]] / s;
+    r[i] = ref.value[i] / s;
+  }
+  return outcome_of(name, shape, g, r, bound, 0.0, ms);
+}
+
+void check_fp8_rows(const Options& opt, std::mt19937_64& rng) {
+  for (int64_t cols : {16, 576, 4096, 14336}) {
+    for (int64_t rows : {1, 7, 300}) {
+      if (opt.quick && rows == 300) continue;
+      const int64_t ld = cols + (rows == 7 ? 8 : 0);  // a strided input too
+      std::vector<uint16_t> x = random_bf16(rng, static_cast<size_t>(rows * ld), 1.0f);
+      if (rows > 1) {
+        std::fill(x.begin() + ld, x.begin() + ld + cols, uint16_t{0});  // row 1 all zeros: scale 0
+        x[static_cast<size_t>(2 * ld + 3 < rows * ld ? 2 * ld + 3 : 0)] = to_bf16(900.0f);  // an outlier
+      }
+      std::vector<uint8_t> want(static_cast<size_t>(rows * cols));
+      std::vector<float> want_scales(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        quantize_row_reference(&x[static_cast<size_t>(r * ld)], cols, &want[static_cast<size_t>(r * cols)],
+                               &want_scales[static_cast<size_t>(r)]);
+      }
+      DeviceBuffer<uint16_t> d_x(x);
+      DeviceBuffer<uint8_t> d_out(static_cast<size_t>(rows * cols));
+      DeviceBuffer<float> d_scales(static_cast<size_t>(rows));
+      d_out.poison();
+      d_scales.poison();
+      const double ms = time_ms(
+          [&] { quantize_rows_e4m3(d_x.get(), rows, cols, ld, d_out.get(), d_scales.get(), nullptr); }, 0, 1);
+      sync_or_die("quantize_rows_e4m3");
+      const std::vector<uint8_t> got = d_out.download();
+      const std::vector<float> got_scales = d_scales.download();
+      size_t differing = 0;
+      for (size_t i = 0; i < got.size(); ++i) differing += got[i] != want[i];
+      const bool scales_equal = std::memcmp(got_scales.data(), want_scales.data(), want_scales.size() * 4) == 0;
+      report_flag("quantize_rows_e4m3",
+                  "rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) + " ld=" + std::to_string(ld),
+                  differing == 0 && scales_equal,
+                  std::to_string(differing) + " bytes differ, scales " + (scales_equal ? "equal" : "DIFFER"), ms);
+    }
+  }
+}
+
+struct WeightCase {
+  int64_t m, k;
+};
+
+// bf16_gemv and fp8_gemv at n = 1..8, beta 0 (y poisoned) and 1.
+void check_gemv(const Options& opt, std::mt19937_64& rng) {
+  const WeightCase cases[] = {{576, 576}, {1536, 576}, {576, 1536}, {4096, 4096}, {1024, 14336}, {3, 16}};
+  for (const WeightCase& wc : cases) {
+    for (bool fp8 : {false, true}) {
+      const std::vector<uint16_t> w = random_bf16(rng, static_cast<size_t>(wc.m * wc.k), 0.05f);
+      const std::vector<double> w_ref = fp8 ? dequantized(w, wc.m, wc.k) : widened_bf16(w);
+      DeviceBuffer<uint16_t> d_w(w);
+      DeviceBuffer<uint8_t> d_w8(static_cast<size_t>(wc.m * wc.k));
+      DeviceBuffer<float> d_scales(static_cast<size_t>(wc.m));
+      if (fp8) quantize_rows_e4m3(d_w.get(), wc.m, wc.k, wc.k, d_w8.get(), d_scales.get(), nullptr);
+      for (int64_t n = 1; n <= kGemvMaxRows; ++n) {
+        if (opt.quick && n != 1 && n != 8) continue;
+        for (float beta : {0.0f, 1.0f}) {
+          const std::vector<uint16_t> x = random_bf16(rng, static_cast<size_t>(n * wc.k), 1.0f);
+          std::vector<float> y0(static_cast<size_t>(n * wc.m));
+          std::normal_distribution<float> dist(0.0f, 1.0f);
+          for (float& v : y0) v = dist(rng);
+          DeviceBuffer<uint16_t> d_x(x);
+          DeviceBuffer<float> d_y(y0);
+          if (beta == 0.0f) d_y.poison();
+          const double ms = time_ms(
+              [&] {
+                if (fp8) {
+                  fp8_gemv(d_x.get(), d_w8.get(), d_scales.get(), d_y.get(), n, wc.m, wc.k, beta, nullptr);
+                } else {
+                  bf16_gemv(d_x.get(), d_w.get(), d_y.get(), n, wc.m, wc.k, beta, nullptr);
+                }
+              },
+              0, 1);
+          sync_or_die("gemv");
+          const std::vector<size_t> outputs = sampled_outputs(n, wc.m, wc.k);
+          const Reference ref = reference_product(widened_bf16(x), w_ref, y0, beta, wc.m, wc.k, outputs);
+          report(scaled_outcome(fp8 ? "fp8_gemv" : "bf16_gemv",
+                                "n=" + std::to_string(n) + " m=" + std::to_string(wc.m) + " k=" + std::to_string(wc.k) +
+                                    " beta=" + std::to_string(static_cast<int>(beta)),
+                                d_y.download(), outputs, ref, 0x1p-15, ms));
+        }
+      }
+    }
+  }
+}
+
+// CublasLtGemm::matmul with FP8 weights: the GEMV at n <= 8 under the default policy, the FP8
+// GEMM (activations quantized per token) above it and at every n under --batch-invariant.
+void check_fp8_gemm(const Options& opt, std::mt19937_64& rng) {
+  const WeightCase cases[] = {{576, 576}, {1536, 576}, {576, 1536}, {4096, 4096}, {6144, 4096}, {4096, 14336}};
+  const int64_t rows_list[] = {1, 5, 8, 9, 64, 300, 1024};
+  for (bool invariant : {false, true}) {
+    GemmPolicy policy;
+    policy.batch_invariant = invariant;
+    Expected<std::unique_ptr<CublasLtGemm>> made = CublasLtGemm::create(size_t{32} << 20, policy);
+    if (!made) {
+      report_flag("fp8_gemm", "create", false, made.error());
+      return;
+    }
+    CublasLtGemm& gemm = **made;
+    for (const WeightCase& wc : cases) {
+      if (opt.quick && wc.k == 14336) continue;
+      const std::vector<uint16_t> w = random_bf16(rng, static_cast<size_t>(wc.m * wc.k), 0.05f);
+      const std::vector<double> w_ref = dequantized(w, wc.m, wc.k);
+      DeviceBuffer<uint16_t> d_w(w);
+      DeviceBuffer<uint8_t> d_w8(static_cast<size_t>(wc.m * wc.k));
+      DeviceBuffer<float> d_scales(static_cast<size_t>(wc.m));
+      quantize_rows_e4m3(d_w.get(), wc.m, wc.k, wc.k, d_w8.get(), d_scales.get(), nullptr);
+      const DeviceMatrix matrix{WeightFormat::kFp8E4M3, d_w8.get(), d_scales.get()};
+      if (Status s = gemm.reserve_fp8_activations(1024, wc.k); !s) {
+        report_flag("fp8_gemm", "reserve", false, s.message());
+        return;
+      }
+      // The invariance reference: every row computed at the largest n.
+      const int64_t big_n = 1024;
+      const std::vector<uint16_t> x_all = random_bf16(rng, static_cast<size_t>(big_n * wc.k), 1.0f);
+      DeviceBuffer<uint16_t> d_x_all(x_all);
+      const std::vector<double> x_wide = widened_bf16(x_all), x_quantized = dequantized(x_all, big_n, wc.k);
+      std::vector<float> y_big;
+      for (int64_t n : rows_list) {
+        if (opt.quick && n != 1 && n != 9 && n != 300) continue;
+        const bool gemv = !invariant && n <= kGemvMaxRows;
+        const std::string shape = std::string(invariant ? "pinned " : "default ") + (gemv ? "(gemv) " : "(gemm) ") +
+                                  "n=" + std::to_string(n) + " m=" + std::to_string(wc.m) +
+                                  " k=" + std::to_string(wc.k);
+        if (!gemv) {
+          if (Status s = gemm.prepare(n, wc.m, wc.k, WeightFormat::kFp8E4M3); !s) {
+            report_flag("fp8_gemm", shape, false, s.message());
+            continue;
+          }
+        }
+        for (float beta : {0.0f, 1.0f}) {
+          std::vector<float> y0(static_cast<size_t>(n * wc.m));
+          std::normal_distribution<float> dist(0.0f, 1.0f);
+          for (float& v : y0) v = dist(rng);
+          DeviceBuffer<float> d_y(y0);
+          if (beta == 0.0f) d_y.poison();
+          const double ms =
+              time_ms([&] { gemm.matmul(d_x_all.get(), matrix, d_y.get(), n, wc.m, wc.k, beta, nullptr); }, 0, 1);
+          sync_or_die("fp8 matmul");
+          // The GEMV keeps x in bf16; the GEMM multiplies x quantized per token.
+          const std::vector<double>& x_ref = gemv ? x_wide : x_quantized;
+          const std::vector<size_t> outputs = sampled_outputs(n, wc.m, wc.k);
+          const Reference ref = reference_product(x_ref, w_ref, y0, beta, wc.m, wc.k, outputs);
+          const std::vector<float> got = d_y.download();
+          report(scaled_outcome("fp8_gemm", shape + " beta=" + std::to_string(static_cast<int>(beta)), got, outputs, ref,
+                                gemv ? 0x1p-15 : 0x1p-11, ms));
+          if (invariant && beta == 0.0f) {
+            if (y_big.empty()) {
+              DeviceBuffer<float> d_big(static_cast<size_t>(big_n * wc.m));
+              gemm.matmul(d_x_all.get(), matrix, d_big.get(), big_n, wc.m, wc.k, 0.0f, nullptr);
+              sync_or_die("fp8 matmul");
+              y_big = d_big.download();
+            }
+            const bool same = std::memcmp(got.data(), y_big.data(), got.size() * sizeof(float)) == 0;
+            report_flag("fp8_gemm.invariant", shape, same,
+                        same ? "rows equal those of n=1024 bit for bit" : "rows differ from n=1024's");
+          }
+        }
+      }
+    }
+  }
+}
+
+Register r0("quantize_rows_e4m3", check_fp8_rows);
+Register r1("gemv", check_gemv);
+Register r2("fp8_gemm", check_fp8_gemm);
+
+}  // namespace
+}  // namespace folio::cuda::check
