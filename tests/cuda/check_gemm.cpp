@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+
+#include <cublasLt.h>
 #include <string>
 
 #include "backend/cuda/cublaslt_gemm.h"
@@ -119,7 +121,7 @@ void check_fp8_rows(const Options& opt, std::mt19937_64& rng) {
       const int64_t ld = cols + (rows == 7 ? 8 : 0);  // a strided input too
       std::vector<uint16_t> x = random_bf16(rng, static_cast<size_t>(rows * ld), 1.0f);
       if (rows > 1) {
-        std::fill(x.begin() + ld, x.begin() + ld + cols, uint16_t{0});  // row 1 all zeros: scale 0
+        std::fill(x.begin() + ld, x.begin() + ld + cols, uint16_t{0});                      // row 1 all zeros: scale 0
         x[static_cast<size_t>(2 * ld + 3 < rows * ld ? 2 * ld + 3 : 0)] = to_bf16(900.0f);  // an outlier
       }
       std::vector<uint8_t> want(static_cast<size_t>(rows * cols));
@@ -133,8 +135,8 @@ void check_fp8_rows(const Options& opt, std::mt19937_64& rng) {
       DeviceBuffer<float> d_scales(static_cast<size_t>(rows));
       d_out.poison();
       d_scales.poison();
-      const double ms = time_ms(
-          [&] { quantize_rows_e4m3(d_x.get(), rows, cols, ld, d_out.get(), d_scales.get(), nullptr); }, 0, 1);
+      const double ms =
+          time_ms([&] { quantize_rows_e4m3(d_x.get(), rows, cols, ld, d_out.get(), d_scales.get(), nullptr); }, 0, 1);
       sync_or_die("quantize_rows_e4m3");
       const std::vector<uint8_t> got = d_out.download();
       const std::vector<float> got_scales = d_scales.download();
@@ -255,8 +257,8 @@ void check_fp8_gemm(const Options& opt, std::mt19937_64& rng) {
           const std::vector<size_t> outputs = sampled_outputs(n, wc.m, wc.k);
           const Reference ref = reference_product(x_ref, w_ref, y0, beta, wc.m, wc.k, outputs);
           const std::vector<float> got = d_y.download();
-          report(scaled_outcome("fp8_gemm", shape + " beta=" + std::to_string(static_cast<int>(beta)), got, outputs, ref,
-                                gemv ? 0x1p-15 : 0x1p-11, ms));
+          report(scaled_outcome("fp8_gemm", shape + " beta=" + std::to_string(static_cast<int>(beta)), got, outputs,
+                                ref, gemv ? 0x1p-15 : 0x1p-11, ms));
           if (invariant && beta == 0.0f) {
             if (y_big.empty()) {
               DeviceBuffer<float> d_big(static_cast<size_t>(big_n * wc.m));
@@ -274,6 +276,71 @@ void check_fp8_gemm(const Options& opt, std::mt19937_64& rng) {
   }
 }
 
+// Which FP8 configurations cuBLASLt's heuristic accepts on this device and library (output
+// type, scale modes, fast accumulation, scale pointers set before the query), as informational
+// lines: what the FP8 path may rely on.
+void probe_fp8_configurations(const Options&, std::mt19937_64&) {
+  cublasLtHandle_t handle = nullptr;
+  if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+    report_flag("fp8_probe", "create", false, "cublasLtCreate failed");
+    return;
+  }
+  DeviceBuffer<float> dummy(4096);
+  const int64_t n = 64, m = 4096, k = 4096;
+  for (cudaDataType_t out : {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F}) {
+    for (int32_t mode : {static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F),
+                         static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F)}) {
+      for (int fast : {-1, 0, 1}) {
+        for (bool pointers : {false, true}) {
+          cublasLtMatmulDesc_t desc = nullptr;
+          cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+          cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+          const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
+          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
+          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn));
+          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode));
+          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode));
+          if (fast >= 0) {
+            const int8_t f = static_cast<int8_t>(fast);
+            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &f, sizeof(f));
+          }
+          if (pointers) {
+            const void* p = dummy.get();
+            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p, sizeof(p));
+            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &p, sizeof(p));
+          }
+          cublasLtMatrixLayoutCreate(&a, CUDA_R_8F_E4M3, k, m, k);
+          cublasLtMatrixLayoutCreate(&b, CUDA_R_8F_E4M3, k, n, k);
+          cublasLtMatrixLayoutCreate(&c, out, m, n, m);
+          cublasLtMatmulPreference_t pref = nullptr;
+          cublasLtMatmulPreferenceCreate(&pref);
+          const size_t workspace = size_t{32} << 20;
+          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                               sizeof(workspace));
+          cublasLtMatmulHeuristicResult_t results[4] = {};
+          int found = 0;
+          const cublasStatus_t status =
+              cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, c, c, pref, 4, results, &found);
+          const char* out_name = out == CUDA_R_32F ? "D=f32" : out == CUDA_R_16BF ? "D=bf16" : "D=f16";
+          std::printf("info fp8_probe %s scale=%s fast_accum=%s pointers=%s: status %d, %d algorithms\n", out_name,
+                      mode == CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F ? "outer_vec" : "scalar",
+                      fast < 0 ? "unset"
+                      : fast   ? "1"
+                               : "0",
+                      pointers ? "set" : "unset", static_cast<int>(status), found);
+          cublasLtMatmulPreferenceDestroy(pref);
+          cublasLtMatrixLayoutDestroy(c);
+          cublasLtMatrixLayoutDestroy(b);
+          cublasLtMatrixLayoutDestroy(a);
+          cublasLtMatmulDescDestroy(desc);
+        }
+      }
+    }
+  }
+  cublasLtDestroy(handle);
+}
+
+Register r_probe("fp8_probe", probe_fp8_configurations);
 Register r0("quantize_rows_e4m3", check_fp8_rows);
 Register r1("gemv", check_gemv);
 Register r2("fp8_gemm", check_fp8_gemm);

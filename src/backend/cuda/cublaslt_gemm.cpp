@@ -82,9 +82,13 @@ namespace {
 
 // FP8: A and B in E4M3 with a float per row of op(A) (the weight's output channels) and per
 // column of B (the tokens); the accumulation is promoted to full FP32 periodically (fast
-// accumulation off), which costs little at these shapes and keeps the error at FP32's.
+// accumulation off), which costs little at these shapes and keeps the error at FP32's. The
+// heuristic refuses outer-vector scaling (CUBLAS_STATUS_INVALID_VALUE) while the scale pointers
+// are unset (cuBLAS 13.1 on the H200, the fp8_probe check), so both start at scale_placeholder,
+// any device address, and each call sets its own.
 Status make_descriptors(WeightFormat format, cublasLtMatmulDesc_t& desc, cublasLtMatrixLayout_t& a,
-                        cublasLtMatrixLayout_t& b, cublasLtMatrixLayout_t& d, int64_t n, int64_t m, int64_t k) {
+                        cublasLtMatrixLayout_t& b, cublasLtMatrixLayout_t& d, int64_t n, int64_t m, int64_t k,
+                        const void* scale_placeholder) {
   Status s = lt_status(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
   if (!s) return s;
   const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
@@ -102,6 +106,11 @@ Status make_descriptors(WeightFormat format, cublasLtMatmulDesc_t& desc, cublasL
     }
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulation,
                                    sizeof(fast_accumulation));
+    if (scale_placeholder == nullptr) return Status::error("cublasLt: FP8 GEMM before reserve_fp8_activations");
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_placeholder,
+                                   sizeof(scale_placeholder));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_placeholder,
+                                   sizeof(scale_placeholder));
   }
   const cudaDataType_t input = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   if (!(s = lt_status(cublasLtMatrixLayoutCreate(&a, input, k, m, k), "layout A"))) return s;
@@ -182,7 +191,7 @@ Expected<cublasLtMatmulAlgo_t> CublasLtGemm::pinned_algo(WeightFormat format, in
   Plan representative;
   representative.format = format;
   if (Status s = make_descriptors(format, representative.desc, representative.a, representative.b, representative.d,
-                                  policy_.pinned_rows, m, k);
+                                  policy_.pinned_rows, m, k, fp8_scales_.get());
       !s) {
     return s;
   }
@@ -199,7 +208,7 @@ Expected<const CublasLtGemm::Plan*> CublasLtGemm::plan(WeightFormat format, int6
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto p = std::make_unique<Plan>();
   p->format = format;
-  if (Status s = make_descriptors(format, p->desc, p->a, p->b, p->d, n, m, k); !s) return s;
+  if (Status s = make_descriptors(format, p->desc, p->a, p->b, p->d, n, m, k, fp8_scales_.get()); !s) return s;
   Expected<cublasLtMatmulAlgo_t> algo = Status::error("unset");
   if (policy_.batch_invariant) {
     algo = pinned_algo(format, m, k);
@@ -246,7 +255,7 @@ Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const DeviceMatr
     plans.push_back(std::make_unique<Plan>());
     Plan& p = *plans.back();
     p.format = w.format;
-    if (Status s = make_descriptors(w.format, p.desc, p.a, p.b, p.d, n, m, k); !s) return s;
+    if (Status s = make_descriptors(w.format, p.desc, p.a, p.b, p.d, n, m, k, fp8_scales_.get()); !s) return s;
   }
   // Candidates from the largest n first: the heuristic's prefill pick leads, so that near-ties
   // (see the 3% below) resolve the same way from run to run.
