@@ -256,6 +256,25 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       measure("fp8", true);
       gemm->set_policy(cuda::GemmPolicy{.batch_invariant = false, .small_batch_gemv = true});
       measure("fp8-gemv", true);
+      // Batch sizes between the GEMV and the large GEMMs, BF16 and FP8 side by side under the
+      // default policy (the bar: FP8 never below BF16 at any batch size).
+      gemm->set_policy(cuda::GemmPolicy{.batch_invariant = false, .small_batch_gemv = true});
+      for (const Shape& s : shapes) {
+        cuda::quantize_rows_e4m3(w, s.m, s.k, s.k, w8, w8_scales, stream);
+        std::string line;
+        for (int64_t n : {8, 9, 16, 32, 64, 128}) {
+          weight = cuda::DeviceMatrix{cuda::WeightFormat::kBf16, w, nullptr};
+          const double bf16_us = time_us(s, n);
+          weight = cuda::DeviceMatrix{cuda::WeightFormat::kFp8E4M3, w8, w8_scales};
+          const double fp8_us = time_us(s, n);
+          char cell[96];
+          std::snprintf(cell, sizeof cell, "  n=%lld %.1f/%.1f us (%.2fx)", static_cast<long long>(n), bf16_us, fp8_us,
+                        bf16_us / fp8_us);
+          line += cell;
+        }
+        std::printf("bench: gemm small-n bf16/fp8 %-8s%s\n", s.name, line.c_str());
+      }
+      std::fflush(stdout);
       gemm->set_policy(cuda::GemmPolicy{.batch_invariant = true});
       for (const Shape& s : shapes) {
         cuda::quantize_rows_e4m3(w, s.m, s.k, s.k, w8, w8_scales, stream);
