@@ -233,7 +233,7 @@ void check_fp8_gemm(const Options& opt, std::mt19937_64& rng) {
       std::vector<float> y_big;
       for (int64_t n : rows_list) {
         if (opt.quick && n != 1 && n != 9 && n != 300) continue;
-        const bool gemv = !invariant && n <= kGemvMaxRows;
+        const bool gemv = !invariant && n <= policy.gemv_max_rows_fp8;
         const std::string shape = std::string(invariant ? "pinned " : "default ") + (gemv ? "(gemv) " : "(gemm) ") +
                                   "n=" + std::to_string(n) + " m=" + std::to_string(wc.m) +
                                   " k=" + std::to_string(wc.k);

@@ -16,6 +16,7 @@
 
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/fp8_rows.h"
+#include "backend/cuda/gemv.h"
 #include "e2e_common.h"
 #include "engine/engine.h"
 
@@ -256,23 +257,36 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       measure("fp8", true);
       gemm->set_policy(cuda::GemmPolicy{.batch_invariant = false, .small_batch_gemv = true});
       measure("fp8-gemv", true);
-      // Batch sizes between the GEMV and the large GEMMs, BF16 and FP8 side by side under the
-      // default policy (the bar: FP8 never below BF16 at any batch size).
-      gemm->set_policy(cuda::GemmPolicy{.batch_invariant = false, .small_batch_gemv = true});
+      // Batch sizes between the GEMV and the large GEMMs: BF16 and FP8, each on the GEMV and on
+      // cuBLASLt, side by side (what GemmPolicy's gemv_max_rows_* are set from; the bar
+      // is FP8 never below BF16 at any batch size).
+      const cuda::GemmPolicy always_gemv{
+          .batch_invariant = false, .small_batch_gemv = true, .gemv_max_rows_bf16 = 8, .gemv_max_rows_fp8 = 8};
+      const cuda::GemmPolicy never_gemv{.batch_invariant = false, .small_batch_gemv = false};
       for (const Shape& s : shapes) {
         cuda::quantize_rows_e4m3(w, s.m, s.k, s.k, w8, w8_scales, stream);
         std::string line;
-        for (int64_t n : {8, 9, 16, 32, 64, 128}) {
-          weight = cuda::DeviceMatrix{cuda::WeightFormat::kBf16, w, nullptr};
-          const double bf16_us = time_us(s, n);
-          weight = cuda::DeviceMatrix{cuda::WeightFormat::kFp8E4M3, w8, w8_scales};
-          const double fp8_us = time_us(s, n);
-          char cell[96];
-          std::snprintf(cell, sizeof cell, "  n=%lld %.1f/%.1f us (%.2fx)", static_cast<long long>(n), bf16_us, fp8_us,
-                        bf16_us / fp8_us);
+        for (int64_t n : {1, 2, 3, 4, 6, 8, 16, 32, 64, 128}) {
+          double us[4];  // bf16 gemv, bf16 cublas, fp8 gemv, fp8 cublas
+          for (int i = 0; i < 4; ++i) {
+            if (n > cuda::kGemvMaxRows && i % 2 == 0) {
+              us[i] = 0.0;
+              continue;
+            }
+            weight = i < 2 ? cuda::DeviceMatrix{cuda::WeightFormat::kBf16, w, nullptr}
+                           : cuda::DeviceMatrix{cuda::WeightFormat::kFp8E4M3, w8, w8_scales};
+            gemm->set_policy(i % 2 == 0 ? always_gemv : never_gemv);
+            us[i] = time_us(s, n);
+          }
+          const double bf16_best = us[0] > 0.0 ? std::min(us[0], us[1]) : us[1];
+          const double fp8_best = us[2] > 0.0 ? std::min(us[2], us[3]) : us[3];
+          char cell[160];
+          std::snprintf(cell, sizeof cell,
+                        "\n    n=%-3lld bf16 gemv %6.1f cublas %6.1f | fp8 gemv %6.1f cublas %6.1f | best %.2fx",
+                        static_cast<long long>(n), us[0], us[1], us[2], us[3], bf16_best / fp8_best);
           line += cell;
         }
-        std::printf("bench: gemm small-n bf16/fp8 %-8s%s\n", s.name, line.c_str());
+        std::printf("bench: gemm small-n %s (us; 0: not run)%s\n", s.name, line.c_str());
       }
       std::fflush(stdout);
       gemm->set_policy(cuda::GemmPolicy{.batch_invariant = true});
@@ -442,7 +456,7 @@ int run_bench(const std::vector<std::string>& args) {
     print_decode("decode_single_stream_untuned_pinned",
                  single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth), "pinned (untuned)");
   }
-  const cuda::GemmPolicy fast{.batch_invariant = false, .small_batch_gemv = true};  // heuristic, GEMV at n <= 8
+  const cuda::GemmPolicy fast{.batch_invariant = false, .small_batch_gemv = true};  // heuristic + GEMV (gemm_policy.h)
   const cuda::GemmPolicy heuristic{.batch_invariant = false, .small_batch_gemv = false};
   executor.set_gemm_policy(fast);
   print_decode("decode_single_stream_fast_gemm", single_stream(executor, tokenizer, config, rng, 128, 256, bandwidth),

@@ -399,7 +399,8 @@ void CublasLtGemm::matmul(const void* x, const void* w, float* y, int64_t n, int
 void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_t n, int64_t m, int64_t k, float beta,
                           cudaStream_t stream) {
   const bool fp8 = w.format == WeightFormat::kFp8E4M3;
-  if (!policy_.batch_invariant && policy_.small_batch_gemv && gemv_supports(x, w.data, n, k)) {
+  const int64_t gemv_rows = fp8 ? policy_.gemv_max_rows_fp8 : policy_.gemv_max_rows_bf16;
+  if (!policy_.batch_invariant && policy_.small_batch_gemv && n <= gemv_rows && gemv_supports(x, w.data, n, k)) {
     if (fp8) {
       fp8_gemv(x, w.data, w.scales, y, n, m, k, beta, stream);
     } else {

@@ -8,7 +8,7 @@
 //
 // Algorithms, two policies:
 //   - per shape (the default): cuBLASLt's heuristic for every (n, m, k), split-K included, and
-//     n <= 8 on the weight-streaming GEMV (gemv.h) when policy.small_batch_gemv; fast at small
+//     the smallest n on the weight-streaming GEMV (gemv.h) when policy.small_batch_gemv; fast at small
 //     n (decode), but a row's bits depend on n.
 //   - batch invariant: one algorithm per weight shape (m, k), split-K off (SPLITK_NUM 1,
 //     reduction scheme none), used for every n. A fixed tile with no split of k computes each
