@@ -198,11 +198,13 @@ void check_gemv(const Options& opt, std::mt19937_64& rng) {
   }
 }
 
-// CublasLtGemm::matmul with FP8 weights: the GEMV at n <= 8 under the default policy, the FP8
-// GEMM (activations quantized per token) above it and at every n under --batch-invariant.
+// CublasLtGemm::matmul with FP8 weights: under the default policy the GEMV at the smallest n,
+// folio's small-batch tensor-core kernel (fp8_small_gemm.h) up to 64 rows and cuBLASLt's FP8
+// GEMM above (activations quantized per token for both); cuBLASLt at every n under
+// --batch-invariant.
 void check_fp8_gemm(const Options& opt, std::mt19937_64& rng) {
   const WeightCase cases[] = {{576, 576}, {1536, 576}, {576, 1536}, {4096, 4096}, {6144, 4096}, {4096, 14336}};
-  const int64_t rows_list[] = {1, 5, 8, 9, 64, 300, 1024};
+  const int64_t rows_list[] = {1, 5, 8, 9, 33, 64, 65, 300, 1024};
   for (bool invariant : {false, true}) {
     GemmPolicy policy;
     policy.batch_invariant = invariant;
@@ -234,10 +236,14 @@ void check_fp8_gemm(const Options& opt, std::mt19937_64& rng) {
       for (int64_t n : rows_list) {
         if (opt.quick && n != 1 && n != 9 && n != 300) continue;
         const bool gemv = !invariant && n <= policy.gemv_max_rows_fp8;
-        const std::string shape = std::string(invariant ? "pinned " : "default ") + (gemv ? "(gemv) " : "(gemm) ") +
+        const bool small = !invariant && !gemv && n <= policy.fp8_small_gemm_max_rows;
+        const std::string shape = std::string(invariant ? "pinned " : "default ") +
+                                  (gemv    ? "(gemv) "
+                                   : small ? "(small) "
+                                           : "(gemm) ") +
                                   "n=" + std::to_string(n) + " m=" + std::to_string(wc.m) +
                                   " k=" + std::to_string(wc.k);
-        if (!gemv) {
+        if (!gemv && !small) {
           if (Status s = gemm.prepare(n, wc.m, wc.k, WeightFormat::kFp8E4M3); !s) {
             report_flag("fp8_gemm", shape, false, s.message());
             continue;

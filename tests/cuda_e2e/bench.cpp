@@ -16,6 +16,7 @@
 
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/fp8_rows.h"
+#include "backend/cuda/fp8_small_gemm.h"
 #include "backend/cuda/gemv.h"
 #include "e2e_common.h"
 #include "engine/engine.h"
@@ -262,28 +263,34 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       // is FP8 never below BF16 at any batch size).
       const cuda::GemmPolicy always_gemv{
           .batch_invariant = false, .small_batch_gemv = true, .gemv_max_rows_bf16 = 8, .gemv_max_rows_fp8 = 8};
-      const cuda::GemmPolicy never_gemv{.batch_invariant = false, .small_batch_gemv = false};
+      const cuda::GemmPolicy never_gemv{
+          .batch_invariant = false, .small_batch_gemv = false, .fp8_small_gemm_max_rows = 0};
+      const cuda::GemmPolicy small_gemm{.batch_invariant = false, .small_batch_gemv = false};
       for (const Shape& s : shapes) {
         cuda::quantize_rows_e4m3(w, s.m, s.k, s.k, w8, w8_scales, stream);
         std::string line;
         for (int64_t n : {1, 2, 3, 4, 6, 8, 16, 32, 64, 128}) {
-          double us[4];  // bf16 gemv, bf16 cublas, fp8 gemv, fp8 cublas
-          for (int i = 0; i < 4; ++i) {
-            if (n > cuda::kGemvMaxRows && i % 2 == 0) {
+          double us[5];  // bf16 gemv, bf16 cublas, fp8 gemv, fp8 cublas, fp8 small-batch kernel
+          for (int i = 0; i < 5; ++i) {
+            if ((n > cuda::kGemvMaxRows && (i == 0 || i == 2)) || (i == 4 && n > cuda::kFp8SmallGemmMaxRows)) {
               us[i] = 0.0;
               continue;
             }
             weight = i < 2 ? cuda::DeviceMatrix{cuda::WeightFormat::kBf16, w, nullptr}
                            : cuda::DeviceMatrix{cuda::WeightFormat::kFp8E4M3, w8, w8_scales};
-            gemm->set_policy(i % 2 == 0 ? always_gemv : never_gemv);
+            gemm->set_policy(i == 4 ? small_gemm : i % 2 == 0 ? always_gemv : never_gemv);
             us[i] = time_us(s, n);
           }
           const double bf16_best = us[0] > 0.0 ? std::min(us[0], us[1]) : us[1];
-          const double fp8_best = us[2] > 0.0 ? std::min(us[2], us[3]) : us[3];
-          char cell[160];
-          std::snprintf(cell, sizeof cell,
-                        "\n    n=%-3lld bf16 gemv %6.1f cublas %6.1f | fp8 gemv %6.1f cublas %6.1f | best %.2fx",
-                        static_cast<long long>(n), us[0], us[1], us[2], us[3], bf16_best / fp8_best);
+          double fp8_best = us[3];
+          for (int i : {2, 4}) {
+            if (us[i] > 0.0) fp8_best = std::min(fp8_best, us[i]);
+          }
+          char cell[192];
+          std::snprintf(
+              cell, sizeof cell,
+              "\n    n=%-3lld bf16 gemv %6.1f cublas %6.1f | fp8 gemv %6.1f cublas %6.1f small %6.1f | best %.2fx",
+              static_cast<long long>(n), us[0], us[1], us[2], us[3], us[4], bf16_best / fp8_best);
           line += cell;
         }
         std::printf("bench: gemm small-n %s (us; 0: not run)%s\n", s.name, line.c_str());

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_rows.h"
+#include "backend/cuda/fp8_small_gemm.h"
 #include "backend/cuda/gemv.h"
 
 namespace folio::cuda {
@@ -408,15 +409,22 @@ void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_
     }
     return;
   }
-  Expected<const Plan*> p = plan(w.format, n, m, k);
-  if (!p) cuda_fail("CublasLtGemm::plan", __FILE__, __LINE__, p.error().c_str());
   if (fp8) {
-    if (n > fp8_rows_ || k > fp8_k_)
+    if (n > fp8_rows_ || k > fp8_k_) {
       cuda_fail("CublasLtGemm::matmul", __FILE__, __LINE__, "FP8 activations not reserved");
+    }
     quantize_rows_e4m3(static_cast<const uint16_t*>(x), n, k, k, fp8_x_.get<uint8_t>(), fp8_scales_.get<float>(),
                        stream);
     x = fp8_x_.get();
+    if (!policy_.batch_invariant && n <= policy_.fp8_small_gemm_max_rows &&
+        fp8_small_gemm_supports(x, w.data, n, m, k)) {
+      fp8_small_gemm(fp8_x_.get<uint8_t>(), fp8_scales_.get<float>(), static_cast<const uint8_t*>(w.data), w.scales, y,
+                     n, m, k, beta, stream);
+      return;
+    }
   }
+  Expected<const Plan*> p = plan(w.format, n, m, k);
+  if (!p) cuda_fail("CublasLtGemm::plan", __FILE__, __LINE__, p.error().c_str());
   const cublasStatus_t status = launch(**p, (*p)->algo, x, w, y, beta, stream);
   if (status != CUBLAS_STATUS_SUCCESS) {
     cuda_fail("cublasLtMatmul", __FILE__, __LINE__, std::to_string(static_cast<int>(status)).c_str());

@@ -37,6 +37,9 @@ struct GemmPolicy {
   bool small_batch_gemv = true;
   int32_t gemv_max_rows_bf16 = 1;
   int32_t gemv_max_rows_fp8 = 3;
+  // Off the invariant policy: FP8 weights at n up to this (past the GEMV's rows) go to folio's
+  // tensor-core kernel for small batches (fp8_small_gemm.h) instead of cuBLASLt; 0: never.
+  int32_t fp8_small_gemm_max_rows = 64;
   // Invariant policy: the executor times the split-free candidates of each weight shape at
   // n = 1, 256 and 8192 when it starts (CublasLtGemm::tune_pinned) and pins the best.
   bool tune_pinned = true;
