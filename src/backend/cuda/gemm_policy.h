@@ -30,16 +30,18 @@ struct GemmPolicy {
   int32_t pinned_rows = 512;
   int32_t pinned_candidate = 0;
   // Off the invariant policy only: n <= gemv_max_rows_* rows go to the weight-streaming GEMV
-  // (gemv.h). Where it beats cuBLASLt, measured per weight shape of the Llama-3-8B layers on the
-  // H200 (docs/BENCHMARKS.md, issue 13): BF16 at n = 1 only (at n = 2 cuBLASLt is ~7% faster
-  // over a layer, at n = 8 1.8x), FP8 up to n = 3 (its E4M3 -> fp32 conversion makes it
-  // compute-bound from n = 4, where the FP8 tensor cores win).
+  // (gemv.h). Where it beats the alternatives, measured per weight shape of the Llama-3-8B
+  // layers on the H200 (docs/BENCHMARKS.md, issue 13): BF16 at n = 1 only (at n = 2 cuBLASLt
+  // is ~7% faster over a layer, at n = 8 1.8x), FP8 up to n = 2 (its E4M3 -> fp32 conversion
+  // makes it compute-bound beyond, where fp8_small_gemm wins).
   bool small_batch_gemv = true;
   int32_t gemv_max_rows_bf16 = 1;
-  int32_t gemv_max_rows_fp8 = 3;
+  int32_t gemv_max_rows_fp8 = 2;
   // Off the invariant policy: FP8 weights at n up to this (past the GEMV's rows) go to folio's
-  // tensor-core kernel for small batches (fp8_small_gemm.h) instead of cuBLASLt; 0: never.
-  int32_t fp8_small_gemm_max_rows = 64;
+  // tensor-core kernel for small batches (fp8_small_gemm.h) instead of cuBLASLt; 0: never. It
+  // is 1.3-1.5x faster than cuBLASLt's FP8 GEMM at n = 3-16, even with it at 32 and behind at
+  // 64 (same measurements).
+  int32_t fp8_small_gemm_max_rows = 32;
   // Invariant policy: the executor times the split-free candidates of each weight shape at
   // n = 1, 256 and 8192 when it starts (CublasLtGemm::tune_pinned) and pins the best.
   bool tune_pinned = true;
