@@ -7,9 +7,9 @@ namespace folio::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kRows = 16;    // weight rows a block computes (the MMA's M)
-constexpr int kChunk = 64;   // k bytes one step of a warp covers (two m16n8k32)
-constexpr int kUnroll = 4;   // chunks in flight per thread before any MMA
+constexpr int kRows = 16;   // weight rows a block computes (the MMA's M)
+constexpr int kChunk = 64;  // k bytes one step of a warp covers (two m16n8k32)
+constexpr int kUnroll = 4;  // chunks in flight per thread before any MMA
 
 // Streaming load: weights are read once and must not displace the activations from L1.
 __device__ __forceinline__ uint4 load_streaming(const void* p) {
@@ -21,8 +21,8 @@ __device__ __forceinline__ uint4 load_streaming(const void* p) {
 }
 
 // d += a b: A 16x32 E4M3 (row-major), B 32x8 E4M3 (column-major), fp32 accumulators.
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
