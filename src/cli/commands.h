@@ -13,6 +13,7 @@ CommandRunner add_run_command(CLI::App& app);
 CommandRunner add_perplexity_command(CLI::App& app);
 CommandRunner add_serve_command(CLI::App& app);
 CommandRunner add_synth_command(CLI::App& app);
+CommandRunner add_quantize_command(CLI::App& app);
 CommandRunner add_tokenize_command(CLI::App& app);
 // Also registers `bench batch` (add_bench_batch_command) and `bench serve`
 // (add_bench_serve_command, only with the server built) and runs the one given.

@@ -1,4 +1,4 @@
-// folio: one binary, subcommands run | perplexity | serve | bench [batch | serve] | synth | tokenize.
+// folio: one binary, subcommands run | perplexity | serve | bench [batch | serve] | synth | quantize | tokenize.
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
 #endif
   runners["bench"] = folio::cli::add_bench_command(app);
   runners["synth"] = folio::cli::add_synth_command(app);
+  runners["quantize"] = folio::cli::add_quantize_command(app);
   runners["tokenize"] = folio::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);

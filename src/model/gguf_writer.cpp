@@ -84,6 +84,37 @@ GgufWriter& GgufWriter::add_i32_array(std::string_view name, const std::vector<i
   return *this;
 }
 
+void GgufWriter::put_payload(const GgufValue& value) {
+  auto put_as = [&](auto v) { put(&v, sizeof v); };
+  switch (value.type) {
+    case GgufValueType::UINT8: put_as(static_cast<uint8_t>(std::get<uint64_t>(value.data))); break;
+    case GgufValueType::INT8: put_as(static_cast<int8_t>(std::get<int64_t>(value.data))); break;
+    case GgufValueType::UINT16: put_as(static_cast<uint16_t>(std::get<uint64_t>(value.data))); break;
+    case GgufValueType::INT16: put_as(static_cast<int16_t>(std::get<int64_t>(value.data))); break;
+    case GgufValueType::UINT32: put_as(static_cast<uint32_t>(std::get<uint64_t>(value.data))); break;
+    case GgufValueType::INT32: put_as(static_cast<int32_t>(std::get<int64_t>(value.data))); break;
+    case GgufValueType::FLOAT32: put_as(static_cast<float>(std::get<double>(value.data))); break;
+    case GgufValueType::BOOL: put_as(static_cast<uint8_t>(std::get<uint64_t>(value.data) != 0)); break;
+    case GgufValueType::STRING: put_string(std::get<std::string>(value.data)); break;
+    case GgufValueType::UINT64: put_as(std::get<uint64_t>(value.data)); break;
+    case GgufValueType::INT64: put_as(std::get<int64_t>(value.data)); break;
+    case GgufValueType::FLOAT64: put_as(std::get<double>(value.data)); break;
+    case GgufValueType::ARRAY: {
+      const GgufArray& array = std::get<GgufArray>(value.data);
+      put_as(static_cast<uint32_t>(array.element_type));
+      put_as(static_cast<uint64_t>(array.items.size()));
+      for (const GgufValue& item : array.items) put_payload(item);
+      break;
+    }
+  }
+}
+
+GgufWriter& GgufWriter::add_value(std::string_view name, const GgufValue& value) {
+  key(name, static_cast<uint32_t>(value.type));
+  put_payload(value);
+  return *this;
+}
+
 GgufWriter& GgufWriter::add_tensor(std::string name, std::vector<uint64_t> dims, DType type, TensorFill fill) {
   Tensor t{std::move(name), std::move(dims), type, std::move(fill)};
   t.row_bytes = row_bytes(type, static_cast<int64_t>(t.dims[0]));

@@ -17,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "model/gguf_file.h"
 
 namespace folio {
 
@@ -32,6 +33,8 @@ class GgufWriter {
   GgufWriter& add_string(std::string_view key, std::string_view value);
   GgufWriter& add_string_array(std::string_view key, const std::vector<std::string>& items);
   GgufWriter& add_i32_array(std::string_view key, const std::vector<int32_t>& items);
+  // Any value as a reader parsed it, arrays of any element type included (copying metadata).
+  GgufWriter& add_value(std::string_view key, const GgufValue& value);
 
   GgufWriter& add_tensor(std::string name, std::vector<uint64_t> dims, DType type, TensorFill fill);
 
@@ -51,6 +54,7 @@ class GgufWriter {
   void key(std::string_view key, uint32_t type_id);
   void put(const void* data, size_t size);
   void put_string(std::string_view s);
+  void put_payload(const GgufValue& value);  // the value's bytes after its type id
 
   static constexpr uint64_t kAlignment = 32;
   std::vector<uint8_t> metadata_;

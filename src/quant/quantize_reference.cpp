@@ -10,6 +10,7 @@
 #include "quant/block_formats.h"
 #include "quant/float_rounding.h"
 #include "quant/formats.h"
+#include "quant/kquant_pack.h"
 
 namespace folio::quant {
 namespace {
@@ -108,14 +109,6 @@ int nearest(float x) {
   return static_cast<int>(std::lround(x));
 }
 
-void pack_q4k_scales(const uint8_t* sc, const uint8_t* m, uint8_t* packed) {
-  for (int j = 0; j < 4; ++j) {
-    packed[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
-    packed[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
-    packed[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0x0f) | ((m[j + 4] & 0x0f) << 4));
-  }
-}
-
 // Q4_K / Q5_K: sub-block j covers [-offset_j, -offset_j + levels_1 * scale_j] with offset_j =
 // -min(0, min x) >= 0; super-block scales d = max scale / 63, dmin = max offset / 63.
 void quantize_q45k_block(const float* x, int max_q, uint16_t* d_bits, uint16_t* dmin_bits, uint8_t* scales,
@@ -147,20 +140,6 @@ void quantize_q45k_block(const float* x, int max_q, uint16_t* d_bits, uint16_t* 
     }
   }
   pack_q4k_scales(sc, m, scales);
-}
-
-void pack_q45k_values(const uint8_t* q, uint8_t* qs, uint8_t* qh) {
-  for (int c = 0; c < 4; ++c) {
-    for (int l = 0; l < 32; ++l) {
-      qs[32 * c + l] = static_cast<uint8_t>((q[64 * c + l] & 0x0f) | ((q[64 * c + 32 + l] & 0x0f) << 4));
-    }
-  }
-  if (qh == nullptr) return;
-  for (int l = 0; l < 32; ++l) {
-    uint8_t bits = 0;
-    for (int j = 0; j < 8; ++j) bits = static_cast<uint8_t>(bits | ((q[32 * j + l] >> 4) << j));
-    qh[l] = bits;
-  }
 }
 
 void quantize_row_q4_k(const float* src, void* dst, int64_t n) {
@@ -205,15 +184,7 @@ void quantize_row_q6_k(const float* src, void* dst, int64_t n) {
         q[16 * j + l] = static_cast<uint8_t>(clamp_int(value, -32, 31) + 32);
       }
     }
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* qq = q + 128 * h;
-      for (int l = 0; l < 32; ++l) {
-        y[b].ql[64 * h + l] = static_cast<uint8_t>((qq[l] & 0x0f) | ((qq[l + 64] & 0x0f) << 4));
-        y[b].ql[64 * h + l + 32] = static_cast<uint8_t>((qq[l + 32] & 0x0f) | ((qq[l + 96] & 0x0f) << 4));
-        y[b].qh[32 * h + l] = static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) | ((qq[l + 64] >> 4) << 4) |
-                                                   ((qq[l + 96] >> 4) << 6));
-      }
-    }
+    pack_q6k_values(q, y[b].ql, y[b].qh);
   }
 }
 

@@ -92,5 +92,34 @@ check "parallel sampling succeeds" [ "$code" -eq 0 ]
 check "parallel sampling prints every sample" [ "$(grep -c '^\[0\.[0-2]\]' "$tmp/out")" -eq 3 ]
 code=$(exit_code "$folio" run -p hi --beam-width 0); check "beam width 0 is refused" is_clean_failure "$code"
 
+# folio quantize (issue 13): bad input fails cleanly and leaves no file; the default model
+# decoded to F16 re-encodes to Q8_0 and Q4_K_M that run and keep their perplexity.
+code=$(exit_code "$folio" quantize "$model" "$tmp/requant.gguf" --type q8_0)
+check "quantizing a quantized file fails cleanly" is_clean_failure "$code"
+check "quantizing a quantized file says why" grep -q "is already" "$tmp/err"
+check "a refused quantization leaves no file" [ ! -e "$tmp/requant.gguf" ] && [ ! -e "$tmp/requant.gguf.partial" ]
+code=$(exit_code "$folio" quantize "$model" "$tmp/x.gguf" --type q3_xs)
+check "unknown quantization type is refused" is_clean_failure "$code"
+check "unknown quantization type names the known ones" grep -q "known: .*q4_k_m" "$tmp/err"
+code=$(exit_code "$folio" quantize "$model" "$tmp/no/such/dir/x.gguf" --type f16)
+check "unwritable quantize output fails cleanly" is_clean_failure "$code"
+check "unwritable quantize output leaves nothing" [ ! -e "$tmp/no" ]
+code=$(exit_code "$folio" quantize "$tmp" "$tmp/x.gguf" --type q8_0); check "directory input is refused" is_clean_failure "$code"
+code=$(exit_code "$folio" quantize "$model" "$tmp/f16.gguf" --type f16)
+check "decoding to F16 succeeds" [ "$code" -eq 0 ]
+check "quantize shows progress per tensor" grep -q "^\[272/272\] " "$tmp/err"
+for t in q8_0 q4_k_m; do
+  code=$(exit_code "$folio" quantize "$tmp/f16.gguf" "$tmp/$t.gguf" --type $t -q)
+  check "quantize --type $t succeeds" [ "$code" -eq 0 ]
+done
+check "q4_k_m is under half of f16" [ "$(stat -c %s "$tmp/q4_k_m.gguf")" -lt "$(( $(stat -c %s "$tmp/f16.gguf") / 2 ))" ]
+code=$(exit_code "$folio" run -m "$tmp/q8_0.gguf" -p "The capital of France is" -n 8 --temp 0 -q)
+check "the Q8_0 file knows Paris" grep -q "Paris" "$tmp/out"
+ppl() { "$folio" perplexity -m "$1" -f "$src/tests/data/perplexity.txt" -c 512 --chunks 3 2>/dev/null | sed -n 's/^perplexity: \([0-9.]*\) .*/\1/p'; }
+p16=$(ppl "$tmp/f16.gguf"); p8=$(ppl "$tmp/q8_0.gguf"); p4=$(ppl "$tmp/q4_k_m.gguf")
+echo "quantize: perplexity f16 $p16, q8_0 $p8, q4_k_m $p4 (3 chunks of 512)"
+check "Q8_0 perplexity within 1% of F16" awk -v a="$p8" -v b="$p16" 'BEGIN { exit !(b > 0 && a < b * 1.01) }'
+check "Q4_K_M perplexity within 6% of F16" awk -v a="$p4" -v b="$p16" 'BEGIN { exit !(b > 0 && a < b * 1.06) }'
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,95 @@
+// `folio quantize IN OUT --type T`: an F32 / F16 / BF16 GGUF re-encoded in a GGUF block type, or
+// any GGUF decoded to F32 / F16 / BF16
+// (model/gguf_quantize.h), with progress per tensor. The output is written under a temporary
+// name beside OUT and renamed when complete, so a failure (a quantized input, a full disk, an
+// interrupted run) leaves no partial OUT.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include "cli/commands.h"
+#include "model/gguf_file.h"
+#include "model/gguf_quantize.h"
+
+namespace folio::cli {
+namespace {
+
+struct QuantizeOptions {
+  std::string input, output, type;
+  bool quiet = false;
+};
+
+int run(const QuantizeOptions& options) {
+  namespace fs = std::filesystem;
+  Expected<QuantizeRecipe> recipe = quantize_recipe(options.type);
+  if (!recipe) {
+    std::fprintf(stderr, "folio quantize: %s\n", recipe.error().c_str());
+    return 2;
+  }
+  std::error_code ec;
+  if (fs::is_directory(options.input, ec)) {
+    std::fprintf(stderr,
+                 "folio quantize: '%s' is a directory: quantize reads GGUF files for now (Hugging Face directories "
+                 "are not supported yet)\n",
+                 options.input.c_str());
+    return 2;
+  }
+  if (fs::exists(options.output, ec) && fs::equivalent(options.input, options.output, ec)) {
+    std::fprintf(stderr, "folio quantize: the output would overwrite the input\n");
+    return 2;
+  }
+  Expected<GgufFile> in = GgufFile::open(options.input);
+  if (!in) {
+    std::fprintf(stderr, "folio quantize: %s\n", in.error().c_str());
+    return 1;
+  }
+  const fs::path out(options.output);
+  const fs::path partial = out.parent_path() / (out.filename().string() + ".partial");
+  const auto start = std::chrono::steady_clock::now();
+  size_t shown = 0;
+  auto progress = [&](const QuantizeProgress& p) {
+    if (options.quiet || p.tensor == shown) return;
+    shown = p.tensor;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "[%zu/%zu] %-32s %s -> %s  (%.0f%%, %.1f s)\n", p.tensor, p.tensors, p.name.c_str(),
+                 std::string(dtype_name(p.from)).c_str(), std::string(dtype_name(p.to)).c_str(),
+                 p.bytes_total ? 100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : 100.0,
+                 seconds);
+  };
+  Status s = quantize_gguf(*in, partial.string(), *recipe, progress);
+  if (s) {
+    fs::rename(partial, out, ec);
+    if (ec) s = Status::error("cannot rename '" + partial.string() + "' to '" + out.string() + "': " + ec.message());
+  }
+  if (!s) {
+    fs::remove(partial, ec);
+    std::fprintf(stderr, "folio quantize: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (!options.quiet) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "folio quantize: wrote %s (%s, %.1f MiB -> %.1f MiB) in %.1f s\n", out.c_str(),
+                 recipe->name.c_str(), static_cast<double>(in->file_size()) / (1 << 20),
+                 static_cast<double>(fs::file_size(out, ec)) / (1 << 20), seconds);
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_quantize_command(CLI::App& app) {
+  auto options = std::make_shared<QuantizeOptions>();
+  CLI::App* cmd = app.add_subcommand("quantize", "Re-encode an F32 / F16 / BF16 GGUF in a GGUF block type");
+  cmd->add_option("input", options->input, "Input GGUF (F32, F16 or BF16 weights)")->required();
+  cmd->add_option("output", options->output, "Output GGUF")->required();
+  std::string names;
+  for (const std::string& n : quantize_recipe_names()) names += (names.empty() ? "" : " | ") + n;
+  cmd->add_option("--type", options->type, "Block type: " + names)->required();
+  cmd->add_flag("-q,--quiet", options->quiet, "No progress on stderr");
+  return [options] { return run(*options); };
+}
+
+}  // namespace folio::cli
