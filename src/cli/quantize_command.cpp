@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "cli/commands.h"
+#include "cli/importance_matrix.h"
 #include "model/gguf_file.h"
 #include "model/gguf_quantize.h"
 
@@ -19,6 +20,9 @@ namespace {
 
 struct QuantizeOptions {
   std::string input, output, type;
+  std::string imatrix_text;  // calibration text for an importance matrix (empty: none)
+  int32_t imatrix_tokens = 4096;
+  int threads = 0;
   bool quiet = false;
 };
 
@@ -46,6 +50,16 @@ int run(const QuantizeOptions& options) {
     std::fprintf(stderr, "folio quantize: %s\n", in.error().c_str());
     return 1;
   }
+  std::unique_ptr<cpu::ActivationStats> stats;
+  if (!options.imatrix_text.empty()) {
+    Expected<std::unique_ptr<cpu::ActivationStats>> collected =
+        collect_importance(options.input, options.imatrix_text, options.imatrix_tokens, options.threads, options.quiet);
+    if (!collected) {
+      std::fprintf(stderr, "folio quantize: %s\n", collected.error().c_str());
+      return 2;
+    }
+    stats = std::move(collected).value();
+  }
   const fs::path out(options.output);
   const fs::path partial = out.parent_path() / (out.filename().string() + ".partial");
   const auto start = std::chrono::steady_clock::now();
@@ -59,7 +73,7 @@ int run(const QuantizeOptions& options) {
                  p.bytes_total ? 100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : 100.0,
                  seconds);
   };
-  Status s = quantize_gguf(*in, partial.string(), *recipe, progress);
+  Status s = quantize_gguf(*in, partial.string(), *recipe, progress, stats ? importance_of(*stats) : ImportanceFn{});
   if (s) {
     fs::rename(partial, out, ec);
     if (ec) s = Status::error("cannot rename '" + partial.string() + "' to '" + out.string() + "': " + ec.message());
@@ -88,6 +102,14 @@ CommandRunner add_quantize_command(CLI::App& app) {
   std::string names;
   for (const std::string& n : quantize_recipe_names()) names += (names.empty() ? "" : " | ") + n;
   cmd->add_option("--type", options->type, "Block type: " + names)->required();
+  cmd->add_option("--imatrix-text", options->imatrix_text,
+                  "Calibration text: the input model reads it on the CPU and each weight's quantization error is "
+                  "weighted by the mean square of its input feature (an importance matrix)");
+  cmd->add_option("--imatrix-tokens", options->imatrix_tokens, "Tokens of the calibration text to read (chunks of 512)")
+      ->check(CLI::Range(512, 1 << 24))
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", options->threads, "CPU threads for the importance matrix (0: all)")
+      ->check(CLI::Range(0, 1024));
   cmd->add_flag("-q,--quiet", options->quiet, "No progress on stderr");
   return [options] { return run(*options); };
 }

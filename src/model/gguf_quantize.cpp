@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -14,12 +15,20 @@ namespace {
 
 // llama.cpp's ftype numbers for the files these recipes make (general.file_type).
 const QuantizeRecipe kRecipes[] = {
-    {"q4_0", DType::Q4_0, false, 2},  {"q4_1", DType::Q4_1, false, 3}, {"q5_0", DType::Q5_0, false, 8},
-    {"q5_1", DType::Q5_1, false, 9},  {"q8_0", DType::Q8_0, false, 7}, {"q4_k", DType::Q4_K, false, 14},
-    {"q5_k", DType::Q5_K, false, 16}, {"q6_k", DType::Q6_K, false, 18}, {"q4_k_m", DType::Q4_K, true, 15},
+    {"q4_0", DType::Q4_0, false, 2},
+    {"q4_1", DType::Q4_1, false, 3},
+    {"q5_0", DType::Q5_0, false, 8},
+    {"q5_1", DType::Q5_1, false, 9},
+    {"q8_0", DType::Q8_0, false, 7},
+    {"q4_k", DType::Q4_K, false, 14},
+    {"q5_k", DType::Q5_K, false, 16},
+    {"q6_k", DType::Q6_K, false, 18},
+    {"q4_k_m", DType::Q4_K, true, 15},
     {"q5_k_m", DType::Q5_K, true, 17},
     // Float targets: decoding any file, a quantized one included, loses nothing more.
-    {"f32", DType::F32, false, 0},    {"f16", DType::F16, false, 1},   {"bf16", DType::BF16, false, 32},
+    {"f32", DType::F32, false, 0},
+    {"f16", DType::F16, false, 1},
+    {"bf16", DType::BF16, false, 32},
 };
 
 bool is_float(DType t) {
@@ -93,9 +102,9 @@ std::optional<DType> quantized_type(const QuantizeRecipe& recipe, const GgufTens
 }
 
 Status quantize_gguf(const GgufFile& in, const std::string& out, const QuantizeRecipe& recipe,
-                     const std::function<void(const QuantizeProgress&)>& progress) {
-  const std::optional<int64_t> layers = in.get_int(
-      (in.get_string("general.architecture").value_or("llama") + ".block_count"));
+                     const std::function<void(const QuantizeProgress&)>& progress, const ImportanceFn& importance) {
+  const std::optional<int64_t> layers =
+      in.get_int((in.get_string("general.architecture").value_or("llama") + ".block_count"));
   const int32_t num_layers = static_cast<int32_t>(layers.value_or(0));
   const bool has_output = in.find_tensor("output.weight") != nullptr;
   // Which tensors change, checked before anything is written.
@@ -136,6 +145,11 @@ Status quantize_gguf(const GgufFile& in, const std::string& out, const QuantizeR
     }
     const DType from = t.type, to = *targets[i];
     const int64_t cols = t.dims[0];
+    auto weights = std::make_shared<std::vector<float>>(importance ? importance(t.name) : std::vector<float>{});
+    if (!weights->empty() && static_cast<int64_t>(weights->size()) != cols) {
+      return Status::error("importance of '" + t.name + "' has " + std::to_string(weights->size()) +
+                           " entries for rows of " + std::to_string(cols));
+    }
     const size_t in_row = row_bytes(from, cols), out_row = row_bytes(to, cols);
     writer.add_tensor(t.name, dims, to, [=](uint64_t offset, std::span<uint8_t> chunk) {
       // Rows in parallel: the searching K-quant quantizer is ~50x a copy's cost.
@@ -146,7 +160,8 @@ Status quantize_gguf(const GgufFile& in, const std::string& out, const QuantizeR
         std::vector<float> row(static_cast<size_t>(cols));
         for (int64_t r = begin; r < end; ++r) {
           quant::dequantize_row(from, src + static_cast<size_t>(first + r) * in_row, row.data(), cols);
-          quant::quantize_row_searched(to, row.data(), chunk.data() + static_cast<size_t>(r) * out_row, cols);
+          quant::quantize_row_searched(to, row.data(), chunk.data() + static_cast<size_t>(r) * out_row, cols,
+                                       weights->empty() ? nullptr : weights->data());
         }
       };
       std::vector<std::thread> pool;

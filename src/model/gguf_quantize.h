@@ -46,7 +46,11 @@ struct QuantizeProgress {
 // Writes `out` (an error, and no file, when a block type is asked of weights already
 // block-quantized, or the output cannot be written). The caller picks the path (the CLI writes a temporary name and
 // renames it on success).
+// importance(tensor name): per input feature (the tensor's row width), the weights of the
+// quantizer's error (an importance matrix); empty: none for that tensor.
+using ImportanceFn = std::function<std::vector<float>(const std::string&)>;
 Status quantize_gguf(const GgufFile& in, const std::string& out, const QuantizeRecipe& recipe,
-                     const std::function<void(const QuantizeProgress&)>& progress = {});
+                     const std::function<void(const QuantizeProgress&)>& progress = {},
+                     const ImportanceFn& importance = {});
 
 }  // namespace folio

@@ -115,6 +115,13 @@ done
 check "q4_k_m is under half of f16" [ "$(stat -c %s "$tmp/q4_k_m.gguf")" -lt "$(( $(stat -c %s "$tmp/f16.gguf") / 2 ))" ]
 code=$(exit_code "$folio" run -m "$tmp/q8_0.gguf" -p "The capital of France is" -n 8 --temp 0 -q)
 check "the Q8_0 file knows Paris" grep -q "Paris" "$tmp/out"
+code=$(exit_code "$folio" quantize "$tmp/f16.gguf" "$tmp/imat.gguf" --type q4_k_m --imatrix-text "$src/tests/data/plain_chat_template.jinja")
+check "a calibration text too short fails cleanly" is_clean_failure "$code"
+check "a calibration text too short says so" grep -q "fewer than --imatrix-tokens 4096" "$tmp/err"
+check "a refused importance matrix leaves no file" [ ! -e "$tmp/imat.gguf" ] && [ ! -e "$tmp/imat.gguf.partial" ]
+code=$(exit_code "$folio" quantize "$tmp/f16.gguf" "$tmp/imat.gguf" --type q4_0 --imatrix-text "$src/tests/data/perplexity.txt" --imatrix-tokens 1024)
+check "quantize with an importance matrix succeeds" [ "$code" -eq 0 ]
+check "the importance matrix shows its chunks" grep -q "importance matrix: chunk 2/2" "$tmp/err"
 ppl() { "$folio" perplexity -m "$1" -f "$src/tests/data/perplexity.txt" -c 512 --chunks 3 2>/dev/null | sed -n 's/^perplexity: \([0-9.]*\) .*/\1/p'; }
 p16=$(ppl "$tmp/f16.gguf"); p8=$(ppl "$tmp/q8_0.gguf"); p4=$(ppl "$tmp/q4_k_m.gguf")
 echo "quantize: perplexity f16 $p16, q8_0 $p8, q4_k_m $p4 (3 chunks of 512)"

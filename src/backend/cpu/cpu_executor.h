@@ -31,6 +31,9 @@ class CpuExecutor final : public Executor {
   StepResult execute(const ForwardBatch& batch, const SamplingPlan* plan) override;
 
   KvCacheStorage& storage() { return storage_; }
+  // Every forward from now on adds its matrix inputs to stats (null: none); for `folio quantize`'s
+  // importance matrix. stats must outlive its use.
+  void set_activation_stats(ActivationStats* stats) { stats_ = stats; }
 
  private:
   const ModelWeights& weights_;
@@ -39,6 +42,7 @@ class CpuExecutor final : public Executor {
   std::unique_ptr<HostKvPool> host_pool_;
   CpuActivations activations_;
   std::vector<float> logits_;  // (logit rows, vocab)
+  ActivationStats* stats_ = nullptr;
 };
 
 }  // namespace folio::cpu

@@ -18,7 +18,7 @@ void CpuActivations::resize(const ModelConfig& c, int32_t num_tokens) {
 }
 
 CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache, const ForwardBatch& batch,
-                       CpuActivations& a, float* logits)
+                       CpuActivations& a, float* logits, ActivationStats* stats)
     : weights_(weights),
       c_(weights.config()),
       backend_(backend),
@@ -26,6 +26,7 @@ CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheSto
       batch_(batch),
       a_(a),
       logits_(logits),
+      stats_(stats),
       n_(batch.num_tokens()) {
   a_.resize(c_, n_);
 }
@@ -42,6 +43,7 @@ void CpuForward::norm(NormSite site, int32_t layer) {
 
 void CpuForward::project_qkv(int32_t layer) {
   const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  if (stats_ != nullptr) stats_->add(MatrixInput::kAttention, layer, a_.normed.data(), n_);
   backend_.matmul(w.q, a_.normed.data(), a_.q.data(), n_);
   backend_.matmul(w.k, a_.normed.data(), a_.k.data(), n_);
   backend_.matmul(w.v, a_.normed.data(), a_.v.data(), n_);
@@ -68,12 +70,14 @@ void CpuForward::attend(int32_t layer, float scale) {
 
 void CpuForward::project_output_add(int32_t layer) {
   const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  if (stats_ != nullptr) stats_->add(MatrixInput::kAttentionOutput, layer, a_.attn.data(), n_);
   backend_.matmul(w.o, a_.attn.data(), a_.proj.data(), n_);
   backend_.add(a_.x.data(), a_.proj.data(), static_cast<int64_t>(n_) * c_.hidden_dim);
 }
 
 void CpuForward::project_gate_up(int32_t layer) {
   const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  if (stats_ != nullptr) stats_->add(MatrixInput::kFfn, layer, a_.normed.data(), n_);
   backend_.matmul(w.gate, a_.normed.data(), a_.gate.data(), n_);
   backend_.matmul(w.up, a_.normed.data(), a_.up.data(), n_);
 }
@@ -85,6 +89,7 @@ void CpuForward::activate(int32_t layer) {
 
 void CpuForward::project_down_add(int32_t layer) {
   const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  if (stats_ != nullptr) stats_->add(MatrixInput::kFfnHidden, layer, a_.gate.data(), n_);
   backend_.matmul(w.down, a_.gate.data(), a_.proj.data(), n_);
   backend_.add(a_.x.data(), a_.proj.data(), static_cast<int64_t>(n_) * c_.hidden_dim);
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/activation_stats.h"
 #include "executor/forward_batch.h"
 #include "kv/kv_cache_storage.h"
 #include "model/model_weights.h"
@@ -32,8 +33,9 @@ struct CpuActivations {
 // runs. logits: (logit rows, vocab), written by project_vocab.
 class CpuForward {
  public:
+  // stats: null, or the importance statistics each matrix input adds to (activation_stats.h).
   CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache, const ForwardBatch& batch,
-             CpuActivations& a, float* logits);
+             CpuActivations& a, float* logits, ActivationStats* stats = nullptr);
 
   void embed();
   void norm(NormSite site, int32_t layer);
@@ -56,6 +58,7 @@ class CpuForward {
   const ForwardBatch& batch_;
   CpuActivations& a_;
   float* logits_;
+  ActivationStats* stats_;
   int32_t n_;
 };
 

@@ -1,0 +1,40 @@
+#include "backend/cpu/activation_stats.h"
+
+namespace folio::cpu {
+
+ActivationStats::ActivationStats(const ModelConfig& c) {
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    for (int64_t width : {static_cast<int64_t>(c.hidden_dim), static_cast<int64_t>(c.q_dim()),
+                          static_cast<int64_t>(c.hidden_dim), static_cast<int64_t>(c.ffn_dim)}) {
+      sites_.push_back(Site{std::vector<double>(static_cast<size_t>(width), 0.0), 0});
+    }
+  }
+}
+
+const ActivationStats::Site& ActivationStats::site(MatrixInput input, int32_t layer) const {
+  return sites_[static_cast<size_t>(layer) * 4 + static_cast<size_t>(input)];
+}
+
+void ActivationStats::add(MatrixInput input, int32_t layer, const float* x, int32_t n) {
+  Site& s = const_cast<Site&>(site(input, layer));
+  const size_t width = s.sums.size();
+  for (int32_t r = 0; r < n; ++r) {
+    const float* row = x + static_cast<size_t>(r) * width;
+    for (size_t i = 0; i < width; ++i) s.sums[i] += static_cast<double>(row[i]) * row[i];
+  }
+  s.tokens += n;
+}
+
+std::vector<float> ActivationStats::mean_squares(MatrixInput input, int32_t layer) const {
+  const Site& s = site(input, layer);
+  if (s.tokens == 0) return {};
+  std::vector<float> out(s.sums.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(s.sums[i] / static_cast<double>(s.tokens));
+  return out;
+}
+
+int64_t ActivationStats::tokens(MatrixInput input, int32_t layer) const {
+  return site(input, layer).tokens;
+}
+
+}  // namespace folio::cpu

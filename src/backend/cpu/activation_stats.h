@@ -1,0 +1,40 @@
+// What an importance matrix is made of: for each layer and each matrix input, the sum over the
+// tokens of a calibration text of x_i^2 per input feature i. A weight column that meets large
+// activations matters more to the layer's output, so the quantizer spends its error elsewhere
+// (quant/quantize_search.h). The CPU forward adds to it when one is attached to its executor.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace folio::cpu {
+
+enum class MatrixInput : uint8_t {
+  kAttention,  // attn_norm's output: what Q, K and V multiply
+  kAttentionOutput,  // the attention's output: what O multiplies
+  kFfn,        // ffn_norm's output: gate and up
+  kFfnHidden,  // SwiGLU's output: down
+};
+
+class ActivationStats {
+ public:
+  explicit ActivationStats(const ModelConfig& config);
+
+  // Rows x (n, width of the input) of one layer's input.
+  void add(MatrixInput input, int32_t layer, const float* x, int32_t n);
+  // Mean x_i^2 over the tokens seen (tokens() of them), per input feature; empty before any.
+  std::vector<float> mean_squares(MatrixInput input, int32_t layer) const;
+  int64_t tokens(MatrixInput input, int32_t layer) const;
+
+ private:
+  struct Site {
+    std::vector<double> sums;
+    int64_t tokens = 0;
+  };
+  const Site& site(MatrixInput input, int32_t layer) const;
+  std::vector<Site> sites_;  // (layer, input)
+};
+
+}  // namespace folio::cpu
