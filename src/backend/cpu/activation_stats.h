@@ -12,10 +12,10 @@
 namespace folio::cpu {
 
 enum class MatrixInput : uint8_t {
-  kAttention,  // attn_norm's output: what Q, K and V multiply
+  kAttention,        // attn_norm's output: what Q, K and V multiply
   kAttentionOutput,  // the attention's output: what O multiplies
-  kFfn,        // ffn_norm's output: gate and up
-  kFfnHidden,  // SwiGLU's output: down
+  kFfn,              // ffn_norm's output: gate and up
+  kFfnHidden,        // SwiGLU's output: down
 };
 
 class ActivationStats {
