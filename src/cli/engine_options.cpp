@@ -53,10 +53,11 @@ void add_device_options(CLI::App& cmd, DeviceOptions& options) {
       ->capture_default_str()
       ->group(group);
   cmd.add_option("--quantization", options.quantization,
-                 "With --device cuda: none (the file's weights, as BF16) | fp8 (the layers' matrices quantized to "
+                 "With --device cuda: auto (4-bit GGUF matrices - Q4_0, Q4_1, Q4_K - stay 4-bit on the GPU, "
+                 "W4A16; the rest as BF16) | none (every weight as BF16) | fp8 (the layers' matrices quantized to "
                  "FP8 E4M3 at load with a scale per output channel, activations per token on the fly, FP8 tensor "
-                 "cores; compute capability 8.9+)")
-      ->check(CLI::IsMember({"none", "fp8"}))
+                 "cores; compute capability 8.9+). The CPU always computes with the file's own types")
+      ->check(CLI::IsMember({"auto", "none", "fp8"}))
       ->capture_default_str()
       ->group(group);
 }

@@ -23,7 +23,7 @@ struct DeviceOptions {
   // per-shape heuristic and GEMV; the CPU backend is batch invariant either way.
   bool batch_invariant = false;
   std::string kv_cache_dtype = "auto";  // --kv-cache-dtype (kv/kv_format.h)
-  std::string quantization = "none";    // --quantization: none | fp8 (cuda: FP8 W8A8 at load)
+  std::string quantization = "auto";    // --quantization: auto | none | fp8 (cuda: 4-bit kept / BF16 / FP8 W8A8)
 };
 
 struct EngineOptions {

@@ -137,7 +137,7 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
     return Status::error(error);
   }
   if (request.device != "cuda") {
-    if (request.quantization != "none") {
+    if (request.quantization != "none" && request.quantization != "auto") {
       return Status::error("--quantization " + request.quantization +
                            " is a GPU format (FP8 tensor cores): use it with --device cuda; the CPU computes with the "
                            "file's own weight types");
@@ -162,7 +162,9 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
   options.max_logit_rows = request.max_logit_rows;
   options.cuda_graphs = request.cuda_graphs;
   options.gemm.batch_invariant = request.batch_invariant;
-  options.weight_format = request.quantization == "fp8" ? cuda::WeightFormat::kFp8E4M3 : cuda::WeightFormat::kBf16;
+  options.weight_format = request.quantization == "fp8"    ? cuda::WeightFormat::kFp8E4M3
+                          : request.quantization == "auto" ? cuda::WeightFormat::kInt4
+                                                           : cuda::WeightFormat::kBf16;
   options.quiet = quiet;
   const auto start = std::chrono::steady_clock::now();
   Expected<std::unique_ptr<cuda::CudaExecutor>> executor = cuda::CudaExecutor::create(*session.weights, options);

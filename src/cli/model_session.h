@@ -61,7 +61,7 @@ struct ExecutorRequest {
   int32_t max_logit_rows = 0;  // cuda: rows of logits one step returns (0: one per sequence)
   bool cuda_graphs = true;
   bool batch_invariant = false;
-  std::string quantization = "none";  // --quantization (engine_options.h)
+  std::string quantization = "auto";  // --quantization (engine_options.h)
 };
 
 // The executor on request.device: the CPU, or the CUDA executor (an error when folio was built

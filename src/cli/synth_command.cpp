@@ -24,6 +24,9 @@ DType parse_dtype(const std::string& name) {
   if (name == "f16") return DType::F16;
   if (name == "f32") return DType::F32;
   if (name == "q8_0") return DType::Q8_0;
+  if (name == "q4_0") return DType::Q4_0;
+  if (name == "q4_1") return DType::Q4_1;
+  if (name == "q4_k") return DType::Q4_K;
   return DType::BF16;
 }
 
@@ -65,7 +68,7 @@ CommandRunner add_synth_command(CLI::App& app) {
   std::vector<std::string> configs = synth_config_names();
   cmd->add_option("--config", options->config, "Model shape")->check(CLI::IsMember(configs))->capture_default_str();
   cmd->add_option("--dtype", options->dtype, "Type of the 2-D weights")
-      ->check(CLI::IsMember({"bf16", "f16", "f32", "q8_0"}))
+      ->check(CLI::IsMember({"bf16", "f16", "f32", "q8_0", "q4_0", "q4_1", "q4_k"}))
       ->capture_default_str();
   cmd->add_option("-o,--output", options->output, "Output GGUF file")->required();
   cmd->add_option("--seed", options->seed, "Random seed")->capture_default_str();

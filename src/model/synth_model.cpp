@@ -149,7 +149,7 @@ Vocabulary make_vocabulary(const SynthConfig& c) {
 }  // namespace
 
 std::vector<std::string> synth_config_names() {
-  return {"smollm2-135m", "llama3-8b", "llama3-70b-1layer", "tiny"};
+  return {"smollm2-135m", "llama3-8b", "llama3-70b", "llama3-70b-1layer", "tiny"};
 }
 
 Expected<SynthConfig> synth_config(std::string_view name) {
@@ -159,9 +159,9 @@ Expected<SynthConfig> synth_config(std::string_view name) {
     c.num_layers = 30, c.hidden_dim = 576, c.ffn_dim = 1536, c.num_heads = 9, c.num_kv_heads = 3;
     c.vocab_size = 49152, c.context_length = 8192, c.rope_freq_base = 100000.0f;
     c.tied_embeddings = true;
-  } else if (name == "llama3-8b" || name == "llama3-70b-1layer") {
-    const bool big = name == "llama3-70b-1layer";
-    c.num_layers = big ? 1 : 32;
+  } else if (name == "llama3-8b" || name == "llama3-70b" || name == "llama3-70b-1layer") {
+    const bool big = name != "llama3-8b";
+    c.num_layers = name == "llama3-70b" ? 80 : big ? 1 : 32;
     c.hidden_dim = big ? 8192 : 4096;
     c.ffn_dim = big ? 28672 : 14336;
     c.num_heads = big ? 64 : 32;
@@ -184,8 +184,9 @@ Expected<SynthConfig> synth_config(std::string_view name) {
 Status write_synth_model(const SynthConfig& c, const SynthOptions& options, const std::string& path,
                          const std::function<void(uint64_t, uint64_t)>& progress) {
   const DType w = options.weight_type;
-  if (w != DType::BF16 && w != DType::F16 && w != DType::F32 && w != DType::Q8_0) {
-    return Status::error("synth: weight type must be bf16, f16, f32 or q8_0");
+  if (w != DType::BF16 && w != DType::F16 && w != DType::F32 && w != DType::Q8_0 && w != DType::Q4_0 &&
+      w != DType::Q4_1 && w != DType::Q4_K) {
+    return Status::error("synth: weight type must be bf16, f16, f32, q8_0, q4_0, q4_1 or q4_k");
   }
   const int32_t layers = options.num_layers > 0 ? options.num_layers : c.num_layers;
   const int32_t head_dim = c.hidden_dim / c.num_heads;

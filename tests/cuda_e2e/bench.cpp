@@ -203,8 +203,10 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       }
       invariant = invariant_rows(s) && invariant;
       worst_error = std::max(worst_error, error_vs_reference(s));
-      const double weight_gb =
-          static_cast<double>(s.m * s.k) * (weight.format == cuda::WeightFormat::kFp8E4M3 ? 1 : 2) / 1e9;
+      const double bytes_per_weight = weight.format == cuda::WeightFormat::kFp8E4M3 ? 1.0
+                                      : weight.format == cuda::WeightFormat::kInt4  ? 0.625
+                                                                                    : 2.0;
+      const double weight_gb = static_cast<double>(s.m * s.k) * bytes_per_weight / 1e9;
       const double flop = 2.0 * static_cast<double>(max_n * s.m * s.k);
       std::printf(
           "bench: gemm %-10s %-8s m=%-6lld k=%-6lld n=1 %7.1f us (%4.0f GB/s)  n=256 %7.1f us  "
@@ -308,6 +310,53 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
     }
     cudaFree(w8);
     cudaFree(w8_scales);
+  }
+  {  // INT4 (W4A16, what 4-bit GGUF files keep on the GPU): random codes with a realistic scale
+     // and min per 32 (the kernels' speed does not depend on the values), side by side with BF16.
+    uint8_t* codes = nullptr;
+    uint32_t* groups = nullptr;
+    if (cudaMalloc(&codes, static_cast<size_t>(max_mk / 2)) == cudaSuccess &&
+        cudaMalloc(&groups, static_cast<size_t>(max_mk / 32) * 4) == cudaSuccess &&
+        gemm->reserve_int4_scratch(max_mk)) {
+      std::mt19937 bytes_rng(11);
+      std::vector<uint8_t> host_codes(static_cast<size_t>(max_mk / 2));
+      for (uint8_t& b : host_codes) b = static_cast<uint8_t>(bytes_rng());
+      cudaMemcpy(codes, host_codes.data(), host_codes.size(), cudaMemcpyHostToDevice);
+      const uint32_t group = 0x3c00u | (0xbe80u << 16);  // scale 2^-7, min -0.25 (bf16)
+      std::vector<uint32_t> host_groups(static_cast<size_t>(max_mk / 32), group);
+      cudaMemcpy(groups, host_groups.data(), host_groups.size() * 4, cudaMemcpyHostToDevice);
+      const cuda::GemmPolicy fast_policy{};
+      const cuda::DeviceMatrix bf16_weight{cuda::WeightFormat::kBf16, w, nullptr};
+      const cuda::DeviceMatrix int4_weight{cuda::WeightFormat::kInt4, codes, nullptr, groups};
+      gemm->set_policy(fast_policy);
+      weight = int4_weight;
+      measure("int4", true);
+      // The bar: INT4 never below BF16 at any batch size (both on the default policy).
+      for (const Shape& s : shapes) {
+        std::string line;
+        double worst = 1e9;
+        for (int64_t n : {1, 2, 4, 8, 16, 32, 48, 64, 65, 128, 256, 1024, 8192}) {
+          weight = bf16_weight;
+          const double bf16_us = time_us(s, n);
+          weight = int4_weight;
+          const double int4_us = time_us(s, n);
+          const double gbs = static_cast<double>(s.m * s.k) * 0.625 / (int4_us * 1e3);
+          char cell[160];
+          std::snprintf(cell, sizeof cell,
+                        "\n    n=%-4lld bf16 %8.1f us | int4 %8.1f us (%5.0f GB/s of codes+groups) | %.2fx",
+                        static_cast<long long>(n), bf16_us, int4_us, gbs, bf16_us / int4_us);
+          line += cell;
+          worst = std::min(worst, bf16_us / int4_us);
+        }
+        std::printf("bench: gemm int4 vs bf16 %s (default policy; worst %.2fx)%s\n", s.name, worst, line.c_str());
+      }
+      std::fflush(stdout);
+    } else {
+      std::printf("bench: gemm int4: not enough device memory, skipped\n");
+    }
+    cudaFree(codes);
+    cudaFree(groups);
+    weight = cuda::DeviceMatrix{cuda::WeightFormat::kBf16, w, nullptr};
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -487,6 +536,34 @@ int run_bench(const std::vector<std::string>& args) {
     offline(executor, tokenizer, config, rng, requests, prompt_len, output_len, "offline_throughput_fast_gemm");
   }
   std::fflush(stdout);
+  if (const std::string int4_path = arg_value(args, "--int4-model", ""); !int4_path.empty()) {
+    // A 4-bit GGUF of the same shape (folio synth --dtype q4_k), kept 4-bit on the device.
+    made->reset();
+    Expected<LoadedModel> loaded4 = load_model(int4_path);
+    if (!loaded4) {
+      std::fprintf(stderr, "bench: int4: %s\n", loaded4.error().c_str());
+      return 2;
+    }
+    start = std::chrono::steady_clock::now();
+    cuda::CudaExecutorOptions options4 = options;
+    options4.weight_format = cuda::WeightFormat::kInt4;
+    options4.gemm = fast;
+    Expected<std::unique_ptr<cuda::CudaExecutor>> made4 = cuda::CudaExecutor::create(*loaded4->model, options4);
+    if (!made4) {
+      std::fprintf(stderr, "bench: int4: %s\n", made4.error().c_str());
+      return 2;
+    }
+    cuda::CudaExecutor& int4 = **made4;
+    std::printf("bench: int4 executor ready in %.1f s (weights %.2f GB, %d KV blocks)\n", seconds_since(start),
+                int4.stats().weight_bytes / 1e9, int4.kv_pool().num_blocks);
+    print_decode("decode_single_stream_int4", single_stream(int4, tokenizer, config, rng, 128, 256, bandwidth),
+                 "int4 small GEMM");
+    print_decode("decode_single_stream_ctx4k_int4", single_stream(int4, tokenizer, config, rng, 3968, 128, bandwidth),
+                 "int4 small GEMM");
+    offline(int4, tokenizer, config, rng, requests, prompt_len, output_len, "offline_throughput_int4");
+    std::fflush(stdout);
+    made4->reset();
+  }
   if (arg_value(args, "--fp8", "1") != "1") return 0;
 
   // The same model with --quantization fp8, side by side with the BF16 runs above: a fresh

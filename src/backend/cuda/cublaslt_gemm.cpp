@@ -11,6 +11,7 @@
 #include "backend/cuda/fp8_rows.h"
 #include "backend/cuda/fp8_small_gemm.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/int4_gemm.h"
 
 namespace folio::cuda {
 namespace {
@@ -232,6 +233,13 @@ Expected<const CublasLtGemm::Plan*> CublasLtGemm::plan(WeightFormat format, int6
 
 Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const DeviceMatrix& w, float* y, int64_t max_n,
                                                  int64_t m, int64_t k, float beta, cudaStream_t stream) {
+  if (w.format == WeightFormat::kInt4) {
+    // INT4 products under this policy are the BF16 GEMM on the dequantized weights.
+    if (m * k > int4_scratch_elems_) return Status::error("cublasLt: INT4 tuning past the reserved scratch");
+    dequantize_int4(static_cast<const uint8_t*>(w.data), w.groups, m, k, int4_scratch_.get<uint16_t>(), stream);
+    return tune_pinned(x, DeviceMatrix{WeightFormat::kBf16, int4_scratch_.get(), nullptr}, y, max_n, m, k, beta,
+                       stream);
+  }
   const auto start = std::chrono::steady_clock::now();
   PinnedTuning tuning;
   tuning.format = w.format;
@@ -365,6 +373,7 @@ std::string CublasLtGemm::describe_pinned() const {
 }
 
 Status CublasLtGemm::prepare(int64_t n, int64_t m, int64_t k, WeightFormat format) {
+  if (format == WeightFormat::kInt4) format = WeightFormat::kBf16;  // past the small GEMM: dequantized
   Expected<const Plan*> p = plan(format, n, m, k);
   return p ? Status::ok() : p.status();
 }
@@ -375,6 +384,12 @@ Status CublasLtGemm::reserve_fp8_activations(int64_t max_rows, int64_t max_k) {
   fp8_k_ = std::max(fp8_k_, max_k);
   if (Status s = fp8_x_.allocate(static_cast<size_t>(fp8_rows_ * fp8_k_), "FP8 activations"); !s) return s;
   return fp8_scales_.allocate(static_cast<size_t>(fp8_rows_) * sizeof(float), "FP8 activation scales");
+}
+
+Status CublasLtGemm::reserve_int4_scratch(int64_t max_elems) {
+  if (max_elems <= int4_scratch_elems_) return Status::ok();
+  int4_scratch_elems_ = max_elems;
+  return int4_scratch_.allocate(static_cast<size_t>(max_elems) * 2, "INT4 dequantization scratch");
 }
 
 cublasStatus_t CublasLtGemm::launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x,
@@ -399,6 +414,21 @@ void CublasLtGemm::matmul(const void* x, const void* w, float* y, int64_t n, int
 
 void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_t n, int64_t m, int64_t k, float beta,
                           cudaStream_t stream) {
+  if (w.format == WeightFormat::kInt4) {
+    const auto* codes = static_cast<const uint8_t*>(w.data);
+    if (!policy_.batch_invariant && n <= policy_.int4_small_gemm_max_rows && int4_small_gemm_supports(x, n, m, k)) {
+      int4_small_gemm(x, codes, w.groups, y, n, m, k, beta, stream);
+      return;
+    }
+    // Larger n (and the invariant policy: a deterministic dequantization, then one pinned
+    // algorithm): the BF16 weights into scratch, then the BF16 GEMM.
+    if (m * k > int4_scratch_elems_) {
+      cuda_fail("CublasLtGemm::matmul", __FILE__, __LINE__, "INT4 dequantization scratch not reserved");
+    }
+    dequantize_int4(codes, w.groups, m, k, int4_scratch_.get<uint16_t>(), stream);
+    matmul(x, DeviceMatrix{WeightFormat::kBf16, int4_scratch_.get(), nullptr}, y, n, m, k, beta, stream);
+    return;
+  }
   const bool fp8 = w.format == WeightFormat::kFp8E4M3;
   const int64_t gemv_rows = fp8 ? policy_.gemv_max_rows_fp8 : policy_.gemv_max_rows_bf16;
   if (!policy_.batch_invariant && policy_.small_batch_gemv && n <= gemv_rows && gemv_supports(x, w.data, n, k)) {
@@ -432,7 +462,11 @@ void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_
 }
 
 const char* weight_format_name(WeightFormat format) {
-  return format == WeightFormat::kFp8E4M3 ? "fp8" : "bf16";
+  switch (format) {
+    case WeightFormat::kFp8E4M3: return "fp8";
+    case WeightFormat::kInt4: return "int4";
+    default: return "bf16";
+  }
 }
 
 }  // namespace folio::cuda

@@ -84,7 +84,7 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
     std::fprintf(stderr,
                  "cuda: %s, %d SMs; weights %.2f GB (%s), activations %.2f GB, KV pool %d blocks of %d "
                  "tokens (%.2f GB), swap %d blocks; graphs %s (up to %d sequences)\n",
-                 props.name, e->sm_count_, e->stats_.weight_bytes / 1e9, weight_format_name(options.weight_format),
+                 props.name, e->sm_count_, e->stats_.weight_bytes / 1e9, e->model_->describe_weight_format().c_str(),
                  e->stats_.activation_bytes / 1e9, e->num_blocks_, options.block_size, e->stats_.kv_pool_bytes / 1e9,
                  e->num_host_blocks_, options.cuda_graphs ? "on" : "off", e->max_graph_seqs_);
   }

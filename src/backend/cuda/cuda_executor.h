@@ -45,7 +45,8 @@ struct CudaExecutorOptions {
   int32_t block_size = 16;
   int64_t swap_space_bytes = 0;          // pinned host pool for preemption by swap
   KvFormat kv_format = KvFormat::kFp16;  // --kv-cache-dtype (kv/kv_format.h)
-  // --quantization: the layers' matrices in BF16, or FP8 W8A8 (device_matrix.h; sm_89+).
+  // --quantization: the layers' matrices in BF16 (none), FP8 W8A8 (fp8; device_matrix.h;
+  // sm_89+), or kInt4 (auto): 4-bit GGUF matrices kept 4-bit, the rest BF16 (cuda_weights.h).
   WeightFormat weight_format = WeightFormat::kBf16;
   // Residual formats (KIVI): fp16 staging blocks for unsealed blocks, taken from the KV budget.
   // 0: enough for max_num_seqs growing blocks plus a full batch of prefill (kv_staging_blocks_for),

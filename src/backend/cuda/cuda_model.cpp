@@ -36,6 +36,9 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
     const int64_t widest = std::max<int64_t>({c.hidden_dim, c.q_dim(), c.ffn_dim});
     if (Status s = m->gemm_->reserve_fp8_activations(limits.max_tokens, widest); !s) return s;
   }
+  if (m->weights_.int4_matrices > 0) {
+    if (Status s = m->gemm_->reserve_int4_scratch(m->weights_.largest_int4_elems); !s) return s;
+  }
 
   const size_t t = static_cast<size_t>(limits.max_tokens);
   const size_t r = static_cast<size_t>(limits.max_logit_rows);
@@ -118,6 +121,12 @@ void CudaModel::forward(const DeviceBatch& batch, std::span<const KvLayerView> k
 void CudaModel::logits(const DeviceBatch& batch, int32_t first, int32_t count, cudaStream_t stream) {
   CudaForward device = bind(batch, {}, stream);
   run_transformer_head(device, first, count);
+}
+
+std::string CudaModel::describe_weight_format() const {
+  if (weights_.layer_format != WeightFormat::kInt4) return weight_format_name(weights_.layer_format);
+  return "int4 where the file is 4-bit: " + std::to_string(weights_.int4_matrices) + " of " +
+         std::to_string(weights_.num_matrices) + " layer matrices, the rest bf16";
 }
 
 }  // namespace folio::cuda

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_forward.h"
@@ -37,6 +38,8 @@ class CudaModel {
   const CudaModelLimits& limits() const { return limits_; }
   uint64_t weight_bytes() const { return weights_.bytes; }
   WeightFormat weight_format() const { return weights_.layer_format; }
+  // "bf16", "fp8", or for kInt4 "int4 (N of M matrices 4-bit)", for logs.
+  std::string describe_weight_format() const;
   uint64_t activation_bytes() const { return activation_memory_.bytes(); }
   CublasLtGemm& gemm() { return *gemm_; }
   // Pins the batch-invariant algorithm of each weight shape (qkv, o, gate_up, down, lm_head) by

@@ -9,6 +9,7 @@
 #include "backend/cuda/kernels/kernels.h"
 #include "core/fp16.h"
 #include "quant/formats.h"
+#include "quant/int4_groups.h"
 
 namespace folio::cuda {
 namespace {
@@ -27,6 +28,14 @@ void rows_to_bf16(const WeightTensor& w, int64_t begin, int64_t end, uint16_t* d
     for (int64_t c = 0; c < w.cols; ++c) out[c] = fp32_to_bf16(row[c]);
   }
 }
+
+// Where one matrix (or one part of Q|K|V, gate|up) goes: its data and, by format, its scales
+// (FP8) or groups (INT4).
+struct MatrixPart {
+  uint8_t* data = nullptr;
+  float* scales = nullptr;
+  uint32_t* groups = nullptr;
+};
 
 class Uploader {
  public:
@@ -115,17 +124,59 @@ class Uploader {
     return Status::ok();
   }
 
-  // Matrix w in format: BF16 as matrix() copies it, or FP8 quantized on the device from a BF16
-  // copy in scratch_ (rows are independent, so the parts of Q|K|V are quantized one by one).
-  Status matrix_as(const WeightTensor& w, WeightFormat format, uint8_t* dst, float* scales) {
-    if (format == WeightFormat::kBf16) return matrix(w, reinterpret_cast<uint16_t*>(dst));
+  // Matrix w in format: BF16 as matrix() copies it, FP8 quantized on the device from a BF16
+  // copy in scratch_ (rows are independent, so the parts of Q|K|V are quantized one by one), or
+  // INT4 repacked on the host (int4()).
+  Status matrix_as(const WeightTensor& w, WeightFormat format, const MatrixPart& to) {
+    if (format == WeightFormat::kBf16) return matrix(w, reinterpret_cast<uint16_t*>(to.data));
+    if (format == WeightFormat::kInt4) return int4(w, to.data, to.groups);
     const size_t bytes = static_cast<size_t>(w.rows * w.cols) * 2;
     if (scratch_.bytes() < bytes) {
       if (Status s = scratch_.allocate(bytes, "FP8 quantization buffer"); !s) return s;
     }
     if (Status s = matrix(w, scratch_.get<uint16_t>()); !s) return s;
-    quantize_rows_e4m3(scratch_.get<uint16_t>(), w.rows, w.cols, w.cols, dst, scales, nullptr);
+    quantize_rows_e4m3(scratch_.get<uint16_t>(), w.rows, w.cols, w.cols, to.data, to.scales, nullptr);
     return cuda_status(cudaGetLastError(), "FP8 weight quantization");
+  }
+
+  // A 4-bit GGUF matrix into the INT4 layout (quant/int4_groups.h), rows in computing order,
+  // repacked on all cores in chunks through the pinned staging buffer: codes first, then groups.
+  Status int4(const WeightTensor& w, uint8_t* codes, uint32_t* groups) {
+    if (staging_.bytes() == 0) {
+      if (Status s = staging_.allocate(kChunk, "pinned staging"); !s) return s;
+    }
+    const size_t code_bytes = static_cast<size_t>(w.cols) / 2, group_words = static_cast<size_t>(w.cols) / 32;
+    const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kChunk / (code_bytes + 4 * group_words)));
+    const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 32);
+    for (int64_t r0 = 0; r0 < w.rows; r0 += rows_per_chunk) {
+      const int64_t r1 = std::min(w.rows, r0 + rows_per_chunk);
+      auto* stage_codes = staging_.get<uint8_t>();
+      auto* stage_groups =
+          reinterpret_cast<uint32_t*>(stage_codes + align256(static_cast<size_t>(r1 - r0) * code_bytes));
+      std::vector<std::thread> pool;
+      const int64_t per = (r1 - r0 + threads - 1) / threads;
+      for (int64_t b = r0; b < r1; b += per) {
+        const int64_t e = std::min(r1, b + per);
+        pool.emplace_back([&, b, e] {
+          for (int64_t r = b; r < e; ++r) {
+            quant::repack_int4_row(w.type, w.row(w.stored_row(r)), w.cols, stage_codes + (r - r0) * code_bytes,
+                                   stage_groups + (r - r0) * group_words);
+          }
+        });
+      }
+      for (std::thread& t : pool) t.join();
+      const size_t rows = static_cast<size_t>(r1 - r0);
+      Status s = cuda_status(
+          cudaMemcpy(codes + r0 * code_bytes, stage_codes, rows * code_bytes, cudaMemcpyHostToDevice), "weight upload");
+      if (s) {
+        s = cuda_status(
+            cudaMemcpy(groups + r0 * group_words, stage_groups, rows * group_words * 4, cudaMemcpyHostToDevice),
+            "weight upload");
+      }
+      if (!s) return s;
+      advance(rows * (code_bytes + 4 * group_words));
+    }
+    return Status::ok();
   }
 
   Status floats(const std::vector<float>& values, float* dst) {
@@ -167,10 +218,18 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
         "of 16 (hidden " +
         std::to_string(hidden) + ", ffn " + std::to_string(ffn) + ")");
   }
-  const size_t element = format == WeightFormat::kFp8E4M3 ? 1 : 2;
+  // What each matrix becomes: the request, except that kInt4 (keep 4-bit files 4-bit) applies
+  // to matrices whose parts are all 4-bit GGUF types; the rest stay BF16.
+  auto format_of = [&](std::initializer_list<const WeightTensor*> parts) {
+    if (format != WeightFormat::kInt4) return format;
+    for (const WeightTensor* w : parts) {
+      if (!quant::int4_repackable(w->type) || w->cols % 64 != 0) return WeightFormat::kBf16;
+    }
+    return WeightFormat::kInt4;
+  };
 
   // Lay out the arena: offsets first, one allocation, then the copies. uploaded counts the
-  // bytes that cross the bus (BF16 for every matrix), for progress.
+  // bytes that cross the bus, for progress.
   size_t size = 0;
   uint64_t uploaded = 0;
   auto take = [&](size_t bytes) {
@@ -187,15 +246,29 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     return take(n * 4);
   };
   struct MatrixOffsets {
-    size_t data = 0, scales = SIZE_MAX;
+    WeightFormat format = WeightFormat::kBf16;
+    size_t cols = 0;
+    size_t data = 0, scales = SIZE_MAX, groups = SIZE_MAX;
   };
-  auto take_matrix = [&](size_t rows, size_t cols) {
-    uploaded += rows * cols * 2;
+  auto take_matrix = [&](size_t rows, size_t cols, WeightFormat f) {
     MatrixOffsets at;
-    at.data = take(rows * cols * element);
-    if (format == WeightFormat::kFp8E4M3) at.scales = take(rows * 4);
+    at.format = f;
+    at.cols = cols;
+    if (f == WeightFormat::kInt4) {
+      uploaded += rows * cols / 2 + rows * cols / 8;
+      at.data = take(rows * cols / 2);
+      at.groups = take(rows * cols / 8);
+      out.int4_matrices += 1;
+      out.largest_int4_elems = std::max(out.largest_int4_elems, static_cast<int64_t>(rows * cols));
+      return at;
+    }
+    uploaded += rows * cols * 2;
+    at.data = take(rows * cols * (f == WeightFormat::kFp8E4M3 ? 1 : 2));
+    if (f == WeightFormat::kFp8E4M3) at.scales = take(rows * 4);
     return at;
   };
+  out.int4_matrices = 0;
+  out.largest_int4_elems = 0;
   const size_t embedding_at = take_bf16(vocab, hidden);
   const size_t output_at = tied ? embedding_at : take_bf16(vocab, hidden);
   const size_t output_norm_at = take_floats(hidden);
@@ -209,13 +282,14 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     const bool bias = !layer.q_bias.empty() || !layer.k_bias.empty() || !layer.v_bias.empty();
     LayerOffsets o;
     o.attn_norm = take_floats(hidden);
-    o.qkv = take_matrix(qkv_rows, hidden);
+    o.qkv = take_matrix(qkv_rows, hidden, format_of({&layer.q, &layer.k, &layer.v}));
     o.qkv_bias = bias ? take_floats(qkv_rows) : SIZE_MAX;
-    o.o = take_matrix(hidden, q_rows);
+    o.o = take_matrix(hidden, q_rows, format_of({&layer.o}));
     o.ffn_norm = take_floats(hidden);
-    o.gate_up = take_matrix(2 * ffn, hidden);
-    o.down = take_matrix(hidden, ffn);
+    o.gate_up = take_matrix(2 * ffn, hidden, format_of({&layer.gate, &layer.up}));
+    o.down = take_matrix(hidden, ffn, format_of({&layer.down}));
     offsets.push_back(o);
+    out.num_matrices += 4;
   }
   if (Status s = out.arena.allocate(size, "allocating weights"); !s) return s;
   out.bytes = size;
@@ -223,13 +297,22 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   auto* base = out.arena.get<uint8_t>();
   auto bf16_at = [&](size_t at) { return reinterpret_cast<uint16_t*>(base + at); };
   auto f32_at = [&](size_t at) { return reinterpret_cast<float*>(base + at); };
+  auto u32_at = [&](size_t at) { return reinterpret_cast<uint32_t*>(base + at); };
   auto matrix_at = [&](const MatrixOffsets& at) {
-    return DeviceMatrix{format, base + at.data, at.scales == SIZE_MAX ? nullptr : f32_at(at.scales)};
+    return DeviceMatrix{at.format, base + at.data, at.scales == SIZE_MAX ? nullptr : f32_at(at.scales),
+                        at.groups == SIZE_MAX ? nullptr : u32_at(at.groups)};
   };
   // Rows [row, ...) of matrix m: the start of one part of Q|K|V or gate|up.
-  auto part = [&](const MatrixOffsets& at, size_t row, size_t cols) {
-    return std::make_pair(base + at.data + row * cols * element,
-                          at.scales == SIZE_MAX ? nullptr : f32_at(at.scales) + row);
+  auto part = [&](const MatrixOffsets& at, size_t row) {
+    MatrixPart p;
+    if (at.format == WeightFormat::kInt4) {
+      p.data = base + at.data + row * at.cols / 2;
+      p.groups = u32_at(at.groups) + row * at.cols / 32;
+      return p;
+    }
+    p.data = base + at.data + row * at.cols * (at.format == WeightFormat::kFp8E4M3 ? 1 : 2);
+    if (at.scales != SIZE_MAX) p.scales = f32_at(at.scales) + row;
+    return p;
   };
 
   Uploader up(uploaded, progress);
@@ -252,20 +335,20 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     d.ffn_norm = f32_at(o.ffn_norm);
     d.gate_up = matrix_at(o.gate_up);
     d.down = matrix_at(o.down);
-    auto upload = [&](const WeightTensor& tensor, const std::pair<uint8_t*, float*>& to) {
-      return up.matrix_as(tensor, format, to.first, to.second);
+    auto upload = [&](const WeightTensor& tensor, const MatrixOffsets& at, size_t row) {
+      return up.matrix_as(tensor, at.format, part(at, row));
     };
     // One step at a time: the first failure stops the layer.
     const std::function<Status()> steps[] = {
         [&] { return up.floats(w.attn_norm, f32_at(o.attn_norm)); },
-        [&] { return upload(w.q, part(o.qkv, 0, hidden)); },
-        [&] { return upload(w.k, part(o.qkv, q_rows, hidden)); },
-        [&] { return upload(w.v, part(o.qkv, q_rows + kv_rows, hidden)); },
-        [&] { return upload(w.o, part(o.o, 0, q_rows)); },
+        [&] { return upload(w.q, o.qkv, 0); },
+        [&] { return upload(w.k, o.qkv, q_rows); },
+        [&] { return upload(w.v, o.qkv, q_rows + kv_rows); },
+        [&] { return upload(w.o, o.o, 0); },
         [&] { return up.floats(w.ffn_norm, f32_at(o.ffn_norm)); },
-        [&] { return upload(w.gate, part(o.gate_up, 0, hidden)); },
-        [&] { return upload(w.up, part(o.gate_up, ffn, hidden)); },
-        [&] { return upload(w.down, part(o.down, 0, ffn)); },
+        [&] { return upload(w.gate, o.gate_up, 0); },
+        [&] { return upload(w.up, o.gate_up, ffn); },
+        [&] { return upload(w.down, o.down, 0); },
     };
     for (const std::function<Status()>& step : steps) {
       if (s = step(); !s) break;

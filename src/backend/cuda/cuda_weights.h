@@ -4,7 +4,8 @@
 // each is one GEMM, norms and biases as FP32. With WeightFormat::kFp8E4M3 the layers' four
 // matrices are quantized on the device after their BF16 upload (a scale per output row,
 // fp8_rows.h); the embedding and the vocabulary projection stay BF16 (as vLLM's FP8 keeps
-// them: the LM head is where FP8's error would reach the logits unfiltered). Rows stored in Hugging Face's Q / K order
+// them: the LM head is where FP8's error would reach the logits unfiltered). With kInt4, 4-bit
+// GGUF matrices keep 4 bits (plus a BF16 scale and min per 32) on the device. Rows stored in Hugging Face's Q / K order
 // (WeightTensor::interleave_heads) are put in computing order by the copies themselves.
 #pragma once
 
@@ -36,12 +37,18 @@ struct DeviceWeights {
   const float* output_norm = nullptr;        // (hidden,)
   const float* rope_freq_factors = nullptr;  // (rope_dim / 2,) or null
   std::vector<DeviceLayer> layers;
-  WeightFormat layer_format = WeightFormat::kBf16;
+  WeightFormat layer_format = WeightFormat::kBf16;  // what was asked for the layers' matrices
+  int32_t num_matrices = 0;                         // 4 per layer
+  int32_t int4_matrices = 0;                        // of those, kept 4-bit (kInt4 asked)
+  int64_t largest_int4_elems = 0;                   // rows * cols of the largest of them
   uint64_t bytes = 0;
 };
 
 // progress(bytes uploaded, bytes total).
-// format: what the layers' matrices become on the device.
+// format: what the layers' matrices become on the device; kInt4 means "4-bit where the file is":
+// a matrix whose parts are all Q4_0 / Q4_1 / Q4_K (and 64-column multiples) is repacked into
+// the INT4 layout (quant/int4_groups.h), any other stays BF16 (a Q4_K_M file's Q6_K tensors, so
+// far).
 Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightFormat format = WeightFormat::kBf16,
                       const std::function<void(uint64_t, uint64_t)>& progress = {});
 

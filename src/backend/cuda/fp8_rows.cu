@@ -3,21 +3,13 @@
 #include <cassert>
 
 #include "backend/cuda/fp8_rows.h"
+#include "backend/cuda/weight_loads.cuh"
 
 namespace folio::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr float kE4M3Max = 448.0f;
-
-__device__ __forceinline__ void bf16x8_to_float(const uint4 v, float (&out)[8]) {
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(words[i] << 16);
-    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-}
 
 // One block per row: the row's amax (first pass), then its bytes (second pass, from L1/L2).
 __global__ void __launch_bounds__(kThreads)
@@ -29,7 +21,7 @@ __global__ void __launch_bounds__(kThreads)
   float amax = 0.0f;
   for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
     float v[8];
-    bf16x8_to_float(in[c], v);
+    unpack_bf16x8(in[c], v);
 #pragma unroll
     for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
   }
@@ -47,7 +39,7 @@ __global__ void __launch_bounds__(kThreads)
   auto* dst = reinterpret_cast<uint2*>(out + row * cols);
   for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
     float v[8];
-    bf16x8_to_float(in[c], v);
+    unpack_bf16x8(in[c], v);
     uint32_t packed[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "backend/cuda/fp8_small_gemm.h"
+#include "backend/cuda/weight_loads.cuh"
 
 namespace folio::cuda {
 namespace {
@@ -10,15 +11,6 @@ constexpr int kWarps = 8;
 constexpr int kRows = 16;   // weight rows a block computes (the MMA's M)
 constexpr int kChunk = 64;  // k bytes one step of a warp covers (two m16n8k32)
 constexpr int kUnroll = 4;  // chunks in flight per thread before any MMA
-
-// Streaming load: weights are read once and must not displace the activations from L1.
-__device__ __forceinline__ uint4 load_streaming(const void* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
 
 // d += a b: A 16x32 E4M3 (row-major), B 32x8 E4M3 (column-major), fp32 accumulators.
 __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,

@@ -1,4 +1,5 @@
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/weight_loads.cuh"
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -9,24 +10,6 @@ namespace folio::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-
-__device__ __forceinline__ void unpack_bf16x8(const uint4 v, float (&out)[8]) {
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(words[i] << 16);
-    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-}
-
-// Weights are read once: a streaming load that does not displace x from L1.
-__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
 
 // What one 16-byte chunk of a weight row holds, widened to floats.
 // kUnroll: chunks in flight per lane before any arithmetic, enough outstanding loads per SM to

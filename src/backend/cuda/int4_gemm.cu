@@ -1,0 +1,193 @@
+#include <cuda_bf16.h>
+
+#include <cassert>
+#include <cstdint>
+
+#include "backend/cuda/int4_gemm.h"
+#include "backend/cuda/weight_loads.cuh"
+
+namespace folio::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kRows = 16;       // weight rows a block computes (the MMA's M)
+constexpr int kChunk = 64;      // k columns one step of a warp covers (four m16n8k16)
+constexpr int kUnroll = 8;      // chunks in flight per thread before any MMA (8-byte loads)
+constexpr int kGroupShift = 5;  // 32 columns per (scale, min)
+
+__device__ __forceinline__ uint32_t bits(__nv_bfloat162 v) {
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ __nv_bfloat162 bf16x2(uint32_t v) {
+  return *reinterpret_cast<__nv_bfloat162*>(&v);
+}
+
+// Columns (c + 2j, c + 2j + 1) of a codes word as BF16 weights scale * q + min: the 4-bit values
+// land in BF16 128 + q (exponent of 128, q in the low mantissa bits), 128 is subtracted exactly
+// and one fused multiply-add rounds the weight once.
+__device__ __forceinline__ uint32_t dequantize_pair(uint32_t word, int j, __nv_bfloat162 scale, __nv_bfloat162 min) {
+  const uint32_t biased = ((word >> (4 * j)) & 0x000f000fu) | 0x43004300u;
+  const __nv_bfloat162 q = __hsub2(bf16x2(biased), bf16x2(0x43004300u));
+  return bits(__hfma2(q, scale, min));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+struct Groups {
+  __nv_bfloat162 scale, min;
+};
+__device__ __forceinline__ Groups split(uint32_t group) {
+  const uint32_t s = group & 0xffffu, m = group >> 16;
+  return {bf16x2(s | (s << 16)), bf16x2(m | (m << 16))};
+}
+
+// Lane (g = lane / 4, t = lane % 4). In m16n8k16 a thread's A slots are rows g, g + 8 at the
+// k pairs (2t, 2t+1) (a0, a1) and (2t+8, 2t+9) (a2, a3); its B slots column g at the same pairs
+// (b0, b1). Over a 64-column chunk thread t owns columns 16t..16t+15: two codes words (8 columns
+// each) per row; MMA (i, h) of the chunk (word i, half h) takes the word's pairs j = 2h (a0/a1,
+// b0) and 2h + 1 (a2/a3, b1), i.e. columns 16t + 8i + 4h .. + 3, which are x's 8 bytes at that
+// offset. Every column of the chunk is used once.
+template <int kTiles>
+__global__ void __launch_bounds__(kWarps * 32)
+    int4_small_gemm_kernel(const uint16_t* __restrict__ x, const uint8_t* __restrict__ codes,
+                           const uint32_t* __restrict__ groups, float* __restrict__ y, int n, int64_t m, int64_t k,
+                           float beta) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int64_t chunks = k / kChunk;
+  const int64_t begin = chunks * warp / kWarps, end = chunks * (warp + 1) / kWarps;
+  const int64_t row_bytes = k / 2, row_groups = k >> kGroupShift;
+  const uint8_t* w_lo = codes + (row0 + g) * row_bytes + 8 * t;
+  const uint8_t* w_hi = w_lo + 8 * row_bytes;
+  const uint32_t* g_lo = groups + (row0 + g) * row_groups;
+  const uint32_t* g_hi = g_lo + 8 * row_groups;
+  // Tokens past n read token 0 (any valid row) and are never written.
+  const uint16_t* x_rows[kTiles];
+#pragma unroll
+  for (int tile = 0; tile < kTiles; ++tile) {
+    const int token = tile * 8 + g;
+    x_rows[tile] = x + static_cast<int64_t>(token < n ? token : 0) * k + 16 * t;
+  }
+  float acc[kTiles][4] = {};
+  auto step = [&](const uint2 lo, const uint2 hi, int64_t c) {
+    const int64_t group = (c * kChunk + 16 * t) >> kGroupShift;
+    const Groups lo_g = split(__ldg(g_lo + group)), hi_g = split(__ldg(g_hi + group));
+    const uint32_t lo_words[2] = {lo.x, lo.y}, hi_words[2] = {hi.x, hi.y};
+    uint32_t a[2][2][4];  // (word, half) -> a0..a3
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        a[i][h][0] = dequantize_pair(lo_words[i], 2 * h, lo_g.scale, lo_g.min);
+        a[i][h][1] = dequantize_pair(hi_words[i], 2 * h, hi_g.scale, hi_g.min);
+        a[i][h][2] = dequantize_pair(lo_words[i], 2 * h + 1, lo_g.scale, lo_g.min);
+        a[i][h][3] = dequantize_pair(hi_words[i], 2 * h + 1, hi_g.scale, hi_g.min);
+      }
+    }
+#pragma unroll
+    for (int tile = 0; tile < kTiles; ++tile) {
+      const uint4* xs = reinterpret_cast<const uint4*>(x_rows[tile] + c * kChunk);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint4 b = __ldg(xs + i);
+        mma_bf16(acc[tile], a[i][0][0], a[i][0][1], a[i][0][2], a[i][0][3], b.x, b.y);
+        mma_bf16(acc[tile], a[i][1][0], a[i][1][1], a[i][1][2], a[i][1][3], b.z, b.w);
+      }
+    }
+  };
+  int64_t c = begin;
+  for (; c + kUnroll <= end; c += kUnroll) {
+    uint2 lo[kUnroll], hi[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      lo[u] = load_streaming8(w_lo + (c + u) * (kChunk / 2));
+      hi[u] = load_streaming8(w_hi + (c + u) * (kChunk / 2));
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) step(lo[u], hi[u], c + u);
+  }
+  for (; c < end; ++c) {
+    step(load_streaming8(w_lo + c * (kChunk / 2)), load_streaming8(w_hi + c * (kChunk / 2)), c);
+  }
+
+  // Sum the 8 warps' partial products: C slots are (row g, tokens 2t, 2t+1) and (row g + 8, same).
+  __shared__ float partial[kWarps][kTiles][kRows][8];
+#pragma unroll
+  for (int tile = 0; tile < kTiles; ++tile) {
+    partial[warp][tile][g][2 * t] = acc[tile][0];
+    partial[warp][tile][g][2 * t + 1] = acc[tile][1];
+    partial[warp][tile][g + 8][2 * t] = acc[tile][2];
+    partial[warp][tile][g + 8][2 * t + 1] = acc[tile][3];
+  }
+  __syncthreads();
+  for (int o = threadIdx.x; o < kTiles * kRows * 8; o += kWarps * 32) {
+    const int tile = o / (kRows * 8), row = (o / 8) % kRows, col = o % 8;
+    const int token = tile * 8 + col;
+    if (token >= n) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += partial[w][tile][row][col];
+    float* out = y + static_cast<int64_t>(token) * m + row0 + row;
+    *out = beta == 0.0f ? sum : sum + beta * *out;
+  }
+}
+
+template <int kTiles>
+void launch(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m, int64_t k,
+            float beta, CUstream_st* stream) {
+  int4_small_gemm_kernel<kTiles><<<static_cast<unsigned>(m / kRows), kWarps * 32, 0, stream>>>(
+      static_cast<const uint16_t*>(x), codes, groups, y, static_cast<int>(n), m, k, beta);
+}
+
+// One thread per codes word: 8 weights, one 16-byte store.
+__global__ void dequantize_int4_kernel(const uint32_t* __restrict__ codes, const uint32_t* __restrict__ groups,
+                                       int64_t words, int64_t k, uint4* __restrict__ out) {
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (w >= words) return;
+  const int64_t row = w / (k / 8), col = (w % (k / 8)) * 8;
+  const Groups gr = split(__ldg(groups + row * (k >> kGroupShift) + (col >> kGroupShift)));
+  const uint32_t word = __ldg(codes + w);
+  out[w] = make_uint4(dequantize_pair(word, 0, gr.scale, gr.min), dequantize_pair(word, 1, gr.scale, gr.min),
+                      dequantize_pair(word, 2, gr.scale, gr.min), dequantize_pair(word, 3, gr.scale, gr.min));
+}
+
+}  // namespace
+
+bool int4_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k) {
+  return n >= 1 && n <= kInt4SmallGemmMaxRows && m % kRows == 0 && k % kChunk == 0 &&
+         reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
+                     int64_t k, float beta, CUstream_st* stream) {
+  assert(int4_small_gemm_supports(x, n, m, k));
+  switch ((n + 7) / 8) {
+    case 1: launch<1>(x, codes, groups, y, n, m, k, beta, stream); break;
+    case 2: launch<2>(x, codes, groups, y, n, m, k, beta, stream); break;
+    case 3: launch<3>(x, codes, groups, y, n, m, k, beta, stream); break;
+    case 4: launch<4>(x, codes, groups, y, n, m, k, beta, stream); break;
+    case 5: launch<5>(x, codes, groups, y, n, m, k, beta, stream); break;
+    case 6: launch<6>(x, codes, groups, y, n, m, k, beta, stream); break;
+    case 7: launch<7>(x, codes, groups, y, n, m, k, beta, stream); break;
+    default: launch<8>(x, codes, groups, y, n, m, k, beta, stream); break;
+  }
+}
+
+void dequantize_int4(const uint8_t* codes, const uint32_t* groups, int64_t m, int64_t k, uint16_t* out,
+                     CUstream_st* stream) {
+  assert(k % 32 == 0);
+  const int64_t words = m * k / 8;
+  constexpr int kThreads = 256;
+  dequantize_int4_kernel<<<static_cast<unsigned>((words + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      reinterpret_cast<const uint32_t*>(codes), groups, words, k, reinterpret_cast<uint4*>(out));
+}
+
+}  // namespace folio::cuda

@@ -1,0 +1,34 @@
+// W4A16 products: y = x w^T + beta y with w in the 4-bit grouped layout (quant/int4_groups.h:
+// codes, and a BF16 (scale, min) per row and 32 columns) and x in BF16, FP32 accumulation.
+//
+// int4_small_gemm (n <= kInt4SmallGemmMaxRows tokens, decode): the weights stream from memory
+// once, are dequantized in registers (a mask, a subtraction and one BF16 fma per pair of
+// weights) and multiplied on the BF16 tensor cores (mma.sync m16n8k16), the weight rows as the
+// MMA's M (16 per block) and the tokens as its N. No shared-memory staging: a dot product's
+// order over k is free, so each thread's fragment slots take the 16 columns whose 8 bytes it
+// loads, and the same 16 columns of its token rows. A block's 8 warps split k.
+//
+// dequantize_int4 (larger n): the whole matrix to BF16 in a scratch buffer, for cuBLASLt's BF16
+// GEMM; both paths compute with the same BF16 weight values.
+#pragma once
+
+#include <cstdint>
+
+struct CUstream_st;
+
+namespace folio::cuda {
+
+constexpr int64_t kInt4SmallGemmMaxRows = 64;
+
+// 1 <= n <= kInt4SmallGemmMaxRows, m % 16 == 0, k % 64 == 0, x 16-byte aligned.
+bool int4_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
+
+// x: (n, k) bf16; codes: (m, k / 2) bytes; groups: (m, k / 32) words; y: (n, m) fp32.
+void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
+                     int64_t k, float beta, CUstream_st* stream);
+
+// out: (m, k) bf16, the weights the small GEMM computes with. k % 32 == 0.
+void dequantize_int4(const uint8_t* codes, const uint32_t* groups, int64_t m, int64_t k, uint16_t* out,
+                     CUstream_st* stream);
+
+}  // namespace folio::cuda

@@ -1,0 +1,89 @@
+#include "quant/int4_groups.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "quant/block_formats.h"
+
+namespace folio::quant {
+
+bool int4_repackable(DType type) {
+  return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q4_K;
+}
+
+void pack_int4_row(const uint8_t* q, const float* scales, const float* mins, int64_t cols, uint8_t* codes,
+                   uint32_t* groups) {
+  for (int64_t c = 0; c < cols; c += 8) {
+    uint32_t word = 0;
+    for (int j = 0; j < 4; ++j) {
+      word |= static_cast<uint32_t>(q[c + 2 * j] & 0x0f) << (4 * j);
+      word |= static_cast<uint32_t>(q[c + 2 * j + 1] & 0x0f) << (16 + 4 * j);
+    }
+    std::memcpy(codes + c / 2, &word, 4);
+  }
+  for (int64_t g = 0; g < cols / kInt4Group; ++g) {
+    groups[g] = static_cast<uint32_t>(fp32_to_bf16(scales[g])) | (static_cast<uint32_t>(fp32_to_bf16(mins[g])) << 16);
+  }
+}
+
+void repack_int4_row(DType type, const void* src, int64_t cols, uint8_t* codes, uint32_t* groups) {
+  constexpr int64_t kChunk = 256;  // one Q4_K block, eight Q4_0 / Q4_1 blocks
+  uint8_t q[kChunk];
+  float scales[kChunk / kInt4Group], mins[kChunk / kInt4Group];
+  for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
+    const int64_t n = cols - c0 < kChunk ? cols - c0 : kChunk;
+    if (type == DType::Q4_K) {
+      const auto& b = static_cast<const BlockQ4_K*>(src)[c0 / kChunk];
+      unpack_q45k(b.qs, nullptr, q);
+      uint8_t sc[8], m[8];
+      unpack_q4k_scales(b.scales, sc, m);
+      const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
+      for (int j = 0; j < 8; ++j) {
+        scales[j] = d * static_cast<float>(sc[j]);
+        mins[j] = -dmin * static_cast<float>(m[j]);
+      }
+    } else {
+      for (int64_t g = 0; g < n / kInt4Group; ++g) {
+        const int64_t block = c0 / kInt4Group + g;
+        const uint8_t* qs = nullptr;
+        if (type == DType::Q4_0) {
+          const auto& b = static_cast<const BlockQ4_0*>(src)[block];
+          scales[g] = fp16_to_fp32(b.d);
+          mins[g] = -8.0f * scales[g];
+          qs = b.qs;
+        } else {
+          const auto& b = static_cast<const BlockQ4_1*>(src)[block];
+          scales[g] = fp16_to_fp32(b.d);
+          mins[g] = fp16_to_fp32(b.m);
+          qs = b.qs;
+        }
+        for (int l = 0; l < 16; ++l) {
+          q[32 * g + l] = qs[l] & 0x0f;
+          q[32 * g + 16 + l] = qs[l] >> 4;
+        }
+      }
+    }
+    pack_int4_row(q, scales, mins, n, codes + c0 / 2, groups + c0 / kInt4Group);
+  }
+}
+
+void dequantize_int4_row(const uint8_t* codes, const uint32_t* groups, int64_t cols, float* out) {
+  for (int64_t c = 0; c < cols; c += 8) {
+    uint32_t word;
+    std::memcpy(&word, codes + c / 2, 4);
+    const uint32_t group = groups[c / kInt4Group];
+    const float scale = bf16_to_fp32(static_cast<uint16_t>(group & 0xffff));
+    const float min = bf16_to_fp32(static_cast<uint16_t>(group >> 16));
+    for (int j = 0; j < 4; ++j) {
+      const float lo = static_cast<float>((word >> (4 * j)) & 0x0f);
+      const float hi = static_cast<float>((word >> (16 + 4 * j)) & 0x0f);
+      // q * scale is exact in fp32 (4 x 8 significant bits), so this fused sum rounded once to
+      // BF16 is what the kernels' BF16 fma computes.
+      out[c + 2 * j] = bf16_to_fp32(fp32_to_bf16(std::fma(lo, scale, min)));
+      out[c + 2 * j + 1] = bf16_to_fp32(fp32_to_bf16(std::fma(hi, scale, min)));
+    }
+  }
+}
+
+}  // namespace folio::quant
