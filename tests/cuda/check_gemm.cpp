@@ -314,16 +314,18 @@ Int4Weight random_int4(std::mt19937_64& rng, DType type, int64_t m, int64_t k) {
   return w;
 }
 
-// CublasLtGemm::matmul with INT4 weights: int4_small_gemm up to 64 rows, dequantize_int4 then
-// the BF16 GEMM above (and at every n under --batch-invariant, which must stay invariant).
+// CublasLtGemm::matmul with INT4 weights: int4_small_gemm for the smallest n, int4_tiled_gemm
+// (split k included) up to its limit where the shape allows, dequantize_int4 then the BF16 GEMM
+// above (and at every n under --batch-invariant, which must stay invariant).
 void check_int4_gemm(const Options& opt, std::mt19937_64& rng) {
   struct Case {
     int64_t m, k;
     DType type;
   };
   const Case cases[] = {{576, 576, DType::Q4_1},   {960, 576, DType::Q4_0},    {576, 1536, DType::Q4_K},
-                        {6144, 4096, DType::Q4_K}, {4096, 14336, DType::Q4_K}, {64, 64, DType::Q4_0}};
-  const int64_t rows_list[] = {1, 2, 5, 8, 9, 33, 64, 65, 300, 1024};
+                        {6144, 4096, DType::Q4_K}, {4096, 14336, DType::Q4_K}, {64, 64, DType::Q4_0},
+                        {256, 768, DType::Q4_1}};
+  const int64_t rows_list[] = {1, 2, 5, 8, 9, 16, 17, 33, 64, 65, 300, 1024, 1100};
   for (bool invariant : {false, true}) {
     GemmPolicy policy;
     policy.batch_invariant = invariant;
@@ -355,7 +357,7 @@ void check_int4_gemm(const Options& opt, std::mt19937_64& rng) {
         report_flag("dequantize_int4", type + " m=" + std::to_string(wc.m) + " k=" + std::to_string(wc.k),
                     mismatches == 0, std::to_string(mismatches) + " of " + std::to_string(got.size()) + " differ");
       }
-      const int64_t big_n = 1024;
+      const int64_t big_n = 1100;
       const std::vector<uint16_t> x_all = random_bf16(rng, static_cast<size_t>(big_n * wc.k), 1.0f);
       DeviceBuffer<uint16_t> d_x_all(x_all);
       const std::vector<double> x_wide = widened_bf16(x_all);
@@ -363,10 +365,15 @@ void check_int4_gemm(const Options& opt, std::mt19937_64& rng) {
       for (int64_t n : rows_list) {
         if (opt.quick && n != 1 && n != 9 && n != 300) continue;
         const bool small = !invariant && n <= policy.int4_small_gemm_max_rows;
-        const std::string shape = std::string(invariant ? "pinned " : "default ") + (small ? "(small) " : "(gemm) ") +
+        const bool tiled = !invariant && !small && n <= policy.int4_tiled_gemm_max_rows &&
+                           int4_tiled_gemm_supports(d_x_all.get(), n, wc.m, wc.k);
+        const std::string shape = std::string(invariant ? "pinned " : "default ") +
+                                  (small   ? "(small) "
+                                   : tiled ? "(tiled) "
+                                           : "(gemm) ") +
                                   type + " n=" + std::to_string(n) + " m=" + std::to_string(wc.m) +
                                   " k=" + std::to_string(wc.k);
-        if (!small) {
+        if (!small && !tiled) {
           if (Status s = gemm.prepare(n, wc.m, wc.k, WeightFormat::kInt4); !s) {
             report_flag("int4_gemm", shape, false, s.message());
             continue;
@@ -395,7 +402,7 @@ void check_int4_gemm(const Options& opt, std::mt19937_64& rng) {
             }
             const bool same = std::memcmp(got.data(), y_big.data(), got.size() * sizeof(float)) == 0;
             report_flag("int4_gemm.invariant", shape, same,
-                        same ? "rows equal those of n=1024 bit for bit" : "rows differ from n=1024's");
+                        same ? "rows equal those of n=1100 bit for bit" : "rows differ from n=1100's");
           }
         }
       }

@@ -42,10 +42,13 @@ struct GemmPolicy {
   // is 1.3-1.5x faster than cuBLASLt's FP8 GEMM at n = 3-16, even with it at 32 and behind at
   // 64 (same measurements).
   int32_t fp8_small_gemm_max_rows = 32;
-  // Off the invariant policy: INT4 weights at n up to this go to int4_gemm.h's tensor-core
-  // kernel, which reads the 4-bit codes once; beyond, each product first dequantizes its weight
-  // to BF16 (2.5 bytes of traffic per weight more than a BF16 model) for cuBLASLt.
-  int32_t int4_small_gemm_max_rows = 64;
+  // Off the invariant policy, INT4 weights (int4_gemm.h): n up to int4_small_gemm_max_rows on
+  // the small-batch kernel (activations from L1/L2 per 16 rows), up to int4_tiled_gemm_max_rows
+  // on the tiled one (activations staged in shared memory per 128 rows); beyond, each product
+  // first dequantizes its weight to BF16 for cuBLASLt (compute-bound there, where the extra
+  // 2.5 bytes per weight matter least). 0: skip that kernel.
+  int32_t int4_small_gemm_max_rows = 16;
+  int32_t int4_tiled_gemm_max_rows = 1024;
   // Invariant policy: the executor times the split-free candidates of each weight shape at
   // n = 1, 256 and 8192 when it starts (CublasLtGemm::tune_pinned) and pins the best.
   bool tune_pinned = true;

@@ -4,49 +4,16 @@
 #include <cstdint>
 
 #include "backend/cuda/int4_gemm.h"
+#include "backend/cuda/int4_mma.cuh"
 #include "backend/cuda/weight_loads.cuh"
 
 namespace folio::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kRows = 16;       // weight rows a block computes (the MMA's M)
-constexpr int kChunk = 64;      // k columns one step of a warp covers (four m16n8k16)
-constexpr int kUnroll = 8;      // chunks in flight per thread before any MMA (8-byte loads)
-constexpr int kGroupShift = 5;  // 32 columns per (scale, min)
-
-__device__ __forceinline__ uint32_t bits(__nv_bfloat162 v) {
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-__device__ __forceinline__ __nv_bfloat162 bf16x2(uint32_t v) {
-  return *reinterpret_cast<__nv_bfloat162*>(&v);
-}
-
-// Columns (c + 2j, c + 2j + 1) of a codes word as BF16 weights scale * q + min: the 4-bit values
-// land in BF16 128 + q (exponent of 128, q in the low mantissa bits), 128 is subtracted exactly
-// and one fused multiply-add rounds the weight once.
-__device__ __forceinline__ uint32_t dequantize_pair(uint32_t word, int j, __nv_bfloat162 scale, __nv_bfloat162 min) {
-  const uint32_t biased = ((word >> (4 * j)) & 0x000f000fu) | 0x43004300u;
-  const __nv_bfloat162 q = __hsub2(bf16x2(biased), bf16x2(0x43004300u));
-  return bits(__hfma2(q, scale, min));
-}
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-struct Groups {
-  __nv_bfloat162 scale, min;
-};
-__device__ __forceinline__ Groups split(uint32_t group) {
-  const uint32_t s = group & 0xffffu, m = group >> 16;
-  return {bf16x2(s | (s << 16)), bf16x2(m | (m << 16))};
-}
+constexpr int kRows = 16;   // weight rows a block computes (the MMA's M)
+constexpr int kChunk = 64;  // k columns one step of a warp covers (four m16n8k16)
+constexpr int kUnroll = 8;  // chunks in flight per thread before any MMA (8-byte loads)
 
 // Lane (g = lane / 4, t = lane % 4). In m16n8k16 a thread's A slots are rows g, g + 8 at the
 // k pairs (2t, 2t+1) (a0, a1) and (2t+8, 2t+9) (a2, a3); its B slots column g at the same pairs
@@ -64,7 +31,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t chunks = k / kChunk;
   const int64_t begin = chunks * warp / kWarps, end = chunks * (warp + 1) / kWarps;
-  const int64_t row_bytes = k / 2, row_groups = k >> kGroupShift;
+  const int64_t row_bytes = k / 2, row_groups = k >> kInt4GroupShift;
   const uint8_t* w_lo = codes + (row0 + g) * row_bytes + 8 * t;
   const uint8_t* w_hi = w_lo + 8 * row_bytes;
   const uint32_t* g_lo = groups + (row0 + g) * row_groups;
@@ -78,20 +45,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   float acc[kTiles][4] = {};
   auto step = [&](const uint2 lo, const uint2 hi, int64_t c) {
-    const int64_t group = (c * kChunk + 16 * t) >> kGroupShift;
-    const Groups lo_g = split(__ldg(g_lo + group)), hi_g = split(__ldg(g_hi + group));
-    const uint32_t lo_words[2] = {lo.x, lo.y}, hi_words[2] = {hi.x, hi.y};
+    const int64_t group = (c * kChunk + 16 * t) >> kInt4GroupShift;
     uint32_t a[2][2][4];  // (word, half) -> a0..a3
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        a[i][h][0] = dequantize_pair(lo_words[i], 2 * h, lo_g.scale, lo_g.min);
-        a[i][h][1] = dequantize_pair(hi_words[i], 2 * h, hi_g.scale, hi_g.min);
-        a[i][h][2] = dequantize_pair(lo_words[i], 2 * h + 1, lo_g.scale, lo_g.min);
-        a[i][h][3] = dequantize_pair(hi_words[i], 2 * h + 1, hi_g.scale, hi_g.min);
-      }
-    }
+    dequantize_fragments(lo, hi, __ldg(g_lo + group), __ldg(g_hi + group), a);
 #pragma unroll
     for (int tile = 0; tile < kTiles; ++tile) {
       const uint4* xs = reinterpret_cast<const uint4*>(x_rows[tile] + c * kChunk);
@@ -153,7 +109,7 @@ __global__ void dequantize_int4_kernel(const uint32_t* __restrict__ codes, const
   const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (w >= words) return;
   const int64_t row = w / (k / 8), col = (w % (k / 8)) * 8;
-  const Groups gr = split(__ldg(groups + row * (k >> kGroupShift) + (col >> kGroupShift)));
+  const Groups gr = split(__ldg(groups + row * (k >> kInt4GroupShift) + (col >> kInt4GroupShift)));
   const uint32_t word = __ldg(codes + w);
   out[w] = make_uint4(dequantize_pair(word, 0, gr.scale, gr.min), dequantize_pair(word, 1, gr.scale, gr.min),
                       dequantize_pair(word, 2, gr.scale, gr.min), dequantize_pair(word, 3, gr.scale, gr.min));
