@@ -314,9 +314,8 @@ Int4Weight random_int4(std::mt19937_64& rng, DType type, int64_t m, int64_t k) {
   return w;
 }
 
-// CublasLtGemm::matmul with INT4 weights: int4_small_gemm for the smallest n, int4_tiled_gemm
-// (split k included) up to its limit where the shape allows, dequantize_int4 then the BF16 GEMM
-// above (and at every n under --batch-invariant, which must stay invariant).
+// CublasLtGemm::matmul with INT4 weights: int4_small_gemm up to 64 rows, dequantize_int4 then
+// the BF16 GEMM above (and at every n under --batch-invariant, which must stay invariant).
 void check_int4_gemm(const Options& opt, std::mt19937_64& rng) {
   struct Case {
     int64_t m, k;
@@ -365,15 +364,10 @@ void check_int4_gemm(const Options& opt, std::mt19937_64& rng) {
       for (int64_t n : rows_list) {
         if (opt.quick && n != 1 && n != 9 && n != 300) continue;
         const bool small = !invariant && n <= policy.int4_small_gemm_max_rows;
-        const bool tiled = !invariant && !small && n <= policy.int4_tiled_gemm_max_rows &&
-                           int4_tiled_gemm_supports(d_x_all.get(), n, wc.m, wc.k);
-        const std::string shape = std::string(invariant ? "pinned " : "default ") +
-                                  (small   ? "(small) "
-                                   : tiled ? "(tiled) "
-                                           : "(gemm) ") +
+        const std::string shape = std::string(invariant ? "pinned " : "default ") + (small ? "(small) " : "(gemm) ") +
                                   type + " n=" + std::to_string(n) + " m=" + std::to_string(wc.m) +
                                   " k=" + std::to_string(wc.k);
-        if (!small && !tiled) {
+        if (!small) {
           if (Status s = gemm.prepare(n, wc.m, wc.k, WeightFormat::kInt4); !s) {
             report_flag("int4_gemm", shape, false, s.message());
             continue;

@@ -333,11 +333,9 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       weight = int4_weight;
       measure("int4", true);
       // The bar: INT4 never below BF16 at any batch size. Each INT4 path alone (the
-      // small-batch kernel, the tiled one, dequantize + cuBLASLt) beside BF16's default policy:
-      // what GemmPolicy's int4_* limits are set from.
-      const cuda::GemmPolicy int4_paths[3] = {{.int4_small_gemm_max_rows = 64, .int4_tiled_gemm_max_rows = 0},
-                                              {.int4_small_gemm_max_rows = 0, .int4_tiled_gemm_max_rows = 1 << 30},
-                                              {.int4_small_gemm_max_rows = 0, .int4_tiled_gemm_max_rows = 0}};
+      // small-batch kernel, dequantize + cuBLASLt) beside BF16's default policy: what
+      // GemmPolicy::int4_small_gemm_max_rows is set from.
+      const cuda::GemmPolicy int4_paths[2] = {{.int4_small_gemm_max_rows = 64}, {.int4_small_gemm_max_rows = 0}};
       for (const Shape& s : shapes) {
         std::string line;
         double worst = 1e9;
@@ -345,11 +343,10 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
           gemm->set_policy(fast_policy);
           weight = bf16_weight;
           const double bf16_us = time_us(s, n);
-          double us[3];
-          for (int i = 0; i < 3; ++i) {
+          double us[2];
+          for (int i = 0; i < 2; ++i) {
             us[i] = 0.0;
             if (i == 0 && n > cuda::kInt4SmallGemmMaxRows) continue;
-            if (i == 1 && !cuda::int4_tiled_gemm_supports(x, n, s.m, s.k)) continue;
             gemm->set_policy(int4_paths[i]);
             weight = int4_weight;
             us[i] = time_us(s, n);
@@ -358,9 +355,9 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
           const double default_us = time_us(s, n);
           char cell[200];
           std::snprintf(cell, sizeof cell,
-                        "\n    n=%-4lld bf16 %8.1f | int4 small %8.1f tiled %8.1f dequant+gemm %8.1f | default %8.1f "
+                        "\n    n=%-4lld bf16 %8.1f | int4 small %8.1f dequant+gemm %8.1f | default %8.1f "
                         "(%5.0f GB/s) %.2fx",
-                        static_cast<long long>(n), bf16_us, us[0], us[1], us[2], default_us,
+                        static_cast<long long>(n), bf16_us, us[0], us[1], default_us,
                         static_cast<double>(s.m * s.k) * 0.625 / (default_us * 1e3), bf16_us / default_us);
           line += cell;
           worst = std::min(worst, bf16_us / default_us);

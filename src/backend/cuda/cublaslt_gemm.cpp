@@ -387,16 +387,6 @@ Status CublasLtGemm::reserve_fp8_activations(int64_t max_rows, int64_t max_k) {
 }
 
 Status CublasLtGemm::reserve_int4_scratch(int64_t max_elems) {
-  if (int4_workspace_floats_ == 0) {
-    // The tiled kernel splits k only while its blocks number under two per SM, 128 rows and 64
-    // tokens each, at most 8 ways: at most 8 * 2 * SMs * 128 * 64 partial sums.
-    int device = 0, sms = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    const int64_t floats = int64_t{8} * 2 * std::max(sms, 1) * 128 * 64;
-    if (Status s = int4_workspace_.allocate(static_cast<size_t>(floats) * 4, "INT4 split-k workspace"); !s) return s;
-    int4_workspace_floats_ = floats;
-  }
   if (max_elems <= int4_scratch_elems_) return Status::ok();
   int4_scratch_elems_ = max_elems;
   return int4_scratch_.allocate(static_cast<size_t>(max_elems) * 2, "INT4 dequantization scratch");
@@ -428,11 +418,6 @@ void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_
     const auto* codes = static_cast<const uint8_t*>(w.data);
     if (!policy_.batch_invariant && n <= policy_.int4_small_gemm_max_rows && int4_small_gemm_supports(x, n, m, k)) {
       int4_small_gemm(x, codes, w.groups, y, n, m, k, beta, stream);
-      return;
-    }
-    if (!policy_.batch_invariant && n <= policy_.int4_tiled_gemm_max_rows && int4_tiled_gemm_supports(x, n, m, k) &&
-        int4_tiled_gemm_workspace_floats(n, m, k) <= int4_workspace_floats_) {
-      int4_tiled_gemm(x, codes, w.groups, y, int4_workspace_.get<float>(), n, m, k, beta, stream);
       return;
     }
     // Larger n (and the invariant policy: a deterministic dequantization, then one pinned

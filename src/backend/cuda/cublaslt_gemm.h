@@ -123,8 +123,6 @@ class CublasLtGemm {
   int64_t fp8_rows_ = 0, fp8_k_ = 0;
   DeviceBuffer int4_scratch_;  // (int4_scratch_elems_,) bf16: one dequantized INT4 weight
   int64_t int4_scratch_elems_ = 0;
-  DeviceBuffer int4_workspace_;  // the tiled INT4 kernel's split-k partial sums
-  int64_t int4_workspace_floats_ = 0;
 };
 
 }  // namespace folio::cuda

@@ -42,13 +42,12 @@ struct GemmPolicy {
   // is 1.3-1.5x faster than cuBLASLt's FP8 GEMM at n = 3-16, even with it at 32 and behind at
   // 64 (same measurements).
   int32_t fp8_small_gemm_max_rows = 32;
-  // Off the invariant policy, INT4 weights (int4_gemm.h): n up to int4_small_gemm_max_rows on
-  // the small-batch kernel (activations from L1/L2 per 16 rows), up to int4_tiled_gemm_max_rows
-  // on the tiled one (activations staged in shared memory per 128 rows); beyond, each product
-  // first dequantizes its weight to BF16 for cuBLASLt (compute-bound there, where the extra
-  // 2.5 bytes per weight matter least). 0: skip that kernel.
-  int32_t int4_small_gemm_max_rows = 16;
-  int32_t int4_tiled_gemm_max_rows = 1024;
+  // Off the invariant policy, INT4 weights (int4_gemm.h): n up to this on the small-batch
+  // tensor-core kernel, which reads the 4-bit codes once (1.5-2x BF16 at n <= 16 on the
+  // Llama-3-8B shapes, H200); beyond, each product first dequantizes its weight to BF16 for
+  // cuBLASLt (2.5 bytes per weight more traffic than a BF16 model: 0.3-0.9x BF16 from n = 96
+  // to 2048, even at 8192; docs/BENCHMARKS.md, issue 13). 0: always dequantize.
+  int32_t int4_small_gemm_max_rows = 64;
   // Invariant policy: the executor times the split-free candidates of each weight shape at
   // n = 1, 256 and 8192 when it starts (CublasLtGemm::tune_pinned) and pins the best.
   bool tune_pinned = true;

@@ -8,12 +8,9 @@
 // order over k is free, so each thread's fragment slots take the 16 columns whose 8 bytes it
 // loads, and the same 16 columns of its token rows. A block's 8 warps split k.
 //
-// int4_tiled_gemm (moderate n, int4_tiled_gemm.cu): the same dequantization and MMAs, 128 rows
-// and up to 64 tokens a block with the tokens' activations staged in shared memory (read once
-// per 128 rows instead of once per 16), k split across blocks when rows alone leave SMs idle.
-//
-// dequantize_int4 (large n, compute-bound): the whole matrix to BF16 in a scratch buffer, for
-// cuBLASLt's BF16 GEMM. All paths compute with the same BF16 weight values.
+// dequantize_int4 (n > 64): the whole matrix to BF16 in a scratch buffer, for cuBLASLt's BF16
+// GEMM; both paths compute with the same BF16 weight values. (A tiled variant with the
+// activations staged in shared memory was measured and removed: docs/BENCHMARKS.md, issue 13.)
 #pragma once
 
 #include <cstdint>
@@ -30,13 +27,6 @@ bool int4_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
 // x: (n, k) bf16; codes: (m, k / 2) bytes; groups: (m, k / 32) words; y: (n, m) fp32.
 void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
                      int64_t k, float beta, CUstream_st* stream);
-
-// m % 128 == 0, k % 256 == 0, x 16-byte aligned; any n >= 1.
-bool int4_tiled_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
-// Floats of workspace a call needs for its split-k partial sums (0: it writes y directly).
-int64_t int4_tiled_gemm_workspace_floats(int64_t n, int64_t m, int64_t k);
-void int4_tiled_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, float* workspace, int64_t n,
-                     int64_t m, int64_t k, float beta, CUstream_st* stream);
 
 // out: (m, k) bf16, the weights the small GEMM computes with. k % 32 == 0.
 void dequantize_int4(const uint8_t* codes, const uint32_t* groups, int64_t m, int64_t k, uint16_t* out,

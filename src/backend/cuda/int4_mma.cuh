@@ -1,4 +1,4 @@
-// Device helpers of the INT4 (W4A16) kernels (int4_gemm.cu, int4_tiled_gemm.cu): unpacking the
+// Device helpers of the INT4 (W4A16) kernels (int4_gemm.cu): unpacking the
 // 4-bit layout of quant/int4_groups.h into BF16 MMA operands, and the BF16 MMA itself.
 #pragma once
 
