@@ -22,6 +22,7 @@ setup:
 # already built from the same script and goldens).
 test-inputs: setup
 	@$(TEST_VENV)/bin/python scripts/hf_test_models.py
+	@$(TEST_VENV)/bin/python scripts/hf_quantized_test_models.py
 
 build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFOLIO_TEST_PYTHON=$(abspath $(TEST_VENV))/bin/python >/dev/null

@@ -70,6 +70,10 @@ Status open_hf_directory(const std::string& dir, bool quiet, const std::string& 
       ModelWeights::load_hf(*session.checkpoint, directory->model, options, progress_line(dir, quiet));
   if (!weights) return weights.status();
   session.weights = std::move(weights).value();
+  if (!quiet && directory->model.quantization.method != HfQuantization::Method::kNone) {
+    std::fprintf(stderr, "%s: %s layers repacked as Q4_1 (F16 where act-order shuffles groups)\n", dir.c_str(),
+                 directory->model.quantization.description.c_str());
+  }
   Expected<Tokenizer> tokenizer = Tokenizer::from_hf(directory->tokenizer);
   if (!tokenizer) return tokenizer.status();
   if (tokenizer->vocab_size() > session.weights->config().vocab_size) {

@@ -117,7 +117,8 @@ Status read_rope_scaling(const Reader& r, HfModelConfig& out) {
 
 }  // namespace
 
-static Expected<HfModelConfig> parse_hf_config_unchecked(const std::string& json_text, const std::string& name) {
+static Expected<HfModelConfig> parse_hf_config_unchecked(const std::string& json_text, const std::string& name,
+                                                         const std::string& dir) {
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return Status::error(name + ": not a JSON object");
   const Reader r{j, name};
@@ -201,16 +202,26 @@ static Expected<HfModelConfig> parse_hf_config_unchecked(const std::string& json
     }
   }
   if (Status s = read_rope_scaling(r, out); !s) return s;
+  Expected<HfQuantization> quantization = read_hf_quantization(dir, json_text);
+  if (!quantization) return quantization.status();
+  out.quantization = *quantization;
   return out;
 }
 
-Expected<HfModelConfig> parse_hf_config(const std::string& json_text, const std::string& name) {
+namespace {
+Expected<HfModelConfig> parse_hf_config_in(const std::string& json_text, const std::string& name,
+                                           const std::string& dir) {
   // nlohmann's typed reads (value(), get<>()) throw on a field of the wrong type; a bad file is an error, not a crash (found by fuzz/hf_tokenizer_fuzz.cpp).
   try {
-    return parse_hf_config_unchecked(json_text, name);
+    return parse_hf_config_unchecked(json_text, name, dir);
   } catch (const nlohmann::json::exception& e) {
     return Status::error(name + ": " + e.what());
   }
+}
+}  // namespace
+
+Expected<HfModelConfig> parse_hf_config(const std::string& json_text, const std::string& name) {
+  return parse_hf_config_in(json_text, name, "");
 }
 
 Expected<HfModelConfig> read_hf_config(const std::string& dir) {
@@ -219,7 +230,7 @@ Expected<HfModelConfig> read_hf_config(const std::string& dir) {
   if (!in) return Status::error("cannot read '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_hf_config(text.str(), path);
+  return parse_hf_config_in(text.str(), path, dir);
 }
 
 }  // namespace folio

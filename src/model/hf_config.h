@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/hf_quantization.h"
 #include "model/model_config.h"
 
 namespace folio {
@@ -20,11 +21,12 @@ struct HfModelConfig {
   bool attention_bias = false;           // q/k/v (and for Llama o) projections carry biases
   std::vector<float> rope_freq_factors;  // (rope_dim / 2,) divisors, empty without scaling
   std::string torch_dtype;               // "bfloat16", "float16", "float32"
+  HfQuantization quantization;           // AWQ / GPTQ 4-bit layers (hf_quantization.h), or none
 };
 
-// Reads <dir>/config.json.
+// Reads <dir>/config.json (and the quantization side files beside it).
 Expected<HfModelConfig> read_hf_config(const std::string& dir);
-// The same from the file's text (tests).
+// The same from the file's text (tests): quantization_config only, no side files.
 Expected<HfModelConfig> parse_hf_config(const std::string& json_text, const std::string& name = "config.json");
 
 }  // namespace folio

@@ -7,6 +7,7 @@
 #include "core/fp16.h"
 #include "model/hf_checkpoint.h"
 #include "model/hf_config.h"
+#include "model/hf_quantization.h"
 #include "model/model_weights.h"
 
 namespace folio {
@@ -29,6 +30,8 @@ std::optional<DType> weight_dtype(SafetensorsDtype d) {
 
 struct Loader {
   const HfCheckpoint& checkpoint;
+  const HfQuantization& quantization;
+  std::vector<std::vector<uint8_t>>& owned;
 
   Expected<HfCheckpoint::Entry> find(const std::string& name, const std::vector<int64_t>& shape) const {
     const HfCheckpoint::Entry e = checkpoint.find(name);
@@ -45,10 +48,20 @@ struct Loader {
     return e;
   }
 
-  Status matrix(const std::string& name, int64_t rows, int64_t cols, WeightTensor& out) const {
-    Expected<HfCheckpoint::Entry> e = find(name, {rows, cols});
+  // Layer `prefix` (its ".weight", or an AWQ / GPTQ layer's packed tensors, repacked in
+  // computing order). heads > 0: Q / K rows stored in Hugging Face's order
+  // (WeightTensor::interleave_heads).
+  Status matrix(const std::string& prefix, int64_t rows, int64_t cols, WeightTensor& out, int32_t heads = 0) const {
+    if (quantization.method != HfQuantization::Method::kNone && hf_layer_is_quantized(checkpoint, prefix)) {
+      Expected<WeightTensor> w = load_hf_quantized_layer(checkpoint, quantization, prefix, rows, cols, heads, owned);
+      if (!w) return w.status();
+      out = *w;
+      return Status::ok();
+    }
+    Expected<HfCheckpoint::Entry> e = find(prefix + ".weight", {rows, cols});
     if (!e) return e.status();
     out = WeightTensor{*weight_dtype(e->tensor->dtype), rows, cols, e->file->data(*e->tensor).data()};
+    out.interleave_heads = heads;
     return Status::ok();
   }
 
@@ -112,14 +125,14 @@ Expected<std::unique_ptr<ModelWeights>> ModelWeights::load_hf(const HfCheckpoint
   model->architecture_ = std::move(architecture).value();
   const ModelConfig& c = model->config_;
   const int64_t hidden = c.hidden_dim;
-  const Loader load{checkpoint};
+  const Loader load{checkpoint, hf.quantization, model->owned_};
   const bool interleave = c.rope_style == RopeStyle::kAdjacentPairs;
 
-  if (Status s = load.matrix("model.embed_tokens.weight", c.vocab_size, hidden, model->token_embedding_); !s) return s;
+  if (Status s = load.matrix("model.embed_tokens", c.vocab_size, hidden, model->token_embedding_); !s) return s;
   const bool has_head = checkpoint.find("lm_head.weight").tensor != nullptr;
   if (hf.tie_word_embeddings || !has_head) {
     model->output_ = model->token_embedding_;
-  } else if (Status s = load.matrix("lm_head.weight", c.vocab_size, hidden, model->output_); !s) {
+  } else if (Status s = load.matrix("lm_head", c.vocab_size, hidden, model->output_); !s) {
     return s;
   }
   if (Status s = load.vector("model.norm.weight", hidden, model->output_norm_); !s) return s;
@@ -129,15 +142,16 @@ Expected<std::unique_ptr<ModelWeights>> ModelWeights::load_hf(const HfCheckpoint
   for (int32_t i = 0; i < c.num_layers; ++i) {
     LayerWeights& layer = model->layers_[static_cast<size_t>(i)];
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    for (const Status& step : {load.vector(p + "input_layernorm.weight", hidden, layer.attn_norm),
-                               load.matrix(p + "self_attn.q_proj.weight", c.q_dim(), hidden, layer.q),
-                               load.matrix(p + "self_attn.k_proj.weight", c.kv_dim(), hidden, layer.k),
-                               load.matrix(p + "self_attn.v_proj.weight", c.kv_dim(), hidden, layer.v),
-                               load.matrix(p + "self_attn.o_proj.weight", hidden, c.q_dim(), layer.o),
-                               load.vector(p + "post_attention_layernorm.weight", hidden, layer.ffn_norm),
-                               load.matrix(p + "mlp.gate_proj.weight", c.ffn_dim, hidden, layer.gate),
-                               load.matrix(p + "mlp.up_proj.weight", c.ffn_dim, hidden, layer.up),
-                               load.matrix(p + "mlp.down_proj.weight", hidden, c.ffn_dim, layer.down)}) {
+    for (const Status& step :
+         {load.vector(p + "input_layernorm.weight", hidden, layer.attn_norm),
+          load.matrix(p + "self_attn.q_proj", c.q_dim(), hidden, layer.q, interleave ? c.num_heads : 0),
+          load.matrix(p + "self_attn.k_proj", c.kv_dim(), hidden, layer.k, interleave ? c.num_kv_heads : 0),
+          load.matrix(p + "self_attn.v_proj", c.kv_dim(), hidden, layer.v),
+          load.matrix(p + "self_attn.o_proj", hidden, c.q_dim(), layer.o),
+          load.vector(p + "post_attention_layernorm.weight", hidden, layer.ffn_norm),
+          load.matrix(p + "mlp.gate_proj", c.ffn_dim, hidden, layer.gate),
+          load.matrix(p + "mlp.up_proj", c.ffn_dim, hidden, layer.up),
+          load.matrix(p + "mlp.down_proj", hidden, c.ffn_dim, layer.down)}) {
       if (!step) return step;
     }
     if (hf.attention_bias) {
@@ -152,10 +166,9 @@ Expected<std::unique_ptr<ModelWeights>> ModelWeights::load_hf(const HfCheckpoint
       }
     }
     if (interleave) {
-      layer.q.interleave_heads = c.num_heads;
-      layer.k.interleave_heads = c.num_kv_heads;
       if (options.for_cpu) {
         for (WeightTensor* w : {&layer.q, &layer.k}) {
+          if (w->interleave_heads == 0) continue;  // repacked from AWQ / GPTQ in computing order
           model->owned_.push_back(rows_in_computing_order(*w));
           w->data = model->owned_.back().data();
           w->interleave_heads = 0;
