@@ -1,9 +1,11 @@
 #include "model/hf_quantization.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "core/fp16.h"
 #include "model/hf_checkpoint.h"
@@ -105,6 +107,20 @@ struct Unpacker {
     return method == HfQuantization::Method::kAwq ? nibble(word, kSlot[n % 8]) : nibble(word, static_cast<int>(n % 8));
   }
 };
+
+// body(r) for every row, on all cores (a 70B checkpoint repacks 70 billion weights).
+template <typename Body>
+void for_rows(int64_t rows, const Body& body) {
+  const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 32);
+  const int64_t per = (rows + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (int64_t begin = 0; begin < rows; begin += per) {
+    pool.emplace_back([&body, begin, end = std::min(rows, begin + per)] {
+      for (int64_t r = begin; r < end; ++r) body(r);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+}
 
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -214,7 +230,7 @@ Expected<WeightTensor> load_hf_quantized_layer(const HfCheckpoint& checkpoint, c
     out.type = DType::Q4_1;
     owned.emplace_back(static_cast<size_t>(rows * (cols / 32)) * sizeof(quant::BlockQ4_1));
     auto* blocks = reinterpret_cast<quant::BlockQ4_1*>(owned.back().data());
-    for (int64_t r = 0; r < rows; ++r) {
+    for_rows(rows, [&](int64_t r) {
       const int64_t n = order.stored_row(r);
       for (int64_t b = 0; b < cols / 32; ++b) {
         quant::BlockQ4_1& block = blocks[r * (cols / 32) + b];
@@ -227,12 +243,12 @@ Expected<WeightTensor> load_hf_quantized_layer(const HfCheckpoint& checkpoint, c
           block.qs[l] = static_cast<uint8_t>(unpack.q(b * 32 + l, n) | (unpack.q(b * 32 + 16 + l, n) << 4));
         }
       }
-    }
+    });
   } else {
     out.type = DType::F16;
     owned.emplace_back(static_cast<size_t>(rows * cols) * 2);
     auto* values = reinterpret_cast<uint16_t*>(owned.back().data());
-    for (int64_t r = 0; r < rows; ++r) {
+    for_rows(rows, [&](int64_t r) {
       const int64_t n = order.stored_row(r);
       for (int64_t k = 0; k < cols; ++k) {
         const int64_t g = g_idx[static_cast<size_t>(k)];
@@ -240,7 +256,7 @@ Expected<WeightTensor> load_hf_quantized_layer(const HfCheckpoint& checkpoint, c
         const int zero = unpack.zero(g, n) + zero_offset;
         values[r * cols + k] = fp32_to_fp16(scale * static_cast<float>(unpack.q(k, n) - zero));
       }
-    }
+    });
   }
   out.data = owned.back().data();
   return out;

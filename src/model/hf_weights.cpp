@@ -129,7 +129,9 @@ Expected<std::unique_ptr<ModelWeights>> ModelWeights::load_hf(const HfCheckpoint
   const bool interleave = c.rope_style == RopeStyle::kAdjacentPairs;
 
   if (Status s = load.matrix("model.embed_tokens", c.vocab_size, hidden, model->token_embedding_); !s) return s;
-  const bool has_head = checkpoint.find("lm_head.weight").tensor != nullptr;
+  const bool has_head = checkpoint.find("lm_head.weight").tensor != nullptr ||
+                        (hf.quantization.method != HfQuantization::Method::kNone &&
+                         hf_layer_is_quantized(checkpoint, "lm_head"));  // GPTQModel's lm_head: true
   if (hf.tie_word_embeddings || !has_head) {
     model->output_ = model->token_embedding_;
   } else if (Status s = load.matrix("lm_head", c.vocab_size, hidden, model->output_); !s) {

@@ -68,6 +68,21 @@ void repack_int4_row(DType type, const void* src, int64_t cols, uint8_t* codes, 
   }
 }
 
+namespace {
+
+// x rounded once to BF16 (nearest, ties to even), from a double holding q * scale + min exactly
+// (a 4-bit integer times an 8-bit significand plus another: far fewer than 53 bits): what the
+// kernels' single-rounding BF16 fma gives. Through float first would round twice.
+float round_to_bf16(double x) {
+  if (x == 0.0 || !std::isfinite(x)) return static_cast<float>(x);
+  int exponent = 0;
+  const double mantissa = std::frexp(x, &exponent);               // x = mantissa * 2^exponent, 0.5 <= |m| < 1
+  const double scaled = std::nearbyint(std::ldexp(mantissa, 8));  // 8 significant bits, ties to even
+  return static_cast<float>(std::ldexp(scaled, exponent - 8));
+}
+
+}  // namespace
+
 void dequantize_int4_row(const uint8_t* codes, const uint32_t* groups, int64_t cols, float* out) {
   for (int64_t c = 0; c < cols; c += 8) {
     uint32_t word;
@@ -78,10 +93,8 @@ void dequantize_int4_row(const uint8_t* codes, const uint32_t* groups, int64_t c
     for (int j = 0; j < 4; ++j) {
       const float lo = static_cast<float>((word >> (4 * j)) & 0x0f);
       const float hi = static_cast<float>((word >> (16 + 4 * j)) & 0x0f);
-      // q * scale is exact in fp32 (4 x 8 significant bits), so this fused sum rounded once to
-      // BF16 is what the kernels' BF16 fma computes.
-      out[c + 2 * j] = bf16_to_fp32(fp32_to_bf16(std::fma(lo, scale, min)));
-      out[c + 2 * j + 1] = bf16_to_fp32(fp32_to_bf16(std::fma(hi, scale, min)));
+      out[c + 2 * j] = round_to_bf16(static_cast<double>(lo) * scale + min);
+      out[c + 2 * j + 1] = round_to_bf16(static_cast<double>(hi) * scale + min);
     }
   }
 }

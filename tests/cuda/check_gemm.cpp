@@ -323,7 +323,7 @@ void check_int4_gemm(const Options& opt, std::mt19937_64& rng) {
   };
   const Case cases[] = {{576, 576, DType::Q4_1},   {960, 576, DType::Q4_0},    {576, 1536, DType::Q4_K},
                         {6144, 4096, DType::Q4_K}, {4096, 14336, DType::Q4_K}, {64, 64, DType::Q4_0},
-                        {256, 768, DType::Q4_1}};
+                        {256, 768, DType::Q4_1},   {48, 576, DType::Q4_1}};  // 48: one 16-row group past 16 tokens
   const int64_t rows_list[] = {1, 2, 5, 8, 9, 16, 17, 33, 64, 65, 300, 1024, 1100};
   for (bool invariant : {false, true}) {
     GemmPolicy policy;

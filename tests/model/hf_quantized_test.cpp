@@ -186,6 +186,88 @@ TEST(HfQuantizedModel, AwqAndGptqComputeTheDequantizedModel) {
   EXPECT_LT(worst, 0.15);
 }
 
+// A one-layer GPTQ checkpoint written by hand (16 outputs, 64 inputs): tensors as given, each
+// filled with one repeated 32-bit word.
+struct HandTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  uint32_t fill;
+};
+std::string write_checkpoint(const std::string& name, const std::vector<HandTensor>& tensors) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::create_directories(dir);
+  nlohmann::json header = nlohmann::json::object();
+  std::vector<uint8_t> data;
+  for (const HandTensor& t : tensors) {
+    int64_t count = 1;
+    for (int64_t d : t.shape) count *= d;
+    const size_t bytes = static_cast<size_t>(count) * (t.dtype == "F16" || t.dtype == "BF16" ? 2 : 4);
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + bytes}}};
+    for (size_t b = 0; b < bytes; b += 4) {
+      for (size_t j = 0; j < 4 && b + j < bytes; ++j) data.push_back(static_cast<uint8_t>(t.fill >> (8 * j)));
+    }
+  }
+  const std::string text = header.dump();
+  std::ofstream out(dir + "/model.safetensors", std::ios::binary);
+  const uint64_t length = text.size();
+  out.write(reinterpret_cast<const char*>(&length), 8);
+  out << text;
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  return dir;
+}
+
+TEST(HfQuantizedLayer, UnpacksByHandAndNamesBrokenTensors) {
+  HfQuantization gptq;
+  gptq.method = HfQuantization::Method::kGptq;
+  gptq.group_size = 32;
+  gptq.description = "gptq 4-bit g32";
+  const std::string p = "model.layers.0.mlp.down_proj";
+  // Every weight nibble 3, every stored zero 7 (v1: zero 8), every scale 1.0: w = 1 * (3 - 8).
+  const HandTensor qweight{p + ".qweight", "I32", {8, 16}, 0x33333333u};
+  const HandTensor qzeros{p + ".qzeros", "I32", {2, 2}, 0x77777777u};
+  const HandTensor scales{p + ".scales", "F16", {2, 16}, 0x3c003c00u};
+  const HandTensor g_idx{p + ".g_idx", "I32", {64}, 0u};
+  struct Case {
+    const char* name;
+    std::vector<HandTensor> tensors;
+    int32_t group_size;
+    const char* error;  // null: loads
+  };
+  const Case cases[] = {
+      {"valid", {qweight, qzeros, scales, g_idx}, 32, nullptr},
+      {"one_group",
+       {qweight, {p + ".qzeros", "I32", {1, 2}, 0x77777777u}, {p + ".scales", "F16", {1, 16}, 0x3c003c00u}},
+       -1,
+       nullptr},
+      {"transposed", {{p + ".qweight", "I32", {16, 8}, 0u}, qzeros, scales}, 32, "implies [8, 16] I32"},
+      {"bf16_scales", {qweight, qzeros, {p + ".scales", "BF16", {2, 16}, 0u}}, 32, "dtype BF16"},
+      {"no_scales", {qweight, qzeros}, 32, "'model.layers.0.mlp.down_proj.scales' is missing"},
+      {"bad_group", {qweight, qzeros, scales, {p + ".g_idx", "I32", {64}, 5u}}, 32, "names group 5 of 2"},
+  };
+  for (const Case& c : cases) {
+    const std::string dir = write_checkpoint(std::string("folio_gptq_") + c.name, c.tensors);
+    Expected<HfCheckpoint> checkpoint = HfCheckpoint::open(dir);
+    ASSERT_TRUE(checkpoint) << c.name << ": " << checkpoint.error();
+    HfQuantization q = gptq;
+    q.group_size = c.group_size;
+    std::vector<std::vector<uint8_t>> owned;
+    Expected<WeightTensor> w = load_hf_quantized_layer(*checkpoint, q, p, 16, 64, 0, owned);
+    if (c.error == nullptr) {
+      ASSERT_TRUE(w) << c.name << ": " << w.error();
+      EXPECT_EQ(w->type, DType::Q4_1);
+      std::vector<float> row(64);
+      for (int64_t r = 0; r < 16; ++r) {
+        ASSERT_TRUE(quant::dequantize_row(w->type, w->row(r), row.data(), 64));
+        for (float v : row) ASSERT_EQ(v, -5.0f) << c.name << " row " << r;
+      }
+    } else {
+      ASSERT_FALSE(w) << c.name;
+      EXPECT_NE(w.error().find(c.error), std::string::npos) << c.name << ": " << w.error();
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
 Expected<HfQuantization> parse(const std::string& quantization_config) {
   return read_hf_quantization("", "{\"quantization_config\": " + quantization_config + "}");
 }

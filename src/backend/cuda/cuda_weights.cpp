@@ -146,7 +146,9 @@ class Uploader {
       if (Status s = staging_.allocate(kChunk, "pinned staging"); !s) return s;
     }
     const size_t code_bytes = static_cast<size_t>(w.cols) / 2, group_words = static_cast<size_t>(w.cols) / 32;
-    const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kChunk / (code_bytes + 4 * group_words)));
+    // The groups start 256-aligned after the codes: leave room for that padding.
+    const int64_t rows_per_chunk =
+        std::max<int64_t>(1, static_cast<int64_t>((kChunk - 256) / (code_bytes + 4 * group_words)));
     const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 32);
     for (int64_t r0 = 0; r0 < w.rows; r0 += rows_per_chunk) {
       const int64_t r1 = std::min(w.rows, r0 + rows_per_chunk);
@@ -267,6 +269,7 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     if (f == WeightFormat::kFp8E4M3) at.scales = take(rows * 4);
     return at;
   };
+  out.num_matrices = 0;
   out.int4_matrices = 0;
   out.largest_int4_elems = 0;
   const size_t embedding_at = take_bf16(vocab, hidden);
