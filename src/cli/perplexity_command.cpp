@@ -106,9 +106,12 @@ int run(const PerplexityOptions& options) {
     }
     std::string format = std::string(kv_format_name(kv_format_of(options.device))) + " KV";
     std::string reference_format = "fp16 KV";
-    if (options.device.quantization != "none") {
-      format += " + " + options.device.quantization + " weights";
-      reference_format += " + file weights";
+    // Only where the weights differ from the file's: fp8, or auto's 4-bit matrices on the GPU
+    // (the CPU computes with the file's types either way).
+    const std::string& q = options.device.quantization;
+    if (q == "fp8" || (q == "auto" && options.device.device == "cuda")) {
+      format += " + " + q + " weights";
+      reference_format += " + file weights as BF16";
     }
     std::printf(
         "perplexity: %s %.4f, %s %.4f (%+.3f%%); mean KL %.6f nats (max %.4f), top-1 agreement %.2f%% over "
