@@ -9,6 +9,12 @@
                                (w = s * (q - z)) in float32: what a loader must reproduce
   OUT/smollm2-awq-dequantized/ the first value set as a float32 model: what the AWQ and GPTQ
                                directories must compute
+  OUT/smollm2-fp8/             FP8 E4M3 layers as llm-compressor writes them (compressed-tensors,
+                               float-quantized): attention with one weight_scale per tensor, the
+                               MLP's gate / up with one per output row ([out, 1]), down with
+                               weight_scale_inv per 128 x 128 block (transformers' fine-grained
+                               FP8; 576 and 1536 leave partial blocks); layers 0 and 29's values in
+                               smollm2-int4-reference/layers.safetensors as "fp8.<name>"
 
 The layouts are the ones AutoAWQ (WQLinear_GEMM: qweight (in, out / 8) with outputs
 0, 2, 4, 6, 1, 3, 5, 7 in a word's nibbles from the lowest up; qzeros the same; fp16 scales
@@ -70,6 +76,59 @@ def quantize_sym_shuffled(w, g_idx):
     return q, z, s
 
 
+def e4m3_table():
+    """The 127 non-negative finite E4M3 values (codes 0..126) in code order, which is also
+    value order: exponent bias 7, 3 mantissa bits, subnormals at exponent 0, 0x7f NaN."""
+    values = []
+    for code in range(127):
+        e, m = code >> 3, code & 7
+        values.append(m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
+    return np.array(values, np.float64)
+
+
+E4M3 = e4m3_table()
+
+
+def e4m3_encode(x):
+    """float array (|x| <= 448) -> E4M3 codes, round to nearest, ties to the even code."""
+    a = np.abs(x.astype(np.float64))
+    hi = np.clip(np.searchsorted(E4M3, a), 1, 126)
+    lo = hi - 1
+    d_lo, d_hi = a - E4M3[lo], E4M3[hi] - a
+    pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0))
+    code = np.where(pick_hi, hi, lo)
+    code = np.where(a >= E4M3[126], 126, code)
+    return (code | np.where(x < 0, 0x80, 0)).astype(np.uint8)
+
+
+def e4m3_decode(codes):
+    v = E4M3[codes & 0x7f]
+    return np.where(codes & 0x80, -v, v)
+
+
+def fp8_layer(w, granularity, block=128):
+    """(codes, scale tensors, dequantized float32) of w (out, in) for one scale granularity."""
+    n, k = w.shape
+    if granularity == "tensor":
+        scale = np.float32(np.abs(w).max() / 448.0)
+        expand = np.full((n, k), scale, np.float64)
+        tensors = {"weight_scale": np.array(scale, np.float32)}
+    elif granularity == "row":
+        scale = (np.abs(w).max(axis=1, keepdims=True) / 448.0).astype(np.float32)
+        expand = np.repeat(scale.astype(np.float64), k, axis=1)
+        tensors = {"weight_scale": scale}
+    else:
+        rb, cb = -(-n // block), -(-k // block)
+        scale = np.zeros((rb, cb), np.float32)
+        for i in range(rb):
+            for j in range(cb):
+                scale[i, j] = np.abs(w[i * block:(i + 1) * block, j * block:(j + 1) * block]).max() / 448.0
+        expand = np.repeat(np.repeat(scale.astype(np.float64), block, axis=0), block, axis=1)[:n, :k]
+        tensors = {"weight_scale_inv": scale}
+    codes = e4m3_encode(w / expand)
+    return codes, tensors, (e4m3_decode(codes) * expand).astype(np.float32)
+
+
 def dequantize(q, z, s, g_idx):
     sf = s.astype(np.float32)[:, g_idx]
     return (sf * (q - z[:, g_idx]).astype(np.float32)).astype(np.float32)
@@ -122,6 +181,27 @@ def finish_dir(src, target, tensors, config_extra, side_files):
             shutil.copy(f, target / f.name)
 
 
+def write_fp8_dir(src, target, tensors):
+    """safetensors.numpy has no float8 dtype: the codes are written as U8 and the header's dtype
+    of each FP8 weight then set to F8_E4M3 (one byte an element either way)."""
+    finish_dir(src, target, tensors,
+               {"quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized",
+                                        "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"},
+                                                                      "targets": ["Linear"]}},
+                                        "ignore": ["lm_head"]}}, {})
+    path = target / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    length = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + length])
+    for name, entry in header.items():
+        if name != "__metadata__" and name.endswith(".weight") and entry["dtype"] == "U8":
+            entry["dtype"] = "F8_E4M3"
+    # Data offsets count from the end of the header, so a longer header moves nothing else.
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(len(text).to_bytes(8, "little") + text + bytes(data[8 + length:]))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=MODELS / "hf")
@@ -141,7 +221,7 @@ def main():
     layers = sorted({int(name.split(".")[2]) for name in base if name.startswith("model.layers.")})
     rng = np.random.default_rng(13)
     plain = {k: v for k, v in base.items() if not any(f".{lin}." in k for lin in LINEARS)}
-    awq, gptq, actorder, dequantized = dict(plain), dict(plain), dict(plain), dict(plain)
+    awq, gptq, actorder, dequantized, fp8 = dict(plain), dict(plain), dict(plain), dict(plain), dict(plain)
     reference = {}
     for layer in layers:
         for lin in LINEARS:
@@ -161,6 +241,12 @@ def main():
             q, z, s = quantize_sym_shuffled(w, g_idx)
             actorder.update(gptq_tensors(prefix, q, z, s, g_idx))
             reference[f"actorder.{prefix}"] = dequantize(q, z, s, g_idx)
+            granularity = "tensor" if "self_attn" in lin else "block" if lin == "mlp.down_proj" else "row"
+            codes, scales, values = fp8_layer(w, granularity)
+            fp8[f"{prefix}.weight"] = codes
+            fp8.update({f"{prefix}.{name}": v for name, v in scales.items()})
+            if layer in (layers[0], layers[-1]):
+                reference[f"fp8.{prefix}"] = values
     finish_dir(src, out / "smollm2-awq", awq,
                {"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point": True,
                                         "version": "gemm"}}, {})
@@ -171,6 +257,7 @@ def main():
                {"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "desc_act": True,
                                         "sym": True}}, {})
     finish_dir(src, out / "smollm2-awq-dequantized", dequantized, {}, {})
+    write_fp8_dir(src, out / "smollm2-fp8", fp8)
     (out / "smollm2-int4-reference").mkdir(parents=True, exist_ok=True)
     write(out / "smollm2-int4-reference" / "layers.safetensors", reference)
     stamp.write_text(want)

@@ -70,9 +70,13 @@ Status open_hf_directory(const std::string& dir, bool quiet, const std::string& 
       ModelWeights::load_hf(*session.checkpoint, directory->model, options, progress_line(dir, quiet));
   if (!weights) return weights.status();
   session.weights = std::move(weights).value();
-  if (!quiet && directory->model.quantization.method != HfQuantization::Method::kNone) {
+  if (!quiet && (directory->model.quantization.method == HfQuantization::Method::kAwq ||
+                 directory->model.quantization.method == HfQuantization::Method::kGptq)) {
     std::fprintf(stderr, "%s: %s layers repacked as Q4_1 (F16 where act-order shuffles groups)\n", dir.c_str(),
                  directory->model.quantization.description.c_str());
+  }
+  if (!quiet && directory->model.quantization.method == HfQuantization::Method::kFp8) {
+    std::fprintf(stderr, "%s: %s\n", dir.c_str(), directory->model.quantization.description.c_str());
   }
   Expected<Tokenizer> tokenizer = Tokenizer::from_hf(directory->tokenizer);
   if (!tokenizer) return tokenizer.status();

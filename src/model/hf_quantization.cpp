@@ -51,8 +51,26 @@ Status parse_quantization(const json& c, const std::string& where, HfQuantizatio
   // AutoAWQ's quant_config.json names no method; its keys are its own.
   if (method.empty() && (c.contains("w_bit") || c.contains("q_group_size"))) method = "awq";
   if (method.empty() && c.contains("desc_act")) method = "gptq";
+  if (method == "fp8" || method == "fbgemm_fp8" || method == "compressed-tensors") {
+    if (method == "compressed-tensors" && text("format") != "float-quantized") {
+      return error("compressed-tensors format '" + text("format") +
+                   "' is not supported (float-quantized: FP8 weights with scales)");
+    }
+    out.method = HfQuantization::Method::kFp8;
+    const auto block = c.find("weight_block_size");
+    if (block != c.end() && !block->is_null()) {
+      if (!block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() || (*block)[0] != (*block)[1] ||
+          (*block)[0].get<int64_t>() < 1) {
+        return error("weight_block_size must be [B, B], got " + block->dump());
+      }
+      out.block_size = static_cast<int32_t>((*block)[0].get<int64_t>());
+    }
+    out.description = method + " e4m3 weights (decoded to bf16)";
+    return Status::ok();
+  }
   if (method != "awq" && method != "gptq") {
-    return error("quantization method '" + method + "' is not supported (awq, gptq)");
+    return error("quantization method '" + method +
+                 "' is not supported (awq, gptq, fp8, fbgemm_fp8, compressed-tensors)");
   }
   out.method = method == "awq" ? HfQuantization::Method::kAwq : HfQuantization::Method::kGptq;
   for (const Status& s :

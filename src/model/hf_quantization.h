@@ -30,19 +30,22 @@ namespace folio {
 class HfCheckpoint;
 
 struct HfQuantization {
-  enum class Method { kNone, kAwq, kGptq };
+  // kFp8: FP8 E4M3 layers with float scales (hf_fp8.h), decoded to BF16 at load.
+  enum class Method { kNone, kAwq, kGptq, kFp8 };
   Method method = Method::kNone;
   int32_t bits = 4;
   int32_t group_size = 128;  // -1: one group per input row
   bool desc_act = false;     // GPTQ: act-order (g_idx shuffled)
   bool sym = true;           // GPTQ
   bool zero_offset = true;   // GPTQ format v1: stored zeros are zero - 1
+  int32_t block_size = 128;  // FP8: weight_block_size, for per-block scales
   std::string description;   // "awq 4-bit g128", for logs
 };
 
 // From config.json's text (quantization_config) or, when it has none, the side files in dir.
 // kNone when the directory is not quantized; an error for methods or settings folio does not
-// load (other bit widths, AWQ without zero points or in another layout, ...).
+// load (other bit widths, AWQ without zero points or in another layout, compressed-tensors
+// other than float-quantized, ...).
 Expected<HfQuantization> read_hf_quantization(const std::string& dir, const std::string& config_json_text);
 
 // Whether `prefix` (e.g. "model.layers.0.self_attn.q_proj") is stored quantized.

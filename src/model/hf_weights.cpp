@@ -7,6 +7,7 @@
 #include "core/fp16.h"
 #include "model/hf_checkpoint.h"
 #include "model/hf_config.h"
+#include "model/hf_fp8.h"
 #include "model/hf_quantization.h"
 #include "model/model_weights.h"
 
@@ -52,6 +53,13 @@ struct Loader {
   // computing order). heads > 0: Q / K rows stored in Hugging Face's order
   // (WeightTensor::interleave_heads).
   Status matrix(const std::string& prefix, int64_t rows, int64_t cols, WeightTensor& out, int32_t heads = 0) const {
+    if (hf_layer_is_fp8(checkpoint, prefix)) {
+      Expected<WeightTensor> w =
+          load_hf_fp8_layer(checkpoint, prefix, rows, cols, heads, quantization.block_size, owned);
+      if (!w) return w.status();
+      out = *w;
+      return Status::ok();
+    }
     if (quantization.method != HfQuantization::Method::kNone && hf_layer_is_quantized(checkpoint, prefix)) {
       Expected<WeightTensor> w = load_hf_quantized_layer(checkpoint, quantization, prefix, rows, cols, heads, owned);
       if (!w) return w.status();

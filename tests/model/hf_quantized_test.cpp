@@ -1,6 +1,6 @@
-// AWQ and GPTQ directories (scripts/hf_quantized_test_models.py: the default model's layers
-// quantized to 4 bits and packed in AutoAWQ's and AutoGPTQ's layouts, with the dequantized
-// values beside them in float32). Every repacked layer must hold those values (up to the fp16
+// AWQ, GPTQ and FP8 directories (scripts/hf_quantized_test_models.py: the default model's layers
+// quantized to 4 bits and packed in AutoAWQ's and AutoGPTQ's layouts, or to E4M3 with scales as
+// llm-compressor writes them, with the dequantized values beside them in float32). Every repacked layer must hold those values (up to the fp16
 // rounding of the Q4_1 min, or of each weight for act-order's F16), the AWQ and GPTQ packings
 // of the same values must compute the same logits bit for bit, and the 4-bit model must still
 // be the model. The configuration readers' errors are checked on their own.
@@ -17,6 +17,7 @@
 #include "engine/sequence_runner.h"
 #include "model/hf_checkpoint.h"
 #include "model/hf_config.h"
+#include "model/hf_fp8.h"
 #include "model/hf_quantization.h"
 #include "model/model_weights.h"
 #include "model/safetensors_file.h"
@@ -108,6 +109,7 @@ TEST_P(HfQuantizedDir, LayersHoldTheDequantizedValues) {
     for (const auto& part : parts) {
       const std::string name = std::string(c.reference) + ".model.layers." + std::to_string(layer) + "." + part.name;
       const SafetensorsTensor* t = reference->find(name);
+      if (t == nullptr && std::string(c.reference) == "fp8") continue;  // values of layers 0 and 29 only
       ASSERT_NE(t, nullptr) << name;
       ASSERT_EQ(part.w->type, c.type) << name;
       ASSERT_EQ(part.w->interleave_heads, 0) << name;
@@ -124,8 +126,10 @@ TEST_P(HfQuantizedDir, LayersHoldTheDequantizedValues) {
         for (size_t i = 0; i < got.size(); ++i) {
           const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
           worst = std::max(worst, error / std::max(scale, 1e-12f));
-          // fp16 rounding of the min (Q4_1) or of the weight (F16): 2^-11 of the row's range.
-          ASSERT_LE(error, 1e-3 * scale + 1e-9) << name << " row " << r << " column " << i;
+          // fp16 rounding of the min (Q4_1) or of the weight (F16): 2^-11 of the row's range;
+          // BF16 (FP8 decoded): half a BF16 step of the weight itself.
+          const double bound = c.type == DType::BF16 ? 0x1p-8 * std::fabs(want[i]) + 1e-12 : 1e-3 * scale + 1e-9;
+          ASSERT_LE(error, bound) << name << " row " << r << " column " << i;
         }
         ++checked;
       }
@@ -139,7 +143,8 @@ INSTANTIATE_TEST_SUITE_P(Directories, HfQuantizedDir,
                          ::testing::Values(Case{"smollm2-awq", "asym", DType::Q4_1, "awq 4-bit g64"},
                                            Case{"smollm2-gptq", "asym", DType::Q4_1, "gptq 4-bit g64 asym"},
                                            Case{"smollm2-gptq-actorder", "actorder", DType::F16,
-                                                "gptq 4-bit g64 sym act-order"}),
+                                                "gptq 4-bit g64 sym act-order"},
+                                           Case{"smollm2-fp8", "fp8", DType::BF16, "compressed-tensors e4m3"}),
                          [](const auto& info) {
                            std::string name = info.param.dir;
                            for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
@@ -184,6 +189,32 @@ TEST(HfQuantizedModel, AwqAndGptqComputeTheDequantizedModel) {
   // Each block's min -s * z rounded to fp16 (up to 2^-11 of s * z, the same for all 32 weights
   // of the block): measured 0.06 on logits spanning ~40; a wrong nibble order gives whole units.
   EXPECT_LT(worst, 0.15);
+}
+
+// The FP8 directory (per-tensor, per-row and per-block scales) is still the model: the next
+// token of two prompts as the float32 directory's, logits close (E4M3 keeps 3 mantissa bits).
+TEST(HfQuantizedModel, Fp8DirectoryStaysTheModel) {
+  for (const char* name : {"smollm2-fp8", "smollm2-f32"}) {
+    if (!std::filesystem::exists(hf_dir(name) + "/config.json")) GTEST_FAIL() << "missing " << hf_dir(name);
+  }
+  Loaded fp8 = load(hf_dir("smollm2-fp8")), f32 = load(hf_dir("smollm2-f32"));
+  ASSERT_TRUE(fp8.weights && f32.weights);
+  EXPECT_EQ(fp8.config.quantization.method, HfQuantization::Method::kFp8);
+  for (const char* prompt_name : {"plain", "chat"}) {
+    const std::vector<int32_t> prompt = golden_prompt(prompt_name);
+    const std::vector<float> a = last_logits(*fp8.weights, prompt), f = last_logits(*f32.weights, prompt);
+    ASSERT_EQ(a.size(), f.size());
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      diff += (static_cast<double>(a[i]) - f[i]) * (static_cast<double>(a[i]) - f[i]);
+      norm += static_cast<double>(f[i]) * f[i];
+    }
+    const double relative = std::sqrt(diff / norm);
+    std::printf("[smollm2-fp8 %s] last logits |fp8 - float32| / |float32| = %.3f\n", prompt_name, relative);
+    EXPECT_EQ(std::max_element(a.begin(), a.end()) - a.begin(), std::max_element(f.begin(), f.end()) - f.begin())
+        << prompt_name;
+    EXPECT_LT(relative, 0.25) << prompt_name;
+  }
 }
 
 // A one-layer GPTQ checkpoint written by hand (16 outputs, 64 inputs): tensors as given, each
@@ -285,7 +316,14 @@ TEST(HfQuantizationConfig, ReadsAwqAndGptqAndNamesWhatItRefuses) {
   EXPECT_TRUE(gptq->desc_act);
   EXPECT_FALSE(gptq->sym);
   EXPECT_FALSE(gptq->zero_offset);
+  Expected<HfQuantization> fp8 =
+      parse(R"({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [64, 64]})");
+  ASSERT_TRUE(fp8) << fp8.error();
+  EXPECT_EQ(fp8->method, HfQuantization::Method::kFp8);
+  EXPECT_EQ(fp8->block_size, 64);
   const std::pair<const char*, const char*> refused[] = {
+      {R"({"quant_method": "compressed-tensors", "format": "pack-quantized"})", "'pack-quantized' is not supported"},
+      {R"({"quant_method": "fp8", "weight_block_size": [128, 64]})", "weight_block_size must be [B, B]"},
       {R"({"quant_method": "gptq", "bits": 8, "group_size": 128})", "8-bit"},
       {R"({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemv"})", "version 'gemv'"},
       {R"({"quant_method": "awq", "bits": 4, "group_size": 48})", "group_size 48"},
