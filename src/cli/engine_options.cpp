@@ -1,5 +1,7 @@
 #include "cli/engine_options.h"
 
+#include <algorithm>
+
 #include "cli/byte_size.h"
 
 namespace folio::cli {
@@ -92,6 +94,29 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
       ->capture_default_str()
       ->group(group);
   add_device_options(cmd, options.device);
+  const char* spec = "Speculative decoding";
+  SpeculativeOptions& sp = options.speculative;
+  cmd.add_option("--speculative", sp.method,
+                 "Propose tokens for the target to verify: ngram (prompt lookup) | draft (with --speculative-model)")
+      ->check(CLI::IsMember({"ngram", "draft"}))
+      ->group(spec);
+  cmd.add_option("--speculative-model", sp.model,
+                 "Draft model (GGUF file or Hugging Face directory) sharing the target's vocabulary")
+      ->group(spec);
+  cmd.add_option("--num-speculative-tokens", sp.num_tokens, "Most tokens proposed per request and step (default 4)")
+      ->check(CLI::Range(1, 32))
+      ->group(spec);
+  cmd.add_option("--ngram-min", sp.ngram_min, "Shortest n-gram prompt lookup matches")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str()
+      ->group(spec);
+  cmd.add_option("--ngram-max", sp.ngram_max, "Longest n-gram prompt lookup matches")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str()
+      ->group(spec);
+  cmd.add_flag("--no-adaptive-speculation", sp.fixed,
+               "Always propose --num-speculative-tokens (default: as many as pay at the measured load and acceptance)")
+      ->group(spec);
 }
 
 Status check_device(const DeviceOptions& options) {
@@ -114,7 +139,21 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t ma
     return Status::error("--preemption swap needs a host pool: add --swap-space GiB");
   }
   if (Status s = check_device(options.device); !s) return s;
+  const SpeculativeOptions& sp = options.speculative;
+  if (sp.method == "draft" && sp.model.empty()) return Status::error("--speculative draft needs --speculative-model");
+  if (sp.method == "ngram" && !sp.model.empty()) {
+    return Status::error("--speculative ngram and --speculative-model exclude each other");
+  }
+  if (sp.ngram_min > sp.ngram_max) return Status::error("--ngram-min is larger than --ngram-max");
+  if (!sp.enabled() && (sp.num_tokens > 0 || sp.fixed)) {
+    return Status::error(
+        "--num-speculative-tokens and --no-adaptive-speculation need --speculative or --speculative-model");
+  }
   EngineConfig config;
+  if (sp.enabled()) {
+    config.speculative.num_tokens = sp.num_tokens > 0 ? sp.num_tokens : kDefaultSpeculativeTokens;
+    config.speculative.adaptive = !sp.fixed;
+  }
   config.enable_prefix_caching = !options.no_prefix_cache;
   config.max_model_len = max_model_len;
   const bool tokens_given =
@@ -143,6 +182,10 @@ ExecutorRequest to_executor_request(const EngineOptions& options, const EngineCo
   request.cuda_graphs = !options.device.no_cuda_graphs;
   request.batch_invariant = options.device.batch_invariant;
   request.quantization = options.device.quantization;
+  // Every proposal of a step is a row of logits (or a token chosen on the device).
+  if (config.speculative.num_tokens > 0) {
+    request.max_logit_rows = std::min(config.scheduler.max_num_seqs * (1 + config.speculative.num_tokens), 1024);
+  }
   return request;
 }
 

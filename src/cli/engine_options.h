@@ -26,6 +26,19 @@ struct DeviceOptions {
   std::string quantization = "auto";    // --quantization: auto | none | fp8 (cuda: 4-bit kept / BF16 / FP8 W8A8)
 };
 
+// Speculative decoding (engine/spec/): a proposer, how many tokens it may propose per step, and
+// whether the engine adapts that number to the load and the acceptance it measures.
+struct SpeculativeOptions {
+  std::string method;      // --speculative: "" (off, unless a model is given) | ngram | draft
+  std::string model;       // --speculative-model FILE_OR_DIR (implies draft)
+  int32_t num_tokens = 0;  // --num-speculative-tokens; 0: 4 when speculation is on
+  int32_t ngram_min = 1;   // --ngram-min / --ngram-max: the n-gram lengths prompt lookup tries
+  int32_t ngram_max = 4;
+  bool fixed = false;  // --no-adaptive-speculation: always num_tokens
+
+  bool enabled() const { return !method.empty() || !model.empty(); }
+};
+
 struct EngineOptions {
   std::string kv_cache_memory = "256M";
   int32_t block_size = 0;  // 0: the KV format's (kv_default_block_size)
@@ -35,6 +48,7 @@ struct EngineOptions {
   double swap_space_gib = 0.0;
   std::string preemption = "recompute";
   DeviceOptions device;
+  SpeculativeOptions speculative;
   const CLI::Option* kv_cache_memory_option = nullptr;  // to tell a given size from the default
   // Not given: 512 tokens on the CPU, kCudaBatchedTokens with --device cuda (a GPU step of 512
   // tokens leaves the tensor cores mostly idle).
@@ -43,13 +57,17 @@ struct EngineOptions {
 
 inline constexpr int32_t kCudaBatchedTokens = 8192;
 
+inline constexpr int32_t kDefaultSpeculativeTokens = 4;
+
 // --device, --gpu-memory-utilization, --no-cuda-graphs, --batch-invariant, --kv-cache-dtype,
 // --quantization.
 void add_device_options(CLI::App& cmd, DeviceOptions& options);
 // The KV cache format --kv-cache-dtype names (validated when parsed).
 KvFormat kv_format_of(const DeviceOptions& options);
 // The device options and --kv-cache-memory, --block-size, --max-num-batched-tokens,
-// --max-num-seqs, --no-prefix-cache, --swap-space, --preemption; bad values fail at parse time
+// --max-num-seqs, --no-prefix-cache, --swap-space, --preemption, and the speculative options
+// (--speculative, --speculative-model, --num-speculative-tokens, --ngram-min, --ngram-max,
+// --no-adaptive-speculation); bad values fail at parse time
 // (usage, non-zero exit) rather than after the model has loaded.
 void add_engine_options(CLI::App& cmd, EngineOptions& options);
 

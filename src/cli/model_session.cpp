@@ -9,6 +9,8 @@
 
 #include "backend/cpu/cpu_executor.h"
 #include "cli/engine_options.h"
+#include "engine/spec/draft_model_proposer.h"
+#include "engine/spec/ngram_proposer.h"
 #include "model/gguf_tokenizer.h"
 
 #ifdef FOLIO_HAS_CUDA
@@ -188,6 +190,83 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
 #endif
 }
 
+namespace {
+
+// Both tokenizers must give every id the same text, or the draft's guesses mean other words.
+Status check_same_vocabulary(const Tokenizer& target, const Tokenizer& draft) {
+  if (target.vocab_size() != draft.vocab_size()) {
+    return Status::error("the draft model's tokenizer has " + std::to_string(draft.vocab_size()) +
+                         " tokens and the target's " + std::to_string(target.vocab_size()));
+  }
+  for (int32_t id = 0; id < target.vocab_size(); ++id) {
+    if (target.token_text(id) != draft.token_text(id)) {
+      return Status::error("the draft model's token " + std::to_string(id) + " is '" + draft.token_text(id) +
+                           "', the target's '" + target.token_text(id) + "': the vocabularies differ");
+    }
+  }
+  return Status::ok();
+}
+
+// The draft's executor: an fp16 pool (its K/V are short-lived guesses; a residual format would
+// seal blocks that rejected proposals must leave) holding as many tokens as the target's.
+Expected<std::unique_ptr<Executor>> make_draft_executor(ModelSession& draft, const ModelSession& target,
+                                                        const ExecutorRequest& target_request, bool quiet) {
+  ExecutorRequest request = target_request;
+  request.kv.format = KvFormat::kFp16;
+  request.kv.block_size = 16;
+  request.kv.swap_space_bytes = 0;
+  request.kv.num_staging_blocks = 0;
+  request.max_logit_rows = request.max_num_seqs;
+  const ModelConfig& t = target.weights->config();
+  const ModelConfig& d = draft.weights->config();
+  int64_t tokens = 0;
+  if (request.device != "cuda" || request.kv_size_given) {
+    tokens = target_request.kv.kv_cache_bytes /
+             std::max<int64_t>(1, kv_bytes_per_block(t, target_request.kv.block_size, target_request.kv.format)) *
+             target_request.kv.block_size;
+  } else {
+    tokens = static_cast<int64_t>(request.max_num_seqs) * 2048;  // the target's pool is not sized yet
+  }
+  const int64_t draft_block = kv_bytes_per_block(d, 16);
+  request.kv.kv_cache_bytes = std::min<int64_t>((tokens + 15) / 16 + 1, (int64_t{8} << 30) / draft_block) * draft_block;
+  request.kv_size_given = true;
+  return make_executor(draft, request, quiet);
+}
+
+int open_proposer(const char* command, const EngineOptions& options, int num_threads, bool quiet,
+                  const ExecutorRequest& target_request, ExecutorSession& out) {
+  const SpeculativeOptions& sp = options.speculative;
+  if (sp.model.empty()) {
+    out.proposer = std::make_unique<NgramProposer>(NgramConfig{sp.ngram_min, sp.ngram_max});
+    return 0;
+  }
+  if (!quiet) std::fprintf(stderr, "draft model:\n");
+  Expected<ModelSession> draft = open_model_session(sp.model, num_threads, quiet, options.device.device);
+  if (!draft) {
+    std::fprintf(stderr, "folio %s: --speculative-model: %s\n", command, draft.error().c_str());
+    return 1;
+  }
+  out.draft_model = std::make_unique<ModelSession>(std::move(draft).value());
+  Status compatible =
+      DraftModelProposer::check_compatible(out.model.weights->config(), out.draft_model->weights->config());
+  if (compatible) compatible = check_same_vocabulary(*out.model.tokenizer, *out.draft_model->tokenizer);
+  if (!compatible) {
+    std::fprintf(stderr, "folio %s: --speculative-model: %s\n", command, compatible.message().c_str());
+    return 2;
+  }
+  Expected<std::unique_ptr<Executor>> executor =
+      make_draft_executor(*out.draft_model, out.model, target_request, quiet);
+  if (!executor) {
+    std::fprintf(stderr, "folio %s: --speculative-model: %s\n", command, executor.error().c_str());
+    return 1;
+  }
+  out.draft_executor = std::move(executor).value();
+  out.proposer = std::make_unique<DraftModelProposer>(*out.draft_executor, target_request.max_num_batched_tokens);
+  return 0;
+}
+
+}  // namespace
+
 int open_executor_session(const char* command, const std::string& model_path, int num_threads, int context, bool quiet,
                           const EngineOptions& options, ExecutorSession& out) {
   Expected<EngineConfig> config = to_engine_config(options, context);
@@ -202,8 +281,12 @@ int open_executor_session(const char* command, const std::string& model_path, in
     return 1;
   }
   out.model = std::move(session).value();
-  Expected<std::unique_ptr<Executor>> executor =
-      make_executor(out.model, to_executor_request(options, out.config), quiet);
+  const ExecutorRequest request = to_executor_request(options, out.config);
+  // The draft first: on a GPU the target's KV pool takes what memory the draft leaves.
+  if (options.speculative.enabled()) {
+    if (const int rc = open_proposer(command, options, num_threads, quiet, request, out); rc != 0) return rc;
+  }
+  Expected<std::unique_ptr<Executor>> executor = make_executor(out.model, request, quiet);
   if (!executor) {
     std::fprintf(stderr, "folio %s: %s\n", command, executor.error().c_str());
     return 1;
@@ -217,7 +300,7 @@ int open_serving_session(const char* command, const std::string& model_path, int
   if (const int rc = open_executor_session(command, model_path, num_threads, context, quiet, options, out); rc != 0) {
     return rc;
   }
-  out.engine = std::make_unique<Engine>(*out.executor, *out.model.tokenizer, out.config);
+  out.engine = std::make_unique<Engine>(*out.executor, *out.model.tokenizer, out.config, out.proposer.get());
   return 0;
 }
 

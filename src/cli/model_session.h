@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/status.h"
 #include "engine/engine.h"
+#include "engine/spec/proposer.h"
 #include "executor/executor.h"
 #include "executor/kv_pool_sizing.h"
 #include "model/gguf_file.h"
@@ -74,6 +75,11 @@ struct ExecutorSession {
   ModelSession model;
   std::unique_ptr<Executor> executor;
   EngineConfig config;
+  // Speculative decoding: the draft model with its own executor and KV pool (--speculative-model),
+  // and the proposer every engine over this executor gets (null: speculation off).
+  std::unique_ptr<ModelSession> draft_model;
+  std::unique_ptr<Executor> draft_executor;
+  std::unique_ptr<Proposer> proposer;
 };
 
 // With one engine over the executor, as `folio run` and `folio serve` use it.

@@ -20,19 +20,41 @@ KvCacheConfig kv_config_of(const KvPoolLayout& layout, const EngineConfig& confi
                        layout.num_host_staging_blocks};
 }
 
+// One output per request and step: a speculative run's tokens after the first join it.
+void merge_into(RequestOutput& into, RequestOutput&& next) {
+  into.new_tokens.insert(into.new_tokens.end(), next.new_tokens.begin(), next.new_tokens.end());
+  into.new_samples.insert(into.new_samples.end(), std::make_move_iterator(next.new_samples.begin()),
+                          std::make_move_iterator(next.new_samples.end()));
+  into.text_delta += next.text_delta;
+  into.finished = next.finished;
+  into.finish_reason = next.finish_reason;
+  into.num_output_tokens = next.num_output_tokens;
+  into.time_to_first_token_s = next.time_to_first_token_s;
+  into.time_per_output_token_s = next.time_per_output_token_s;
+}
+
 }  // namespace
 
-Engine::Engine(Executor& executor, const Tokenizer& tokenizer, const EngineConfig& config)
+Engine::Engine(Executor& executor, const Tokenizer& tokenizer, const EngineConfig& config, Proposer* proposer)
     : executor_(executor),
       tokenizer_(tokenizer),
       kv_layout_(executor.kv_pool()),
       max_model_len_(config.max_model_len > 0 ? config.max_model_len : executor.config().context_length),
       max_num_seqs_(config.scheduler.max_num_seqs),
+      max_logit_rows_(executor.capabilities().max_logit_rows),
       scheduler_(config.scheduler, kv_config_of(kv_layout_, config)),
       runner_(executor),
       planner_(executor.capabilities().samples_on_device, executor.config().vocab_size),
       processor_(tokenizer, max_model_len_),
-      beams_(tokenizer, max_model_len_) {
+      beams_(tokenizer, max_model_len_),
+      proposer_(config.speculative.num_tokens > 0 ? proposer : nullptr),
+      controller_(config.speculative.num_tokens, config.speculative.adaptive,
+                  proposer != nullptr && proposer->runs_forward_passes()),
+      verifier_(config.speculative.seeded) {
+  if (proposer_ != nullptr) {
+    speculation_.proposer = proposer_->name();
+    speculation_.accepted_per_position.assign(static_cast<size_t>(config.speculative.num_tokens), 0);
+  }
   // A beam group moves on through the engine: its new beams are sequences the engine owns and the
   // scheduler forks, its pruned ones leave through the scheduler.
   beam_actions_.fork = [this](Request& parent) -> Request& {
@@ -116,18 +138,63 @@ void Engine::fork_siblings(Request& parent, std::span<const float> logits, std::
   }
 }
 
+void Engine::verify(const SchedulerOutput& output, const StepResult& result) {
+  accepted_.clear();
+  if (proposed_.empty()) return;
+  accepted_.assign(output.chunks.size(), 0);
+  spec_samples_.resize(output.chunks.size());
+  const int32_t vocab = executor_.config().vocab_size;
+  size_t row = 0;
+  for (size_t i = 0; i < output.chunks.size(); ++i) {
+    const ScheduledChunk& chunk = output.chunks[i];
+    if (!chunk.samples) continue;
+    const size_t rows = 1 + static_cast<size_t>(chunk.num_draft_tokens);
+    if (chunk.num_draft_tokens > 0) {
+      Request& request = *chunk.request;
+      accepted_[i] = !result.tokens.empty()
+                         ? Verifier::verify_chosen(request, result.tokens.subspan(row, rows), spec_samples_[i])
+                         : verifier_.verify(request, result.logits.subspan(row * vocab, rows * vocab), vocab, scratch_,
+                                            spec_samples_[i]);
+      request.speculation.record(chunk.num_draft_tokens, accepted_[i]);
+      ++speculation_.num_drafts;
+      speculation_.num_draft_tokens += chunk.num_draft_tokens;
+      speculation_.num_accepted_tokens += accepted_[i];
+      for (int32_t j = 0; j < accepted_[i]; ++j) ++speculation_.accepted_per_position[static_cast<size_t>(j)];
+    }
+    row += rows;
+  }
+}
+
 void Engine::update(const SchedulerOutput& output, const StepResult& result, std::vector<RequestOutput>& outputs) {
   const auto start = Clock::now();
-  scheduler_.on_computed(output);
+  verify(output, result);
+  scheduler_.on_computed(output, accepted_);
   const size_t vocab = static_cast<size_t>(executor_.config().vocab_size);
   size_t row = 0;
-  for (const ScheduledChunk& chunk : output.chunks) {
+  for (size_t i = 0; i < output.chunks.size(); ++i) {
+    const ScheduledChunk& chunk = output.chunks[i];
     Request& request = *chunk.request;
     if (chunk.first_position < request.num_prompt_tokens) {
       num_prompt_tokens_computed_ += std::min(chunk.num_new_tokens, request.num_prompt_tokens - chunk.first_position);
     }
     if (!chunk.samples) continue;
-    const size_t r = row++;
+    const size_t r = row;
+    row += 1 + static_cast<size_t>(chunk.num_draft_tokens);
+    if (chunk.num_draft_tokens > 0) {
+      // The verified run: tokens go in until one ends the request (a stop token or string, or
+      // max_tokens, inside the run); the rest are dropped with it.
+      RequestOutput out;
+      for (size_t j = 0; j < spec_samples_[i].size() && !request.finished(); ++j) {
+        RequestOutput next = accept_token(request, spec_samples_[i][j]);
+        if (j == 0) {
+          out = std::move(next);
+        } else {
+          merge_into(out, std::move(next));
+        }
+      }
+      outputs.push_back(std::move(out));
+      continue;
+    }
     if (!result.tokens.empty()) {
       // The planner gave a plan: no beams, no unforked n > 1, logprobs -1 or 0.
       SampleResult sample;
@@ -152,6 +219,62 @@ void Engine::update(const SchedulerOutput& output, const StepResult& result, std
   update_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+void Engine::forget(RequestId id) {
+  if (proposer_ != nullptr) proposer_->release(id);
+}
+
+void Engine::propose() {
+  if (proposer_ == nullptr) return;
+  candidates_.clear();
+  candidate_requests_.clear();
+  int32_t prefill_tokens = 0;
+  int32_t num_decoding = 0;
+  for (Request* request : scheduler_.running()) {
+    const int32_t pending = request->num_tokens() - request->num_computed_tokens;
+    if (pending != 1) {
+      prefill_tokens += pending;
+      continue;
+    }
+    ++num_decoding;
+    const RequestParams& params = request->params();
+    if (params.beam_width > 1 || (params.n > 1 && !request->forked)) continue;  // beams: no speculation
+    // Room for the proposals and the token after them: max_tokens and the context.
+    const int32_t room =
+        std::min(params.max_tokens - request->num_output_tokens(), max_model_len_ - request->num_tokens()) - 1;
+    if (room <= 0) continue;
+    SpeculationCandidate candidate;
+    candidate.acceptance = request->speculation.acceptance();
+    candidate.max_tokens = room;
+    candidates_.push_back(candidate);
+    candidate_requests_.push_back(request);
+  }
+  if (candidates_.empty()) return;
+  if (scheduler_.num_waiting() > 0) prefill_tokens += scheduler_.config().max_num_batched_tokens;
+  const int32_t base = std::min(num_decoding + prefill_tokens, scheduler_.config().max_num_batched_tokens);
+  controller_.choose(candidates_, base, proposal_sizes_);
+  slots_.clear();
+  // Each proposal is a logit row of the step, and the executor returns at most so many.
+  int32_t rows_left = max_logit_rows_ - scheduler_.num_running();
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const int32_t k = std::min(proposal_sizes_[i], rows_left);
+    if (k <= 0) continue;
+    rows_left -= k;
+    slots_.push_back({candidate_requests_[i], k});
+  }
+  speculation_.last_num_tokens = controller_.last_k();
+  if (slots_.empty()) return;
+  const double before = proposer_->seconds();
+  proposer_->propose(slots_);
+  proposer_seconds_ = proposer_->seconds() - before;
+  proposer_rows_ = static_cast<int32_t>(slots_.size());
+  proposer_passes_ = 0;
+  for (const ProposalSlot& slot : slots_) {
+    proposed_.push_back(slot.request);
+    proposer_passes_ = std::max(proposer_passes_, static_cast<int32_t>(slot.request->speculation.draft_tokens.size()));
+  }
+  speculation_.proposer_seconds += proposer_seconds_;
+}
+
 SchedulerOutput Engine::schedule(std::vector<RequestOutput>& outputs) {
   // Requests aborted since the last step report their end once; finished ones are forgotten.
   // The scheduler let go of them when they finished, so nothing it schedules points at them.
@@ -162,9 +285,13 @@ SchedulerOutput Engine::schedule(std::vector<RequestOutput>& outputs) {
       continue;
     }
     if (request.finish_reason == FinishReason::kAbort) outputs.push_back(processor_.emit(request, nullptr));
+    forget(request.id);
     it = requests_.erase(it);
   }
-  return scheduler_.schedule();
+  propose();
+  SchedulerOutput output = scheduler_.schedule();
+  for (RequestId id : output.preempted) forget(id);  // the draft's K/V go with the target's
+  return output;
 }
 
 StepResult Engine::execute(const SchedulerOutput& output) {
@@ -172,7 +299,13 @@ StepResult Engine::execute(const SchedulerOutput& output) {
   const auto start = Clock::now();
   const SamplingPlan* plan = planner_.plan(output);
   const StepResult result = runner_.execute(output, plan);
-  execute_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  execute_seconds_ += seconds;
+  if (proposer_ != nullptr) {
+    controller_.observe(output.num_batched_tokens, seconds, proposer_rows_, proposer_passes_, proposer_seconds_);
+    proposer_rows_ = proposer_passes_ = 0;
+    proposer_seconds_ = 0.0;
+  }
   if (!output.chunks.empty()) ++num_steps_;
   if (plan != nullptr) ++num_device_sampled_steps_;
   return result;
@@ -183,12 +316,17 @@ std::vector<RequestOutput> Engine::step() {
   const SchedulerOutput output = schedule(outputs);
   const StepResult result = execute(output);
   update(output, result, outputs);
+  for (Request* request : proposed_) request->speculation.clear_drafts();
+  proposed_.clear();
   return outputs;
 }
 
 Status Engine::check_invariants() const {
   const KvCacheManager& kv = scheduler_.kv();
   if (Status s = kv.check_invariants(); !s) return s;
+  if (proposer_ != nullptr) {
+    if (Status s = proposer_->check_invariants(); !s) return s;
+  }
   for (const auto& [id, request] : requests_) {
     const bool holds = kv.contains(request->sequence_id());
     if (request->finished() && holds) {
@@ -226,6 +364,7 @@ EngineMetrics Engine::metrics() const {
   m.kv_format = kv_layout_.format;
   m.kv_block_size = kv_layout_.block_size;
   m.kv_bytes_per_token = static_cast<double>(kv_layout_.bytes_per_block) / kv_layout_.block_size;
+  m.speculation = speculation_;
   return m;
 }
 
@@ -256,6 +395,7 @@ std::vector<Generation> Engine::generate(const std::vector<std::vector<int32_t>>
       }
     }
   }
+  for (const auto& [id, request] : requests_) forget(id);
   requests_.clear();
   return results;
 }

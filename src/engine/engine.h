@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -17,6 +18,9 @@
 #include "engine/sampler.h"
 #include "engine/sampling_planner.h"
 #include "engine/scheduler.h"
+#include "engine/spec/proposer.h"
+#include "engine/spec/speculation_controller.h"
+#include "engine/spec/verifier.h"
 #include "executor/executor.h"
 #include "kv/kv_cache_manager.h"
 #include "text/tokenizer.h"
@@ -25,10 +29,41 @@ namespace folio {
 
 // The engine's knobs. The KV pool's size is the executor's (executor/kv_pool_sizing.h): the
 // engine manages whatever blocks the executor allocated.
+// Speculative decoding (engine/spec/): with a proposer given to the engine, up to num_tokens
+// proposals per decoding request and step, as many as pay at the measured costs when adaptive.
+struct SpeculativeConfig {
+  int32_t num_tokens = 0;  // --num-speculative-tokens; 0: off
+  bool adaptive = true;    // false: always num_tokens (where a request can take them)
+  // Seeded sampled requests: the same tokens as without speculation (default), or rejection
+  // sampling (engine/spec/verifier.h says what each gives).
+  SeededVerification seeded = SeededVerification::kSameTokens;
+};
+
 struct EngineConfig {
   bool enable_prefix_caching = true;
   int32_t max_model_len = 0;  // 0: the model's trained context
   SchedulerConfig scheduler;
+  SpeculativeConfig speculative;
+};
+
+// vLLM's spec_decode counters, under folio's names: proposals are "drafts" (one per request and
+// step that proposed), their tokens "draft tokens", the verified ones "accepted tokens".
+struct SpeculationMetrics {
+  std::string proposer;  // empty: speculation off
+  int64_t num_drafts = 0;
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_tokens = 0;
+  std::vector<int64_t> accepted_per_position;  // (num_speculative_tokens,)
+  double proposer_seconds = 0.0;               // the draft model's passes
+  int32_t last_num_tokens = 0;                 // the controller's latest k
+
+  double acceptance_rate() const {
+    return num_draft_tokens > 0 ? static_cast<double>(num_accepted_tokens) / num_draft_tokens : 0.0;
+  }
+  // Tokens a speculating request emits per step: 1 + accepted / drafts.
+  double mean_acceptance_length() const {
+    return num_drafts > 0 ? 1.0 + static_cast<double>(num_accepted_tokens) / num_drafts : 0.0;
+  }
 };
 
 struct EngineMetrics {
@@ -48,6 +83,7 @@ struct EngineMetrics {
   KvFormat kv_format = KvFormat::kFp16;  // how the pool stores K/V (--kv-cache-dtype)
   double kv_bytes_per_token = 0.0;       // K and V of one token, all layers, scales included
   int32_t kv_block_size = 0;
+  SpeculationMetrics speculation;
 };
 
 // Result of the offline batch call.
@@ -62,8 +98,8 @@ struct Generation {
 class Engine {
  public:
   // The executor (which owns the KV pool and decided its size) and the tokenizer must outlive
-  // the engine.
-  Engine(Executor& executor, const Tokenizer& tokenizer, const EngineConfig& config);
+  // the engine; so must the proposer, when speculation is on (config.speculative.num_tokens > 0).
+  Engine(Executor& executor, const Tokenizer& tokenizer, const EngineConfig& config, Proposer* proposer = nullptr);
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
@@ -77,7 +113,7 @@ class Engine {
   EngineMetrics metrics() const;
   // The KV manager's invariants (every block's ref count equals the tables holding it, ...)
   // plus the engine's: every unfinished request's sequence is known to the KV manager unless
-  // it waits, and no finished request holds blocks.
+  // it waits, and no finished request holds blocks; and the proposer's (its draft KV).
   Status check_invariants() const;
   int32_t max_model_len() const { return max_model_len_; }
   int32_t num_kv_blocks() const { return kv_layout_.num_blocks; }
@@ -92,9 +128,16 @@ class Engine {
   // Forgets the requests finished since the last step (an aborted one reports its end here, once)
   // and asks the scheduler for this step's work.
   SchedulerOutput schedule(std::vector<RequestOutput>& outputs);
+  // Speculation: the decoding requests' proposals for this step, as many as the controller
+  // says pay (before scheduling, which places them where budget and blocks allow).
+  void propose();
   // Runs the output on the executor, which samples it when the planner gives a plan; nothing for
   // an empty output.
   StepResult execute(const SchedulerOutput& output);
+  // Speculation: how many proposals each chunk keeps, and the tokens it emits (spec_samples_).
+  void verify(const SchedulerOutput& output, const StepResult& result);
+  // A finished request is forgotten: its proposer state too.
+  void forget(RequestId id);
   // The step's tokens (the executor's, or sampled here from its logits) appended, checked and
   // emitted; then every beam group whose beams are all scored moves on.
   void update(const SchedulerOutput& output, const StepResult& result, std::vector<RequestOutput>& outputs);
@@ -110,6 +153,7 @@ class Engine {
   KvPoolLayout kv_layout_;
   int32_t max_model_len_;
   int32_t max_num_seqs_;
+  int32_t max_logit_rows_;
   Scheduler scheduler_;
   ModelRunner runner_;
   SamplingPlanner planner_;
@@ -117,6 +161,20 @@ class Engine {
   BeamGroups beams_;
   BeamActions beam_actions_;  // its callbacks capture this: an Engine is neither copied nor moved
   SamplerScratch scratch_;    // every host-sampled row borrows it
+  Proposer* proposer_ = nullptr;
+  SpeculationController controller_;
+  Verifier verifier_;
+  std::vector<Request*> proposed_;  // requests holding proposals this step
+  std::vector<SpeculationCandidate> candidates_;
+  std::vector<Request*> candidate_requests_;
+  std::vector<int32_t> proposal_sizes_;
+  std::vector<ProposalSlot> slots_;
+  std::vector<int32_t> accepted_;                        // per chunk of the step
+  std::vector<std::vector<SampleResult>> spec_samples_;  // per chunk of the step
+  int32_t proposer_rows_ = 0;                            // this step's draft passes, for the cost model
+  int32_t proposer_passes_ = 0;
+  double proposer_seconds_ = 0.0;
+  SpeculationMetrics speculation_;
   std::map<RequestId, std::unique_ptr<Request>> requests_;
   RequestId next_id_ = 1;
   uint64_t next_arrival_ = 0;

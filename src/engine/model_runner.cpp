@@ -18,7 +18,10 @@ void ModelRunner::prepare(const SchedulerOutput& output) {
       // With a residual format new tokens go to their (unsealed) block's staging block.
       const int32_t block = output.kv_residual ? chunk.staging[static_cast<size_t>(index - chunk.first_staged_block)]
                                                : chunk.block_table[static_cast<size_t>(index)];
-      batch_.tokens.push_back(request.tokens[static_cast<size_t>(position)]);
+      // Past the request's last token come its proposals (speculative decoding).
+      const int32_t past = position - request.num_tokens();
+      batch_.tokens.push_back(past < 0 ? request.tokens[static_cast<size_t>(position)]
+                                       : request.speculation.draft_tokens[static_cast<size_t>(past)]);
       batch_.positions.push_back(position);
       batch_.slot_mapping.push_back(block * block_size + position % block_size);
     }
@@ -31,7 +34,13 @@ void ModelRunner::prepare(const SchedulerOutput& output) {
     }
     batch_.sequences.push_back(
         {query_start, chunk.num_new_tokens, end, chunk.block_table, chunk.first_staged_block, chunk.staging});
-    if (chunk.samples) batch_.logit_rows.push_back(batch_.num_tokens() - 1);
+    // A chunk with proposals wants every row from its last real token on: row j verifies
+    // proposal j, the last row gives the token after the proposals.
+    if (chunk.samples) {
+      for (int32_t row = batch_.num_tokens() - 1 - chunk.num_draft_tokens; row < batch_.num_tokens(); ++row) {
+        batch_.logit_rows.push_back(row);
+      }
+    }
   }
 }
 

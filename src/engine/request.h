@@ -16,6 +16,7 @@
 
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
+#include "engine/spec/speculation.h"
 #include "text/tokenizer.h"
 
 namespace folio {
@@ -63,6 +64,7 @@ struct Request {
   double cum_logprob = 0.0;                                 // beam search: sum of the output tokens' logprobs
   bool beam_pending = false;                                // beam search: scored, waiting for the rest of its group
   std::vector<std::pair<int32_t, double>> beam_candidates;  // (token, logprob), best first
+  Speculation speculation;                                  // proposals and acceptance (engine/spec/)
   uint64_t arrival_order = 0;
   int32_t num_preemptions = 0;
   Clock::time_point arrival_time;

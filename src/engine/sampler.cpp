@@ -194,40 +194,15 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
   return result;
 }
 
-int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits, SamplerScratch& scratch) {
+int32_t Sampler::select_candidates(std::span<const float> scaled_logits, float max_logit,
+                                   SamplerScratch& scratch) const {
   using Candidate = SamplerScratch::Candidate;
   std::vector<float>& weights = scratch.weights;
   std::vector<Candidate>& candidates = scratch.candidates;
-  const float max_logit = max_of(scaled_logits);
-  // Everything masked: nothing to draw. A logit that overflowed to +inf (a tiny repetition
-  // penalty or temperature dividing a large one) holds all the probability: the distribution's
-  // limit is that token (the lowest id of several), as the GPU's sampler picks it too.
-  if (max_logit == kNegInf || max_logit == kPosInf) return argmax(scaled_logits);
-
   const size_t vocab = scaled_logits.size();
   const bool top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab;
   const bool top_p = params_.top_p < 1.0f;
   const bool min_p = params_.min_p > 0.0f;
-  exp_relative(scaled_logits, max_logit, weights);
-
-  if (!top_k && !top_p) {
-    // Plain sampling, maybe with min-p: draw straight from the weight array, no sorting.
-    if (min_p) {
-      const float cut = params_.min_p;
-      for (float& w : weights) w = w >= cut ? w : 0.0f;
-    }
-    const double target = next_uniform() * sum_of(weights);
-    double cumulative = 0.0;
-    int32_t last_nonzero = 0;
-    for (size_t i = 0; i < vocab; ++i) {
-      if (weights[i] == 0.0f) continue;
-      cumulative += weights[i];
-      last_nonzero = static_cast<int32_t>(i);
-      if (cumulative > target) return last_nonzero;
-    }
-    return last_nonzero;  // rounding left target at the very top
-  }
-
   // Candidates: tokens at or above the k-th largest logit (top-k), else every token whose
   // weight did not underflow (more than 87 nats below the top carries no probability).
   auto collect = [&](float logit_threshold, float min_weight) {
@@ -245,7 +220,7 @@ int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits, 
       for (const Candidate& c : candidates) total += c.weight;
       keep_top_p(max_logit, total, scratch);
     }
-  } else {
+  } else if (top_p) {
     // Top-p alone. Real distributions put nearly all their mass on a few tokens, so first
     // collect only tokens within 1e-4 of the top: if they already hold top_p of the mass,
     // every token below ranks under all of them with at least that much mass above it, so
@@ -257,6 +232,8 @@ int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits, 
     for (const Candidate& c : candidates) probed += c.weight;
     if (probed < static_cast<double>(params_.top_p) * total) collect(kNegInf, 0.0f);
     keep_top_p(max_logit, total, scratch);
+  } else {
+    collect(kNegInf, 0.0f);  // plain sampling (the distribution's view of it; sampling skips this)
   }
   if (min_p) {
     // After top-p, which must see the full mass first (see the header on why min-p's place
@@ -265,8 +242,39 @@ int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits, 
   }
   // The most likely token survives every cut; should rounding ever leave none, the argmax is
   // the answer rather than an out-of-range draw.
-  if (candidates.empty()) return argmax(scaled_logits);
+  return candidates.empty() ? argmax(scaled_logits) : -1;
+}
 
+int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits, SamplerScratch& scratch) {
+  using Candidate = SamplerScratch::Candidate;
+  std::vector<float>& weights = scratch.weights;
+  std::vector<Candidate>& candidates = scratch.candidates;
+  const float max_logit = max_of(scaled_logits);
+  // Everything masked: nothing to draw. A logit that overflowed to +inf (a tiny repetition
+  // penalty or temperature dividing a large one) holds all the probability: the distribution's
+  // limit is that token (the lowest id of several), as the GPU's sampler picks it too.
+  if (max_logit == kNegInf || max_logit == kPosInf) return argmax(scaled_logits);
+
+  const size_t vocab = scaled_logits.size();
+  exp_relative(scaled_logits, max_logit, weights);
+  if (!(params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab) && !(params_.top_p < 1.0f)) {
+    // Plain sampling, maybe with min-p: draw straight from the weight array, no sorting.
+    if (params_.min_p > 0.0f) {
+      const float cut = params_.min_p;
+      for (float& w : weights) w = w >= cut ? w : 0.0f;
+    }
+    const double target = next_uniform() * sum_of(weights);
+    double cumulative = 0.0;
+    int32_t last_nonzero = 0;
+    for (size_t i = 0; i < vocab; ++i) {
+      if (weights[i] == 0.0f) continue;
+      cumulative += weights[i];
+      last_nonzero = static_cast<int32_t>(i);
+      if (cumulative > target) return last_nonzero;
+    }
+    return last_nonzero;  // rounding left target at the very top
+  }
+  if (const int32_t only = select_candidates(scaled_logits, max_logit, scratch); only >= 0) return only;
   double total = 0.0;
   for (const Candidate& c : candidates) total += c.weight;
   const double target = next_uniform() * total;
@@ -276,6 +284,47 @@ int32_t Sampler::sample_from_distribution(std::span<const float> scaled_logits, 
     if (cumulative > target) return c.token;
   }
   return candidates.back().token;  // rounding left target at the very top
+}
+
+void Sampler::distribution(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
+                           std::span<const int32_t> output_tokens, SamplerScratch& scratch,
+                           TokenDistribution& out) const {
+  assert(!logits.empty());
+  out.clear();
+  std::vector<float>& work = scratch.work;
+  work.assign(logits.begin(), logits.end());
+  apply_penalties(work, prompt_tokens, output_tokens, scratch);
+  if (params_.is_greedy()) {
+    out.add(argmax(work), 1.0f);
+    return;
+  }
+  for (float& logit : work) logit = logit == logit ? logit / params_.temperature : kNegInf;  // as sample()
+  const float max_logit = max_of(work);
+  if (max_logit == kNegInf || max_logit == kPosInf) {
+    out.add(argmax(work), 1.0f);
+    return;
+  }
+  exp_relative(work, max_logit, scratch.weights);
+  if (const int32_t only = select_candidates(work, max_logit, scratch); only >= 0) {
+    out.add(only, 1.0f);
+    return;
+  }
+  double total = 0.0;
+  for (const SamplerScratch::Candidate& c : scratch.candidates) total += c.weight;
+  for (const SamplerScratch::Candidate& c : scratch.candidates) {
+    out.add(c.token, static_cast<float>(c.weight / total));
+  }
+}
+
+SampleResult Sampler::result_for(std::span<const float> logits, int32_t token, SamplerScratch& scratch) const {
+  SampleResult result;
+  result.token = token;
+  if (params_.logprobs >= 0) {
+    fill_logprobs(logits, result, scratch);
+  } else {
+    result.logprob = std::numeric_limits<float>::quiet_NaN();
+  }
+  return result;
 }
 
 float Sampler::kth_largest(std::span<const float> scaled_logits, SamplerScratch& scratch) const {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "engine/spec/token_distribution.h"
 
 namespace folio {
 
@@ -78,12 +79,26 @@ class Sampler {
   SampleResult sample(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
                       std::span<const int32_t> output_tokens, SamplerScratch& scratch);
 
+  // The distribution sample() draws from (steps 2 and 4-7: penalties, temperature, top-k/p,
+  // min-p), normalized, as (token, probability) pairs; a point mass for greedy. Speculative
+  // decoding verifies drafts against it (engine/spec/rejection_sampler.h). Draws nothing.
+  void distribution(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
+                    std::span<const int32_t> output_tokens, SamplerScratch& scratch, TokenDistribution& out) const;
+  // A token chosen elsewhere (a verified draft) with the logprobs sample() would report for it.
+  SampleResult result_for(std::span<const float> logits, int32_t token, SamplerScratch& scratch) const;
+  // The next number of this sequence's stream, in [0, 1): speculative acceptance draws from
+  // the same stream as sampling, so a seeded request stays reproducible.
+  double uniform() { return next_uniform(); }
+
   // Step 2 on its own, in place. Public so that tests can check it against a hand computation.
   void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt_tokens,
                        std::span<const int32_t> output_tokens, SamplerScratch& scratch) const;
 
  private:
   int32_t sample_from_distribution(std::span<const float> scaled_logits, SamplerScratch& scratch);
+  // Steps 5-7 over scratch.weights (exp(scaled - max_logit)): the survivors in
+  // scratch.candidates, and -1; or the one token the distribution reduces to.
+  int32_t select_candidates(std::span<const float> scaled_logits, float max_logit, SamplerScratch& scratch) const;
   float kth_largest(std::span<const float> scaled_logits, SamplerScratch& scratch) const;
   void keep_top_p(float max_logit, double total, SamplerScratch& scratch) const;
   void fill_logprobs(std::span<const float> raw_logits, SampleResult& result, SamplerScratch& scratch) const;

@@ -62,6 +62,11 @@ const SamplingPlan* SamplingPlanner::plan(const SchedulerOutput& output) {
     const RequestParams& params = request.params();
     const SamplingParams& sampling = params.sampling;
     if (params.beam_width != 1 || (params.n > 1 && !request.forked) || sampling.logprobs > 0) return nullptr;
+    // Proposals are verified on the device only for greedy rows without penalties (each row's
+    // argmax is all verification needs; penalties would have to count the proposals before it).
+    const bool penalties =
+        sampling.repetition_penalty != 1.0f || sampling.frequency_penalty != 0.0f || sampling.presence_penalty != 0.0f;
+    if (chunk.num_draft_tokens > 0 && (!sampling.is_greedy() || penalties)) return nullptr;
     RowSampling row;
     row.temperature = sampling.temperature;
     row.top_k = sampling.top_k;
@@ -75,7 +80,7 @@ const SamplingPlan* SamplingPlanner::plan(const SchedulerOutput& output) {
     row.penalty_begin = static_cast<int32_t>(plan_.penalty_tokens.size());
     add_penalties(request, row);
     row.penalty_end = static_cast<int32_t>(plan_.penalty_tokens.size());
-    plan_.rows.push_back(row);
+    for (int32_t j = 0; j <= chunk.num_draft_tokens; ++j) plan_.rows.push_back(row);
   }
   return plan_.rows.empty() ? nullptr : &plan_;
 }

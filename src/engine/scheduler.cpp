@@ -127,6 +127,31 @@ void Scheduler::admit_waiting(int32_t& budget, SchedulerOutput& output) {
   }
 }
 
+void Scheduler::add_proposals(int32_t& budget, SchedulerOutput& output) {
+  const int32_t block_size = kv_.block_size();
+  for (ScheduledChunk& chunk : output.chunks) {
+    Request* request = chunk.request;
+    Speculation& speculation = request->speculation;
+    if (speculation.draft_tokens.empty()) continue;
+    int32_t count = 0;
+    // Only a decode chunk (the request's one uncomputed token) takes proposals.
+    if (chunk.num_new_tokens == 1 && chunk.first_position + 1 == request->num_tokens()) {
+      count = std::min(static_cast<int32_t>(speculation.draft_tokens.size()), budget);
+      // Residual formats: a block is quantized when a pass fills it, and rejected proposals
+      // cannot be taken out of a quantized block, so proposals stop short of filling one.
+      if (kv_.has_residual()) count = std::min(count, block_size - 1 - request->num_tokens() % block_size);
+      if (count > 0 && !kv_.allocate_slots(request->sequence_id(), count)) count = 0;
+    }
+    speculation.draft_tokens.resize(static_cast<size_t>(std::max(count, 0)));
+    if (!speculation.draft_probs.empty()) speculation.draft_probs.resize(speculation.draft_tokens.size());
+    if (count <= 0) continue;
+    chunk.num_new_tokens += count;
+    chunk.num_draft_tokens = count;
+    output.num_batched_tokens += count;
+    budget -= count;
+  }
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput output;
   output.block_size = kv_.block_size();
@@ -155,6 +180,7 @@ SchedulerOutput Scheduler::schedule() {
   // New requests only when nothing had to give way this step (otherwise they would take the
   // blocks the preempted ones need back).
   if (output.preempted.empty() && swapped_.empty()) admit_waiting(budget, output);
+  add_proposals(budget, output);
   // Nothing could run, yet work waits: the running set is made of scored beams holding blocks
   // while their siblings wait for room. Free the newest of them (it is recomputed later), or
   // the engine would stall forever.
@@ -176,12 +202,27 @@ SchedulerOutput Scheduler::schedule() {
   return output;
 }
 
-void Scheduler::on_computed(const SchedulerOutput& output) {
-  for (const ScheduledChunk& chunk : output.chunks) {
+void Scheduler::on_computed(const SchedulerOutput& output, std::span<const int32_t> accepted) {
+  std::vector<int32_t> tokens;
+  for (size_t i = 0; i < output.chunks.size(); ++i) {
+    const ScheduledChunk& chunk = output.chunks[i];
     Request* request = chunk.request;
-    request->num_computed_tokens = chunk.first_position + chunk.num_new_tokens;
-    kv_.cache_full_blocks(request->sequence_id(),
-                          std::span<const int32_t>(request->tokens).first(request->num_computed_tokens));
+    if (chunk.num_draft_tokens == 0) {
+      request->num_computed_tokens = chunk.first_position + chunk.num_new_tokens;
+      kv_.cache_full_blocks(request->sequence_id(),
+                            std::span<const int32_t>(request->tokens).first(request->num_computed_tokens));
+      continue;
+    }
+    // The last token and the accepted proposals have their K/V; the rejected ones' slots go
+    // back (their blocks freed when left empty). Only tokens the request keeps reach the prefix
+    // cache: the block hashes are of the accepted tokens.
+    const int32_t kept = accepted.empty() ? 0 : accepted[i];
+    request->num_computed_tokens = chunk.first_position + 1 + kept;
+    if (kept < chunk.num_draft_tokens) kv_.truncate(request->sequence_id(), request->num_computed_tokens);
+    tokens.assign(request->tokens.begin(), request->tokens.end());
+    const std::vector<int32_t>& drafts = request->speculation.draft_tokens;
+    tokens.insert(tokens.end(), drafts.begin(), drafts.begin() + kept);
+    kv_.cache_full_blocks(request->sequence_id(), tokens);
   }
 }
 

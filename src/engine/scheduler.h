@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <vector>
 
 #include "engine/request.h"
@@ -39,10 +40,15 @@ class Scheduler {
   // Drops the request from whichever queue holds it, frees its blocks at once and marks it
   // finished with the reason.
   void finish(Request* request, FinishReason reason);
+  // A running request that is decoding and carries proposals (request->speculation) gets them
+  // as extra tokens of its chunk where the step's token budget and free blocks allow, after
+  // every other chunk is placed: speculation never preempts or delays anything. Proposals that
+  // do not fit are dropped from the request.
   SchedulerOutput schedule();
   // After the forward pass: the scheduled chunks' tokens are computed; their full blocks become
-  // findable in the prefix cache.
-  void on_computed(const SchedulerOutput& output);
+  // findable in the prefix cache. accepted: per chunk, how many of its proposals verification
+  // kept (empty: no chunk had any); the slots of the others are given back.
+  void on_computed(const SchedulerOutput& output, std::span<const int32_t> accepted = {});
 
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
@@ -50,6 +56,8 @@ class Scheduler {
   int64_t num_preemptions() const { return num_preemptions_; }
   bool has_work() const { return !waiting_.empty() || !running_.empty() || !swapped_.empty(); }
   const KvCacheManager& kv() const { return kv_; }
+  std::span<Request* const> running() const { return running_; }
+  const SchedulerConfig& config() const { return config_; }
 
  private:
   // Reserves slots for the request's next chunk, preempting others (newest first) as needed.
@@ -59,6 +67,7 @@ class Scheduler {
   void add_running(Request* request);
   void swap_in_what_fits();
   void admit_waiting(int32_t& budget, SchedulerOutput& output);
+  void add_proposals(int32_t& budget, SchedulerOutput& output);
   static bool runs_before(const Request* a, const Request* b);
   // Sequences a request will have once its parallel samples or beams are forked.
   static int32_t sequences_of(const Request* request);

@@ -18,8 +18,8 @@ namespace folio {
 struct ScheduledChunk {
   Request* request = nullptr;
   int32_t first_position = 0;  // == request->num_computed_tokens when scheduled
-  int32_t num_new_tokens = 0;
-  bool samples = false;  // the chunk reaches the request's last token
+  int32_t num_new_tokens = 0;  // proposals included
+  bool samples = false;        // the chunk reaches the request's last token
   // The sequence's block table after this step's allocation, covering every position up to
   // first_position + num_new_tokens. Valid until the KV manager next changes (the end of the
   // step's execute()).
@@ -28,6 +28,10 @@ struct ScheduledChunk {
   // (KvCacheManager::staged_blocks); the table's size and nothing otherwise.
   int32_t first_staged_block = 0;
   std::vector<int32_t> staging{};
+  // Speculative decoding: the last num_draft_tokens of the chunk are the request's proposals
+  // (request->speculation.draft_tokens), past its last token; every one of the chunk's tokens
+  // gets a logit row, and verification decides how many of their K/V stay.
+  int32_t num_draft_tokens = 0;
 };
 
 struct SchedulerOutput {
