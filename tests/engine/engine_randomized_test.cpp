@@ -29,11 +29,15 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "engine/spec/draft_model_proposer.h"
+#include "engine/spec/ngram_proposer.h"
 #include "support/cpu_engine.h"
 #include "support/tiny_model.h"
 
 namespace folio {
 namespace {
+
+enum class Speculation { kNone, kNgram, kDraft };
 
 struct RandomizedEngineConfig {
   const char* name;
@@ -47,6 +51,10 @@ struct RandomizedEngineConfig {
   bool beam_search;  // add beam-search requests too (see kBeamSearchWithRecompute)
   uint32_t seed;
   KvFormat kv_format = KvFormat::kFp16;  // quantized formats: blocks move as opaque bytes all the same
+  // Speculative decoding (k = 4, fixed): n-gram lookup, or the model drafting for itself (every
+  // proposal accepted that greedy decoding would give: long runs through stop strings and
+  // max_tokens) with a draft pool as tight as the target's.
+  Speculation speculation = Speculation::kNone;
 };
 
 void PrintTo(const RandomizedEngineConfig& c, std::ostream* os) {
@@ -159,6 +167,30 @@ class TinyEngineTest : public ::testing::Test {
   static std::unique_ptr<testing::CpuEngine> make_engine(const Setup& setup) {
     return std::make_unique<testing::CpuEngine>(model_for(setup.kv.format), *backend_, tiny_->tokenizer(), setup.config,
                                                 setup.kv);
+  }
+
+  // An engine with a proposer (which must outlive it: declared first).
+  struct SpeculativeEngine {
+    std::unique_ptr<cpu::CpuExecutor> draft;
+    std::unique_ptr<Proposer> proposer;
+    std::unique_ptr<testing::CpuEngine> cpu;
+  };
+  static SpeculativeEngine make_engine(const Setup& setup, const RandomizedEngineConfig& c) {
+    SpeculativeEngine e;
+    Setup s = setup;
+    if (c.speculation == Speculation::kNgram) {
+      e.proposer = std::make_unique<NgramProposer>(NgramConfig{});
+    } else if (c.speculation == Speculation::kDraft) {
+      e.draft = std::make_unique<cpu::CpuExecutor>(model_for(setup.kv.format), *backend_, c.num_blocks + 1, 16, 0);
+      e.proposer = std::make_unique<DraftModelProposer>(*e.draft);
+    }
+    if (e.proposer != nullptr) {
+      s.config.speculative.num_tokens = 4;
+      s.config.speculative.adaptive = false;
+    }
+    e.cpu = std::make_unique<testing::CpuEngine>(model_for(setup.kv.format), *backend_, tiny_->tokenizer(), s.config,
+                                                 s.kv, e.proposer.get());
+    return e;
   }
 
   // Folds one step's outputs into the tracked requests, checking what the API promises.
@@ -281,8 +313,8 @@ class EngineRandomized : public TinyEngineTest, public ::testing::WithParamInter
 
 TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
   const RandomizedEngineConfig c = with_overrides(GetParam());
-  auto cpu = make_engine(engine_config(c));
-  Engine& engine = cpu->engine;
+  SpeculativeEngine speculative = make_engine(engine_config(c), c);
+  Engine& engine = speculative.cpu->engine;
   ASSERT_EQ(engine.num_kv_blocks(), c.num_blocks + 1);  // the null block besides
   // std::mt19937's numbers are specified, the standard distributions' are not: drawn by hand so
   // that a seed gives the same workload with any standard library.
@@ -461,6 +493,10 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
   EXPECT_EQ(m.kv.num_used_host_blocks, 0);
   EXPECT_EQ(m.num_running + m.num_waiting + m.num_swapped, 0);
   EXPECT_EQ(m.kv.num_tokens_held, 0);
+  if (speculative.proposer != nullptr) {
+    EXPECT_EQ(speculative.proposer->num_used_blocks(), 0);  // the draft's pool is empty too
+    EXPECT_GT(m.speculation.num_accepted_tokens, 0);
+  }
 
   // The workload really exercised what it is meant to.
   EXPECT_GE(counts.operations, kOperationsPerRun);
@@ -559,7 +595,16 @@ INSTANTIATE_TEST_SUITE_P(
         RandomizedEngineConfig{"Block32PrefixSwapKivi4", 32, true, PreemptionMode::kSwap, 10, 8, 40, 16, true, 9,
                                KvFormat::kKivi4},
         RandomizedEngineConfig{"Block32PrefixRecomputeKivi2", 32, true, PreemptionMode::kRecompute, 10, 0, 48, 16,
-                               kBeamSearchWithRecompute, 10, KvFormat::kKivi2}),
+                               kBeamSearchWithRecompute, 10, KvFormat::kKivi2},
+        // Speculative decoding (issue 14) with every paged feature: rejected proposals' slots
+        // given back, the draft's blocks freed with the target's, proposals stopping short of a
+        // KIVI block's seal.
+        RandomizedEngineConfig{"Block16PrefixRecomputeDraft", 16, true, PreemptionMode::kRecompute, 16, 0, 64, 16,
+                               kBeamSearchWithRecompute, 12, KvFormat::kFp16, Speculation::kDraft},
+        RandomizedEngineConfig{"Block4PrefixSwapNgram", 4, true, PreemptionMode::kSwap, 64, 128, 48, 16, true, 13,
+                               KvFormat::kFp16, Speculation::kNgram},
+        RandomizedEngineConfig{"Block32PrefixSwapKivi4Draft", 32, true, PreemptionMode::kSwap, 10, 8, 40, 16, true, 14,
+                               KvFormat::kKivi4, Speculation::kDraft}),
     [](const ::testing::TestParamInfo<RandomizedEngineConfig>& info) { return std::string(info.param.name); });
 
 // Minimal cases of the engine bugs the randomized test found (beam search under preemption, and

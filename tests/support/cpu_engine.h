@@ -18,8 +18,8 @@ namespace folio::testing {
 
 struct CpuEngine {
   CpuEngine(const ModelWeights& weights, cpu::CpuBackend& backend, const Tokenizer& tokenizer,
-            const EngineConfig& config = {}, const KvCacheOptions& kv = {})
-      : executor(weights, backend, kv), engine(executor, tokenizer, config) {}
+            const EngineConfig& config = {}, const KvCacheOptions& kv = {}, Proposer* proposer = nullptr)
+      : executor(weights, backend, kv), engine(executor, tokenizer, config, proposer) {}
 
   cpu::CpuExecutor executor;
   Engine engine;
