@@ -155,15 +155,21 @@ CommandRunner add_bench_command(CLI::App& app) {
   cmd->require_subcommand(0, 1);
   CommandRunner run_batch = add_bench_batch_command(*cmd);
   CLI::App* batch = cmd->get_subcommand("batch");
+  CommandRunner run_spec = add_bench_spec_command(*cmd);
+  CLI::App* spec = cmd->get_subcommand("spec");
 #ifdef FOLIO_HAS_SERVER
   CommandRunner run_serve = add_bench_serve_command(*cmd);
   CLI::App* serve = cmd->get_subcommand("serve");
-  return [options, batch, run_batch, serve, run_serve] {
+  return [options, batch, run_batch, spec, run_spec, serve, run_serve] {
     if (serve->parsed()) return run_serve();
+    if (spec->parsed()) return run_spec();
     return batch->parsed() ? run_batch() : run(*options);
   };
 #else
-  return [options, batch, run_batch] { return batch->parsed() ? run_batch() : run(*options); };
+  return [options, batch, run_batch, spec, run_spec] {
+    if (spec->parsed()) return run_spec();
+    return batch->parsed() ? run_batch() : run(*options);
+  };
 #endif
 }
 

@@ -194,6 +194,14 @@ int run(RunOptions options) {
     } else {
       print_batch_summary(timings, seconds, engine.metrics());
     }
+    const SpeculationMetrics spec = engine.metrics().speculation;
+    if (!spec.proposer.empty()) {
+      std::fprintf(stderr,
+                   "speculation (%s): %lld tokens proposed, %lld accepted (%.0f%%), mean acceptance length %.2f\n",
+                   spec.proposer.c_str(), static_cast<long long>(spec.num_draft_tokens),
+                   static_cast<long long>(spec.num_accepted_tokens), 100.0 * spec.acceptance_rate(),
+                   spec.mean_acceptance_length());
+    }
   }
   return 0;
 }

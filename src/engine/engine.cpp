@@ -49,7 +49,7 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, const EngineConfi
       beams_(tokenizer, max_model_len_),
       proposer_(config.speculative.num_tokens > 0 ? proposer : nullptr),
       controller_(config.speculative.num_tokens, config.speculative.adaptive,
-                  proposer != nullptr && proposer->runs_forward_passes()),
+                  proposer != nullptr ? proposer->relative_cost(executor.config()) : 0.0),
       verifier_(config.speculative.seeded) {
   if (proposer_ != nullptr) {
     speculation_.proposer = proposer_->name();
@@ -245,6 +245,8 @@ void Engine::propose() {
     SpeculationCandidate candidate;
     candidate.acceptance = request->speculation.acceptance();
     candidate.max_tokens = room;
+    candidate.backlog = proposer_->backlog(*request);
+    candidate.remaining = params.max_tokens - request->num_output_tokens();
     candidates_.push_back(candidate);
     candidate_requests_.push_back(request);
   }
@@ -265,14 +267,9 @@ void Engine::propose() {
   if (slots_.empty()) return;
   const double before = proposer_->seconds();
   proposer_->propose(slots_);
-  proposer_seconds_ = proposer_->seconds() - before;
-  proposer_rows_ = static_cast<int32_t>(slots_.size());
-  proposer_passes_ = 0;
-  for (const ProposalSlot& slot : slots_) {
-    proposed_.push_back(slot.request);
-    proposer_passes_ = std::max(proposer_passes_, static_cast<int32_t>(slot.request->speculation.draft_tokens.size()));
-  }
-  speculation_.proposer_seconds += proposer_seconds_;
+  proposer_timing_ = proposer_->last_timing();
+  for (const ProposalSlot& slot : slots_) proposed_.push_back(slot.request);
+  speculation_.proposer_seconds += proposer_->seconds() - before;
 }
 
 SchedulerOutput Engine::schedule(std::vector<RequestOutput>& outputs) {
@@ -302,9 +299,8 @@ StepResult Engine::execute(const SchedulerOutput& output) {
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   execute_seconds_ += seconds;
   if (proposer_ != nullptr) {
-    controller_.observe(output.num_batched_tokens, seconds, proposer_rows_, proposer_passes_, proposer_seconds_);
-    proposer_rows_ = proposer_passes_ = 0;
-    proposer_seconds_ = 0.0;
+    controller_.observe(output.num_batched_tokens, seconds, proposer_timing_);
+    proposer_timing_ = {};
   }
   if (!output.chunks.empty()) ++num_steps_;
   if (plan != nullptr) ++num_device_sampled_steps_;

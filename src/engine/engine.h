@@ -171,9 +171,7 @@ class Engine {
   std::vector<ProposalSlot> slots_;
   std::vector<int32_t> accepted_;                        // per chunk of the step
   std::vector<std::vector<SampleResult>> spec_samples_;  // per chunk of the step
-  int32_t proposer_rows_ = 0;                            // this step's draft passes, for the cost model
-  int32_t proposer_passes_ = 0;
-  double proposer_seconds_ = 0.0;
+  ProposerTiming proposer_timing_;                       // this step's draft passes, for the cost model
   SpeculationMetrics speculation_;
   std::map<RequestId, std::unique_ptr<Request>> requests_;
   RequestId next_id_ = 1;

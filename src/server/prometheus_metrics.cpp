@@ -92,6 +92,31 @@ std::string prometheus_metrics_text(const WorkerMetrics& metrics, const std::str
                   l.e2e_latency);
   w.add_histogram("folio:request_prompt_tokens", "Prompt tokens per sequence.", l.prompt_tokens);
   w.add_histogram("folio:request_generation_tokens", "Generated tokens per sequence.", l.generation_tokens);
+  // Speculative decoding, vLLM's spec_decode counters under folio's prefix; absent when off.
+  const SpeculationMetrics& s = e.speculation;
+  if (!s.proposer.empty()) {
+    w.add("folio:spec_decode_num_drafts_total", "counter", "Proposals made (one per request and step that proposed).",
+          static_cast<double>(s.num_drafts));
+    w.add("folio:spec_decode_num_draft_tokens_total", "counter", "Tokens proposed.",
+          static_cast<double>(s.num_draft_tokens));
+    w.add("folio:spec_decode_num_accepted_tokens_total", "counter", "Proposed tokens the target accepted.",
+          static_cast<double>(s.num_accepted_tokens));
+    w.add("folio:spec_decode_acceptance_rate", "gauge", "Accepted tokens / proposed tokens, since start.",
+          s.acceptance_rate());
+    w.add("folio:spec_decode_mean_acceptance_length", "gauge",
+          "Tokens a speculating request emits per step (1 + accepted / proposals), since start.",
+          s.mean_acceptance_length());
+    w.add("folio:spec_decode_num_speculative_tokens", "gauge",
+          "Tokens per proposal the controller chose at the latest step (0: speculation paused by the load).",
+          static_cast<double>(s.last_num_tokens));
+    w.text() +=
+        "# HELP folio:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens by position in the proposal.\n"
+        "# TYPE folio:spec_decode_num_accepted_tokens_per_pos_total counter\n";
+    for (size_t i = 0; i < s.accepted_per_position.size(); ++i) {
+      w.text() += "folio:spec_decode_num_accepted_tokens_per_pos_total{" + w.model_label() + ",position=\"" +
+                  std::to_string(i) + "\"} " + std::to_string(s.accepted_per_position[i]) + "\n";
+    }
+  }
   return std::move(w.text());
 }
 

@@ -59,7 +59,30 @@ void DraftModelProposer::release(RequestId id) {
   states_.erase(id);
 }
 
-std::span<const float> DraftModelProposer::run(std::vector<Pass>& passes) {
+namespace {
+
+// Multiply-adds per token of the layers' matrix products and the LM head.
+double macs_per_token(const ModelConfig& c) {
+  const double h = c.hidden_dim;
+  const double attention = h * (2.0 * c.q_dim() + 2.0 * c.kv_dim());
+  const double mlp = 3.0 * h * c.ffn_dim;
+  return c.num_layers * (attention + mlp) + h * c.vocab_size;
+}
+
+}  // namespace
+
+double DraftModelProposer::relative_cost(const ModelConfig& target) const {
+  return macs_per_token(draft_.config()) / std::max(1.0, macs_per_token(target));
+}
+
+int32_t DraftModelProposer::backlog(const Request& request) const {
+  const auto it = states_.find(request.id);
+  // Unseen: all of it (less what the draft's prefix cache may hold, which only the lookup knows).
+  if (it == states_.end()) return request.num_tokens();
+  return request.num_tokens() - std::min(it->second.verified, request.num_tokens());
+}
+
+std::span<const float> DraftModelProposer::run(std::vector<Pass>& passes, double* seconds) {
   batch_.clear();
   batch_.block_copies = kv_.take_pending_copies();
   const int32_t block_size = kv_.block_size();
@@ -78,7 +101,9 @@ std::span<const float> DraftModelProposer::run(std::vector<Pass>& passes) {
   }
   const auto start = std::chrono::steady_clock::now();
   const StepResult result = draft_.execute(batch_, nullptr);
-  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  seconds_ += took;
+  *seconds += took;
   return result.logits;
 }
 
@@ -104,6 +129,7 @@ void DraftModelProposer::propose(std::span<const ProposalSlot> slots) {
   std::vector<Active> active;
   std::vector<Pass> passes;
   int32_t budget = max_batch_tokens_;
+  timing_ = {};
   // Pass 1: each request's catch-up (what the draft has not seen), its last row giving the
   // first proposal.
   for (const ProposalSlot& slot : slots) {
@@ -133,7 +159,8 @@ void DraftModelProposer::propose(std::span<const ProposalSlot> slots) {
     if (complete) active.push_back({&request, &state, slot.max_tokens});
   }
   if (passes.empty()) return;
-  std::span<const float> logits = run(passes);
+  timing_.catchup_tokens = max_batch_tokens_ - budget;
+  std::span<const float> logits = run(passes, &timing_.catchup_seconds);
   for (size_t i = 0; i < active.size(); ++i) {
     draw(*active[i].request, *active[i].state, logits.subspan(i * static_cast<size_t>(vocab), vocab));
   }
@@ -149,7 +176,8 @@ void DraftModelProposer::propose(std::span<const ProposalSlot> slots) {
       const int32_t position = a.request->num_tokens() + j - 1;
       passes.push_back({a.request, a.state, position, {a.request->speculation.draft_tokens.back()}, true});
     }
-    logits = run(passes);
+    if (timing_.passes++ == 0) timing_.rows = static_cast<int32_t>(active.size());
+    logits = run(passes, &timing_.pass_seconds);
     for (size_t i = 0; i < active.size(); ++i) {
       draw(*active[i].request, *active[i].state, logits.subspan(i * static_cast<size_t>(vocab), vocab));
     }

@@ -38,10 +38,12 @@ class DraftModelProposer final : public Proposer {
   static Status check_compatible(const ModelConfig& target, const ModelConfig& draft);
 
   std::string name() const override { return "draft model"; }
-  bool runs_forward_passes() const override { return true; }
   void propose(std::span<const ProposalSlot> slots) override;
   void release(RequestId id) override;
   double seconds() const override { return seconds_; }
+  ProposerTiming last_timing() const override { return timing_; }
+  int32_t backlog(const Request& request) const override;
+  double relative_cost(const ModelConfig& target) const override;
   Status check_invariants() const override;
   int32_t num_used_blocks() const override { return kv_.metrics().num_used_blocks; }
 
@@ -62,8 +64,9 @@ class DraftModelProposer final : public Proposer {
   State& state_of(Request& request);
   // Truncates the draft's K/V to the longest prefix it shares with the request's tokens.
   void resync(Request& request, State& state);
-  // Runs one forward pass over the draft executor; the logits of the passes that want them, in order.
-  std::span<const float> run(std::vector<Pass>& passes);
+  // Runs one forward pass over the draft executor; the logits of the passes that want them, in
+  // order. Its seconds go to *seconds.
+  std::span<const float> run(std::vector<Pass>& passes, double* seconds);
   // Draws the next proposal from one row of draft logits.
   void draw(Request& request, State& state, std::span<const float> logits);
 
@@ -75,6 +78,7 @@ class DraftModelProposer final : public Proposer {
   SamplerScratch scratch_;
   std::vector<int32_t> output_scratch_;
   double seconds_ = 0.0;
+  ProposerTiming timing_;
 };
 
 }  // namespace folio

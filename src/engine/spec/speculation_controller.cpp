@@ -20,37 +20,46 @@ void CostTable::observe(int32_t num_tokens, double seconds, int64_t step) {
   const int b = bucket_of(num_tokens);
   // A fresh (or stale) bucket takes the measurement as it is; a live one moves a quarter of
   // the way: steps are noisy and contexts grow.
-  const bool fresh = last_step_[b] == 0 || step - last_step_[b] > SpeculationController::kRecheckSteps;
+  const bool fresh = !live(b, step);
   seconds_[b] = fresh ? seconds : 0.75 * seconds_[b] + 0.25 * seconds;
   last_step_[b] = step;
 }
 
+bool CostTable::live(int bucket, int64_t step) const {
+  return last_step_[bucket] != 0 && (!expires_ || step - last_step_[bucket] <= SpeculationController::kRecheckSteps);
+}
+
+bool CostTable::empty() const {
+  return std::all_of(last_step_.begin(), last_step_.end(), [](int64_t s) { return s == 0; });
+}
+
 bool CostTable::known(int32_t num_tokens, int64_t step) const {
-  const int b = bucket_of(num_tokens);
-  return last_step_[b] != 0 && step - last_step_[b] <= SpeculationController::kRecheckSteps;
+  return live(bucket_of(num_tokens), step);
 }
 
 double CostTable::estimate(int32_t num_tokens, int64_t step) const {
   const int b = bucket_of(num_tokens);
-  auto live = [&](int i) { return last_step_[i] != 0 && step - last_step_[i] <= SpeculationController::kRecheckSteps; };
-  if (live(b)) return seconds_[b];
+  if (live(b, step)) return seconds_[b];
   int below = b - 1;
-  while (below >= 0 && !live(below)) --below;
+  while (below >= 0 && !live(below, step)) --below;
   int above = b + 1;
-  while (above < kBuckets && !live(above)) ++above;
+  while (above < kBuckets && !live(above, step)) ++above;
   if (below < 0 && above >= kBuckets) return -1.0;
   // Outside what was measured, the cheapest the curve can plausibly be (a pass never costs less
   // per token with fewer tokens, nor less in all with more): flat above, proportional below.
   // Optimism makes the controller try such a point and so measure it.
-  if (above >= kBuckets) return seconds_[below];
+  if (above >= kBuckets) {
+    return above_proportional_ ? seconds_[below] * std::max(1.0, static_cast<double>(num_tokens) / tokens_of(below))
+                               : seconds_[below];
+  }
   if (below < 0) return seconds_[above] * std::min(1.0, static_cast<double>(num_tokens) / tokens_of(above));
   const double x0 = tokens_of(below), x1 = tokens_of(above);
   const double w = (static_cast<double>(num_tokens) - x0) / (x1 - x0);
   return seconds_[below] + std::clamp(w, 0.0, 1.0) * (seconds_[above] - seconds_[below]);
 }
 
-SpeculationController::SpeculationController(int32_t max_tokens, bool adaptive, bool proposer_costs)
-    : max_tokens_(max_tokens), adaptive_(adaptive), proposer_costs_(proposer_costs) {}
+SpeculationController::SpeculationController(int32_t max_tokens, bool adaptive, double proposer_cost)
+    : max_tokens_(max_tokens), adaptive_(adaptive), proposer_cost_(proposer_cost) {}
 
 double SpeculationController::expected_tokens(double acceptance, int32_t k) {
   double total = 0.0, term = 1.0;
@@ -78,21 +87,59 @@ void SpeculationController::choose(std::span<const SpeculationCandidate> candida
     last_k_ = max_tokens_;
     return;
   }
-  const int32_t rows = static_cast<int32_t>(candidates.size());
+  // A draft's passes are paid for at once, and the first a request makes reads its whole prompt:
+  // they are never risked against a baseline that was not measured itself (guessed from other
+  // token counts, a prefill's cost can make a step look dearer than it is).
+  if (proposer_cost_ > 0 && !target_.known(base_tokens, step_)) {
+    last_k_ = 0;
+    return;
+  }
+  // The draft's passes for proposals of up to k tokens: the first over each speculating request's
+  // steady backlog (at most two tokens), its backlog beyond that spread over its remaining
+  // tokens, then k - 1 passes over the requests still proposing.
+  // A draft pass not measured yet: the target's over as many tokens, scaled.
+  auto draft = [&](const CostTable& table, int32_t tokens) {
+    if (!table.empty()) return table.estimate(tokens, step_);
+    const double t = target_.estimate(tokens, step_);
+    return t < 0 ? -1.0 : t * proposer_cost_;
+  };
+  auto proposer_cost = [&](int32_t k) -> double {
+    int32_t steady = 0, rows = 0;
+    double spread = 0.0;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const int32_t ki = std::min(k, caps[i]);
+      if (ki == 0) continue;
+      ++rows;
+      steady += std::min(candidates[i].backlog, 2);
+      if (candidates[i].backlog > 2) {
+        const int32_t extra = candidates[i].backlog - 2;
+        const double t = draft(catchup_, extra);
+        if (t < 0) return -1.0;
+        spread += t * expected_tokens(candidates[i].acceptance, ki) / std::max(1, candidates[i].remaining);
+      }
+    }
+    if (rows == 0) return 0.0;
+    const double first = draft(catchup_, std::max(1, steady));
+    const double later = k > 1 ? draft(pass_, rows) : 0.0;
+    if (first < 0 || later < 0) return -1.0;
+    return first + (k - 1) * later + spread;
+  };
   auto cost = [&](int32_t k, int32_t extra_tokens) -> double {
     double t = target_.estimate(base_tokens + extra_tokens, step_);
     if (t < 0) return -1.0;
-    if (proposer_costs_ && k > 0) {
-      const double pass = proposer_.estimate(rows, step_);
-      if (pass < 0) return -1.0;
-      t += k * pass;
+    if (proposer_cost_ > 0 && k > 0) {
+      const double p = proposer_cost(k);
+      if (p < 0) return -1.0;
+      t += p;
     }
     return t;
   };
   int32_t best_k = 0;
   double best_rate = -1.0;
   bool explore = false;
-  for (int32_t k = 0; k <= max_tokens_; ++k) {
+  // Past the largest cap a larger k changes nothing.
+  const int32_t max_cap = caps.empty() ? 0 : *std::max_element(caps.begin(), caps.end());
+  for (int32_t k = 0; k <= max_cap; ++k) {
     double tokens = 0.0;
     int32_t extra = 0;
     for (size_t i = 0; i < candidates.size(); ++i) {
@@ -100,7 +147,6 @@ void SpeculationController::choose(std::span<const SpeculationCandidate> candida
       tokens += expected_tokens(candidates[i].acceptance, ki);
       extra += ki;
     }
-    if (k > 0 && extra == 0) break;  // nobody can take more
     const double t = cost(k, extra);
     if (t < 0) {
       // Never measured: try it (optimism), the largest such k first, so the table fills.
@@ -126,10 +172,11 @@ void SpeculationController::choose(std::span<const SpeculationCandidate> candida
   for (size_t i = 0; i < candidates.size(); ++i) ks[i] = std::min(best_k, caps[i]);
 }
 
-void SpeculationController::observe(int32_t num_tokens, double seconds, int32_t num_rows, int32_t num_passes,
-                                    double proposer_seconds) {
+void SpeculationController::observe(int32_t num_tokens, double seconds, const ProposerTiming& proposer) {
   if (num_tokens > 0) target_.observe(num_tokens, seconds, step_);
-  if (num_passes > 0 && num_rows > 0) proposer_.observe(num_rows, proposer_seconds / num_passes, step_);
+  if (proposer.catchup_tokens > 0) catchup_.observe(proposer.catchup_tokens, proposer.catchup_seconds, step_);
+  if (proposer.passes > 0 && proposer.rows > 0)
+    pass_.observe(proposer.rows, proposer.pass_seconds / proposer.passes, step_);
 }
 
 }  // namespace folio

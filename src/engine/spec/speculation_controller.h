@@ -4,7 +4,12 @@
 // A request whose proposals are accepted at rate a emits E(a, k) = 1 + a + ... + a^k tokens per
 // step with k proposals (Leviathan et al.), if acceptances were independent. The step costs
 // the target's forward pass over N0 + sum(k_i) tokens, plus k passes of the draft model over
-// the B decoding requests. Both costs are tables of measured seconds by token count (moving
+// the B decoding requests: the first feeds each request's backlog (the tokens the draft has not
+// seen: one or two in steady state; a whole prompt the first time, whose cost is spread over the
+// tokens the request has left, since it is paid once), the others one token each. Until the
+// draft's passes are measured, they are estimated as the target's measured passes scaled by the
+// two models' multiply-adds per token, so that a draft as costly as its target is never tried;
+// and no draft pass is risked before the step without proposals was measured at this load. Both costs are tables of measured seconds by token count (moving
 // averages, half-octave buckets, interpolated): a GPU's pass costs nearly the same for 1 or 64
 // tokens and then grows, a CPU's grows almost at once, and neither is known before it is seen.
 // Each step the controller picks the k in [0, K] that maximizes sum_i E(a_i, k_i) / cost, with
@@ -25,11 +30,20 @@
 #include <span>
 #include <vector>
 
+#include "engine/spec/proposer.h"
+
 namespace folio {
 
 // Measured seconds by token count.
 class CostTable {
  public:
+  // expires: measurements older than kRecheckSteps count as never made (a target pass's cost
+  // moves with the contexts; a draft's passes are stable and are measured only when used).
+  // above_proportional: past the largest measurement, cost grows with the tokens (a prefill,
+  // such as a draft's catch-up) rather than staying flat (a memory-bound pass).
+  explicit CostTable(bool expires = true, bool above_proportional = false)
+      : expires_(expires), above_proportional_(above_proportional) {}
+  bool empty() const;
   void observe(int32_t num_tokens, double seconds, int64_t step);
   // Estimated seconds for num_tokens; negative when nothing near it was ever measured.
   double estimate(int32_t num_tokens, int64_t step) const;
@@ -42,25 +56,32 @@ class CostTable {
   static constexpr int kBuckets = 40;  // half octaves up to 2^20 tokens
   std::array<double, kBuckets> seconds_{};
   std::array<int64_t, kBuckets> last_step_{};  // 0: never
+  bool expires_;
+  bool above_proportional_;
+  bool live(int bucket, int64_t step) const;
 };
 
 struct SpeculationCandidate {
   double acceptance = 0.6;  // the request's moving average
   int32_t max_tokens = 0;   // what it may take (context, max_tokens, the configured k)
+  int32_t backlog = 0;      // tokens the proposer must read first (Proposer::backlog)
+  int32_t remaining = 1;    // output tokens the request has left
 };
 
 class SpeculationController {
  public:
   // max_tokens: --num-speculative-tokens. adaptive false: always that many (capped per request).
-  // proposer_costs: proposals take forward passes (a draft model), which the cost counts.
-  SpeculationController(int32_t max_tokens, bool adaptive, bool proposer_costs);
+  // proposer_cost: a proposer's forward pass against the target's over as many tokens
+  // (Proposer::relative_cost; 0: proposing is free). The draft's passes are estimated from the
+  // target's measured ones so scaled until they are measured themselves.
+  SpeculationController(int32_t max_tokens, bool adaptive, double proposer_cost);
 
   // k_i for each candidate (written to ks), given the tokens the step runs besides the
   // candidates' proposals (their decode tokens included).
   void choose(std::span<const SpeculationCandidate> candidates, int32_t base_tokens, std::vector<int32_t>& ks);
-  // After the step: the target's forward pass over num_tokens took seconds; the proposer's
-  // num_passes passes over num_rows requests took proposer_seconds.
-  void observe(int32_t num_tokens, double seconds, int32_t num_rows, int32_t num_passes, double proposer_seconds);
+  // After the step: the target's forward pass over num_tokens took seconds, and the proposer's
+  // passes what proposer says.
+  void observe(int32_t num_tokens, double seconds, const ProposerTiming& proposer);
 
   int32_t max_tokens() const { return max_tokens_; }
   int32_t last_k() const { return last_k_; }
@@ -75,9 +96,10 @@ class SpeculationController {
  private:
   int32_t max_tokens_;
   bool adaptive_;
-  bool proposer_costs_;
+  double proposer_cost_;
   CostTable target_;
-  CostTable proposer_;  // one draft pass, by rows
+  CostTable catchup_{false, true};  // the draft's first pass, by tokens fed
+  CostTable pass_{false};           // one later draft pass, by rows
   int64_t step_ = 1;
   int32_t last_k_ = 0;
 };
