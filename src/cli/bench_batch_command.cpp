@@ -78,19 +78,20 @@ std::string load_average() {
 }
 
 // Pages the weights in and lets the thread pool settle before anything is timed.
-void warm_up(Executor& executor, const Tokenizer& tokenizer, const EngineConfig& config, int32_t vocab_size) {
+void warm_up(Executor& executor, const Tokenizer& tokenizer, const EngineConfig& config, int32_t vocab_size,
+             Proposer* proposer) {
   MixedLengthShape tiny;
   tiny.num_requests = 4;
   tiny.scale = 0.2;
-  Engine engine(executor, tokenizer, config);
+  Engine engine(executor, tokenizer, config, proposer);
   (void)run_workload(engine, make_mixed_length_workload(tiny, {}, vocab_size), ServingMode::kContinuousBatching);
 }
 
 // A fresh engine per run over the one executor: a prefix cache left warm by an earlier run
 // would skew the next.
 Status run_once(Executor& executor, const Tokenizer& tokenizer, const EngineConfig& config,
-                const std::vector<WorkloadRequest>& requests, ServingMode mode, BenchRow& row) {
-  Engine engine(executor, tokenizer, config);
+                const std::vector<WorkloadRequest>& requests, ServingMode mode, BenchRow& row, Proposer* proposer) {
+  Engine engine(executor, tokenizer, config, proposer);
   Expected<WorkloadResult> result = run_workload(engine, requests, mode);
   if (!result) return result.status();
   std::fprintf(stderr, "bench batch: %s, %s: %.1f s, %.1f output tok/s\n", row.workload.c_str(), row.serving.c_str(),
@@ -131,17 +132,21 @@ int run(const BenchBatchOptions& options) {
   BenchRow prefix_off{"shared prefix", "batched, prefix cache off", {}, false};
 
   const std::string load_before = load_average();
-  warm_up(executor, tokenizer, config, vocab);
+  Proposer* proposer = session.proposer.get();  // --speculative: every run speculates
+  warm_up(executor, tokenizer, config, vocab, proposer);
   for (int rep = 0; rep < options.repetitions; ++rep) {
     std::vector<Status> statuses;
     if (run_mixed) {
-      statuses.push_back(run_once(executor, tokenizer, config, mixed, ServingMode::kContinuousBatching, batched));
-      statuses.push_back(run_once(executor, tokenizer, config, mixed, ServingMode::kOneAtATime, one_at_a_time));
+      statuses.push_back(
+          run_once(executor, tokenizer, config, mixed, ServingMode::kContinuousBatching, batched, proposer));
+      statuses.push_back(
+          run_once(executor, tokenizer, config, mixed, ServingMode::kOneAtATime, one_at_a_time, proposer));
     }
     if (run_shared) {
-      statuses.push_back(run_once(executor, tokenizer, cache_on, shared, ServingMode::kContinuousBatching, prefix_on));
       statuses.push_back(
-          run_once(executor, tokenizer, cache_off, shared, ServingMode::kContinuousBatching, prefix_off));
+          run_once(executor, tokenizer, cache_on, shared, ServingMode::kContinuousBatching, prefix_on, proposer));
+      statuses.push_back(
+          run_once(executor, tokenizer, cache_off, shared, ServingMode::kContinuousBatching, prefix_off, proposer));
     }
     for (const Status& s : statuses) {
       if (!s) {

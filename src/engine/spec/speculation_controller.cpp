@@ -155,7 +155,9 @@ void SpeculationController::choose(std::span<const SpeculationCandidate> candida
       continue;
     }
     if (explore) continue;
-    const double rate = tokens / t;
+    // Proposals must promise kMinGain over none: step times are noisy, and a choice that only
+    // breaks even on paper loses in practice (verification has host costs the table misses).
+    const double rate = k == 0 ? tokens / t : tokens / t / kMinGain;
     if (rate > best_rate) {
       best_rate = rate;
       best_k = k;

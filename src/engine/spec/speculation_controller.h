@@ -88,6 +88,7 @@ class SpeculationController {
 
   static constexpr int64_t kRecheckSteps = 256;
   static constexpr double kMinUseChance = 0.1;
+  static constexpr double kMinGain = 1.1;
   // E(a, k) = 1 + a + ... + a^k.
   static double expected_tokens(double acceptance, int32_t k);
   // The most proposals worth making at this acceptance: a^j >= kMinUseChance.
