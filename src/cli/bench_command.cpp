@@ -157,16 +157,20 @@ CommandRunner add_bench_command(CLI::App& app) {
   CLI::App* batch = cmd->get_subcommand("batch");
   CommandRunner run_spec = add_bench_spec_command(*cmd);
   CLI::App* spec = cmd->get_subcommand("spec");
+  CommandRunner run_verify = add_bench_verify_command(*cmd);
+  CLI::App* verify = cmd->get_subcommand("verify");
 #ifdef FOLIO_HAS_SERVER
   CommandRunner run_serve = add_bench_serve_command(*cmd);
   CLI::App* serve = cmd->get_subcommand("serve");
-  return [options, batch, run_batch, spec, run_spec, serve, run_serve] {
+  return [options, batch, run_batch, spec, run_spec, verify, run_verify, serve, run_serve] {
     if (serve->parsed()) return run_serve();
+    if (verify->parsed()) return run_verify();
     if (spec->parsed()) return run_spec();
     return batch->parsed() ? run_batch() : run(*options);
   };
 #else
-  return [options, batch, run_batch, spec, run_spec] {
+  return [options, batch, run_batch, spec, run_spec, verify, run_verify] {
+    if (verify->parsed()) return run_verify();
     if (spec->parsed()) return run_spec();
     return batch->parsed() ? run_batch() : run(*options);
   };

@@ -44,7 +44,8 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, const EngineConfi
       max_logit_rows_(executor.capabilities().max_logit_rows),
       scheduler_(config.scheduler, kv_config_of(kv_layout_, config)),
       runner_(executor),
-      planner_(executor.capabilities().samples_on_device, executor.config().vocab_size),
+      planner_(executor.capabilities().samples_on_device, executor.config().vocab_size,
+               config.speculative.seeded == SeededVerification::kSameTokens),
       processor_(tokenizer, max_model_len_),
       beams_(tokenizer, max_model_len_),
       proposer_(config.speculative.num_tokens > 0 ? proposer : nullptr),
@@ -243,7 +244,10 @@ void Engine::propose() {
         std::min(params.max_tokens - request->num_output_tokens(), max_model_len_ - request->num_tokens()) - 1;
     if (room <= 0) continue;
     SpeculationCandidate candidate;
-    candidate.acceptance = request->speculation.acceptance();
+    const Speculation& speculation = request->speculation;
+    // Positions never tested: as likely as the last one tested (runs go on), else the prior.
+    candidate.acceptance = speculation.rates.empty() ? Speculation::kPrior : speculation.rates.back();
+    candidate.rates = speculation.rates;
     candidate.max_tokens = room;
     candidate.backlog = proposer_->backlog(*request);
     candidate.remaining = params.max_tokens - request->num_output_tokens();
@@ -259,7 +263,10 @@ void Engine::propose() {
   int32_t rows_left = max_logit_rows_ - scheduler_.num_running();
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const int32_t k = std::min(proposal_sizes_[i], rows_left);
-    if (k <= 0) continue;
+    if (k <= 0) {
+      candidate_requests_[i]->speculation.relax();
+      continue;
+    }
     rows_left -= k;
     slots_.push_back({candidate_requests_[i], k});
   }
@@ -298,20 +305,27 @@ StepResult Engine::execute(const SchedulerOutput& output) {
   const StepResult result = runner_.execute(output, plan);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   execute_seconds_ += seconds;
-  if (proposer_ != nullptr) {
-    controller_.observe(output.num_batched_tokens, seconds, proposer_timing_);
-    proposer_timing_ = {};
-  }
   if (!output.chunks.empty()) ++num_steps_;
   if (plan != nullptr) ++num_device_sampled_steps_;
   return result;
 }
 
 std::vector<RequestOutput> Engine::step() {
+  const auto start = Clock::now();
+  const double proposer_before = proposer_ != nullptr ? proposer_->seconds() : 0.0;
   std::vector<RequestOutput> outputs;
   const SchedulerOutput output = schedule(outputs);
   const StepResult result = execute(output);
   update(output, result, outputs);
+  if (proposer_ != nullptr && output.num_batched_tokens > 0) {
+    // The controller costs the whole step, not the forward pass alone: verification, sampling
+    // and detokenizing the extra rows on the host grow with the proposals too. A draft's passes
+    // are costed on their own (proposer_timing_), so they are taken out.
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (proposer_->relative_cost(executor_.config()) > 0) seconds -= proposer_->seconds() - proposer_before;
+    controller_.observe(output.num_batched_tokens, seconds, proposer_timing_);
+  }
+  proposer_timing_ = {};
   for (Request* request : proposed_) request->speculation.clear_drafts();
   proposed_.clear();
   return outputs;

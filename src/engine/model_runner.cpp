@@ -1,13 +1,28 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace folio {
+
+bool ModelRunner::rows_as_decodes(const SchedulerOutput& output) const {
+  if (verify_rows_as_decodes_) return true;
+  if (graph_decode_seqs_ == 0) return false;
+  int32_t rows = 0;
+  bool proposals = false;
+  for (const ScheduledChunk& chunk : output.chunks) {
+    if (chunk.num_new_tokens != 1 + chunk.num_draft_tokens) return false;  // a prefill chunk: eager anyway
+    rows += chunk.num_new_tokens;
+    proposals = proposals || chunk.num_draft_tokens > 0;
+  }
+  return proposals && rows <= graph_decode_seqs_;
+}
 
 void ModelRunner::prepare(const SchedulerOutput& output) {
   batch_.clear();
   batch_.block_copies = output.block_copies;
   const int32_t block_size = output.block_size;
+  const bool split = rows_as_decodes(output);
   for (const ScheduledChunk& chunk : output.chunks) {
     const Request& request = *chunk.request;
     const int32_t query_start = batch_.num_tokens();
@@ -32,8 +47,22 @@ void ModelRunner::prepare(const SchedulerOutput& output) {
                                 chunk.staging[static_cast<size_t>(index - chunk.first_staged_block)]});
       }
     }
-    batch_.sequences.push_back(
-        {query_start, chunk.num_new_tokens, end, chunk.block_table, chunk.first_staged_block, chunk.staging});
+    if (split && chunk.num_draft_tokens > 0) {
+      // Each row of the verification chunk (the last real token and the proposals; add_proposals
+      // only extends one-token decode chunks) as its own one-token sequence over the context up
+      // to itself: the blocks it reaches, and of those the unsealed ones' staging blocks.
+      for (int32_t position = chunk.first_position; position < end; ++position) {
+        const int32_t blocks = position / block_size + 1;
+        const int32_t first_staged = std::min(chunk.first_staged_block, blocks);
+        const std::span<const int32_t> staging =
+            std::span<const int32_t>(chunk.staging).first(output.kv_residual ? blocks - first_staged : 0);
+        batch_.sequences.push_back({query_start + position - chunk.first_position, 1, position + 1,
+                                    chunk.block_table.first(static_cast<size_t>(blocks)), first_staged, staging});
+      }
+    } else {
+      batch_.sequences.push_back(
+          {query_start, chunk.num_new_tokens, end, chunk.block_table, chunk.first_staged_block, chunk.staging});
+    }
     // A chunk with proposals wants every row from its last real token on: row j verifies
     // proposal j, the last row gives the token after the proposals.
     if (chunk.samples) {

@@ -10,7 +10,10 @@ namespace folio {
 
 class ModelRunner {
  public:
-  explicit ModelRunner(Executor& executor) : executor_(executor) {}
+  explicit ModelRunner(Executor& executor)
+      : executor_(executor),
+        verify_rows_as_decodes_(executor.capabilities().verify_rows_as_decodes),
+        graph_decode_seqs_(executor.capabilities().graph_decode_seqs) {}
 
   // One row per sampling chunk, in chunk order: logits without a plan, the executor's tokens
   // with one (plan->rows in the same order). Valid until the next call.
@@ -20,6 +23,12 @@ class ModelRunner {
   void prepare(const SchedulerOutput& output);
 
   Executor& executor_;
+  // Whether this step's verification chunks go as one-token rows: always where the executor
+  // asks for it, else where the step is decodes only and its rows fit a captured graph.
+  bool rows_as_decodes(const SchedulerOutput& output) const;
+
+  const bool verify_rows_as_decodes_;
+  const int32_t graph_decode_seqs_;
   ForwardBatch batch_;
 };
 

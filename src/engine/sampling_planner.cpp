@@ -14,8 +14,8 @@ uint64_t splitmix64(uint64_t x) {
 
 }  // namespace
 
-SamplingPlanner::SamplingPlanner(bool executor_samples, int32_t vocab_size)
-    : executor_samples_(executor_samples), vocab_size_(vocab_size) {
+SamplingPlanner::SamplingPlanner(bool executor_samples, int32_t vocab_size, bool seeded_same_tokens)
+    : executor_samples_(executor_samples), seeded_same_tokens_(seeded_same_tokens), vocab_size_(vocab_size) {
   std::random_device device;
   random_base_ = (static_cast<uint64_t>(device()) << 32) ^ static_cast<uint64_t>(device());
 }
@@ -25,7 +25,7 @@ uint64_t SamplingPlanner::device_seed(const Request& request) const {
   return splitmix64(random_base_ ^ splitmix64(static_cast<uint64_t>(request.id)));
 }
 
-void SamplingPlanner::add_penalties(const Request& request, RowSampling& row) {
+void SamplingPlanner::add_penalties(const Request& request, std::span<const int32_t> proposals, RowSampling& row) {
   const SamplingParams& sampling = request.params().sampling;
   const bool repetition = sampling.repetition_penalty != 1.0f;
   if (!repetition && sampling.frequency_penalty == 0.0f && sampling.presence_penalty == 0.0f) return;
@@ -42,6 +42,7 @@ void SamplingPlanner::add_penalties(const Request& request, RowSampling& row) {
     count += add;
   };
   for (int32_t token : request.output()) note(token, 1);
+  for (int32_t token : proposals) note(token, 1);
   if (repetition) {
     for (int32_t token : request.prompt()) note(token, 0);
   }
@@ -62,11 +63,10 @@ const SamplingPlan* SamplingPlanner::plan(const SchedulerOutput& output) {
     const RequestParams& params = request.params();
     const SamplingParams& sampling = params.sampling;
     if (params.beam_width != 1 || (params.n > 1 && !request.forked) || sampling.logprobs > 0) return nullptr;
-    // Proposals are verified on the device only for greedy rows without penalties (each row's
-    // argmax is all verification needs; penalties would have to count the proposals before it).
-    const bool penalties =
-        sampling.repetition_penalty != 1.0f || sampling.frequency_penalty != 0.0f || sampling.presence_penalty != 0.0f;
-    if (chunk.num_draft_tokens > 0 && (!sampling.is_greedy() || penalties)) return nullptr;
+    if (chunk.num_draft_tokens > 0 && !sampling.is_greedy()) {
+      const bool compare = request.seed().has_value() ? seeded_same_tokens_ : request.speculation.draft_probs.empty();
+      if (!compare) return nullptr;
+    }
     RowSampling row;
     row.temperature = sampling.temperature;
     row.top_k = sampling.top_k;
@@ -76,11 +76,14 @@ const SamplingPlan* SamplingPlanner::plan(const SchedulerOutput& output) {
     row.frequency_penalty = sampling.frequency_penalty;
     row.presence_penalty = sampling.presence_penalty;
     row.seed = device_seed(request);
-    row.offset = static_cast<uint64_t>(request.num_output_tokens());
-    row.penalty_begin = static_cast<int32_t>(plan_.penalty_tokens.size());
-    add_penalties(request, row);
-    row.penalty_end = static_cast<int32_t>(plan_.penalty_tokens.size());
-    for (int32_t j = 0; j <= chunk.num_draft_tokens; ++j) plan_.rows.push_back(row);
+    const std::span<const int32_t> proposals = request.speculation.draft_tokens;
+    for (int32_t j = 0; j <= chunk.num_draft_tokens; ++j) {
+      row.offset = static_cast<uint64_t>(request.num_output_tokens() + j);
+      row.penalty_begin = static_cast<int32_t>(plan_.penalty_tokens.size());
+      add_penalties(request, proposals.first(static_cast<size_t>(j)), row);
+      row.penalty_end = static_cast<int32_t>(plan_.penalty_tokens.size());
+      plan_.rows.push_back(row);
+    }
   }
   return plan_.rows.empty() ? nullptr : &plan_;
 }

@@ -37,6 +37,14 @@ struct Capabilities {
   bool samples_on_device = false;
   // A row's result does not depend on what else is in the batch.
   bool batch_invariant = true;
+  // Speculative verification rows are sent as single-token sequences, each attending as a
+  // decode would: a device whose multi-token attention kernel rounds differently from its decode
+  // kernel then verifies with plain decoding's numbers (greedy tokens equal with speculation on).
+  bool verify_rows_as_decodes = false;
+  // The most one-token sequences a step may hold and still replay a captured graph (0: no
+  // graphs). A step of decodes and verification chunks only, whose rows sent as decodes number
+  // no more than this, is sent so: one graph launch instead of an eager pass's hundreds.
+  int32_t graph_decode_seqs = 0;
   // Most tokens and logit rows one execute() takes; callers split larger work.
   int32_t max_batch_tokens = 1 << 30;
   int32_t max_logit_rows = 1 << 30;

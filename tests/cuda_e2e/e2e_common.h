@@ -69,6 +69,7 @@ Greedy run_greedy(Executor& executor, const std::vector<int32_t>& prompt, int32_
 int run_golden(const std::vector<std::string>& args);
 int run_hf(const std::vector<std::string>& args);
 int run_engine(const std::vector<std::string>& args);
+int run_speculative(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
 
 // --name value lookup in args; fallback when absent.

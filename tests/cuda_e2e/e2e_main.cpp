@@ -3,6 +3,7 @@
 //
 //   folio_cuda_e2e golden --model SmolLM2.gguf   CUDA vs CPU on the golden prompts
 //   folio_cuda_e2e engine [--model FILE]        batch invariance, prefix cache, preemption
+//   folio_cuda_e2e speculative [--model FILE]   greedy with speculation equals it off (pinned)
 //   folio_cuda_e2e bench --model llama3-8b.gguf  decode tok/s vs bandwidth, offline throughput
 //   folio_cuda_e2e hf --dir HF_DIR_ROOT          Hugging Face directories vs transformers' goldens
 #include <cstdio>
@@ -75,8 +76,9 @@ int main(int argc, char** argv) {
   const std::string mode = args.empty() ? "" : args[0];
   if (mode == "golden") return folio::e2e::run_golden(args);
   if (mode == "engine") return folio::e2e::run_engine(args);
+  if (mode == "speculative") return folio::e2e::run_speculative(args);
   if (mode == "bench") return folio::e2e::run_bench(args);
   if (mode == "hf") return folio::e2e::run_hf(args);
-  std::fprintf(stderr, "usage: folio_cuda_e2e golden|engine|bench|hf [--model FILE] ...\n");
+  std::fprintf(stderr, "usage: folio_cuda_e2e golden|engine|speculative|bench|hf [--model FILE] ...\n");
   return 2;
 }

@@ -1,6 +1,8 @@
 #include "backend/cpu/cpu_executor.h"
 
 #include <cassert>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace folio::cpu {
@@ -27,7 +29,14 @@ CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32
                                                               : kv_staging_blocks_for(64, 512, block_size))),
       host_pool_(num_host_blocks > 1 ? std::make_unique<HostKvPool>(storage_.shape(), num_host_blocks,
                                                                     storage_.shape().num_staging_blocks)
-                                     : nullptr) {}
+                                     : nullptr) {
+  // Callers check the shape first (the CLI reports it as an error); a KIVI block shorter than its
+  // 32-token key group would hold no keys at all, and silently wrong attention is worse than this.
+  if (const std::string error = kv_format_shape_error(format, block_size, weights.config().head_dim); !error.empty()) {
+    std::fprintf(stderr, "CpuExecutor: %s\n", error.c_str());
+    std::abort();
+  }
+}
 
 CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const KvCacheOptions& kv)
     : CpuExecutor(weights, backend,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
@@ -57,6 +58,8 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
   CudaModelLimits limits;
   limits.max_tokens = std::max(options.max_num_batched_tokens, e->max_graph_seqs_);
   limits.max_seqs = std::max(options.max_num_seqs, e->max_graph_seqs_);
+  // Batch-invariant verification sends every row as its own sequence (capabilities()).
+  if (options.gemm.batch_invariant) limits.max_seqs = std::max(limits.max_seqs, limits.max_tokens);
   const int32_t logit_rows =
       options.max_logit_rows > 0 ? options.max_logit_rows : std::min(options.max_num_seqs, kMaxGraphSeqs);
   limits.max_logit_rows = std::max(1, std::max(logit_rows, e->max_graph_seqs_));
@@ -254,6 +257,12 @@ Capabilities CudaExecutor::capabilities() const {
   caps.device = "cuda (" + stats_.device_name + ", " + std::to_string(sm_count_) + " SMs)";
   caps.samples_on_device = options_.device_sampling;
   caps.batch_invariant = options_.gemm.batch_invariant;
+  // The prefill kernel and the decode kernel round differently; batch-invariant verification
+  // takes the decode kernel's numbers, at the cost of reading each row's context once per row.
+  caps.verify_rows_as_decodes = options_.gemm.batch_invariant;
+  // FOLIO_NO_GRAPH_VERIFY=1 keeps verification chunks whole (eager), for side-by-side benchmarks.
+  const char* no_graph_verify = std::getenv("FOLIO_NO_GRAPH_VERIFY");
+  caps.graph_decode_seqs = no_graph_verify != nullptr && *no_graph_verify == '1' ? 0 : max_graph_seqs_;
   caps.max_batch_tokens = model_->limits().max_tokens;
   caps.max_logit_rows = static_cast<int32_t>(logits_host_rows_);
   return caps;

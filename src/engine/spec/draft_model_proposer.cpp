@@ -85,8 +85,6 @@ int32_t DraftModelProposer::backlog(const Request& request) const {
 std::span<const float> DraftModelProposer::run(std::vector<Pass>& passes, double* seconds) {
   batch_.clear();
   batch_.block_copies = kv_.take_pending_copies();
-  const int32_t block_size = kv_.block_size();
-  (void)block_size;
   for (Pass& pass : passes) {
     const int32_t n = static_cast<int32_t>(pass.tokens.size());
     const int32_t query_start = batch_.num_tokens();

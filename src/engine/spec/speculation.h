@@ -12,18 +12,40 @@ namespace folio {
 struct Speculation {
   std::vector<int32_t> draft_tokens;           // this step's proposals, in position order
   std::vector<TokenDistribution> draft_probs;  // what each was drawn from; empty: point masses
-  // Moving sums of proposals accepted and of proposals tested (a run stops at its first
-  // rejection, so a rejected run of k with a accepted tested a + 1), over a prior of 0.6.
-  double accepted_sum = 1.2;
-  double tested_sum = 2.0;
+  // Per proposal position j, moving sums of its acceptances and of its tests (position j is
+  // tested when the j before it were accepted), over a prior of 0.6: conditional rates, because
+  // proposals are accepted in runs (an n-gram match that held for one token likely holds for the
+  // next), which one rate for every position would undervalue. rates[j] = accepted / tested.
+  std::vector<double> accepted_sums;
+  std::vector<double> tested_sums;
+  std::vector<double> rates;
 
-  // The chance that one proposal is accepted, as this request has seen it.
-  double acceptance() const { return accepted_sum / tested_sum; }
   void record(int32_t proposed, int32_t accepted) {
-    constexpr double kDecay = 0.9;
-    accepted_sum = kDecay * accepted_sum + accepted;
-    tested_sum = kDecay * tested_sum + (accepted < proposed ? accepted + 1 : accepted);
+    if (rates.size() < static_cast<size_t>(proposed)) {
+      accepted_sums.resize(static_cast<size_t>(proposed), 2.0 * kPrior);
+      tested_sums.resize(static_cast<size_t>(proposed), 2.0);
+      rates.resize(static_cast<size_t>(proposed), kPrior);
+    }
+    for (int32_t j = 0; j <= accepted && j < proposed; ++j) {
+      const size_t i = static_cast<size_t>(j);
+      accepted_sums[i] = kDecay * accepted_sums[i] + (j < accepted ? 1.0 : 0.0);
+      tested_sums[i] = kDecay * tested_sums[i] + 1.0;
+      rates[i] = accepted_sums[i] / tested_sums[i];
+    }
   }
+  // A step the request decodes without proposals moves each position's evidence a step back
+  // toward the prior: what its text did many tokens ago says less about what it does now, and a
+  // request whose rates fell (a stretch of rejections) must get the chance to show that they
+  // rose again; without this one bad stretch would end its speculation for good.
+  void relax() {
+    for (size_t i = 0; i < rates.size(); ++i) {
+      accepted_sums[i] = kDecay * accepted_sums[i] + (1.0 - kDecay) * 2.0 * kPrior;
+      tested_sums[i] = kDecay * tested_sums[i] + (1.0 - kDecay) * 2.0;
+      rates[i] = accepted_sums[i] / tested_sums[i];
+    }
+  }
+  static constexpr double kPrior = 0.6;
+  static constexpr double kDecay = 0.9;
   void clear_drafts() {
     draft_tokens.clear();
     draft_probs.clear();

@@ -49,8 +49,17 @@ double CostTable::estimate(int32_t num_tokens, int64_t step) const {
   // per token with fewer tokens, nor less in all with more): flat above, proportional below.
   // Optimism makes the controller try such a point and so measure it.
   if (above >= kBuckets) {
-    return above_proportional_ ? seconds_[below] * std::max(1.0, static_cast<double>(num_tokens) / tokens_of(below))
-                               : seconds_[below];
+    if (above_proportional_) {
+      return seconds_[below] * std::max(1.0, static_cast<double>(num_tokens) / tokens_of(below));
+    }
+    // Past the largest measurement, the slope of the two largest (never below flat): where every
+    // token costs its share (a CPU, a compute-bound batch) that predicts a larger step as it will
+    // be, and nothing is spent trying it; where the curve is flat so far it stays optimistic.
+    int second = below - 1;
+    while (second >= 0 && !live(second, step)) --second;
+    if (second < 0) return seconds_[below];
+    const double slope = std::max(0.0, (seconds_[below] - seconds_[second]) / (tokens_of(below) - tokens_of(second)));
+    return seconds_[below] + slope * std::max(0.0, static_cast<double>(num_tokens) - tokens_of(below));
   }
   if (below < 0) return seconds_[above] * std::min(1.0, static_cast<double>(num_tokens) / tokens_of(above));
   const double x0 = tokens_of(below), x1 = tokens_of(above);
@@ -61,15 +70,15 @@ double CostTable::estimate(int32_t num_tokens, int64_t step) const {
 SpeculationController::SpeculationController(int32_t max_tokens, bool adaptive, double proposer_cost)
     : max_tokens_(max_tokens), adaptive_(adaptive), proposer_cost_(proposer_cost) {}
 
-double SpeculationController::expected_tokens(double acceptance, int32_t k) {
-  double total = 0.0, term = 1.0;
-  for (int32_t j = 0; j <= k; ++j, term *= acceptance) total += term;
+double SpeculationController::expected_tokens(const SpeculationCandidate& candidate, int32_t k) {
+  double total = 1.0, chance = 1.0;
+  for (int32_t j = 0; j < k; ++j) total += (chance *= candidate.rate(j));
   return total;
 }
 
-int32_t SpeculationController::useful_tokens(double acceptance, int32_t max_tokens) {
+int32_t SpeculationController::useful_tokens(const SpeculationCandidate& candidate, int32_t max_tokens) {
   int32_t k = 0;
-  for (double chance = acceptance; k < max_tokens && chance >= kMinUseChance; chance *= acceptance) ++k;
+  for (double chance = candidate.rate(0); k < max_tokens && chance >= kMinUseChance; chance *= candidate.rate(k)) ++k;
   return k;
 }
 
@@ -80,7 +89,7 @@ void SpeculationController::choose(std::span<const SpeculationCandidate> candida
   std::vector<int32_t> caps(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
     const int32_t limit = std::min(candidates[i].max_tokens, max_tokens_);
-    caps[i] = adaptive_ ? useful_tokens(candidates[i].acceptance, limit) : limit;
+    caps[i] = adaptive_ ? useful_tokens(candidates[i], limit) : limit;
     if (!adaptive_) ks[i] = caps[i];
   }
   if (!adaptive_) {
@@ -115,7 +124,7 @@ void SpeculationController::choose(std::span<const SpeculationCandidate> candida
         const int32_t extra = candidates[i].backlog - 2;
         const double t = draft(catchup_, extra);
         if (t < 0) return -1.0;
-        spread += t * expected_tokens(candidates[i].acceptance, ki) / std::max(1, candidates[i].remaining);
+        spread += t * expected_tokens(candidates[i], ki) / std::max(1, candidates[i].remaining);
       }
     }
     if (rows == 0) return 0.0;
@@ -144,7 +153,7 @@ void SpeculationController::choose(std::span<const SpeculationCandidate> candida
     int32_t extra = 0;
     for (size_t i = 0; i < candidates.size(); ++i) {
       const int32_t ki = std::min(k, caps[i]);
-      tokens += expected_tokens(candidates[i].acceptance, ki);
+      tokens += expected_tokens(candidates[i], ki);
       extra += ki;
     }
     const double t = cost(k, extra);

@@ -2,7 +2,10 @@
 // tokens a step emits over what the step costs, both measured.
 //
 // A request whose proposals are accepted at rate a emits E(a, k) = 1 + a + ... + a^k tokens per
-// step with k proposals (Leviathan et al.), if acceptances were independent. The step costs
+// step with k proposals (Leviathan et al.), if acceptances were independent; they are not (an
+// n-gram match that held for one token likely holds for the next), so each request's rate is
+// measured per position, conditional on the positions before it, and E sums the products
+// (expected_tokens). The step costs
 // the target's forward pass over N0 + sum(k_i) tokens, plus k passes of the draft model over
 // the B decoding requests: the first feeds each request's backlog (the tokens the draft has not
 // seen: one or two in steady state; a whole prompt the first time, whose cost is spread over the
@@ -13,11 +16,10 @@
 // averages, half-octave buckets, interpolated): a GPU's pass costs nearly the same for 1 or 64
 // tokens and then grows, a CPU's grows almost at once, and neither is known before it is seen.
 // Each step the controller picks the k in [0, K] that maximizes sum_i E(a_i, k_i) / cost, with
-// k_i = min(k, what request i may take, and no proposal whose chance to be used, a^j, is below
-// 10%). At saturation every extra token costs its share of a compute-bound pass and k falls to
+// k_i = min(k, what request i may take, and no proposal whose chance to be used is below 10%). At saturation every extra token costs its share of a compute-bound pass and k falls to
 // 0: the step is the same as without speculation. A cost never measured is assumed as low as
-// it plausibly can be (flat above what was measured, proportional below), so that the
-// controller tries it and measures it; a bucket not refreshed for a while counts as
+// it plausibly can be (above what was measured, flat or the slope of the two largest
+// measurements if it rises; proportional below), so that the controller tries it and measures it; a bucket not refreshed for a while counts as
 // never measured, so a choice that stopped paying is re-examined (at most one step in
 // kRecheckSteps).
 //
@@ -62,10 +64,16 @@ class CostTable {
 };
 
 struct SpeculationCandidate {
-  double acceptance = 0.6;  // the request's moving average
+  double acceptance = 0.6;  // the conditional rate of positions `rates` does not cover
   int32_t max_tokens = 0;   // what it may take (context, max_tokens, the configured k)
   int32_t backlog = 0;      // tokens the proposer must read first (Proposer::backlog)
   int32_t remaining = 1;    // output tokens the request has left
+  // rates[j]: the chance proposal j is accepted once the j before it were (Speculation::rates).
+  std::span<const double> rates{};
+
+  double rate(int32_t j) const {
+    return static_cast<size_t>(j) < rates.size() ? rates[static_cast<size_t>(j)] : acceptance;
+  }
 };
 
 class SpeculationController {
@@ -89,10 +97,11 @@ class SpeculationController {
   static constexpr int64_t kRecheckSteps = 256;
   static constexpr double kMinUseChance = 0.1;
   static constexpr double kMinGain = 1.1;
-  // E(a, k) = 1 + a + ... + a^k.
-  static double expected_tokens(double acceptance, int32_t k);
-  // The most proposals worth making at this acceptance: a^j >= kMinUseChance.
-  static int32_t useful_tokens(double acceptance, int32_t max_tokens);
+  // E(k) = 1 + c_0 + ... + c_(k-1), c_j = rate(0) * ... * rate(j) the chance proposal j is used
+  // (1 + a + ... + a^k at one rate a).
+  static double expected_tokens(const SpeculationCandidate& candidate, int32_t k);
+  // The most proposals worth making: c_(k-1) >= kMinUseChance.
+  static int32_t useful_tokens(const SpeculationCandidate& candidate, int32_t max_tokens);
 
  private:
   int32_t max_tokens_;

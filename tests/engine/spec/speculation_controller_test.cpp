@@ -8,6 +8,8 @@
 #include <functional>
 #include <vector>
 
+#include "engine/spec/speculation.h"
+
 namespace folio {
 namespace {
 
@@ -29,11 +31,54 @@ std::vector<SpeculationCandidate> requests(int n, double acceptance) {
 }
 
 TEST(SpeculationControllerTest, ExpectedTokens) {
-  EXPECT_DOUBLE_EQ(SpeculationController::expected_tokens(0.5, 0), 1.0);
-  EXPECT_DOUBLE_EQ(SpeculationController::expected_tokens(0.5, 2), 1.75);
-  EXPECT_DOUBLE_EQ(SpeculationController::expected_tokens(1.0, 4), 5.0);
-  EXPECT_EQ(SpeculationController::useful_tokens(0.5, 8), 3);  // 0.5, 0.25, 0.125 >= 0.1
-  EXPECT_EQ(SpeculationController::useful_tokens(0.05, 8), 0);
+  const SpeculationCandidate half{0.5, 8, 1, 100};
+  EXPECT_DOUBLE_EQ(SpeculationController::expected_tokens(half, 0), 1.0);
+  EXPECT_DOUBLE_EQ(SpeculationController::expected_tokens(half, 2), 1.75);
+  EXPECT_DOUBLE_EQ(SpeculationController::expected_tokens(SpeculationCandidate{1.0, 8, 1, 100}, 4), 5.0);
+  EXPECT_EQ(SpeculationController::useful_tokens(half, 8), 3);  // 0.5, 0.25, 0.125 >= 0.1
+  EXPECT_EQ(SpeculationController::useful_tokens(SpeculationCandidate{0.05, 8, 1, 100}, 8), 0);
+  // Per-position rates: 0.3 for the first proposal, 0.9 for each once the run started (an
+  // n-gram match): 1 + 0.3 + 0.27 + 0.243 = 1.813 with three, and the fourth (0.197) still used.
+  const std::vector<double> run = {0.3, 0.9, 0.9};
+  SpeculationCandidate ngram{0.9, 8, 1, 100, run};
+  EXPECT_DOUBLE_EQ(SpeculationController::expected_tokens(ngram, 3), 1.0 + 0.3 + 0.27 + 0.243);
+  EXPECT_EQ(SpeculationController::useful_tokens(ngram, 8), 8);                                 // 0.3 * 0.9^7 = 0.143
+  EXPECT_EQ(SpeculationController::useful_tokens(SpeculationCandidate{0.3, 8, 1, 100}, 8), 1);  // one rate: 0.09
+}
+
+TEST(SpeculationControllerTest, RatesArePerPositionAndConditional) {
+  Speculation s;
+  // Runs of 0 or all 4 accepted, as n-gram matches go: the first position half the time, every
+  // later one whenever it is tested.
+  for (int i = 0; i < 60; ++i) s.record(4, i % 2 == 0 ? 0 : 4);
+  ASSERT_EQ(s.rates.size(), 4u);
+  EXPECT_NEAR(s.rates[0], 0.5, 0.05);
+  for (size_t j = 1; j < 4; ++j) EXPECT_GT(s.rates[j], 0.95) << j;
+  s.record(4, 1);  // position 1 rejected once: it moves, position 2 (not tested) does not
+  EXPECT_LT(s.rates[1], 0.95);
+  EXPECT_GT(s.rates[2], 0.95);
+}
+
+// A stretch of rejections takes a request's proposals away; steps without them bring its rates
+// back toward the prior, so it is tried again (else one bad stretch would end it for good).
+TEST(SpeculationControllerTest, RatesThatFellRecoverWithoutTests) {
+  Speculation s;
+  for (int i = 0; i < 20; ++i) s.record(4, 0);
+  SpeculationCandidate low;
+  low.max_tokens = 4;
+  low.rates = s.rates;
+  ASSERT_EQ(SpeculationController::useful_tokens(low, 4), 0) << "rate(0) " << s.rates[0];
+  int steps = 0;
+  for (; steps < 100; ++steps) {
+    s.relax();
+    SpeculationCandidate c = low;
+    c.rates = s.rates;
+    if (SpeculationController::useful_tokens(c, 4) > 0) break;
+  }
+  EXPECT_GE(steps, 2) << "relaxing too fast: the evidence of the rejections counts for nothing";
+  EXPECT_LT(steps, 20) << "relaxing too slowly";
+  for (int i = 0; i < 200; ++i) s.relax();
+  EXPECT_NEAR(s.rates[0], Speculation::kPrior, 1e-6);
 }
 
 TEST(SpeculationControllerTest, FlatCostProposesTheMost) {

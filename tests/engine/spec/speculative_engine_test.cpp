@@ -28,8 +28,82 @@ namespace {
 
 enum class Draft { kNgram, kGood, kUseless };
 
+// The CPU executor reporting verify_rows_as_decodes (as the GPU does in batch-invariant mode),
+// or graph_decode_seqs (as the GPU does with its decode graphs), counting the verification rows
+// it was sent as their own sequences: consecutive one-token sequences over the same block table.
+enum class Split { kNever, kAlways, kWithinGraphs };
+constexpr int32_t kGraphSeqs = 8;
+
+class RowsAsDecodesExecutor : public Executor {
+ public:
+  RowsAsDecodesExecutor(Executor& inner, Split split) : inner_(inner), split_(split) {}
+  const ModelConfig& config() const override { return inner_.config(); }
+  KvPoolLayout kv_pool() const override { return inner_.kv_pool(); }
+  Capabilities capabilities() const override {
+    Capabilities caps = inner_.capabilities();
+    caps.verify_rows_as_decodes = split_ == Split::kAlways;
+    caps.graph_decode_seqs = split_ == Split::kWithinGraphs ? kGraphSeqs : 0;
+    return caps;
+  }
+  StepResult execute(const ForwardBatch& batch, const SamplingPlan* plan) override {
+    int64_t split = 0;
+    bool whole = false;  // a sequence of several tokens (a prefill chunk or an unsplit verification)
+    for (size_t i = 0; i < batch.sequences.size(); ++i) {
+      whole = whole || batch.sequences[i].query_len > 1;
+      if (i == 0) continue;
+      const AttentionSequence& a = batch.sequences[i - 1];
+      const AttentionSequence& b = batch.sequences[i];
+      EXPECT_FALSE(b.query_len > 1 && b.block_table.data() == a.block_table.data());
+      if (a.query_len == 1 && b.query_len == 1 && a.block_table.data() == b.block_table.data()) {
+        EXPECT_EQ(b.context_len, a.context_len + 1);
+        EXPECT_EQ(b.query_start, a.query_start + 1);
+        ++split;
+      }
+    }
+    if (split_ == Split::kWithinGraphs && split > 0) {
+      EXPECT_FALSE(whole) << "rows split in a step that runs eagerly anyway";
+      EXPECT_LE(batch.sequences.size(), static_cast<size_t>(kGraphSeqs)) << "more rows than a graph takes";
+    }
+    split_rows += split;
+    whole_steps += whole;
+    return inner_.execute(batch, plan);
+  }
+  int64_t split_rows = 0;
+  int64_t whole_steps = 0;  // steps with a multi-token sequence
+
+ private:
+  Executor& inner_;
+  Split split_;
+};
+
 const char* draft_name(Draft d) {
   return d == Draft::kNgram ? "ngram" : d == Draft::kGood ? "good draft" : "useless draft";
+}
+
+// Two equal-size samples' token counts (first, second) as a chi-square homogeneity statistic;
+// tokens seen fewer than 10 times in both pooled into one category.
+struct ChiSquare {
+  double stat = 0.0;
+  int categories = 0;
+};
+ChiSquare two_sample_chi_square(const std::map<int32_t, std::pair<int64_t, int64_t>>& counts) {
+  ChiSquare r;
+  std::pair<int64_t, int64_t> rare{0, 0};
+  auto add = [&](std::pair<int64_t, int64_t> c) {
+    const double e = static_cast<double>(c.first + c.second) / 2.0;
+    r.stat += (c.first - e) * (c.first - e) / e + (c.second - e) * (c.second - e) / e;
+    ++r.categories;
+  };
+  for (const auto& [token, c] : counts) {
+    if (c.first + c.second >= 10) {
+      add(c);
+    } else {
+      rare.first += c.first;
+      rare.second += c.second;
+    }
+  }
+  if (rare.first + rare.second > 0) add(rare);
+  return r;
 }
 
 struct RunResult {
@@ -39,6 +113,8 @@ struct RunResult {
   std::vector<FinishReason> reasons;
   EngineMetrics metrics;
   int32_t proposer_blocks = 0;
+  int64_t split_rows = 0;   // verification rows sent as their own sequences
+  int64_t whole_steps = 0;  // steps with a multi-token sequence
 };
 
 class SpeculativeEngineTest : public testing::SmallModelTest {
@@ -91,9 +167,11 @@ class SpeculativeEngineTest : public testing::SmallModelTest {
 
   // Runs the requests (three arrivals per step) to the end, checking invariants every step.
   static RunResult run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<RequestParams>& params,
-                       const EngineConfig& config, Proposer* proposer, const KvCacheOptions& kv = {}) {
+                       const EngineConfig& config, Proposer* proposer, const KvCacheOptions& kv = {},
+                       Split split = Split::kNever) {
     testing::CpuEngine cpu(*model_, *backend_, *tokenizer_, EngineConfig{}, kv);
-    Engine engine(cpu.executor, *tokenizer_, config, proposer);
+    RowsAsDecodesExecutor wrapped(cpu.executor, split);
+    Engine engine(wrapped, *tokenizer_, config, proposer);
     RunResult r;
     r.tokens.resize(prompts.size());
     r.text.resize(prompts.size());
@@ -118,6 +196,8 @@ class SpeculativeEngineTest : public testing::SmallModelTest {
       if (!status) break;
     }
     engine.step();  // forgets the last finished requests
+    r.split_rows = wrapped.split_rows;
+    r.whole_steps = wrapped.whole_steps;
     r.metrics = engine.metrics();
     r.proposer_blocks = proposer != nullptr ? proposer->num_used_blocks() : 0;
     EXPECT_EQ(r.metrics.kv.num_used_blocks, 0);
@@ -183,6 +263,45 @@ TEST_F(SpeculativeEngineTest, GreedyEqualsWithoutSpeculationForEveryProposer) {
         static_cast<long long>(m.num_accepted_tokens), m.acceptance_rate(), m.mean_acceptance_length(),
         static_cast<long long>(spec.metrics.num_steps), static_cast<long long>(plain.metrics.num_steps));
   }
+}
+
+// A device that verifies each row as a decode (the GPU with --batch-invariant) gets the same
+// tokens, with the fp16 cache and with KIVI's staged blocks (each row's own staging slice).
+TEST_F(SpeculativeEngineTest, VerificationRowsAsDecodesGiveTheSameTokens) {
+  const auto prompts = mixed_prompts(24);
+  std::vector<RequestParams> params;
+  for (size_t i = 0; i < prompts.size(); ++i) params.push_back(greedy(10 + static_cast<int32_t>(i % 3) * 7));
+  EngineConfig config;
+  config.scheduler.max_num_batched_tokens = 128;
+  for (KvFormat format : {KvFormat::kFp16, KvFormat::kKivi4}) {
+    KvCacheOptions kv;
+    kv.format = format;
+    kv.block_size = 32;  // KIVI's blocks hold whole 32-token key groups
+    const RunResult plain = run(prompts, params, config, nullptr, kv);
+    Speculator s = speculator(Draft::kGood);
+    const RunResult spec = run(prompts, params, speculative(config, 4), s.proposer.get(), kv, Split::kAlways);
+    const std::string what = "rows as decodes, " + std::string(kv_format_name(format));
+    expect_same(plain, spec, what);
+    EXPECT_GT(spec.split_rows, 100) << what;
+    EXPECT_GT(spec.metrics.speculation.num_accepted_tokens, 50) << what;
+  }
+}
+
+// Where the executor replays graphs of up to kGraphSeqs decodes, a step of decodes and
+// verification chunks whose rows fit is split (one graph launch), any other step kept whole;
+// the tokens are the same either way.
+TEST_F(SpeculativeEngineTest, VerificationRowsSplitOnlyWhereAGraphTakesThem) {
+  const auto prompts = mixed_prompts(12);
+  std::vector<RequestParams> params;
+  for (size_t i = 0; i < prompts.size(); ++i) params.push_back(greedy(12 + static_cast<int32_t>(i % 4) * 9));
+  EngineConfig config;
+  config.scheduler.max_num_batched_tokens = 64;
+  const RunResult plain = run(prompts, params, config, nullptr);
+  Speculator s = speculator(Draft::kGood);
+  const RunResult spec = run(prompts, params, speculative(config, 3), s.proposer.get(), {}, Split::kWithinGraphs);
+  expect_same(plain, spec, "rows split within graphs");
+  EXPECT_GT(spec.split_rows, 8) << "the tail of the run (few requests left) fits a graph";
+  EXPECT_GT(spec.whole_steps, 5) << "prefill steps and wide verification steps stay whole";
 }
 
 TEST_F(SpeculativeEngineTest, StopConditionsInsideAnAcceptedRun) {
@@ -300,45 +419,19 @@ TEST_F(SpeculativeEngineTest, RejectionSamplingKeepsTheDistributionEndToEnd) {
       ++counts[plain.tokens[i][3]].first;
       ++counts[spec.tokens[i][3]].second;
     }
-    double stat = 0.0;
-    int categories = 0;
-    std::pair<int64_t, int64_t> other{0, 0};
-    auto add = [&](std::pair<int64_t, int64_t> c) {
-      const double total = static_cast<double>(c.first + c.second);
-      const double e = total / 2.0;  // equal sample sizes
-      stat += (c.first - e) * (c.first - e) / e + (c.second - e) * (c.second - e) / e;
-      ++categories;
-    };
-    for (const auto& [token, c] : counts) {
-      if (c.first + c.second >= 10) {
-        add(c);
-      } else {
-        other.first += c.first;
-        other.second += c.second;
-      }
-    }
-    if (other.first + other.second > 0) add(other);
-    ASSERT_GE(categories, 3) << "the distribution is too peaked to test";
-    EXPECT_LT(stat, chi_square_critical_001(categories - 1)) << draft_name(kind) << ": " << categories << " categories";
+    const ChiSquare same = two_sample_chi_square(counts);
+    ASSERT_GE(same.categories, 3) << "the distribution is too peaked to test";
+    EXPECT_LT(same.stat, chi_square_critical_001(same.categories - 1))
+        << draft_name(kind) << ": " << same.categories << " categories";
     // And the test can tell: the plain run against itself shifted by one position differs.
     std::map<int32_t, std::pair<int64_t, int64_t>> shifted;
     for (int i = 0; i < n; ++i) {
       ++shifted[plain.tokens[i][3]].first;
       ++shifted[plain.tokens[i][1]].second;
     }
-    stat = 0.0;
-    categories = 0;
-    other = {0, 0};
-    for (const auto& [token, c] : shifted) {
-      if (c.first + c.second >= 10) {
-        add(c);
-      } else {
-        other.first += c.first;
-        other.second += c.second;
-      }
-    }
-    if (other.first + other.second > 0) add(other);
-    EXPECT_GT(stat, chi_square_critical_001(categories - 1)) << "positions 1 and 3 look alike: the test is blind";
+    const ChiSquare other = two_sample_chi_square(shifted);
+    EXPECT_GT(other.stat, chi_square_critical_001(other.categories - 1))
+        << "positions 1 and 3 look alike: the test is blind";
   }
 }
 
