@@ -82,8 +82,10 @@ Expected<double> step_seconds(ExecutorSession& session, const BenchVerifyOptions
   params.sampling.temperature = 0.0f;
   params.ignore_eos = true;
   // Room for the timed steps with every proposal still allowed (a request near its end gets
-  // fewer), then the rest is aborted.
-  params.max_tokens = options.steps + options.max_k + 4;
+  // fewer), after the prefill steps, during which the first requests already decode; then the
+  // rest is aborted.
+  const int32_t prefill_steps = batch * options.depth / std::max(1, config.scheduler.max_num_batched_tokens);
+  params.max_tokens = options.steps + options.max_k + 4 + prefill_steps + 8;
   std::map<RequestId, int32_t> produced;
   for (int32_t i = 0; i < batch; ++i) {
     std::vector<int32_t> prompt(static_cast<size_t>(options.depth));

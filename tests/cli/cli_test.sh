@@ -78,6 +78,11 @@ check "bench succeeds" [ "$code" -eq 0 ]
 check "bench reports pp and tg" grep -q '"tg4"' "$tmp/out"
 # A budget below the prefix makes the first request take two steps, so that the others,
 # admitted after its first chunk, find that chunk's blocks cached.
+code=$(exit_code "$folio" bench verify --batch 1,2 --max-k 2 --steps 2 -d 24 --json)
+check "bench verify succeeds" [ "$code" -eq 0 ]
+check "bench verify reports every batch and k" [ "$(grep -c '"step_ms"' "$tmp/out")" -eq 6 ]
+check "bench verify's plain decode is its own yardstick" grep -q '"vs_decode": 1.0$' "$tmp/out"
+
 code=$(exit_code "$folio" bench batch --num-requests 4 --scale 0.05 --num-questions 4 --prefix-tokens 96 \
   --question-output-tokens 4 --max-num-batched-tokens 64 --corpus "$src/tests/data/perplexity.txt" --json)
 check "bench batch succeeds" [ "$code" -eq 0 ]
