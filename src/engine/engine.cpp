@@ -259,8 +259,13 @@ void Engine::propose() {
   const int32_t base = std::min(num_decoding + prefill_tokens, scheduler_.config().max_num_batched_tokens);
   controller_.choose(candidates_, base, proposal_sizes_);
   slots_.clear();
-  // Each proposal is a logit row of the step, and the executor returns at most so many.
-  int32_t rows_left = max_logit_rows_ - scheduler_.num_running();
+  // Each proposal is a logit row of the step, and the executor returns at most so many; the
+  // running requests take one each, and so may those the step admits or swaps in (a prefill
+  // that completes samples), up to max_num_seqs.
+  const int32_t running = scheduler_.num_running();
+  const int32_t joining = std::min(scheduler_.num_waiting() + scheduler_.num_swapped(),
+                                   std::max(0, scheduler_.config().max_num_seqs - running));
+  int32_t rows_left = max_logit_rows_ - running - joining;
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const int32_t k = std::min(proposal_sizes_[i], rows_left);
     if (k <= 0) {

@@ -43,9 +43,13 @@ class RowsAsDecodesExecutor : public Executor {
     Capabilities caps = inner_.capabilities();
     caps.verify_rows_as_decodes = split_ == Split::kAlways;
     caps.graph_decode_seqs = split_ == Split::kWithinGraphs ? kGraphSeqs : 0;
+    if (max_logit_rows > 0) caps.max_logit_rows = max_logit_rows;
     return caps;
   }
   StepResult execute(const ForwardBatch& batch, const SamplingPlan* plan) override {
+    if (max_logit_rows > 0) {
+      EXPECT_LE(batch.logit_rows.size(), static_cast<size_t>(max_logit_rows));
+    }
     int64_t split = 0;
     bool whole = false;  // a sequence of several tokens (a prefill chunk or an unsplit verification)
     for (size_t i = 0; i < batch.sequences.size(); ++i) {
@@ -69,7 +73,8 @@ class RowsAsDecodesExecutor : public Executor {
     return inner_.execute(batch, plan);
   }
   int64_t split_rows = 0;
-  int64_t whole_steps = 0;  // steps with a multi-token sequence
+  int64_t whole_steps = 0;     // steps with a multi-token sequence
+  int32_t max_logit_rows = 0;  // > 0: reported as the executor's limit, and checked
 
  private:
   Executor& inner_;
@@ -168,9 +173,10 @@ class SpeculativeEngineTest : public testing::SmallModelTest {
   // Runs the requests (three arrivals per step) to the end, checking invariants every step.
   static RunResult run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<RequestParams>& params,
                        const EngineConfig& config, Proposer* proposer, const KvCacheOptions& kv = {},
-                       Split split = Split::kNever) {
+                       Split split = Split::kNever, int32_t max_logit_rows = 0) {
     testing::CpuEngine cpu(*model_, *backend_, *tokenizer_, EngineConfig{}, kv);
     RowsAsDecodesExecutor wrapped(cpu.executor, split);
+    wrapped.max_logit_rows = max_logit_rows;
     Engine engine(wrapped, *tokenizer_, config, proposer);
     RunResult r;
     r.tokens.resize(prompts.size());
@@ -302,6 +308,22 @@ TEST_F(SpeculativeEngineTest, VerificationRowsSplitOnlyWhereAGraphTakesThem) {
   expect_same(plain, spec, "rows split within graphs");
   EXPECT_GT(spec.split_rows, 8) << "the tail of the run (few requests left) fits a graph";
   EXPECT_GT(spec.whole_steps, 5) << "prefill steps and wide verification steps stay whole";
+}
+
+// An executor returns at most max_logit_rows rows a step: proposals leave room for the rows of
+// requests the same step admits (a prefill that completes samples too), or a server under load
+// would ask the GPU for more rows than it holds.
+TEST_F(SpeculativeEngineTest, ProposalsLeaveRowsForRequestsAdmittedInTheSameStep) {
+  const auto prompts = mixed_prompts(24);
+  std::vector<RequestParams> params(prompts.size(), greedy(16));
+  EngineConfig config;
+  config.scheduler.max_num_seqs = 8;
+  config.scheduler.max_num_batched_tokens = 256;
+  const RunResult plain = run(prompts, params, config, nullptr);
+  Speculator s = speculator(Draft::kGood);
+  const RunResult spec = run(prompts, params, speculative(config, 4), s.proposer.get(), {}, Split::kNever, 12);
+  expect_same(plain, spec, "12 logit rows a step");
+  EXPECT_GT(spec.metrics.speculation.num_accepted_tokens, 50);
 }
 
 TEST_F(SpeculativeEngineTest, StopConditionsInsideAnAcceptedRun) {
