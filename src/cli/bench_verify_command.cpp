@@ -8,7 +8,6 @@
 // (independent acceptances) over that ratio.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -21,6 +20,7 @@
 #include "cli/engine_options.h"
 #include "cli/model_session.h"
 #include "engine/spec/proposer.h"
+#include "engine/spec/speculation_controller.h"
 
 namespace folio::cli {
 namespace {
@@ -60,10 +60,11 @@ double median(std::vector<double> v) {
   return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// The controller's own estimate, with one rate for every position.
 double expected_tokens(double acceptance, int32_t k) {
-  double total = 0.0, term = 1.0;
-  for (int32_t j = 0; j <= k; ++j, term *= acceptance) total += term;
-  return total;
+  SpeculationCandidate candidate;
+  candidate.acceptance = acceptance;
+  return SpeculationController::expected_tokens(candidate, k);
 }
 
 // The median wall time of an engine step with `batch` requests decoding at about `depth` tokens
