@@ -157,6 +157,7 @@ void Engine::verify(const SchedulerOutput& output, const StepResult& result) {
                          : verifier_.verify(request, result.logits.subspan(row * vocab, rows * vocab), vocab, scratch_,
                                             spec_samples_[i]);
       request.speculation.record(chunk.num_draft_tokens, accepted_[i]);
+      pooled_.record(chunk.num_draft_tokens, accepted_[i], Speculation::kPooledDecay);
       ++speculation_.num_drafts;
       speculation_.num_draft_tokens += chunk.num_draft_tokens;
       speculation_.num_accepted_tokens += accepted_[i];
@@ -244,7 +245,8 @@ void Engine::propose() {
         std::min(params.max_tokens - request->num_output_tokens(), max_model_len_ - request->num_tokens()) - 1;
     if (room <= 0) continue;
     SpeculationCandidate candidate;
-    const Speculation& speculation = request->speculation;
+    Speculation& speculation = request->speculation;
+    speculation.start_from(pooled_.rates);
     // Positions never tested: as likely as the last one tested (runs go on), else the prior.
     candidate.acceptance = speculation.rates.empty() ? Speculation::kPrior : speculation.rates.back();
     candidate.rates = speculation.rates;
@@ -269,7 +271,7 @@ void Engine::propose() {
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const int32_t k = std::min(proposal_sizes_[i], rows_left);
     if (k <= 0) {
-      candidate_requests_[i]->speculation.relax();
+      candidate_requests_[i]->speculation.relax(pooled_.rates);
       continue;
     }
     rows_left -= k;

@@ -173,6 +173,8 @@ class Engine {
   std::vector<std::vector<SampleResult>> spec_samples_;  // per chunk of the step
   ProposerTiming proposer_timing_;                       // this step's draft passes, for the cost model
   SpeculationMetrics speculation_;
+  // Every request's tests pooled: the prior a request starts from and relaxes toward.
+  Speculation pooled_;
   std::map<RequestId, std::unique_ptr<Request>> requests_;
   RequestId next_id_ = 1;
   uint64_t next_arrival_ = 0;

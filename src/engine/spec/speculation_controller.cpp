@@ -2,8 +2,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 namespace folio {
+namespace {
+
+// FOLIO_SPEC_TRACE=1: each step's choice (the cost and expected tokens of every k) and each
+// step's measured time on stderr, to see why the controller chose what it chose.
+bool trace_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("FOLIO_SPEC_TRACE");
+    return v != nullptr && *v == '1';
+  }();
+  return enabled;
+}
+
+}  // namespace
 
 int CostTable::bucket_of(int32_t num_tokens) {
   if (num_tokens <= 1) return 0;
@@ -181,9 +196,25 @@ void SpeculationController::choose(std::span<const SpeculationCandidate> candida
   }
   last_k_ = best_k;
   for (size_t i = 0; i < candidates.size(); ++i) ks[i] = std::min(best_k, caps[i]);
+  if (trace_enabled()) {
+    std::fprintf(stderr, "spec: step %lld base %d candidates %zu cap0 %d rate0 %.2f explore %d k %d |",
+                 (long long)step_, base_tokens, candidates.size(), caps.empty() ? -1 : caps[0],
+                 candidates.empty() ? -1.0 : candidates[0].rate(0), (int)explore, best_k);
+    for (int32_t k = 0; k <= max_tokens_; ++k) {
+      int32_t extra = 0;
+      double tokens = 0;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        extra += std::min(k, caps[i]);
+        tokens += expected_tokens(candidates[i], std::min(k, caps[i]));
+      }
+      std::fprintf(stderr, " k%d %.2f ms E %.2f", k, 1e3 * target_.estimate(base_tokens + extra, step_), tokens);
+    }
+    std::fprintf(stderr, "\n");
+  }
 }
 
 void SpeculationController::observe(int32_t num_tokens, double seconds, const ProposerTiming& proposer) {
+  if (trace_enabled()) std::fprintf(stderr, "spec: observed %d tokens in %.2f ms\n", num_tokens, 1e3 * seconds);
   if (num_tokens > 0) target_.observe(num_tokens, seconds, step_);
   if (proposer.catchup_tokens > 0) catchup_.observe(proposer.catchup_tokens, proposer.catchup_seconds, step_);
   if (proposer.passes > 0 && proposer.rows > 0)

@@ -81,6 +81,30 @@ TEST(SpeculationControllerTest, RatesThatFellRecoverWithoutTests) {
   EXPECT_NEAR(s.rates[0], Speculation::kPrior, 1e-6);
 }
 
+// The prior is the proposer's pooled rates: a request relaxes toward what proposals achieve
+// across requests, and a new one starts there. Where verification is dear (3.5 decodes for 4
+// proposals, as on a busy CPU) a middling constant prior would never pay for another test,
+// while the proposer's own 0.9 does.
+TEST(SpeculationControllerTest, RatesRelaxTowardThePooledPrior) {
+  Speculation pooled;
+  for (int i = 0; i < 300; ++i) pooled.record(4, i % 10 == 0 ? 2 : 4, Speculation::kPooledDecay);
+  ASSERT_EQ(pooled.rates.size(), 4u);
+  EXPECT_GT(pooled.rates[0], 0.95);
+  EXPECT_NEAR(pooled.rates[2], 0.9, 0.05);
+  Speculation s;
+  for (int i = 0; i < 20; ++i) s.record(4, 0);
+  for (int i = 0; i < 300; ++i) s.relax(pooled.rates);
+  for (size_t j = 0; j < 4; ++j) EXPECT_NEAR(s.rates[j], pooled.rates[j], 1e-6) << j;
+  Speculation fresh;
+  fresh.start_from(pooled.rates);
+  EXPECT_EQ(fresh.rates, pooled.rates);
+
+  const auto dear = [](int32_t tokens) { return 0.04 + 0.025 * (tokens - 1); };  // t(5) = 3.5 t(1)
+  SpeculationController with_pooled(4, true, 0.0), with_constant(4, true, 0.0);
+  EXPECT_GT(settle(with_pooled, requests(1, pooled.rates[2]), 1, dear), 0);
+  EXPECT_EQ(settle(with_constant, requests(1, Speculation::kPrior), 1, dear), 0);
+}
+
 TEST(SpeculationControllerTest, FlatCostProposesTheMost) {
   SpeculationController c(4, true, 0.0);
   const auto flat = [](int32_t tokens) { return 0.005 + 1e-7 * tokens; };
