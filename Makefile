@@ -15,7 +15,7 @@ PORT ?= 8080
 
 setup:
 	@bash scripts/setup-deps
-	@bash scripts/fetch-model
+	@bash scripts/fetch-model all
 	@FOLIO_TEST_VENV=$(TEST_VENV) bash scripts/setup-test-venv >/dev/null
 
 # The Hugging Face directories and tokenizer.json files the tests read (no torch; skipped when
@@ -47,8 +47,9 @@ test-sanitize: build-sanitize test-inputs
 	# Tests named Slow (perplexity over 13k tokens, whole greedy generations against the float64
 	# and llama.cpp references: numerics of the full model, 4x slower under ASan) are left to the
 	# Release run; the sanitizers still see the model's forward pass through the other tests.
+	# One shard per core: the tests are single-threaded under the sanitizers' weight.
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  $(BUILD_SAN)/folio_tests --gtest_filter='-*Slow*' --gtest_brief=1
+	  bash scripts/run-gtest-shards $(JOBS) $(BUILD_SAN)/folio_tests --gtest_filter='-*Slow*' --gtest_brief=1
 
 test: test-release test-sanitize
 

@@ -22,6 +22,8 @@ inside their string literals, as their tokenizer_config.json files decode to):
   qwen2.5-instruct   Qwen2.5-*-Instruct tokenizer_config.json (as quoted in
                      gorilla/berkeley-function-call-leaderboard's Qwen handler)
   gemma-2-it         llama.cpp's models/templates/google-gemma-2-2b-it.jinja
+  gemma-3-it         google/gemma-3-*-it tokenizer_config.json (as quoted in public code that
+                     sets it on the gemma-3-270m GGUF's tokenizer; the GGUF carries none)
 
     python scripts/make-chat-goldens.py [--models-dir DIR]
 """
@@ -198,6 +200,54 @@ GEMMA_2 = (
     "add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"
 )
 
+GEMMA_3 = '''{{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '
+
+' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '
+
+' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '
+' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>
+' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model
+'}}
+{%- endif -%}'''
+
 # name -> (template source or None for "read from the GGUF", special tokens HF passes)
 TEMPLATES = {
     "smollm2": (None, {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}),
@@ -205,6 +255,7 @@ TEMPLATES = {
     "mistral-7b-instruct-v0.3": (MISTRAL_V3, {"bos_token": "<s>", "eos_token": "</s>"}),
     "qwen2.5-instruct": (QWEN_2_5, {"eos_token": "<|im_end|>"}),
     "gemma-2-it": (GEMMA_2, {"bos_token": "<bos>", "eos_token": "<eos>"}),
+    "gemma-3-it": (GEMMA_3, {"bos_token": "<bos>", "eos_token": "<eos>"}),
 }
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}

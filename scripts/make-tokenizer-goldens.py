@@ -33,6 +33,7 @@ VOCABS = {
     "llama-bpe": "ggml-vocab-llama-bpe.gguf",
     "qwen2": "ggml-vocab-qwen2.gguf",
     "llama-spm": "ggml-vocab-llama-spm.gguf",
+    "gemma3": "gemma-3-270m-q4_k_m.gguf",  # scripts/fetch-model gemma3
 }
 
 PYTHON_CODE = '''def fib(n: int) -> int:
@@ -161,6 +162,13 @@ def fixed_corpus() -> list:
         "The price is \u20ac42.50 (\u00a336.10) \u2014 about \u00a56,300.", "C'est l'\u00e9t\u00e9, n'est-ce pas?",
         "Mix: \u4e2d\u6587, English, \u0420\u0443\u0441\u0441\u043a\u0438\u0439, \u0627\u0644\u0639\u0631\u0628\u064a\u0629, \U0001f600!",
         "user: hi\nassistant: Hello! How can I help?\n", "tl;dr \u2192 it works\u2122 \u00a9 2024")
+    # Gemma's vocabulary: whole runs of spaces, tabs and newlines are tokens, so are HTML tags, its
+    # turn markers and hundreds of <unusedN>; SentencePiece's own space mark U+2581 is text.
+    add("gemma", "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n", "<bos>", "<eos>", "<pad>",
+        "<bos>text<eos>", "<end_of_turn>", "<unused0><unused99>", "<start_of_image>", " " * 31, " " * 32, " " * 45,
+        "\t" * 5, "\n" * 31, "a" + " " * 7 + "b", "<h1>Title</h1>\n<p>para</p>", "<table><tr><td>x</td></tr>",
+        "\u2581", "\u2581\u2581hello", "hello\u2581world", " \u2581 ", "<mask>", "[@BOS@]", "<0x41>",
+        "\x01\x02 control bytes", "Gr\u00fc\u00dfe aus K\u00f6ln", "\u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22")
     return c
 
 

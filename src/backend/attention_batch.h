@@ -18,6 +18,9 @@ struct AttentionBatch {
   int32_t num_heads = 0;  // query heads; a multiple of the cache's num_kv_heads (GQA)
   float scale = 1.0f;     // softmax scale, usually 1 / sqrt(head_dim)
   std::span<const AttentionSequence> sequences;
+  // Sliding-window attention: the query at position p sees keys p - window + 1 .. p (Gemma's
+  // local layers, Mistral's window); 0: every key up to p.
+  int32_t window = 0;
 };
 
 }  // namespace folio

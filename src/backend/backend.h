@@ -58,6 +58,12 @@ class Backend {
   // out = silu(gate) * up.  all (n,)
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
 
+  // out = gelu(gate) * up with GELU's tanh approximation (Gemma).  all (n,)
+  virtual void geglu_tanh(const float* gate, const float* up, float* out, int64_t n) = 0;
+
+  // x *= factor.  (n,)
+  virtual void scale(float* x, float factor, int64_t n) = 0;
+
   // x += y.  both (n,)
   virtual void add(float* x, const float* y, int64_t n) = 0;
 };

@@ -23,6 +23,7 @@ Expected<Architecture> describe_architecture(const ModelConfig& config) {
   if (config.architecture == "llama" || config.architecture == "mistral" || config.architecture == "qwen2") {
     return describe_llama_family(config);
   }
+  if (config.architecture == "gemma3") return describe_gemma3_family(config);
   return Status::error("model: architecture '" + config.architecture + "' is not supported");
 }
 

@@ -6,7 +6,7 @@ namespace folio {
 namespace {
 
 bool is_supported_architecture(std::string_view arch) {
-  return arch == "llama" || arch == "qwen2" || arch == "mistral";
+  return arch == "llama" || arch == "qwen2" || arch == "mistral" || arch == "gemma3";
 }
 
 }  // namespace
@@ -16,7 +16,8 @@ Expected<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   const std::optional<std::string> arch = file.get_string("general.architecture");
   if (!arch) return Status::error("model: general.architecture is missing");
   if (!is_supported_architecture(*arch)) {
-    return Status::error("model: architecture '" + *arch + "' is not supported (supported: llama, mistral, qwen2)");
+    return Status::error("model: architecture '" + *arch +
+                         "' is not supported (supported: llama, mistral, qwen2, gemma3)");
   }
   config.architecture = *arch;
   config.name = file.get_string("general.name").value_or(*arch);
@@ -44,11 +45,14 @@ Expected<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     return Status::error("model: head_count " + std::to_string(config.num_heads) +
                          " is not a multiple of head_count_kv " + std::to_string(config.num_kv_heads));
   }
-  if (config.hidden_dim % config.num_heads != 0) {
+  const std::optional<int64_t> key_length = file.get_int(prefix + "attention.key_length");
+  if (!key_length && config.hidden_dim % config.num_heads != 0) {
     return Status::error("model: embedding_length is not a multiple of head_count");
   }
-  config.head_dim = static_cast<int32_t>(
-      file.get_int(prefix + "attention.key_length").value_or(config.hidden_dim / config.num_heads));
+  if (key_length && (*key_length < 1 || *key_length > 4096)) {
+    return Status::error("model: attention.key_length " + std::to_string(*key_length) + " is out of range");
+  }
+  config.head_dim = static_cast<int32_t>(key_length.value_or(config.hidden_dim / config.num_heads));
   config.rms_norm_eps = static_cast<float>(file.get_float(prefix + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   config.rope_freq_base = static_cast<float>(file.get_float(prefix + "rope.freq_base").value_or(10000.0));
   config.rope_dim = static_cast<int32_t>(file.get_int(prefix + "rope.dimension_count").value_or(config.head_dim));
@@ -65,8 +69,21 @@ Expected<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     // Llama-3 scaling arrives as the rope_freqs.weight tensor, read by the model loader.
     return Status::error("model: rope scaling '" + scaling + "' is not supported");
   }
-  // Qwen2 keeps Hugging Face's rotate-half layout; llama-family GGUFs are permuted to pairs.
-  config.rope_style = config.architecture == "qwen2" ? RopeStyle::kHalves : RopeStyle::kAdjacentPairs;
+  // Qwen2 and Gemma keep Hugging Face's rotate-half layout; llama-family GGUFs are permuted to
+  // pairs.
+  const bool halves = config.architecture == "qwen2" || config.architecture == "gemma3";
+  config.rope_style = halves ? RopeStyle::kHalves : RopeStyle::kAdjacentPairs;
+  if (config.architecture == "gemma3") {
+    // llama.cpp's converter writes the window but neither the pattern nor the local base: Gemma 3
+    // fixes them (five local layers, then a global one; local RoPE base 10000).
+    config.sliding_window = static_cast<int32_t>(file.get_int(prefix + "attention.sliding_window").value_or(0));
+    if (config.sliding_window < 0) return Status::error("model: attention.sliding_window must not be negative");
+    config.sliding_window_pattern =
+        static_cast<int32_t>(file.get_int(prefix + "attention.sliding_window_pattern").value_or(6));
+    if (config.sliding_window_pattern < 1)
+      return Status::error("model: attention.sliding_window_pattern must be positive");
+    config.rope_local_freq_base = 10000.0f;
+  }
 
   const std::optional<std::vector<std::string>> tokens = file.get_string_array("tokenizer.ggml.tokens");
   config.vocab_size = static_cast<int32_t>(

@@ -1,6 +1,6 @@
-// Hyper-parameters of a Llama-family model (Llama 2/3, SmolLM2, Mistral, Qwen2), read from
-// GGUF metadata under the "<architecture>." prefix, or from a Hugging Face config.json
-// (hf_config.h).
+// Hyper-parameters of a model folio runs (the Llama family: Llama 2/3, SmolLM2, Mistral, Qwen2;
+// Gemma 3), read from GGUF metadata under the "<architecture>." prefix, or from a Hugging Face
+// config.json (hf_config.h).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,12 @@ struct ModelConfig {
   // Multiplies the softmax scale 1 / sqrt(head_dim): YaRN's attention factor, squared (it
   // scales both q and k).
   float attention_factor = 1.0f;
+  // Gemma 3: the local layers attend to the last sliding_window tokens (0: every layer sees the
+  // whole context); every sliding_window_pattern-th layer is global; the local layers rotate
+  // with their own base.
+  int32_t sliding_window = 0;
+  int32_t sliding_window_pattern = 0;
+  float rope_local_freq_base = 10000.0f;
 
   static Expected<ModelConfig> from_gguf(const GgufFile& file);
   int32_t q_dim() const { return num_heads * head_dim; }

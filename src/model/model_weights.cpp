@@ -93,6 +93,15 @@ Expected<std::unique_ptr<ModelWeights>> ModelWeights::load(const GgufFile& file,
                                load_matrix(file, p + "ffn_down.weight", c.ffn_dim, hidden, layer.down)}) {
       if (!step) return step;
     }
+    const Architecture& arch = model->architecture_;
+    if (arch.qk_norm) {
+      if (!(s = load_vector(file, p + "attn_q_norm.weight", c.head_dim, layer.q_norm))) return s;
+      if (!(s = load_vector(file, p + "attn_k_norm.weight", c.head_dim, layer.k_norm))) return s;
+    }
+    if (arch.post_norms) {
+      if (!(s = load_vector(file, p + "post_attention_norm.weight", hidden, layer.post_attn_norm))) return s;
+      if (!(s = load_vector(file, p + "post_ffw_norm.weight", hidden, layer.post_ffn_norm))) return s;
+    }
   }
 
   // Fault every weight page in now, with progress, rather than during the first request.

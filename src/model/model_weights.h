@@ -24,6 +24,9 @@ struct LayerWeights {
   std::vector<float> q_bias, k_bias, v_bias;  // empty unless the model has QKV bias (Qwen2)
   std::vector<float> ffn_norm;                // (hidden,)
   WeightTensor gate, up, down;                // (ffn, hidden) x2, (hidden, ffn)
+  // Gemma 3 (Architecture::qk_norm, post_norms); empty otherwise.
+  std::vector<float> q_norm, k_norm;                 // (head_dim,): every head's
+  std::vector<float> post_attn_norm, post_ffn_norm;  // (hidden,)
 
   bool has_qkv_bias() const { return !q_bias.empty() || !k_bias.empty() || !v_bias.empty(); }
 };

@@ -149,7 +149,7 @@ Vocabulary make_vocabulary(const SynthConfig& c) {
 }  // namespace
 
 std::vector<std::string> synth_config_names() {
-  return {"smollm2-135m", "llama3-8b", "llama3-70b", "llama3-70b-1layer", "tiny"};
+  return {"smollm2-135m", "llama3-8b", "llama3-70b", "llama3-70b-1layer", "tiny", "gemma3-tiny"};
 }
 
 Expected<SynthConfig> synth_config(std::string_view name) {
@@ -173,6 +173,14 @@ Expected<SynthConfig> synth_config(std::string_view name) {
     c.num_layers = 2, c.hidden_dim = 64, c.ffn_dim = 128, c.num_heads = 4, c.num_kv_heads = 2;
     c.vocab_size = 1024, c.context_length = 2048, c.rope_freq_base = 500000.0f;
     c.llama3_rope_scaling = true;
+  } else if (name == "gemma3-tiny") {
+    // Six layers: five local ones with an 8-token window (smaller than most block sizes, so
+    // windows end inside blocks and blocks slide out of them), then a global one.
+    c.architecture = "gemma3";
+    c.num_layers = 6, c.hidden_dim = 64, c.ffn_dim = 128, c.num_heads = 4, c.num_kv_heads = 1, c.head_dim = 32;
+    c.vocab_size = 1024, c.context_length = 2048, c.rope_freq_base = 1000000.0f;
+    c.sliding_window = 8;
+    c.tied_embeddings = true;
   } else {
     std::string known;
     for (const std::string& n : synth_config_names()) known += (known.empty() ? "" : ", ") + n;
@@ -189,7 +197,9 @@ Status write_synth_model(const SynthConfig& c, const SynthOptions& options, cons
     return Status::error("synth: weight type must be bf16, f16, f32, q8_0, q4_0, q4_1 or q4_k");
   }
   const int32_t layers = options.num_layers > 0 ? options.num_layers : c.num_layers;
-  const int32_t head_dim = c.hidden_dim / c.num_heads;
+  const int32_t head_dim = c.head_dim > 0 ? c.head_dim : c.hidden_dim / c.num_heads;
+  const bool gemma = c.architecture == "gemma3";
+  const std::string a = c.architecture + ".";
   const uint64_t hidden = static_cast<uint64_t>(c.hidden_dim);
   const uint64_t q_dim = static_cast<uint64_t>(head_dim) * c.num_heads;
   const uint64_t kv_dim = static_cast<uint64_t>(head_dim) * c.num_kv_heads;
@@ -198,19 +208,21 @@ Status write_synth_model(const SynthConfig& c, const SynthOptions& options, cons
   const Vocabulary v = make_vocabulary(c);
 
   GgufWriter writer;
-  writer.add_string("general.architecture", "llama")
+  writer.add_string("general.architecture", c.architecture)
       .add_string("general.name", "folio-synth-" + c.name)
       .add_u32("general.alignment", 32)
-      .add_u32("llama.block_count", static_cast<uint32_t>(layers))
-      .add_u32("llama.context_length", static_cast<uint32_t>(c.context_length))
-      .add_u32("llama.embedding_length", static_cast<uint32_t>(hidden))
-      .add_u32("llama.feed_forward_length", static_cast<uint32_t>(ffn))
-      .add_u32("llama.attention.head_count", static_cast<uint32_t>(c.num_heads))
-      .add_u32("llama.attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads))
-      .add_u32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim))
-      .add_u32("llama.vocab_size", static_cast<uint32_t>(vocab))
-      .add_f32("llama.rope.freq_base", c.rope_freq_base)
-      .add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f)
+      .add_u32(a + "block_count", static_cast<uint32_t>(layers))
+      .add_u32(a + "context_length", static_cast<uint32_t>(c.context_length))
+      .add_u32(a + "embedding_length", static_cast<uint32_t>(hidden))
+      .add_u32(a + "feed_forward_length", static_cast<uint32_t>(ffn))
+      .add_u32(a + "attention.head_count", static_cast<uint32_t>(c.num_heads))
+      .add_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads))
+      .add_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim))
+      .add_u32(a + "attention.value_length", static_cast<uint32_t>(head_dim))
+      .add_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim))
+      .add_u32(a + "vocab_size", static_cast<uint32_t>(vocab))
+      .add_f32(a + "rope.freq_base", c.rope_freq_base)
+      .add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f)
       .add_string("tokenizer.ggml.model", "gpt2")
       .add_string("tokenizer.ggml.pre", c.llama3_vocab ? "llama-bpe" : "smollm")
       .add_string_array("tokenizer.ggml.tokens", v.tokens)
@@ -220,14 +232,16 @@ Status write_synth_model(const SynthConfig& c, const SynthOptions& options, cons
       .add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos))
       .add_bool("tokenizer.ggml.add_bos_token", c.llama3_vocab);
   if (v.eot >= 0) writer.add_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(v.eot));
+  if (c.sliding_window > 0) writer.add_u32(a + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
 
   uint64_t tensor_index = 0;
   auto seed = [&] { return mix(options.seed * 0x100000001B3ull + ++tensor_index); };
   auto matrix = [&](const std::string& name, uint64_t rows, uint64_t cols) {
     writer.add_tensor(name, {cols, rows}, w, random_rows(w, static_cast<int64_t>(cols), 0.02f, seed()));
   };
-  auto norm = [&](const std::string& name) {
-    writer.add_tensor(name, {hidden}, DType::F32, random_rows(DType::F32, static_cast<int64_t>(hidden), 0.0f, 0, 1.0f));
+  auto norm = [&](const std::string& name, uint64_t size = 0) {
+    if (size == 0) size = hidden;
+    writer.add_tensor(name, {size}, DType::F32, random_rows(DType::F32, static_cast<int64_t>(size), 0.0f, 0, 1.0f));
   };
   matrix("token_embd.weight", vocab, hidden);
   if (c.llama3_rope_scaling) {
@@ -245,6 +259,12 @@ Status write_synth_model(const SynthConfig& c, const SynthOptions& options, cons
     matrix(p + "ffn_gate.weight", ffn, hidden);
     matrix(p + "ffn_up.weight", ffn, hidden);
     matrix(p + "ffn_down.weight", hidden, ffn);
+    if (gemma) {
+      norm(p + "attn_q_norm.weight", static_cast<uint64_t>(head_dim));
+      norm(p + "attn_k_norm.weight", static_cast<uint64_t>(head_dim));
+      norm(p + "post_attention_norm.weight");
+      norm(p + "post_ffw_norm.weight");
+    }
   }
   norm("output_norm.weight");
   if (!c.tied_embeddings) matrix("output.weight", vocab, hidden);

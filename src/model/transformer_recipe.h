@@ -6,15 +6,20 @@
 //
 // A Device provides, for the batch it was bound to (x is the residual stream, normed, q/k/v,
 // attn, gate/up and act its activation buffers):
-//   embed()                          x = embedding[tokens]
+//   embed()                          x = embedding[tokens] * arch.embedding_scale
 //   norm(NormSite, l)                normed = rms_norm(x) * weight of that site in layer l
 //   project_qkv(l)                   q | k | v = normed Wq, Wk, Wv (+ the layer's bias)
+//   qk_norm(l)                       every head of q and k: rms_norm(head) * the layer's weight
 //   rope_and_store_kv(l, rope)       rotate q and k by position; K, V of every token to its slot
-//   attend(l, scale)                 attn = causal softmax(q K^T * scale) V over the paged cache
+//   attend(l, scale, window)         attn = causal softmax(q K^T * scale) V over the paged cache,
+//                                    each query seeing its last `window` keys (0: all)
 //   project_output_add(l)            x += attn Wo
+//   project_output(l)                proj = attn Wo
 //   project_gate_up(l)               gate | up = normed Wgate, Wup
-//   activate(l)                      act = silu(gate) * up
+//   activate(l, activation)          act = silu(gate) * up, or gelu_tanh(gate) * up
 //   project_down_add(l)              x += act Wdown
+//   project_down(l)                  proj = act Wdown
+//   post_norm_add(NormSite, l)       x += rms_norm(proj) * weight of that site (the outputs')
 //   gather_logit_rows(first, count)  final = x[logit_rows[first + i]] for i < count
 //   final_norm(count)                final_normed = rms_norm(final) * output_norm
 //   project_vocab(count)             logits = final_normed Woutput (the device's logits buffer)
@@ -26,7 +31,7 @@
 
 namespace folio {
 
-enum class NormSite { kAttentionInput, kMlpInput };
+enum class NormSite { kAttentionInput, kMlpInput, kAttentionOutput, kMlpOutput };
 
 // Every layer over the bound batch: its K/V end up in the cache, its residual stream in x.
 template <typename Device>
@@ -36,13 +41,24 @@ void run_transformer_layers(const Architecture& arch, Device& device) {
     const LayerSpec& layer = arch.layers[static_cast<size_t>(l)];
     device.norm(NormSite::kAttentionInput, l);
     device.project_qkv(l);
+    if (arch.qk_norm) device.qk_norm(l);
     device.rope_and_store_kv(l, layer.rope);
-    device.attend(l, arch.attention_scale);
-    device.project_output_add(l);
+    device.attend(l, arch.attention_scale, layer.sliding_window);
+    if (arch.post_norms) {
+      device.project_output(l);
+      device.post_norm_add(NormSite::kAttentionOutput, l);
+    } else {
+      device.project_output_add(l);
+    }
     device.norm(NormSite::kMlpInput, l);
     device.project_gate_up(l);
-    device.activate(l);
-    device.project_down_add(l);
+    device.activate(l, arch.activation);
+    if (arch.post_norms) {
+      device.project_down(l);
+      device.post_norm_add(NormSite::kMlpOutput, l);
+    } else {
+      device.project_down_add(l);
+    }
   }
 }
 

@@ -26,6 +26,7 @@ struct Case {
   int32_t head_dim;
   int32_t block_size;
   std::vector<std::pair<int32_t, int32_t>> sequences;  // (context_len, query_len)
+  int32_t window = 0;                                  // sliding window; 0: none
 };
 
 void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format = KvFormat::kFp16) {
@@ -92,6 +93,12 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format 
         kivi_seal_block(cache, table[index], table[index]);
       if (index >= first_staged) staging.push_back(table[index]);
     }
+    if (c.window > 0) {
+      // Blocks wholly before every query's window name a block that does not exist: the kernel
+      // must not read them (the sliding-window allocator gives them back).
+      const int32_t first_key = std::max(0, context - query - c.window + 1);
+      for (int32_t index = 0; index < first_key / c.block_size; ++index) table[index] = 1 << 28;
+    }
     tables.push_back(std::move(table));
     stagings.push_back(std::move(staging));
     sequences.push_back({query_start, query, context, {}, first_staged, {}});
@@ -107,7 +114,8 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format 
   std::vector<float> out(q.size(), std::nanf(""));  // poisoned: every element must be written
   std::vector<float> expected(q.size(), std::nanf(""));
   AttentionBatch batch{
-      q.data(), out.data(), total_queries, c.num_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), sequences};
+      q.data(),  out.data(), total_queries, c.num_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+      sequences, c.window};
   paged_attention(batch, cache, pool);
   batch.out = expected.data();
   paged_attention_reference(batch, cache);
@@ -117,7 +125,7 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format 
     max_err = std::max(max_err, std::fabs(static_cast<double>(out[i]) - expected[i]));
   }
   EXPECT_LT(max_err, 2e-4) << kv_format_name(format) << " heads " << c.num_heads << "/" << c.num_kv_heads << " block "
-                           << c.block_size;
+                           << c.block_size << " window " << c.window;
 }
 
 TEST(CpuAttention, MatchesFloat64ReferenceOnRandomVarlenBatches) {
@@ -178,6 +186,32 @@ TEST(CpuAttention, LongContexts) {
     check_case({8, 2, 64, 128, {{4096, 1}, {1000, 3}}}, 6, pool, format);
     check_case({32, 8, 128, 32, {{600, 40}, {2049, 1}}}, 7, pool, format);
   }
+}
+
+// Windows of one key, inside a block, a block exactly, across blocks, and wider than the context,
+// for prefill chunks and decodes (a tile's queries then start their windows in different
+// blocks); Gemma 3's shape (head_dim 256, one KV head) among them.
+TEST(CpuAttention, SlidingWindowMatchesFloat64Reference) {
+  ThreadPool pool(2);
+  std::mt19937 rng(13);
+  const int32_t shapes[][3] = {{4, 1, 256}, {8, 2, 64}, {6, 3, 32}};
+  const int32_t block_sizes[] = {1, 16, 32};
+  for (int trial = 0; trial < 24; ++trial) {
+    const auto& shape = shapes[trial % 3];
+    const int32_t block = block_sizes[trial % 3 == 0 ? 1 : trial % 3];
+    const int32_t windows[] = {1, 5, block - 1 > 0 ? block - 1 : 1, block, block + 3, 3 * block + 1, 100000};
+    Case c{shape[0], shape[1], shape[2], block, {}, windows[trial % 7]};
+    const int num_sequences = 1 + static_cast<int>(rng() % 4);
+    for (int s = 0; s < num_sequences; ++s) {
+      const int32_t context = 1 + static_cast<int32_t>(rng() % 400);
+      const int32_t kind = static_cast<int32_t>(rng() % 3);
+      const int32_t query = kind == 0 ? 1 : kind == 1 ? 1 + static_cast<int32_t>(rng() % context) : context;
+      c.sequences.push_back({context, query});
+    }
+    check_case(c, 500 + trial, pool);
+    if (block >= 32) check_case(c, 500 + trial, pool, trial % 2 == 0 ? KvFormat::kKivi4 : KvFormat::kInt8);
+  }
+  check_case({4, 1, 256, 16, {{2000, 1}, {1500, 37}, {700, 700}}, 512}, 9, pool);
 }
 
 }  // namespace

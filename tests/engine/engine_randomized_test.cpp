@@ -1,4 +1,5 @@
-// Randomized invariant test for the whole engine (issue 3): on a tiny random-weight Llama model,
+// Randomized invariant test for the whole engine (issue 3): on a tiny random-weight Llama model
+// (and a Gemma-3-shaped one, local and global layers),
 // each configuration runs 10,000+ random operations (add a request, step, abort) with prompts
 // that share prefixes, parallel sampling (n > 1: forks), beam search (forks every step), stop
 // strings, priorities, greedy and seeded sampling, and a KV pool small enough that preemption
@@ -20,46 +21,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <memory>
-#include <ostream>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
-#include "engine/engine.h"
-#include "engine/spec/draft_model_proposer.h"
-#include "engine/spec/ngram_proposer.h"
-#include "support/cpu_engine.h"
-#include "support/tiny_model.h"
+#include "support/tiny_engine_fixture.h"
 
 namespace folio {
 namespace {
 
-enum class Speculation { kNone, kNgram, kDraft };
-
-struct RandomizedEngineConfig {
-  const char* name;
-  int32_t block_size;
-  bool enable_prefix_caching;
-  PreemptionMode preemption_mode;
-  int32_t num_blocks;       // device KV blocks (about 256 token slots: far less than the load)
-  int32_t num_host_blocks;  // swap space in blocks (0: none)
-  int32_t max_num_batched_tokens;
-  int32_t max_num_seqs;
-  bool beam_search;  // add beam-search requests too (see kBeamSearchWithRecompute)
-  uint32_t seed;
-  KvFormat kv_format = KvFormat::kFp16;  // quantized formats: blocks move as opaque bytes all the same
-  // Speculative decoding (k = 4, fixed): n-gram lookup, or the model drafting for itself (every
-  // proposal accepted that greedy decoding would give: long runs through stop strings and
-  // max_tokens) with a draft pool as tight as the target's.
-  Speculation speculation = Speculation::kNone;
-};
-
-void PrintTo(const RandomizedEngineConfig& c, std::ostream* os) {
-  *os << c.name << " seed " << c.seed;
-}
+using testing::Counts;
+using testing::Kind;
+using testing::RandomizedEngineConfig;
+using testing::Speculation;
+using testing::TinyEngineTest;
+using testing::Tracked;
 
 // Runs the configuration with another seed (to search for failures, or reproduce one):
 //   FOLIO_ENGINE_RANDOMIZED_SEED=17 ./folio_tests --gtest_filter='*EngineRandomized*'
@@ -77,237 +54,6 @@ RandomizedEngineConfig with_overrides(RandomizedEngineConfig c) {
 constexpr int64_t kOperationsPerRun = 10'000;
 constexpr int32_t kMaxLiveRequests = 20;
 constexpr int32_t kMaxReplaysPerKind = 16;  // requests re-run alone, per kind (plain, n > 1, beam)
-
-enum class Kind { kPlain, kParallel, kBeam };
-
-// What the test knows of one request it added.
-struct Tracked {
-  std::vector<int32_t> prompt;
-  RequestParams params;
-  Kind kind = Kind::kPlain;
-  std::map<int32_t, std::vector<int32_t>> tokens;  // by index (beam: by rank)
-  std::map<int32_t, std::string> text;
-  std::map<int32_t, FinishReason> finished;  // indexes that finished
-  bool aborted = false;
-  bool done = false;  // every index finished, or aborted
-};
-
-struct Counts {
-  int64_t operations = 0, adds = 0, steps = 0, aborts = 0, rejected_aborts = 0;
-  int64_t parallel_requests = 0, beam_requests = 0;
-  int64_t finished_stop_string = 0, finished_stop_token = 0, finished_length = 0;
-  int64_t max_waiting = 0, max_swapped = 0, max_running = 0;
-  int64_t replays = 0;
-  int64_t max_seqs_exceeded = 0;  // running sequences past max_num_seqs, at most
-};
-
-// The tiny model, a one-thread CPU backend, and checks shared by the tests below.
-class TinyEngineTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto tiny = testing::TinyModel::create();
-    ASSERT_TRUE(tiny) << tiny.error();
-    tiny_ = std::move(tiny).value().release();
-    // KIVI groups 32 channels: the same model shape with 32-wide heads (2 query heads over 1 KV head).
-    auto wide = testing::TinyModel::create({.head_count = 2, .head_count_kv = 1, .rope_dimension_count = 32});
-    ASSERT_TRUE(wide) << wide.error();
-    wide_ = std::move(wide).value().release();
-    backend_ = new cpu::CpuBackend(1);
-  }
-  static void TearDownTestSuite() {
-    delete backend_;
-    delete tiny_;
-    delete wide_;
-    wide_ = nullptr;
-    backend_ = nullptr;
-    tiny_ = nullptr;
-  }
-
-  static int64_t block_bytes(int32_t block_size, KvFormat format = KvFormat::kFp16) {
-    return kv_bytes_per_block(model_for(format).config(), block_size, format);
-  }
-
-  // The engine's knobs and the CPU executor's pool.
-  struct Setup {
-    EngineConfig config;
-    KvCacheOptions kv;
-  };
-
-  static Setup engine_config(const RandomizedEngineConfig& c) {
-    Setup setup;
-    setup.kv.block_size = c.block_size;
-    setup.kv.format = c.kv_format;
-    setup.kv.kv_cache_bytes = c.num_blocks * block_bytes(c.block_size, c.kv_format);
-    setup.kv.swap_space_bytes = c.num_host_blocks * block_bytes(c.block_size, c.kv_format);
-    setup.config.enable_prefix_caching = c.enable_prefix_caching;
-    setup.config.scheduler.preemption_mode = c.preemption_mode;
-    setup.config.scheduler.max_num_batched_tokens = c.max_num_batched_tokens;
-    setup.config.scheduler.max_num_seqs = c.max_num_seqs;
-    add_staging(setup);
-    return setup;
-  }
-
-  static ModelWeights& model_for(KvFormat format) {
-    return kv_format_has_residual(format) ? wide_->model() : tiny_->model();
-  }
-
-  // Residual formats' staging blocks come out of the pool's budget: add them on top.
-  static void add_staging(Setup& setup) {
-    if (!kv_format_has_residual(setup.kv.format)) return;
-    setup.kv.num_staging_blocks = kv_staging_blocks_for(
-        setup.config.scheduler.max_num_seqs, setup.config.scheduler.max_num_batched_tokens, setup.kv.block_size);
-    const int64_t staging_bytes = static_cast<int64_t>(setup.kv.num_staging_blocks) *
-                                  static_cast<int64_t>(kv_cache_shape(model_for(setup.kv.format).config(), 1,
-                                                                      setup.kv.block_size, setup.kv.format)
-                                                           .bytes_per_staging_block());
-    setup.kv.kv_cache_bytes += staging_bytes;
-    if (setup.kv.swap_space_bytes > 0) setup.kv.swap_space_bytes += staging_bytes;
-  }
-
-  static std::unique_ptr<testing::CpuEngine> make_engine(const Setup& setup) {
-    return std::make_unique<testing::CpuEngine>(model_for(setup.kv.format), *backend_, tiny_->tokenizer(), setup.config,
-                                                setup.kv);
-  }
-
-  // An engine with a proposer (which must outlive it: declared first).
-  struct SpeculativeEngine {
-    std::unique_ptr<cpu::CpuExecutor> draft;
-    std::unique_ptr<Proposer> proposer;
-    std::unique_ptr<testing::CpuEngine> cpu;
-  };
-  static SpeculativeEngine make_engine(const Setup& setup, const RandomizedEngineConfig& c) {
-    SpeculativeEngine e;
-    Setup s = setup;
-    if (c.speculation == Speculation::kNgram) {
-      e.proposer = std::make_unique<NgramProposer>(NgramConfig{});
-    } else if (c.speculation == Speculation::kDraft) {
-      e.draft = std::make_unique<cpu::CpuExecutor>(model_for(setup.kv.format), *backend_, c.num_blocks + 1, 16, 0);
-      e.proposer = std::make_unique<DraftModelProposer>(*e.draft);
-    }
-    if (e.proposer != nullptr) {
-      s.config.speculative.num_tokens = 4;
-      s.config.speculative.adaptive = false;
-    }
-    e.cpu = std::make_unique<testing::CpuEngine>(model_for(setup.kv.format), *backend_, tiny_->tokenizer(), s.config,
-                                                 s.kv, e.proposer.get());
-    return e;
-  }
-
-  // Folds one step's outputs into the tracked requests, checking what the API promises.
-  static void absorb(const std::vector<RequestOutput>& outputs, std::map<RequestId, Tracked>& tracked, Counts* counts,
-                     const std::string& where) {
-    std::vector<RequestId> beams_finished;
-    for (const RequestOutput& out : outputs) {
-      auto it = tracked.find(out.id);
-      ASSERT_NE(it, tracked.end()) << where << ": output for unknown request " << out.id;
-      Tracked& t = it->second;
-      if (t.aborted) {
-        // Aborted sequences report their end once, in the next step; nothing else comes.
-        EXPECT_TRUE(out.finished) << where << ": request " << out.id << " produced after abort";
-        EXPECT_EQ(out.finish_reason, FinishReason::kAbort) << where << ": request " << out.id;
-        EXPECT_TRUE(out.new_tokens.empty()) << where << ": request " << out.id;
-        continue;
-      }
-      ASSERT_FALSE(t.done) << where << ": output for request " << out.id << " after it finished";
-      EXPECT_NE(out.finish_reason, FinishReason::kAbort) << where << ": request " << out.id;
-      const int32_t width = t.kind == Kind::kBeam ? t.params.beam_width : t.params.n;
-      ASSERT_GE(out.index, 0) << where;
-      ASSERT_LT(out.index, width) << where << ": request " << out.id;
-      ASSERT_FALSE(t.finished.contains(out.index))
-          << where << ": request " << out.id << " index " << out.index << " after it finished";
-      EXPECT_EQ(out.num_prompt_tokens, static_cast<int32_t>(t.prompt.size())) << where;
-      std::vector<int32_t>& tokens = t.tokens[out.index];
-      if (t.kind == Kind::kBeam) {
-        // Beam search reports every hypothesis at the end, at once.
-        EXPECT_TRUE(out.finished) << where << ": beam request " << out.id << " streamed";
-        tokens = out.new_tokens;
-        beams_finished.push_back(out.id);
-      } else {
-        tokens.insert(tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
-      }
-      t.text[out.index] += out.text_delta;
-      EXPECT_EQ(out.num_output_tokens, static_cast<int32_t>(tokens.size())) << where << ": request " << out.id;
-      EXPECT_LE(static_cast<int32_t>(tokens.size()), t.params.max_tokens) << where << ": request " << out.id;
-      if (!out.finished) continue;
-      t.finished[out.index] = out.finish_reason;
-      ASSERT_FALSE(tokens.empty()) << where << ": request " << out.id << " finished without a token";
-      const std::string& text = t.text[out.index];
-      for (const std::string& stop : t.params.stop) {
-        EXPECT_EQ(text.find(stop), std::string::npos)
-            << where << ": request " << out.id << " returned its stop string '" << stop << "'";
-      }
-      if (out.finish_reason == FinishReason::kLength) {
-        // (A beam search that ends early reports its live beams as length-limited too.)
-        if (t.kind != Kind::kBeam) {
-          EXPECT_EQ(static_cast<int32_t>(tokens.size()), t.params.max_tokens) << where << ": request " << out.id;
-        }
-        if (counts) ++counts->finished_length;
-      } else {
-        ASSERT_EQ(out.finish_reason, FinishReason::kStop) << where << ": request " << out.id;
-        const int32_t last = tokens.back();
-        const bool stop_token = (!t.params.ignore_eos && tiny_->tokenizer().is_end_of_generation(last)) ||
-                                std::find(t.params.stop_token_ids.begin(), t.params.stop_token_ids.end(), last) !=
-                                    t.params.stop_token_ids.end();
-        if (stop_token) {
-          if (counts) ++counts->finished_stop_token;
-        } else {
-          ASSERT_NE(t.kind, Kind::kBeam) << where << ": beam hypothesis of request " << out.id
-                                         << " stopped on a token that does not end it";
-          const std::string decoded = tiny_->tokenizer().decode(tokens);
-          bool found = false;
-          for (const std::string& stop : t.params.stop) found = found || decoded.find(stop) != std::string::npos;
-          EXPECT_TRUE(found) << where << ": request " << out.id << " stopped without a stop token or string";
-          if (counts) ++counts->finished_stop_string;
-        }
-      }
-      if (t.kind != Kind::kBeam && static_cast<int32_t>(t.finished.size()) == t.params.n) t.done = true;
-    }
-    for (RequestId id : beams_finished) tracked.at(id).done = true;
-  }
-
-  // The request alone in a fresh engine with room for everything.
-  static Tracked run_alone(const Tracked& original, int32_t block_size, KvFormat format = KvFormat::kFp16) {
-    Setup setup;
-    setup.kv.block_size = block_size;
-    setup.kv.format = format;
-    setup.kv.kv_cache_bytes = (8192 / block_size) * block_bytes(block_size, format);
-    add_staging(setup);
-    auto cpu = make_engine(setup);
-    Engine& engine = cpu->engine;
-    std::map<RequestId, Tracked> tracked;
-    Expected<RequestId> id = engine.add_request(original.prompt, original.params);
-    EXPECT_TRUE(id) << id.error();
-    if (!id) return {};
-    Tracked& t = tracked[*id];
-    t.prompt = original.prompt;
-    t.params = original.params;
-    t.kind = original.kind;
-    for (int i = 0; i < 10'000 && engine.has_unfinished_requests(); ++i) {
-      absorb(engine.step(), tracked, nullptr, "alone");
-    }
-    EXPECT_FALSE(engine.has_unfinished_requests()) << "the request alone did not finish";
-    return t;
-  }
-
-  // Steps until every request ends (at most max_steps), checking the invariants after each.
-  static void run_to_completion(Engine& engine, std::map<RequestId, Tracked>& tracked, int max_steps) {
-    for (int step = 0; step < max_steps && engine.has_unfinished_requests(); ++step) {
-      absorb(engine.step(), tracked, nullptr, "step " + std::to_string(step));
-      const Status status = engine.check_invariants();
-      ASSERT_TRUE(status) << "step " << step << ": " << status.message();
-      if (::testing::Test::HasFatalFailure()) return;
-    }
-    ASSERT_FALSE(engine.has_unfinished_requests()) << "no progress in " << max_steps << " steps";
-    engine.step();
-    const EngineMetrics m = engine.metrics();
-    EXPECT_EQ(m.kv.num_used_blocks, 0);
-    EXPECT_EQ(m.kv.num_sequences, 0);
-  }
-
-  static inline testing::TinyModel* tiny_ = nullptr;
-  static inline testing::TinyModel* wide_ = nullptr;
-  static inline cpu::CpuBackend* backend_ = nullptr;
-};
 
 class EngineRandomized : public TinyEngineTest, public ::testing::WithParamInterface<RandomizedEngineConfig> {};
 
@@ -527,7 +273,7 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
     if (!deterministic || replayed[t.kind] >= kMaxReplaysPerKind) continue;
     ++replayed[t.kind];
     ++counts.replays;
-    const Tracked alone = run_alone(t, c.block_size, c.kv_format);
+    const Tracked alone = run_alone(t, c.block_size, c.kv_format, c.gemma);
     EXPECT_EQ(alone.tokens, t.tokens) << "request " << id << " (n " << t.params.n << ", beam " << t.params.beam_width
                                       << ") differs from the same request alone";
     EXPECT_EQ(alone.finished, t.finished) << "request " << id;
@@ -604,138 +350,15 @@ INSTANTIATE_TEST_SUITE_P(
         RandomizedEngineConfig{"Block4PrefixSwapNgram", 4, true, PreemptionMode::kSwap, 64, 128, 48, 16, true, 13,
                                KvFormat::kFp16, Speculation::kNgram},
         RandomizedEngineConfig{"Block32PrefixSwapKivi4Draft", 32, true, PreemptionMode::kSwap, 10, 8, 40, 16, true, 14,
-                               KvFormat::kKivi4, Speculation::kDraft}),
+                               KvFormat::kKivi4, Speculation::kDraft},
+        // Gemma 3's shape: local layers whose 8-token window ends inside blocks and across them.
+        RandomizedEngineConfig{"Gemma3Block4PrefixSwap", 4, true, PreemptionMode::kSwap, 64, 128, 48, 16, true, 15,
+                               KvFormat::kFp16, Speculation::kNone, true},
+        RandomizedEngineConfig{"Gemma3Block16PrefixRecomputeNgram", 16, true, PreemptionMode::kRecompute, 16, 0, 64, 16,
+                               false, 16, KvFormat::kFp16, Speculation::kNgram, true},
+        RandomizedEngineConfig{"Gemma3Block32PrefixSwapKivi4", 32, true, PreemptionMode::kSwap, 10, 8, 40, 16, true, 17,
+                               KvFormat::kKivi4, Speculation::kNone, true}),
     [](const ::testing::TestParamInfo<RandomizedEngineConfig>& info) { return std::string(info.param.name); });
-
-// Minimal cases of the engine bugs the randomized test found (beam search under preemption, and
-// max_num_seqs with forks), disabled until the engine is fixed: each should then pass as is.
-class EngineSchedulingBugs : public TinyEngineTest {
- protected:
-  static Setup tight_config() {  // 4 blocks of 4 tokens, preemption by recompute
-    Setup setup;
-    setup.kv.block_size = 4;
-    setup.kv.kv_cache_bytes = 4 * block_bytes(4);
-    setup.config.scheduler.preemption_mode = PreemptionMode::kRecompute;
-    return setup;
-  }
-  static RequestParams beam(int32_t width, int32_t max_tokens, int32_t priority = 0) {
-    RequestParams params;
-    params.beam_width = width;
-    params.max_tokens = max_tokens;
-    params.ignore_eos = true;
-    params.priority = priority;
-    return params;
-  }
-  static RequestParams greedy(int32_t max_tokens, int32_t priority = 0) {
-    RequestParams params = beam(1, max_tokens, priority);
-    params.sampling.temperature = 0.0f;
-    return params;
-  }
-  static void add(Engine& engine, std::map<RequestId, Tracked>& tracked, std::vector<int32_t> prompt,
-                  const RequestParams& params) {
-    Expected<RequestId> id = engine.add_request(prompt, params);
-    ASSERT_TRUE(id) << id.error();
-    Tracked& t = tracked[*id];
-    t.prompt = std::move(prompt);
-    t.params = params;
-    t.kind = params.beam_width > 1 ? Kind::kBeam : Kind::kPlain;
-  }
-  static void expect_same_as_alone(const std::map<RequestId, Tracked>& tracked) {
-    for (const auto& [id, t] : tracked) {
-      const Tracked alone = run_alone(t, 4);
-      EXPECT_EQ(alone.tokens, t.tokens) << "request " << id;
-      EXPECT_EQ(alone.finished, t.finished) << "request " << id;
-    }
-  }
-};
-
-// A beam that has been scored and waits for the rest of its group is preempted by recompute
-// (its blocks freed, the request back in the waiting queue). When the group then advances and
-// this beam is the parent of two of the chosen candidates, Engine::fork_request calls
-// KvCacheManager::fork on a sequence the manager does not know: a segfault in the Release build
-// (an assert in a debug one), in step 8.
-TEST_F(EngineSchedulingBugs, BeamPreemptedWhilePendingCanStillBeForked) {
-  auto cpu = make_engine(tight_config());
-  Engine& engine = cpu->engine;
-  std::map<RequestId, Tracked> tracked;
-  add(engine, tracked, {10, 11, 12, 13, 14, 15, 16}, beam(2, 4));
-  add(engine, tracked, {100}, greedy(8, /*priority=*/-1));  // runs first, preempts the beams
-  run_to_completion(engine, tracked, 1000);
-  if (HasFatalFailure()) return;
-  expect_same_as_alone(tracked);
-}
-
-// Two beam groups, each of which fits in the pool alone (2 beams x 2 blocks = 4 blocks): after
-// the second step each group has one scored beam that holds 2 blocks while waiting for its
-// sibling, and each sibling waits in the queue for blocks the other group holds. Nothing is
-// scheduled again: step() returns nothing while has_unfinished_requests() stays true forever
-// (generate() would hang).
-TEST_F(EngineSchedulingBugs, TwoBeamGroupsThatEachFitDoNotDeadlock) {
-  auto cpu = make_engine(tight_config());
-  Engine& engine = cpu->engine;
-  std::map<RequestId, Tracked> tracked;
-  add(engine, tracked, {10, 11, 12, 13}, beam(2, 4));
-  absorb(engine.step(), tracked, nullptr, "first step");
-  add(engine, tracked, {100, 101, 102, 103}, beam(2, 4, /*priority=*/-1));
-  run_to_completion(engine, tracked, 1000);
-  if (HasFatalFailure()) return;
-  expect_same_as_alone(tracked);
-}
-
-// Preemption by swap: a scored beam is swapped out while its group waits, and is swapped back in
-// by a step whose schedule is otherwise empty (every other live beam is scored and idle).
-// Engine::step() returns early on an empty schedule, before the loop that advances ready beam
-// groups, so the group is never advanced: every later step is empty too, and the engine hangs
-// with all beams running, scored and resident.
-TEST_F(EngineSchedulingBugs, BeamGroupReadyAfterSwapInAdvances) {
-  Setup setup;
-  setup.kv.block_size = 16;
-  setup.kv.kv_cache_bytes = 4 * block_bytes(16);
-  setup.kv.swap_space_bytes = 64 * block_bytes(16);
-  setup.config.scheduler.preemption_mode = PreemptionMode::kSwap;
-  auto cpu = make_engine(setup);
-  Engine& engine = cpu->engine;
-  std::map<RequestId, Tracked> tracked;
-  add(engine, tracked, {10}, beam(3, 4));
-  add(engine, tracked, {100, 101, 102, 103, 104, 105, 106, 107, 108, 109}, beam(2, 16, /*priority=*/-1));
-  run_to_completion(engine, tracked, 1000);
-  if (HasFatalFailure()) return;
-  expect_same_as_alone(tracked);
-}
-
-// max_num_seqs caps the running sequences, but admission counts a parallel-sampling request as
-// one: its n - 1 forks join the running set past the cap (here 6 sequences run with a cap of 4).
-TEST_F(EngineSchedulingBugs, ParallelSamplingRespectsMaxNumSeqs) {
-  Setup setup;
-  setup.kv.block_size = 4;
-  setup.kv.kv_cache_bytes = 64 * block_bytes(4);
-  setup.config.scheduler.max_num_seqs = 4;
-  auto cpu = make_engine(setup);
-  Engine& engine = cpu->engine;
-  RequestParams params = greedy(6);
-  params.n = 3;
-  ASSERT_TRUE(engine.add_request({10, 11, 12}, params));
-  ASSERT_TRUE(engine.add_request({20, 21, 22}, params));
-  for (int step = 0; step < 100 && engine.has_unfinished_requests(); ++step) {
-    engine.step();
-    ASSERT_LE(engine.metrics().num_running, 4) << "step " << step;
-  }
-}
-
-// The tiny model itself: loads, and its tokenizer round-trips text.
-TEST(TinyRandomModel, LoadsAndRoundTripsText) {
-  auto tiny = testing::TinyModel::create();
-  ASSERT_TRUE(tiny) << tiny.error();
-  const Tokenizer& tokenizer = (*tiny)->tokenizer();
-  EXPECT_EQ(tokenizer.vocab_size(), testing::kTinyVocabSize);
-  EXPECT_EQ((*tiny)->model().config().num_layers, 2);
-  EXPECT_EQ((*tiny)->model().config().num_kv_heads, 2);
-  const std::string text = "the cat sat with the other ones, and it is in the house";
-  const std::vector<int32_t> ids = tokenizer.encode(text, false, false);
-  EXPECT_EQ(tokenizer.decode(ids), text);
-  EXPECT_LT(ids.size(), text.size());  // merges applied
-  EXPECT_TRUE(tokenizer.is_end_of_generation(testing::kTinyEndOfText));
-}
 
 }  // namespace
 }  // namespace folio

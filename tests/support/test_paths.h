@@ -23,8 +23,13 @@ inline std::string default_model_path() {
   return models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
+// Gemma 3 270M Q4_K_M (scripts/fetch-model gemma3).
+inline std::string gemma3_model_path() {
+  return models_dir() + "/gemma-3-270m-q4_k_m.gguf";
+}
+
 inline std::string missing_model_message(const std::string& path) {
-  return "missing " + path + ": run scripts/fetch-model (make test does)";
+  return "missing " + path + ": run scripts/fetch-model all (make test does)";
 }
 
 inline std::string read_file(const std::string& path) {

@@ -100,18 +100,20 @@ std::vector<uint8_t> build_tiny_llama_gguf(const TinyModelOptions& o) {
   const int64_t ffn = o.feed_forward_length;
   const int64_t vocab = static_cast<int64_t>(tokens.size());
 
+  const bool gemma = o.sliding_window > 0;
+  const std::string a = gemma ? "gemma3." : "llama.";
   gguf_test::GgufTestWriter writer(3);
-  writer.add_string("general.architecture", "llama")
+  writer.add_string("general.architecture", gemma ? "gemma3" : "llama")
       .add_string("general.name", "folio-tiny-random")
-      .add_u32("llama.block_count", static_cast<uint32_t>(o.block_count))
-      .add_u32("llama.context_length", static_cast<uint32_t>(o.context_length))
-      .add_u32("llama.embedding_length", static_cast<uint32_t>(hidden))
-      .add_u32("llama.feed_forward_length", static_cast<uint32_t>(ffn))
-      .add_u32("llama.attention.head_count", static_cast<uint32_t>(o.head_count))
-      .add_u32("llama.attention.head_count_kv", static_cast<uint32_t>(o.head_count_kv))
-      .add_u32("llama.rope.dimension_count", static_cast<uint32_t>(o.rope_dimension_count))
-      .add_f32("llama.rope.freq_base", 10000.0f)
-      .add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f)
+      .add_u32(a + "block_count", static_cast<uint32_t>(o.block_count))
+      .add_u32(a + "context_length", static_cast<uint32_t>(o.context_length))
+      .add_u32(a + "embedding_length", static_cast<uint32_t>(hidden))
+      .add_u32(a + "feed_forward_length", static_cast<uint32_t>(ffn))
+      .add_u32(a + "attention.head_count", static_cast<uint32_t>(o.head_count))
+      .add_u32(a + "attention.head_count_kv", static_cast<uint32_t>(o.head_count_kv))
+      .add_u32(a + "rope.dimension_count", static_cast<uint32_t>(o.rope_dimension_count))
+      .add_f32(a + "rope.freq_base", 10000.0f)
+      .add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f)
       .add_string("tokenizer.ggml.model", "gpt2")
       .add_string("tokenizer.ggml.pre", "default")
       .add_string_array("tokenizer.ggml.tokens", tokens)
@@ -120,6 +122,11 @@ std::vector<uint8_t> build_tiny_llama_gguf(const TinyModelOptions& o) {
       .add_u32("tokenizer.ggml.bos_token_id", kTinyEndOfText)
       .add_u32("tokenizer.ggml.eos_token_id", kTinyEndOfText)
       .add_bool("tokenizer.ggml.add_bos_token", false);
+
+  if (gemma) {
+    writer.add_u32(a + "attention.sliding_window", static_cast<uint32_t>(o.sliding_window))
+        .add_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(o.sliding_window_pattern));
+  }
 
   Random random(o.seed);
   const DType w = o.weight_type;
@@ -141,6 +148,16 @@ std::vector<uint8_t> build_tiny_llama_gguf(const TinyModelOptions& o) {
     matrix("ffn_gate.weight", ffn, hidden, 1.0f);
     matrix("ffn_up.weight", ffn, hidden, 1.0f);
     matrix("ffn_down.weight", hidden, ffn, 0.5f);
+    if (gemma) {
+      writer.add_tensor(p + "attn_q_norm.weight", {static_cast<uint64_t>(head_dim)}, DType::F32,
+                        norm_vector(random, head_dim));
+      writer.add_tensor(p + "attn_k_norm.weight", {static_cast<uint64_t>(head_dim)}, DType::F32,
+                        norm_vector(random, head_dim));
+      writer.add_tensor(p + "post_attention_norm.weight", {static_cast<uint64_t>(hidden)}, DType::F32,
+                        norm_vector(random, hidden));
+      writer.add_tensor(p + "post_ffw_norm.weight", {static_cast<uint64_t>(hidden)}, DType::F32,
+                        norm_vector(random, hidden));
+    }
   }
   writer.add_tensor("output_norm.weight", {static_cast<uint64_t>(hidden)}, DType::F32, norm_vector(random, hidden));
   // Untied output: logits of std ~ output_gain / sqrt(3) over a normalized hidden state.

@@ -38,12 +38,17 @@ struct TinyModelOptions {
   // About the standard deviation of the logits: larger makes them peakier (fewer near-ties in
   // greedy decoding), smaller makes sampled text more varied.
   float output_gain = 2.0f;
+  // > 0: a Gemma-3-shaped model (general.architecture = gemma3: QK and post norms, GELU, scaled
+  // embeddings) whose local layers see this many tokens, with a global layer every
+  // sliding_window_pattern layers.
+  int32_t sliding_window = 0;
+  int32_t sliding_window_pattern = 3;
 };
 
 inline constexpr int32_t kTinyVocabSize = 300;
 inline constexpr int32_t kTinyEndOfText = 0;
 
-// The GGUF file's bytes (version 3, general.architecture = llama).
+// The GGUF file's bytes (version 3, general.architecture = llama, or gemma3 with a window).
 std::vector<uint8_t> build_tiny_llama_gguf(const TinyModelOptions& options = {});
 
 // The parsed file (over bytes it owns), the model and the tokenizer, kept alive together.

@@ -1,4 +1,4 @@
-// Shared by the tokenizer tests: the four reference vocabularies, loaded once per process, and
+// Shared by the tokenizer tests: the five reference vocabularies, loaded once per process, and
 // the golden corpus (tests/golden/tokenizer, written by scripts/make-tokenizer-goldens.py).
 #pragma once
 
@@ -31,6 +31,7 @@ inline const std::vector<VocabSpec>& reference_vocabs() {
       {"llama-bpe", "ggml-vocab-llama-bpe.gguf"},
       {"qwen2", "ggml-vocab-qwen2.gguf"},
       {"llama-spm", "ggml-vocab-llama-spm.gguf"},
+      {"gemma3", "gemma-3-270m-q4_k_m.gguf"},  // Gemma 3 270M's SentencePiece vocabulary (262k)
   };
   return kVocabs;
 }

@@ -1,4 +1,4 @@
-// Every golden string must tokenize exactly as llama.cpp does, for the four reference
+// Every golden string must tokenize exactly as llama.cpp does, for the five reference
 // vocabularies, with parse_special off and on (add_special as the model's metadata says).
 #include <gtest/gtest.h>
 
@@ -73,7 +73,8 @@ TEST_P(TokenizerGoldenTest, MatchesLlamaCpp) {
   EXPECT_EQ(matched, static_cast<int>(corpus.size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabs, TokenizerGoldenTest, ::testing::Values("smollm2", "llama-bpe", "qwen2", "llama-spm"),
+INSTANTIATE_TEST_SUITE_P(Vocabs, TokenizerGoldenTest,
+                         ::testing::Values("smollm2", "llama-bpe", "qwen2", "llama-spm", "gemma3"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;

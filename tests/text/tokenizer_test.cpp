@@ -35,6 +35,9 @@ TEST(TokenizerTest, DecodeInvertsEncodeOnValidUtf8) {
     int checked = 0;
     for (const auto& entry : golden_corpus()) {
       if (!is_valid_utf8(entry.bytes) || !every_byte_has_token(*tokenizer, entry.bytes)) continue;
+      // SentencePiece writes spaces as U+2581 and decodes every U+2581 as a space, so text that
+      // holds one comes back with a space there (llama.cpp's too).
+      if (spm && entry.bytes.find("\xE2\x96\x81") != std::string::npos) continue;
       ++checked;
       // SentencePiece puts a space in front of the text (add_space_prefix); decode keeps it.
       const std::string expected = spm && !entry.bytes.empty() ? " " + entry.bytes : entry.bytes;

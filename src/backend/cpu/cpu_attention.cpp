@@ -88,9 +88,11 @@ void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& c
       for (int32_t h = 0; h < batch.num_heads; ++h) {
         const int32_t kv_head = h / group;
         const float* q = batch.q + (static_cast<size_t>(token) * batch.num_heads + h) * head_dim;
-        std::vector<double> scores(position + 1);
+        // The window's first key (all of them without a window).
+        const int32_t first = batch.window > 0 ? std::max(0, position - batch.window + 1) : 0;
+        std::vector<double> scores(position + 1, 0.0);
         double max_score = -std::numeric_limits<double>::infinity();
-        for (int32_t j = 0; j <= position; ++j) {
+        for (int32_t j = first; j <= position; ++j) {
           reference_row(cache, seq, 0, j, position, kv_head, row.data());
           double s = 0.0;
           for (int32_t d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * row[d];
@@ -98,9 +100,9 @@ void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& c
           max_score = std::max(max_score, scores[j]);
         }
         double sum = 0.0;
-        for (double& s : scores) sum += (s = std::exp(s - max_score));
+        for (int32_t j = first; j <= position; ++j) sum += (scores[j] = std::exp(scores[j] - max_score));
         std::vector<double> out(head_dim, 0.0);
-        for (int32_t j = 0; j <= position; ++j) {
+        for (int32_t j = first; j <= position; ++j) {
           reference_row(cache, seq, 1, j, position, kv_head, row.data());
           for (int32_t d = 0; d < head_dim; ++d) out[d] += scores[j] / sum * row[d];
         }

@@ -1,6 +1,7 @@
 // Paged causal attention on the CPU for a varlen batch (prefill chunks and decode tokens of
 // many sequences together), FlashAttention-2's algorithm: K/V are visited one cache block at a
-// time with an online softmax, so memory stays O(tile) at any context length.
+// time with an online softmax, so memory stays O(tile) at any context length. With a sliding
+// window (AttentionBatch::window) only the blocks inside some query's window are visited.
 #pragma once
 
 #include "backend/attention_batch.h"

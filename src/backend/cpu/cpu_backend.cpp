@@ -183,6 +183,18 @@ void CpuBackend::swiglu(const float* gate, const float* up, float* out, int64_t 
   }
 }
 
+void CpuBackend::geglu_tanh(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+void CpuBackend::scale(float* x, float factor, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+}
+
 void CpuBackend::add(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }

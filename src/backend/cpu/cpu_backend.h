@@ -37,6 +37,8 @@ class CpuBackend final : public Backend {
   void seal_kv(const KvLayerView& cache, std::span<const KvSeal> seals) override;
   void attention(const AttentionBatch& batch, const KvLayerView& cache) override;
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
+  void geglu_tanh(const float* gate, const float* up, float* out, int64_t n) override;
+  void scale(float* x, float factor, int64_t n) override;
   void add(float* x, const float* y, int64_t n) override;
 
  private:

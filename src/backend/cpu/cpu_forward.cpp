@@ -33,12 +33,42 @@ CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheSto
 
 void CpuForward::embed() {
   backend_.embed(weights_.token_embedding(), batch_.tokens, a_.x.data());
+  const float scale = weights_.architecture().embedding_scale;
+  if (scale != 1.0f) backend_.scale(a_.x.data(), scale, static_cast<int64_t>(n_) * c_.hidden_dim);
 }
+
+namespace {
+
+const std::vector<float>& norm_weight(const LayerWeights& w, NormSite site) {
+  switch (site) {
+    case NormSite::kAttentionInput: return w.attn_norm;
+    case NormSite::kMlpInput: return w.ffn_norm;
+    case NormSite::kAttentionOutput: return w.post_attn_norm;
+    case NormSite::kMlpOutput: return w.post_ffn_norm;
+  }
+  return w.attn_norm;
+}
+
+}  // namespace
 
 void CpuForward::norm(NormSite site, int32_t layer) {
   const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
-  const std::vector<float>& weight = site == NormSite::kAttentionInput ? w.attn_norm : w.ffn_norm;
-  backend_.rms_norm(a_.x.data(), weight.data(), a_.normed.data(), n_, c_.hidden_dim, c_.rms_norm_eps);
+  backend_.rms_norm(a_.x.data(), norm_weight(w, site).data(), a_.normed.data(), n_, c_.hidden_dim, c_.rms_norm_eps);
+}
+
+void CpuForward::qk_norm(int32_t layer) {
+  // Every head is a row of head_dim: q is (n * heads) rows, k (n * kv_heads); in place.
+  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  backend_.rms_norm(a_.q.data(), w.q_norm.data(), a_.q.data(), static_cast<int64_t>(n_) * c_.num_heads, c_.head_dim,
+                    c_.rms_norm_eps);
+  backend_.rms_norm(a_.k.data(), w.k_norm.data(), a_.k.data(), static_cast<int64_t>(n_) * c_.num_kv_heads, c_.head_dim,
+                    c_.rms_norm_eps);
+}
+
+void CpuForward::post_norm_add(NormSite site, int32_t layer) {
+  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  backend_.rms_norm(a_.proj.data(), norm_weight(w, site).data(), a_.proj.data(), n_, c_.hidden_dim, c_.rms_norm_eps);
+  backend_.add(a_.x.data(), a_.proj.data(), static_cast<int64_t>(n_) * c_.hidden_dim);
 }
 
 void CpuForward::project_qkv(int32_t layer) {
@@ -63,15 +93,19 @@ void CpuForward::rope_and_store_kv(int32_t layer, const RopeSpec& spec) {
   backend_.seal_kv(cache, batch_.seals);
 }
 
-void CpuForward::attend(int32_t layer, float scale) {
-  const AttentionBatch attention{a_.q.data(), a_.attn.data(), n_, c_.num_heads, scale, batch_.sequences};
+void CpuForward::attend(int32_t layer, float scale, int32_t window) {
+  const AttentionBatch attention{a_.q.data(), a_.attn.data(), n_, c_.num_heads, scale, batch_.sequences, window};
   backend_.attention(attention, cache_.layer(layer));
 }
 
-void CpuForward::project_output_add(int32_t layer) {
+void CpuForward::project_output(int32_t layer) {
   const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
   if (stats_ != nullptr) stats_->add(MatrixInput::kAttentionOutput, layer, a_.attn.data(), n_);
   backend_.matmul(w.o, a_.attn.data(), a_.proj.data(), n_);
+}
+
+void CpuForward::project_output_add(int32_t layer) {
+  project_output(layer);
   backend_.add(a_.x.data(), a_.proj.data(), static_cast<int64_t>(n_) * c_.hidden_dim);
 }
 
@@ -82,15 +116,24 @@ void CpuForward::project_gate_up(int32_t layer) {
   backend_.matmul(w.up, a_.normed.data(), a_.up.data(), n_);
 }
 
-void CpuForward::activate(int32_t layer) {
-  (void)layer;  // every layer of the families folio runs uses SwiGLU
-  backend_.swiglu(a_.gate.data(), a_.up.data(), a_.gate.data(), static_cast<int64_t>(n_) * c_.ffn_dim);
+void CpuForward::activate(int32_t layer, Activation activation) {
+  (void)layer;  // one activation for every layer of a model
+  const int64_t n = static_cast<int64_t>(n_) * c_.ffn_dim;
+  if (activation == Activation::kGeGluTanh) {
+    backend_.geglu_tanh(a_.gate.data(), a_.up.data(), a_.gate.data(), n);
+  } else {
+    backend_.swiglu(a_.gate.data(), a_.up.data(), a_.gate.data(), n);
+  }
 }
 
-void CpuForward::project_down_add(int32_t layer) {
+void CpuForward::project_down(int32_t layer) {
   const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
   if (stats_ != nullptr) stats_->add(MatrixInput::kFfnHidden, layer, a_.gate.data(), n_);
   backend_.matmul(w.down, a_.gate.data(), a_.proj.data(), n_);
+}
+
+void CpuForward::project_down_add(int32_t layer) {
+  project_down(layer);
   backend_.add(a_.x.data(), a_.proj.data(), static_cast<int64_t>(n_) * c_.hidden_dim);
 }
 

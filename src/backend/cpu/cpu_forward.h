@@ -40,12 +40,16 @@ class CpuForward {
   void embed();
   void norm(NormSite site, int32_t layer);
   void project_qkv(int32_t layer);
+  void qk_norm(int32_t layer);
   void rope_and_store_kv(int32_t layer, const RopeSpec& rope);
-  void attend(int32_t layer, float scale);
+  void attend(int32_t layer, float scale, int32_t window);
   void project_output_add(int32_t layer);
+  void project_output(int32_t layer);
   void project_gate_up(int32_t layer);
-  void activate(int32_t layer);
+  void activate(int32_t layer, Activation activation);
   void project_down_add(int32_t layer);
+  void project_down(int32_t layer);
+  void post_norm_add(NormSite site, int32_t layer);
   void gather_logit_rows(int32_t first, int32_t count);
   void final_norm(int32_t count);
   void project_vocab(int32_t count);

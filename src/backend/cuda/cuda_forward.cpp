@@ -1,5 +1,7 @@
 #include "backend/cuda/cuda_forward.h"
 
+#include <cstdlib>
+
 #include "backend/cuda/gather_rows.h"
 
 namespace folio::cuda {
@@ -29,7 +31,8 @@ void CudaForward::rope_and_store_kv(int32_t l, const RopeSpec& spec) {
   }
 }
 
-void CudaForward::attend(int32_t l, float scale) {
+void CudaForward::attend(int32_t l, float scale, int32_t window) {
+  (void)window;  // 0: CudaModel::create refuses sliding windows
   PagedAttentionArgs args;
   args.q = a_.q;
   args.out = a_.attn;
@@ -57,9 +60,23 @@ void CudaForward::project_gate_up(int32_t l) {
                c_.hidden_dim, 0.0f, stream_);
 }
 
-void CudaForward::activate(int32_t l) {
-  (void)l;  // every layer of the families folio runs uses SwiGLU
+void CudaForward::activate(int32_t l, Activation activation) {
+  (void)l;
+  (void)activation;  // SwiGLU: CudaModel::create refuses the others
   swiglu(a_.gate_up, batch_.num_tokens, c_.ffn_dim, a_.act, stream_);
+}
+
+void CudaForward::qk_norm(int32_t) {
+  std::abort();
+}
+void CudaForward::project_output(int32_t) {
+  std::abort();
+}
+void CudaForward::project_down(int32_t) {
+  std::abort();
+}
+void CudaForward::post_norm_add(NormSite, int32_t) {
+  std::abort();
 }
 
 void CudaForward::project_down_add(int32_t l) {

@@ -24,6 +24,13 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
   m->limits_ = limits;
   m->sm_count_ = sm_count;
   const ModelConfig& c = m->config_;
+  const Architecture& arch = m->architecture_;
+  if (arch.qk_norm || arch.post_norms || arch.activation != Activation::kSwiGlu || arch.embedding_scale != 1.0f ||
+      arch.has_sliding_window()) {
+    return Status::error("cuda: the " + arch.family +
+                         " architecture (sliding-window attention, QK and post norms, GELU) runs on the CPU only so "
+                         "far: use --device cpu");
+  }
   if (c.head_dim != 64 && c.head_dim != 128) {
     return Status::error("cuda: head_dim " + std::to_string(c.head_dim) +
                          " is not supported by the attention kernels (64 or 128)");
