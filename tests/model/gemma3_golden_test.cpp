@@ -117,9 +117,9 @@ void expect_equal_until_near_tie(const std::string& name, const char* what, cons
   ASSERT_EQ(ours.size(), theirs.size()) << name;
   size_t agree = 0;
   while (agree < theirs.size() && ours[agree] == theirs[agree]) ++agree;
-  std::printf("[%s] %s: %zu/%zu greedy tokens equal%s\n", name.c_str(), what, agree, theirs.size(),
-              agree < theirs.size() ? (", then a near-tie (margin " + std::to_string(margins[agree]) + ")").c_str()
-                                    : "");
+  std::printf(
+      "[%s] %s: %zu/%zu greedy tokens equal%s\n", name.c_str(), what, agree, theirs.size(),
+      agree < theirs.size() ? (", then a near-tie (margin " + std::to_string(margins[agree]) + ")").c_str() : "");
   if (agree < theirs.size()) {
     EXPECT_LT(margins[agree], near_tie) << name << " diverges from " << what << " at step " << agree;
   }
@@ -176,9 +176,10 @@ TEST_F(Gemma3Golden, SlowQuantizedActivationsFollowLlamaCppUntilANearTie) {
     // logits); folio may be as far from llama.cpp as llama.cpp is from exact arithmetic.
     const double own = max_abs_difference(llama_cpp, golden_logits(name, ".f64"));
     const double limit = std::max(1.5, 1.25 * own);
-    std::printf("[%s] quantized activations vs llama.cpp: last-position logits max |diff| = %.4f (llama.cpp vs "
-                "float64: %.4f)\n",
-                name.c_str(), max_abs, own);
+    std::printf(
+        "[%s] quantized activations vs llama.cpp: last-position logits max |diff| = %.4f (llama.cpp vs "
+        "float64: %.4f)\n",
+        name.c_str(), max_abs, own);
     EXPECT_LT(max_abs, limit) << name;
     expect_equal_until_near_tie(name, "llama.cpp", run.generated, expected, c["generated_margins"], 0.5);
   }
@@ -188,8 +189,8 @@ TEST_F(Gemma3Golden, SlowQuantizedActivationsFollowLlamaCppUntilANearTie) {
 TEST_F(Gemma3Golden, SlowPerplexityWithinHalfAPercentOfLlamaCpp) {
   const nlohmann::json golden =
       nlohmann::json::parse(read_file(source_dir() + "/tests/golden/model/gemma3_perplexity.json"));
-  const std::vector<int32_t> tokens = tokenizer_->encode(read_file(source_dir() + "/tests/data/perplexity.txt"), true,
-                                                         false);
+  const std::vector<int32_t> tokens =
+      tokenizer_->encode(read_file(source_dir() + "/tests/data/perplexity.txt"), true, false);
   EXPECT_EQ(static_cast<int64_t>(tokens.size()), golden["text_tokens"].get<int64_t>());
   const int32_t ctx = golden["ctx"];
   cpu::CpuBackend backend;

@@ -82,8 +82,12 @@ class TinyEngineTest : public ::testing::Test {
     ASSERT_TRUE(wide) << wide.error();
     wide_ = std::move(wide).value().release();
     // 32-wide heads too, so that KIVI runs on it.
-    auto gemma = TinyModel::create({.block_count = 3, .head_count = 2, .head_count_kv = 1, .rope_dimension_count = 32,
-                                    .sliding_window = 8, .sliding_window_pattern = 3});
+    auto gemma = TinyModel::create({.block_count = 3,
+                                    .head_count = 2,
+                                    .head_count_kv = 1,
+                                    .rope_dimension_count = 32,
+                                    .sliding_window = 8,
+                                    .sliding_window_pattern = 3});
     ASSERT_TRUE(gemma) << gemma.error();
     gemma_ = std::move(gemma).value().release();
     backend_ = new cpu::CpuBackend(1);
@@ -136,17 +140,16 @@ class TinyEngineTest : public ::testing::Test {
     if (!kv_format_has_residual(setup.kv.format)) return;
     setup.kv.num_staging_blocks = kv_staging_blocks_for(
         setup.config.scheduler.max_num_seqs, setup.config.scheduler.max_num_batched_tokens, setup.kv.block_size);
-    const int64_t staging_bytes = static_cast<int64_t>(setup.kv.num_staging_blocks) *
-                                  static_cast<int64_t>(kv_cache_shape(model_for(setup).config(), 1,
-                                                                      setup.kv.block_size, setup.kv.format)
-                                                           .bytes_per_staging_block());
+    const int64_t staging_bytes =
+        static_cast<int64_t>(setup.kv.num_staging_blocks) *
+        static_cast<int64_t>(kv_cache_shape(model_for(setup).config(), 1, setup.kv.block_size, setup.kv.format)
+                                 .bytes_per_staging_block());
     setup.kv.kv_cache_bytes += staging_bytes;
     if (setup.kv.swap_space_bytes > 0) setup.kv.swap_space_bytes += staging_bytes;
   }
 
   static std::unique_ptr<CpuEngine> make_engine(const Setup& setup) {
-    return std::make_unique<CpuEngine>(model_for(setup), *backend_, tiny_->tokenizer(), setup.config,
-                                                setup.kv);
+    return std::make_unique<CpuEngine>(model_for(setup), *backend_, tiny_->tokenizer(), setup.config, setup.kv);
   }
 
   // An engine with a proposer (which must outlive it: declared first).
@@ -168,8 +171,8 @@ class TinyEngineTest : public ::testing::Test {
       s.config.speculative.num_tokens = 4;
       s.config.speculative.adaptive = false;
     }
-    e.cpu = std::make_unique<CpuEngine>(model_for(setup), *backend_, tiny_->tokenizer(), s.config,
-                                                 s.kv, e.proposer.get());
+    e.cpu =
+        std::make_unique<CpuEngine>(model_for(setup), *backend_, tiny_->tokenizer(), s.config, s.kv, e.proposer.get());
     return e;
   }
 

@@ -19,9 +19,11 @@
 // k_i = min(k, what request i may take, and no proposal whose chance to be used is below 10%). At saturation every extra token costs its share of a compute-bound pass and k falls to
 // 0: the step is the same as without speculation. A cost never measured is assumed as low as
 // it plausibly can be (above what was measured, flat or the slope of the two largest
-// measurements if it rises; proportional below), so that the controller tries it and measures it; a bucket not refreshed for a while counts as
-// never measured, so a choice that stopped paying is re-examined (at most one step in
-// kRecheckSteps).
+// measurements if it rises; proportional below), so that the controller tries it and measures
+// it; a bucket not refreshed for a while counts as never measured, so a choice that stopped
+// paying is re-examined (at most one step in kRecheckSteps), and one measured only once is
+// retried within kProvisionalSteps and keeps the cheaper of its first two measurements (a
+// shape's first step may pay for a warm-up).
 //
 // Tokens never depend on k (verifier.h): greedy and seeded requests give the same tokens with
 // any k, and unseeded ones the same distribution.
@@ -58,6 +60,7 @@ class CostTable {
   static constexpr int kBuckets = 40;  // half octaves up to 2^20 tokens
   std::array<double, kBuckets> seconds_{};
   std::array<int64_t, kBuckets> last_step_{};  // 0: never
+  std::array<int32_t, kBuckets> samples_{};    // measurements since it was fresh, up to 2
   bool expires_;
   bool above_proportional_;
   bool live(int bucket, int64_t step) const;
@@ -95,6 +98,7 @@ class SpeculationController {
   int32_t last_k() const { return last_k_; }
 
   static constexpr int64_t kRecheckSteps = 256;
+  static constexpr int64_t kProvisionalSteps = 16;  // a bucket measured once is retried this soon
   static constexpr double kMinUseChance = 0.1;
   static constexpr double kMinGain = 1.1;
   // E(k) = 1 + c_0 + ... + c_(k-1), c_j = rate(0) * ... * rate(j) the chance proposal j is used
