@@ -45,9 +45,18 @@ class FolioServer:
 
     def metric(self, name):
         """The value of an unlabelled-but-for-model metric, e.g. folio:kv_cache_usage_perc."""
+        return self.metrics(name)[0]
+
+    def metrics(self, *names):
+        """Several metrics from one scrape: values that must agree with each other (accepted <=
+        proposed) come from the same snapshot, as the engine publishes a new one after each step
+        (a response can end before the snapshot of its last step is out)."""
         text = self.request("GET", "/metrics")[1]
-        match = re.search(r"^" + re.escape(name) + r"\{[^}]*\} (\S+)$", text, re.M)
-        return float(match.group(1)) if match else None
+        values = []
+        for name in names:
+            match = re.search(r"^" + re.escape(name) + r"\{[^}]*\} (\S+)$", text, re.M)
+            values.append(float(match.group(1)) if match else None)
+        return values
 
     def wait_idle(self, timeout=60):
         """Until nothing runs or waits; returns the KV cache usage then."""

@@ -62,8 +62,8 @@ for extra in (["--speculative", "ngram"], ["--speculative-model", model, "--no-a
         streamed = "".join(json.loads(e[6:])["choices"][0]["text"] for e in events if json.loads(e[6:])["choices"])
         t.check(f"{extra[0]}: the stream carries the same text", status == 200 and streamed == plain[:-1],
                 f"{streamed!r}")
-        drafts = server.metric("folio:spec_decode_num_draft_tokens_total")
-        accepted = server.metric("folio:spec_decode_num_accepted_tokens_total")
+        drafts, accepted = server.metrics("folio:spec_decode_num_draft_tokens_total",
+                                          "folio:spec_decode_num_accepted_tokens_total")
         t.check(f"{extra[0]}: proposals were made and accepted", drafts and accepted and 0 < accepted <= drafts,
                 f"{drafts} {accepted}")
         length = server.metric("folio:spec_decode_mean_acceptance_length")
