@@ -85,6 +85,9 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
       ->capture_default_str()
       ->group(group);
   cmd.add_flag("--no-prefix-cache", options.no_prefix_cache, "Turn automatic prefix caching off")->group(group);
+  cmd.add_flag("--keep-window-blocks", options.keep_window_blocks,
+               "Sliding-window layers (Gemma 3) keep every block instead of releasing those out of the window")
+      ->group(group);
   cmd.add_option("--swap-space", options.swap_space_gib, "Host KV pool for preemption by swap, GiB")
       ->check(CLI::Range(0.0, 1024.0))
       ->capture_default_str()
@@ -172,6 +175,7 @@ ExecutorRequest to_executor_request(const EngineOptions& options, const EngineCo
   request.kv.format = kv_format_of(options.device);
   request.kv.block_size = options.block_size > 0 ? options.block_size : kv_default_block_size(request.kv.format);
   request.kv.swap_space_bytes = static_cast<int64_t>(options.swap_space_gib * 1024.0 * 1024.0 * 1024.0);
+  request.kv.release_window_blocks = !options.keep_window_blocks;
   request.kv.max_num_seqs = config.scheduler.max_num_seqs;  // for the residual formats' staging
   request.kv.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
   request.kv_size_given = options.kv_cache_memory_option != nullptr && options.kv_cache_memory_option->count() > 0;

@@ -216,18 +216,21 @@ Expected<std::unique_ptr<Executor>> make_draft_executor(ModelSession& draft, con
   request.kv.block_size = 16;
   request.kv.swap_space_bytes = 0;
   request.kv.num_staging_blocks = 0;
+  // One block table (a draft is small; its proposer keeps one table per sequence).
+  request.kv.release_window_blocks = false;
   request.max_logit_rows = request.max_num_seqs;
   const ModelConfig& t = target.weights->config();
   const ModelConfig& d = draft.weights->config();
   int64_t tokens = 0;
   if (request.device != "cuda" || request.kv_size_given) {
     tokens = target_request.kv.kv_cache_bytes /
-             std::max<int64_t>(1, kv_bytes_per_block(t, target_request.kv.block_size, target_request.kv.format)) *
+             std::max<int64_t>(1, kv_bytes_per_block(t, target_request.kv.block_size, target_request.kv.format,
+                                                     /*release_window_blocks=*/false)) *
              target_request.kv.block_size;
   } else {
     tokens = static_cast<int64_t>(request.max_num_seqs) * 2048;  // the target's pool is not sized yet
   }
-  const int64_t draft_block = kv_bytes_per_block(d, 16);
+  const int64_t draft_block = kv_bytes_per_block(d, 16, KvFormat::kFp16, /*release_window_blocks=*/false);
   request.kv.kv_cache_bytes = std::min<int64_t>((tokens + 15) / 16 + 1, (int64_t{8} << 30) / draft_block) * draft_block;
   request.kv_size_given = true;
   return make_executor(draft, request, quiet);

@@ -35,7 +35,9 @@ ExecutorRequest perplexity_executor(const PerplexityOptions& options, const Mode
   request.kv.block_size = kv_default_block_size(format);
   request.max_num_batched_tokens = options.device.device == "cuda" ? options.context : 512;
   // One sequence: its partial block and the blocks one forward fills.
-  request.kv.num_staging_blocks = kv_staging_blocks_for(1, request.max_num_batched_tokens, request.kv.block_size) + 1;
+  request.kv.num_staging_blocks =
+      (kv_staging_blocks_for(1, request.max_num_batched_tokens, request.kv.block_size) + 1) *
+      kv_groups_of(config).num_groups();  // in every block-table group
   request.kv.kv_cache_bytes = kv_bytes_for_tokens(config, request.kv, options.context);
   request.kv_size_given = true;
   request.max_num_seqs = 1;

@@ -1,6 +1,7 @@
 // `folio run`: generate text from one prompt (streamed to stdout as it is produced) or from
 // many (-p repeated, -f one prompt per line), which run through the engine as one continuous
 // batch and print "[i] <text>" as each finishes.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -105,6 +106,15 @@ void print_single_summary(const RequestTiming& t) {
                ttft > 0 ? t.num_prompt_tokens / ttft : 0.0, t.num_output_tokens, tpot > 0 ? 1.0 / tpot : 0.0);
 }
 
+// The most KV memory the requests held at once: what sliding-window release, prefix sharing and
+// the cache's format save, in bytes (a block's size depends on its group's layers).
+void print_kv_summary(const EngineMetrics& m, int32_t peak_blocks) {
+  const double mib = static_cast<double>(peak_blocks) * static_cast<double>(m.kv_bytes_per_block) / (1 << 20);
+  std::fprintf(stderr, "KV cache: peak %.2f MiB in use (%d blocks of %.1f KiB, %d block table%s per sequence)\n", mib,
+               peak_blocks, static_cast<double>(m.kv_bytes_per_block) / 1024.0, m.kv_num_groups,
+               m.kv_num_groups == 1 ? "" : "s");
+}
+
 void print_batch_summary(const std::vector<RequestTiming>& timings, double seconds, const EngineMetrics& m) {
   int64_t prompt_tokens = 0, output_tokens = 0;
   std::vector<double> ttft, tpot;
@@ -170,8 +180,10 @@ int run(RunOptions options) {
     timings[i].submitted = start;
   }
 
+  int32_t peak_blocks = 0;  // KV blocks in use at the fullest step
   while (engine.has_unfinished_requests()) {
     const std::vector<RequestOutput> outputs = engine.step();
+    peak_blocks = std::max(peak_blocks, engine.metrics().kv.num_used_blocks);
     const auto now = SteadyClock::now();
     for (const RequestOutput& out : outputs) {
       const size_t i = index_of.at(out.id);
@@ -201,6 +213,7 @@ int run(RunOptions options) {
     } else {
       print_batch_summary(timings, seconds, engine.metrics());
     }
+    print_kv_summary(engine.metrics(), peak_blocks);
     const SpeculationMetrics spec = engine.metrics().speculation;
     if (!spec.proposer.empty()) {
       std::fprintf(stderr,

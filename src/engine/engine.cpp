@@ -17,7 +17,8 @@ KvCacheConfig kv_config_of(const KvPoolLayout& layout, const EngineConfig& confi
                        layout.num_host_blocks > 1 ? layout.num_host_blocks : 0,
                        config.enable_prefix_caching,
                        layout.num_staging_blocks,
-                       layout.num_host_staging_blocks};
+                       layout.num_host_staging_blocks,
+                       layout.group_windows};
 }
 
 // One output per request and step: a speculative run's tokens after the first join it.
@@ -380,8 +381,13 @@ EngineMetrics Engine::metrics() const {
   m.kv = scheduler_.kv().metrics();
   m.kv_format = kv_layout_.format;
   m.kv_block_size = kv_layout_.block_size;
-  m.kv_bytes_per_token = static_cast<double>(kv_layout_.bytes_per_block) / kv_layout_.block_size;
+  // A block holds one group's layers; a token takes a block slot in every group's table.
+  m.kv_bytes_per_token = static_cast<double>(kv_layout_.bytes_per_block) *
+                         static_cast<double>(std::max<size_t>(1, kv_layout_.group_windows.size())) /
+                         kv_layout_.block_size;
   m.speculation = speculation_;
+  m.kv_bytes_per_block = kv_layout_.bytes_per_block;
+  m.kv_num_groups = std::max<int32_t>(1, static_cast<int32_t>(kv_layout_.group_windows.size()));
   return m;
 }
 

@@ -84,6 +84,8 @@ struct EngineMetrics {
   double kv_bytes_per_token = 0.0;       // K and V of one token, all layers, scales included
   int32_t kv_block_size = 0;
   SpeculationMetrics speculation;
+  int64_t kv_bytes_per_block = 0;  // one block id: its group's layers (kv/kv_groups.h)
+  int32_t kv_num_groups = 1;       // block tables per sequence
 };
 
 // Result of the offline batch call.

@@ -75,6 +75,8 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& output) {
 }
 
 bool Scheduler::reserve_running(Request* request, int32_t num_new_tokens, SchedulerOutput& output) {
+  // Sliding-window layers: what no query from the request's next token on reads goes back first.
+  kv_.release_out_of_window(request->sequence_id(), request->num_computed_tokens);
   while (!kv_.allocate_slots(request->sequence_id(), num_new_tokens)) {
     // The lowest-priority running request goes; if that is this one, it waits.
     Request* victim = running_.back();
@@ -88,9 +90,8 @@ void Scheduler::swap_in_what_fits() {
   while (!swapped_.empty() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Request* request = swapped_.front();
     const SequenceId ids[1] = {request->sequence_id()};
-    // Room for the swapped blocks plus one more block keeps it from bouncing straight back.
-    if (!kv_.can_swap_in(ids) || kv_.num_free_blocks() < static_cast<int32_t>(kv_.host_block_table(ids[0]).size()) + 1)
-      return;
+    // Room for the swapped blocks plus one more block per table keeps it from bouncing straight back.
+    if (!kv_.can_swap_in(ids) || kv_.num_free_blocks() < kv_.num_blocks_held(ids[0]) + kv_.num_groups()) return;
     kv_.swap_in(ids);
     swapped_.pop_front();
     add_running(request);
@@ -195,8 +196,15 @@ SchedulerOutput Scheduler::schedule() {
   // Tables are read once every allocation of the step is done (copy-on-write may have replaced
   // an entry), and the copies leave the KV manager with the step that runs them.
   for (ScheduledChunk& chunk : output.chunks) {
-    chunk.block_table = kv_.block_table(chunk.request->sequence_id());
-    chunk.first_staged_block = kv_.staged_blocks(chunk.request->sequence_id(), &chunk.staging);
+    const SequenceId id = chunk.request->sequence_id();
+    chunk.block_table = kv_.block_table(id);
+    chunk.first_staged_block = kv_.staged_blocks(id, &chunk.staging);
+    chunk.more_groups.resize(static_cast<size_t>(kv_.num_groups() - 1));
+    for (int32_t g = 1; g < kv_.num_groups(); ++g) {
+      ChunkGroupTable& group = chunk.more_groups[static_cast<size_t>(g - 1)];
+      group.block_table = kv_.block_table(id, g);
+      group.first_staged_block = kv_.staged_blocks(id, &group.staging, g);
+    }
   }
   output.block_copies = kv_.take_pending_copies();
   return output;

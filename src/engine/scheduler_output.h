@@ -15,6 +15,14 @@
 
 namespace folio {
 
+// A chunk's tables in one more block-table group (kv/kv_groups.h), as the fields below are for
+// group 0.
+struct ChunkGroupTable {
+  std::span<const int32_t> block_table;
+  int32_t first_staged_block = 0;
+  std::vector<int32_t> staging{};
+};
+
 struct ScheduledChunk {
   Request* request = nullptr;
   int32_t first_position = 0;  // == request->num_computed_tokens when scheduled
@@ -32,6 +40,8 @@ struct ScheduledChunk {
   // (request->speculation.draft_tokens), past its last token; every one of the chunk's tokens
   // gets a logit row, and verification decides how many of their K/V stay.
   int32_t num_draft_tokens = 0;
+  // Groups 1.. (sliding-window layers' tables); empty with one group.
+  std::vector<ChunkGroupTable> more_groups{};
 };
 
 struct SchedulerOutput {

@@ -1,7 +1,8 @@
 // Runs one sequence through any Executor without the scheduler: the path behind
 // `folio perplexity` and `folio bench` (pp/tg), on the CPU or the GPU alike. It still goes
 // through the paged interface: the sequence owns a block table into the executor's KV pool
-// (which nothing else may use meanwhile).
+// (which nothing else may use meanwhile). With several block-table groups (sliding-window
+// layers, kv/kv_groups.h) it holds one table per group and releases nothing.
 #pragma once
 
 #include <cstdint>
@@ -33,13 +34,15 @@ class SequenceRunner {
   int32_t max_batch_tokens_;
   int32_t max_logit_rows_;
   int32_t block_size_;
-  int32_t num_staging_;  // residual formats' staging blocks, else 0
+  int32_t num_groups_;
+  int32_t num_staging_;  // residual formats' staging blocks per group (group g's from g * this), else 0
   int32_t capacity_;
   int32_t requested_tokens_;
-  std::vector<int32_t> block_table_;  // (capacity / block_size,) pool blocks, never the null block
+  // (num_groups, capacity / block_size) pool blocks, never the null block, no two groups alike
+  std::vector<std::vector<int32_t>> block_tables_;
   int32_t num_tokens_ = 0;
   ForwardBatch batch_;
-  std::vector<int32_t> staging_;  // the chunk's unsealed blocks' staging ids
+  std::vector<std::vector<int32_t>> staging_;  // per group, the chunk's unsealed blocks' staging ids
 };
 
 }  // namespace folio

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "executor/forward_batch.h"
 #include "executor/sampling_plan.h"
@@ -25,6 +26,8 @@ struct KvPoolLayout {
   KvFormat format = KvFormat::kFp16;
   int32_t num_staging_blocks = 0;       // residual formats (kv_format.h): device staging blocks
   int32_t num_host_staging_blocks = 0;  // and host ones for swapped sequences
+  // One window per block-table group (kv_groups.h; 0: the whole context); empty: one group.
+  std::vector<int32_t> group_windows{};
 
   int64_t num_token_slots() const { return static_cast<int64_t>(num_blocks - 1) * block_size; }
 };

@@ -36,6 +36,15 @@ struct KvSeal {
   bool operator==(const KvSeal&) const = default;
 };
 
+// Another block-table group's view of the batch (kv/kv_groups.h: sliding-window layers keep
+// their own tables): where each token's K/V go in that group's blocks, each sequence's table,
+// and the blocks the pass seals there. Tokens, positions and query ranges are the batch's.
+struct KvGroupInputs {
+  std::vector<int32_t> slot_mapping;         // (num_tokens,)
+  std::vector<AttentionSequence> sequences;  // as ForwardBatch::sequences, this group's tables
+  std::vector<KvSeal> seals;
+};
+
 struct ForwardBatch {
   // Copy-on-write, swap-out and swap-in copies, in the order the KV manager decided them; they
   // run before the tokens write K/V (kv/block_copy.h says why the order matters). A batch may
@@ -49,6 +58,9 @@ struct ForwardBatch {
   std::vector<AttentionSequence> sequences;  // query ranges cover [0, num_tokens) in order
   std::vector<int32_t> logit_rows;           // token indices whose next token is wanted
   std::vector<KvSeal> seals;                 // residual formats: blocks this pass fills
+  // slot_mapping, sequences and seals above are group 0's; groups 1.. follow here (empty for a
+  // model whose layers all see the whole context).
+  std::vector<KvGroupInputs> more_kv_groups;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   void clear() {
@@ -59,6 +71,7 @@ struct ForwardBatch {
     sequences.clear();
     logit_rows.clear();
     seals.clear();
+    more_kv_groups.clear();
   }
 };
 

@@ -14,7 +14,7 @@
 // Typical step, for each scheduled sequence:
 //   new:       match = find_cached_prefix(prompt, adapter_key)
 //              allocate_slots(id, chunk, match)       // reuses match.num_computed_tokens
-//   running:   allocate_slots(id, chunk or 1)
+//   running:   release_out_of_window(id, computed tokens); allocate_slots(id, chunk or 1)
 //   runner:    execute_block_copies(take_pending_copies(), ...); forward pass writes K/V
 //              at slot_mapping(id, first_new_position, chunk)
 //   after:     cache_full_blocks(id, tokens whose K/V are computed)
@@ -26,6 +26,16 @@
 // it seals it (quantizes the staging into the block's bytes); cache_full_blocks then returns
 // the staging block. Unsealed blocks are always the last ones of a table (staged_blocks), and
 // full blocks, the only ones the prefix cache hands out, are sealed.
+//
+// Sliding-window layers (kv_groups.h): with several groups a sequence has one table per group,
+// all over the same pool and covering the same tokens. A window group's table gives its leading
+// blocks back once no query can reach them any more: release_out_of_window(id, p), called
+// before scheduling a sequence's tokens from position p, frees the blocks before
+// first_block_in_window(p), leaving the null block in their entries (the kernels never read
+// before the window). Prefix lookups then need, in a
+// window group, only the blocks inside the window of the first new token, and fill the rest
+// with the null block. Everything else (copy-on-write, forks, swap, truncate, the prefix cache's
+// hashes, keyed per group) runs per group; a sequence swaps, frees and forks as one.
 #pragma once
 
 #include <cstdint>
@@ -52,18 +62,26 @@ struct KvCacheConfig {
   // for swapped sequences on the host. 0 for the formats without a residual.
   int32_t num_staging_blocks = 0;
   int32_t num_host_staging_blocks = 0;
+  // One window per group (kv_groups.h; 0: the whole context); empty: one full group.
+  std::vector<int32_t> group_windows{};
 };
 
 // The longest cached prefix of a token list: full blocks only, and never all of the tokens
 // (the last one must be computed for its logits). Valid until the manager next changes: pass
 // it straight to allocate_slots, which takes the references.
+struct GroupPrefixMatch {
+  std::vector<int32_t> block_ids;      // (num hit blocks,) in position order; null outside the window
+  std::vector<uint64_t> block_hashes;  // (num hit blocks,) their chained hashes (in the group's chain)
+};
+
 struct PrefixMatch {
-  uint64_t extra_key = kNoExtraKey;    // part of every block's identity (adapter, media)
-  int32_t num_query_tokens = 0;        // tokens looked up
-  int32_t num_query_blocks = 0;        // full blocks that could have hit
-  int32_t num_computed_tokens = 0;     // block_ids.size() * block_size: K/V already in the cache
-  std::vector<int32_t> block_ids;      // (num hit blocks,) in position order
-  std::vector<uint64_t> block_hashes;  // (num hit blocks,) their chained hashes
+  uint64_t extra_key = kNoExtraKey;             // part of every block's identity (adapter, media)
+  int32_t num_query_tokens = 0;                 // tokens looked up
+  int32_t num_query_blocks = 0;                 // full blocks that could have hit
+  int32_t num_computed_tokens = 0;              // block_ids.size() * block_size: K/V already in the cache
+  std::vector<int32_t> block_ids;               // (num hit blocks,) group 0's, in position order
+  std::vector<uint64_t> block_hashes;           // (num hit blocks,) their chained hashes
+  std::vector<GroupPrefixMatch> more_groups{};  // groups 1.. (empty when nothing hit)
 };
 
 struct KvCacheMetrics {
@@ -90,6 +108,8 @@ class KvCacheManager {
   explicit KvCacheManager(const KvCacheConfig& config);
 
   int32_t block_size() const { return block_size_; }
+  int32_t num_groups() const { return static_cast<int32_t>(windows_.size()); }
+  int32_t group_window(int32_t group) const { return windows_[static_cast<size_t>(group)]; }
   int32_t num_free_blocks() const { return device_pool_.num_free_blocks(); }
   int32_t blocks_for_tokens(int32_t num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
   const BlockPool& device_pool() const { return device_pool_; }
@@ -123,7 +143,16 @@ class KvCacheManager {
   bool can_allocate_slots(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix = {}) const;
   bool allocate_slots(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix = {});
 
+  // Window groups: frees the sequence's blocks that no query at `position` or later reads (those
+  // before first_block_in_window(position)), their entries becoming the null block. Call it with
+  // the sequence's computed tokens before scheduling its next ones; a no-op for full groups, a
+  // swapped sequence, or blocks already released. Released blocks stay findable (cached free).
+  void release_out_of_window(SequenceId sequence, int32_t position);
+
   // Gives back slots past num_tokens (rejected speculative tokens), freeing blocks left empty.
+  // With window groups num_tokens must lie past the last release's position (as after
+  // verification: the verified token's position + 1), so that nothing the next query reads was
+  // released.
   // The new last block may stay findable (its K/V are still right) until it is written. With a
   // residual format the new last block must still be unsealed (a sealed block's fp16 tokens are
   // gone).
@@ -157,45 +186,61 @@ class KvCacheManager {
   bool contains(SequenceId sequence) const { return sequences_.contains(sequence); }
   bool is_swapped(SequenceId sequence) const;
   int32_t num_tokens(SequenceId sequence) const;
-  std::span<const int32_t> block_table(SequenceId sequence) const;       // device; empty if swapped
-  std::span<const int32_t> host_block_table(SequenceId sequence) const;  // while swapped
+  // A window group's table starts with null blocks where it released them.
+  std::span<const int32_t> block_table(SequenceId sequence, int32_t group = 0) const;       // device; empty if swapped
+  std::span<const int32_t> host_block_table(SequenceId sequence, int32_t group = 0) const;  // while swapped
+  // Distinct blocks the sequence's tables hold (host ones while swapped), every group's.
+  int32_t num_blocks_held(SequenceId sequence) const;
   // Where position's K/V live: table[position / block_size] * block_size + position % block_size.
-  int32_t slot(SequenceId sequence, int32_t position) const;
+  int32_t slot(SequenceId sequence, int32_t position, int32_t group = 0) const;
   // Appends the slots of positions [first_position, first_position + count).
-  void append_slot_mapping(SequenceId sequence, int32_t first_position, int32_t count,
-                           std::vector<int32_t>& slots) const;
+  void append_slot_mapping(SequenceId sequence, int32_t first_position, int32_t count, std::vector<int32_t>& slots,
+                           int32_t group = 0) const;
   // Residual formats: the index of the sequence's first unsealed block (the table's size when
   // none is), and the staging blocks of blocks [that index, table size) appended to `staging`.
-  int32_t staged_blocks(SequenceId sequence, std::vector<int32_t>* staging = nullptr) const;
+  int32_t staged_blocks(SequenceId sequence, std::vector<int32_t>* staging = nullptr, int32_t group = 0) const;
   bool has_residual() const { return device_pool_.num_staging() > 0; }
 
   KvCacheMetrics metrics() const;
 
   // Both pools' own invariants, plus: every block's ref count equals the number of tables
-  // holding it, no table holds the null block or a block twice, tables cover exactly their
+  // holding it, no table holds a block twice, only window groups hold the null block (as a
+  // leading run, before the window of the sequence's next token), tables cover exactly their
   // tokens, and the blocks a sequence counts as cached carry the hashes it recorded.
   Status check_invariants() const;
 
  private:
-  struct SequenceBlocks {
+  struct GroupBlocks {
     std::vector<int32_t> block_table;       // device blocks in position order; empty when swapped
     std::vector<int32_t> host_block_table;  // host blocks while swapped
     std::vector<uint64_t> block_hashes;     // chained hashes of leading full blocks
-    int32_t num_tokens = 0;                 // slots taken, from position 0
-    int32_t num_cached_blocks = 0;          // leading blocks already registered in the pool
+    int32_t num_cached_blocks = 0;          // leading blocks already registered (or released)
+  };
+
+  struct SequenceBlocks {
+    std::vector<GroupBlocks> groups;  // (num_groups,)
+    int32_t num_tokens = 0;           // slots taken, from position 0
     uint64_t extra_key = kNoExtraKey;
     bool swapped = false;
   };
 
   struct AllocationPlan {
-    int32_t num_blocks_to_allocate = 0;  // new table entries, plus one for copy-on-write
+    int32_t num_blocks_to_allocate = 0;  // new table entries, plus one per copy-on-write
                                          // (each lent a staging block with a residual format)
     int32_t num_prefix_blocks_free = 0;  // prefix blocks that now sit in the free queue
-    bool copy_on_write = false;
+    std::vector<int32_t> new_blocks;     // (num_groups,) new table entries per group
+    std::vector<char> copy_on_write;     // (num_groups,)
   };
 
   std::optional<AllocationPlan> plan_allocation(SequenceId sequence, int32_t num_new_tokens,
                                                 const PrefixMatch& prefix) const;
+  // The prefix cache's extra key of a group's blocks: a group's block holds other layers' K/V
+  // than another group's block of the same tokens.
+  static uint64_t group_extra_key(uint64_t extra_key, int32_t group);
+  // Group 0's ids and hashes, or group g's from more_groups; nothing when the match is empty.
+  static const GroupPrefixMatch* group_match(const PrefixMatch& prefix, int32_t group, GroupPrefixMatch& scratch);
+  // Blocks of a window group's table that no query from `position` on can read.
+  int32_t num_out_of_window(const GroupBlocks& group_state, int32_t group, int32_t position) const;
   // Distinct blocks of the given tables, in first-seen order; nothing if an id is unknown,
   // repeated, or in the wrong state.
   std::optional<std::vector<int32_t>> distinct_blocks(std::span<const SequenceId> sequences, bool swapped) const;
@@ -204,10 +249,12 @@ class KvCacheManager {
   Status check_tables(const BlockPool& pool, bool host) const;
   // Unsealed blocks form a suffix of the table that contains its partial last block.
   Status check_staging(SequenceId id, const SequenceBlocks& state) const;
+  Status check_sequence(SequenceId id, const SequenceBlocks& state) const;
   // Distinct blocks among `blocks` that hold a staging block.
   int32_t count_staged(const BlockPool& pool, std::span<const int32_t> blocks) const;
 
   int32_t block_size_;
+  std::vector<int32_t> windows_;  // (num_groups,)
   BlockPool device_pool_;
   BlockPool host_pool_;
   std::unordered_map<SequenceId, SequenceBlocks> sequences_;

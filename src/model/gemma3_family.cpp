@@ -15,13 +15,11 @@ Architecture describe_gemma3_family(const ModelConfig& config) {
   arch.layers.resize(static_cast<size_t>(config.num_layers));
   for (int32_t l = 0; l < config.num_layers; ++l) {
     LayerSpec& layer = arch.layers[static_cast<size_t>(l)];
-    const bool global = config.sliding_window == 0 || config.sliding_window_pattern <= 1 ||
-                        l % config.sliding_window_pattern == config.sliding_window_pattern - 1;
-    if (global) {
+    if (config.layer_window(l) == 0) {
       layer.rope = RopeSpec{config.rope_style, config.rope_dim, config.rope_freq_base, config.rope_position_scale};
     } else {
       layer.rope = RopeSpec{config.rope_style, config.rope_dim, config.rope_local_freq_base, 1.0f};
-      layer.sliding_window = config.sliding_window;
+      layer.sliding_window = config.layer_window(l);
     }
   }
   // Gemma scales queries by query_pre_attn_scalar^-1/2, which is head_dim for every Gemma 3 but

@@ -40,6 +40,12 @@ struct ModelConfig {
 
   static Expected<ModelConfig> from_gguf(const GgufFile& file);
   int32_t q_dim() const { return num_heads * head_dim; }
+  // The window layer l attends to (0: the whole context).
+  int32_t layer_window(int32_t l) const {
+    const bool global =
+        sliding_window == 0 || sliding_window_pattern <= 1 || l % sliding_window_pattern == sliding_window_pattern - 1;
+    return global ? 0 : sliding_window;
+  }
   int32_t kv_dim() const { return num_kv_heads * head_dim; }
 };
 

@@ -61,7 +61,9 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
   const RandomizedEngineConfig c = with_overrides(GetParam());
   SpeculativeEngine speculative = make_engine(engine_config(c), c);
   Engine& engine = speculative.cpu->engine;
-  ASSERT_EQ(engine.num_kv_blocks(), c.num_blocks + 1);  // the null block besides
+  // The null block besides; a Gemma pool's blocks hold one group's layers (a third of them).
+  const int32_t num_blocks = c.num_blocks * kv_groups_of(model_for(c.kv_format, c.gemma).config()).num_groups();
+  ASSERT_EQ(engine.num_kv_blocks(), num_blocks + 1);
   // std::mt19937's numbers are specified, the standard distributions' are not: drawn by hand so
   // that a seed gives the same workload with any standard library.
   std::mt19937 rng(c.seed);
@@ -146,7 +148,7 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
     const Status status = engine.check_invariants();
     ASSERT_TRUE(status) << where << ": " << status.message();
     const EngineMetrics m = engine.metrics();
-    ASSERT_EQ(m.kv.num_used_blocks + m.kv.num_free_blocks, c.num_blocks) << where;
+    ASSERT_EQ(m.kv.num_used_blocks + m.kv.num_free_blocks, num_blocks) << where;
     ASSERT_EQ(m.kv.num_sequences, m.num_running + m.num_swapped) << where;
     ASSERT_EQ(m.kv.num_swapped_sequences, m.num_swapped) << where;
     // Admission and swap-in respect max_num_seqs, but the n - 1 siblings of parallel sampling
@@ -219,7 +221,7 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
       }
       FAIL() << "seed " << c.seed << ": the engine makes no progress: running " << stuck.num_running << ", waiting "
              << stuck.num_waiting << ", swapped " << stuck.num_swapped << ", blocks used " << stuck.kv.num_used_blocks
-             << " of " << c.num_blocks << ", host blocks used " << stuck.kv.num_used_host_blocks
+             << " of " << num_blocks << ", host blocks used " << stuck.kv.num_used_host_blocks
              << "; unfinished requests:" << live.str();
     }
     absorb(engine.step(), tracked, &counts, "drain");
@@ -234,7 +236,7 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
 
   const EngineMetrics m = engine.metrics();
   EXPECT_EQ(m.kv.num_used_blocks, 0);
-  EXPECT_EQ(m.kv.num_free_blocks, c.num_blocks);
+  EXPECT_EQ(m.kv.num_free_blocks, num_blocks);
   EXPECT_EQ(m.kv.num_sequences, 0);
   EXPECT_EQ(m.kv.num_used_host_blocks, 0);
   EXPECT_EQ(m.num_running + m.num_waiting + m.num_swapped, 0);

@@ -5,13 +5,16 @@
 // K/V written) it reads every token of every sequence back through its block table and checks
 // it holds that prefix's fake K/V, so a wrong prefix hit, a missed or misordered copy, or a
 // block freed too early shows up as wrong bytes. At the end everything is freed and both pools
-// must be entirely free again.
+// must be entirely free again. With sliding-window groups (kv_groups.h) every group's table is
+// checked the same way, each group writing its own fake K/V, and a window group's table must
+// still hold every token the next query's window reaches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kv/block_copy.h"
@@ -27,7 +30,13 @@ struct RandomizedConfig {
   int32_t block_size;
   bool enable_prefix_caching;
   uint32_t seed;
+  std::vector<int32_t> group_windows = {};  // empty: one full group
 };
+
+// A group's K/V differ from another group's of the same tokens (other layers).
+uint64_t group_key(uint64_t extra_key, int32_t group) {
+  return extra_key + static_cast<uint64_t>(group) * 0x51ed27ull;
+}
 
 // What the scheduler knows of a sequence: its tokens and how many have K/V in the cache.
 struct SimulatedSequence {
@@ -35,7 +44,8 @@ struct SimulatedSequence {
   int32_t num_computed = 0;
   uint64_t extra_key = kNoExtraKey;
   bool swapped = false;
-  int32_t scheduled = 0;  // tokens reserved this step, written at the step's end
+  int32_t scheduled = 0;     // tokens reserved this step, written at the step's end
+  int32_t last_release = 0;  // the position of the last release_out_of_window
 };
 
 class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
@@ -47,12 +57,15 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
       : config_(GetParam()),
         // About 160 token slots whatever the block size: tight enough for 12 sequences of up
         // to 90 tokens to run out often.
-        num_blocks_(std::max(8, 160 / config_.block_size)),
+        // (and as much again for every further group: a token takes a slot in each)
+        num_blocks_(std::max(8, 160 / config_.block_size) *
+                    std::max<int32_t>(1, static_cast<int32_t>(config_.group_windows.size()))),
         num_host_blocks_(num_blocks_ / 2),
         manager_({.num_blocks = num_blocks_,
                   .block_size = config_.block_size,
                   .num_host_blocks = num_host_blocks_,
-                  .enable_prefix_caching = config_.enable_prefix_caching}),
+                  .enable_prefix_caching = config_.enable_prefix_caching,
+                  .group_windows = config_.group_windows}),
         storage_(KvCacheShape{.num_layers = 2,
                               .num_blocks = num_blocks_,
                               .block_size = config_.block_size,
@@ -99,8 +112,10 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
     Snapshot result{
         manager_.device_pool().free_queue(), manager_.host_pool().free_queue(), manager_.pending_copies().size(), {}};
     for (const auto& [id, sequence] : sequences_) {
-      const auto table = sequence.swapped ? manager_.host_block_table(id) : manager_.block_table(id);
-      result.tables[id] = std::vector<int32_t>(table.begin(), table.end());
+      for (int32_t g = 0; g < manager_.num_groups(); ++g) {
+        const auto table = sequence.swapped ? manager_.host_block_table(id, g) : manager_.block_table(id, g);
+        result.tables[id].insert(result.tables[id].end(), table.begin(), table.end());
+      }
     }
     return result;
   }
@@ -129,6 +144,8 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
     }
     sequence.num_computed = match.num_computed_tokens;
     sequence.scheduled = chunk;
+    // A window group's part of a prefix hit comes released up to the hit's window.
+    sequence.last_release = match.num_computed_tokens;
     sequences_[id] = sequence;
   }
 
@@ -145,6 +162,9 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
     } else {
       count = random(1, count);  // a prefill chunk
     }
+    // What the scheduler does before scheduling a running sequence's next tokens.
+    manager_.release_out_of_window(*id, sequence.num_computed);
+    sequence.last_release = sequence.num_computed;
     const Snapshot before = snapshot();
     const int32_t tokens_before = manager_.num_tokens(*id);
     const bool can = manager_.can_allocate_slots(*id, count);
@@ -164,7 +184,11 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
     if (!id) return;
     SimulatedSequence& sequence = sequences_[*id];
     if (sequence.num_computed < 2) return;
-    const int32_t keep = sequence.num_computed - random(1, std::min(4, sequence.num_computed - 1));
+    int32_t keep = sequence.num_computed - random(1, std::min(4, sequence.num_computed - 1));
+    // With window groups only what speculation does: back to just past the last release's
+    // position (the verified token's position + 1), never into what it released.
+    if (!config_.group_windows.empty()) keep = std::max(keep, sequence.last_release + 1);
+    if (keep >= sequence.num_computed) return;
     manager_.truncate(*id, keep);
     sequence.tokens.resize(keep);
     sequence.num_computed = keep;
@@ -224,11 +248,14 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
     for (auto& [id, sequence] : sequences_) {
       if (sequence.scheduled == 0) continue;
       const int32_t first = sequence.num_computed;
-      std::vector<int32_t> slots;
-      manager_.append_slot_mapping(id, first, sequence.scheduled, slots);
-      const std::vector<uint64_t> fingerprints = testing::prefix_fingerprints(sequence.tokens, sequence.extra_key);
-      for (int32_t i = 0; i < sequence.scheduled; ++i) {
-        testing::write_fake_kv(storage_, slots[i], fingerprints[first + i]);
+      for (int32_t g = 0; g < manager_.num_groups(); ++g) {
+        std::vector<int32_t> slots;
+        manager_.append_slot_mapping(id, first, sequence.scheduled, slots, g);
+        const std::vector<uint64_t> fingerprints =
+            testing::prefix_fingerprints(sequence.tokens, group_key(sequence.extra_key, g));
+        for (int32_t i = 0; i < sequence.scheduled; ++i) {
+          testing::write_fake_kv(storage_, slots[i], fingerprints[first + i]);
+        }
       }
       sequence.num_computed += sequence.scheduled;
       sequence.scheduled = 0;
@@ -239,14 +266,26 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
   void verify_contents() {
     for (const auto& [id, sequence] : sequences_) {
       ASSERT_EQ(manager_.num_tokens(id), sequence.num_computed) << "sequence " << id;
-      const std::vector<uint64_t> fingerprints = testing::prefix_fingerprints(sequence.tokens, sequence.extra_key);
-      for (int32_t position = 0; position < sequence.num_computed; ++position) {
-        const bool matches =
-            sequence.swapped
-                ? testing::host_fake_kv_matches(host_, storage_.shape(), manager_.host_block_table(id), position,
-                                                fingerprints[position])
-                : testing::fake_kv_matches(storage_, manager_.block_table(id), position, fingerprints[position]);
-        ASSERT_TRUE(matches) << "sequence " << id << " position " << position << " after operation " << num_operations_;
+      for (int32_t g = 0; g < manager_.num_groups(); ++g) {
+        const std::vector<uint64_t> fingerprints =
+            testing::prefix_fingerprints(sequence.tokens, group_key(sequence.extra_key, g));
+        const auto table = sequence.swapped ? manager_.host_block_table(id, g) : manager_.block_table(id, g);
+        // The next query (at num_computed) reads from here on: nothing there may be released.
+        const int32_t window = manager_.group_window(g);
+        const int32_t needed = window == 0 ? 0 : std::max(0, sequence.num_computed - window + 1);
+        for (int32_t position = 0; position < sequence.num_computed; ++position) {
+          if (table[position / config_.block_size] == BlockPool::kNullBlock) {
+            ASSERT_LT(position, needed) << "sequence " << id << " group " << g << " released position " << position;
+            ++num_released_reads_skipped_;
+            continue;
+          }
+          const bool matches =
+              sequence.swapped
+                  ? testing::host_fake_kv_matches(host_, storage_.shape(), table, position, fingerprints[position])
+                  : testing::fake_kv_matches(storage_, table, position, fingerprints[position]);
+          ASSERT_TRUE(matches) << "sequence " << id << " group " << g << " position " << position << " after operation "
+                               << num_operations_;
+        }
       }
     }
   }
@@ -297,6 +336,7 @@ class KvCacheRandomized : public ::testing::TestWithParam<RandomizedConfig> {
   int32_t num_refusals_ = 0;
   int32_t num_forks_ = 0;
   int32_t num_swaps_ = 0;
+  int64_t num_released_reads_skipped_ = 0;
 };
 
 TEST_P(KvCacheRandomized, InvariantsHoldAndEveryTokenReadsBack) {
@@ -319,6 +359,9 @@ TEST_P(KvCacheRandomized, InvariantsHoldAndEveryTokenReadsBack) {
     EXPECT_GT(metrics.num_copy_on_write_blocks, 50);
   }
   EXPECT_GT(metrics.num_swapped_in_blocks, 50);
+  // Window groups really released blocks.
+  const bool windowed = std::ranges::any_of(config_.group_windows, [](int32_t w) { return w > 0; });
+  EXPECT_EQ(num_released_reads_skipped_ > 0, windowed);
   if (config_.enable_prefix_caching) {
     EXPECT_GT(metrics.prefix_cache.num_hit_blocks, 50);
   } else {
@@ -337,14 +380,22 @@ TEST_P(KvCacheRandomized, InvariantsHoldAndEveryTokenReadsBack) {
   EXPECT_EQ(manager_.metrics().num_sequences, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(BlockSizes, KvCacheRandomized,
-                         ::testing::Values(RandomizedConfig{4, true, 1}, RandomizedConfig{4, false, 2},
-                                           RandomizedConfig{1, true, 3}, RandomizedConfig{16, true, 4},
-                                           RandomizedConfig{3, true, 5}),
-                         [](const ::testing::TestParamInfo<RandomizedConfig>& info) {
-                           return "BlockSize" + std::to_string(info.param.block_size) +
-                                  (info.param.enable_prefix_caching ? "PrefixCache" : "NoPrefixCache");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    BlockSizes, KvCacheRandomized,
+    ::testing::Values(RandomizedConfig{4, true, 1}, RandomizedConfig{4, false, 2}, RandomizedConfig{1, true, 3},
+                      RandomizedConfig{16, true, 4}, RandomizedConfig{3, true, 5},
+                      // Sliding-window groups: windows under, at and over
+                      // the block size, one or two window groups.
+                      RandomizedConfig{4, true, 6, {0, 8, 8}}, RandomizedConfig{4, false, 7, {0, 8}},
+                      RandomizedConfig{3, true, 8, {0, 5}}, RandomizedConfig{1, true, 9, {0, 0, 4}},
+                      RandomizedConfig{16, true, 10, {0, 20}}, RandomizedConfig{4, true, 11, {0, 3}},
+                      RandomizedConfig{4, true, 12, {0, 4}}),
+    [](const ::testing::TestParamInfo<RandomizedConfig>& info) {
+      std::string name = "BlockSize" + std::to_string(info.param.block_size) +
+                         (info.param.enable_prefix_caching ? "PrefixCache" : "NoPrefixCache");
+      for (int32_t window : info.param.group_windows) name += "W" + std::to_string(window);
+      return name;
+    });
 
 }  // namespace
 }  // namespace folio

@@ -28,7 +28,9 @@ struct CpuEngine {
 // A CPU executor whose pool holds one sequence of max_tokens tokens: what a SequenceRunner needs.
 inline std::unique_ptr<cpu::CpuExecutor> sequence_executor(const ModelWeights& weights, cpu::CpuBackend& backend,
                                                            int32_t max_tokens, int32_t block_size = 16) {
-  return std::make_unique<cpu::CpuExecutor>(weights, backend, (max_tokens + block_size - 1) / block_size + 1,
+  // A table per block-table group (sliding-window layers), each covering the whole sequence.
+  const int32_t groups = kv_groups_of(weights.config()).num_groups();
+  return std::make_unique<cpu::CpuExecutor>(weights, backend, (max_tokens + block_size - 1) / block_size * groups + 1,
                                             block_size, 0);
 }
 

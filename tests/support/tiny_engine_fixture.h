@@ -103,8 +103,10 @@ class TinyEngineTest : public ::testing::Test {
     tiny_ = nullptr;
   }
 
+  // Every layer's K/V of one block: budgets are counted in those, so that a Gemma config's pool
+  // holds as many tokens of whole context as the others' (and its window groups release more).
   static int64_t block_bytes(int32_t block_size, KvFormat format = KvFormat::kFp16, bool gemma = false) {
-    return kv_bytes_per_block(model_for(format, gemma).config(), block_size, format);
+    return kv_bytes_per_block(model_for(format, gemma).config(), block_size, format, /*release_window_blocks=*/false);
   }
 
   // The engine's knobs, the CPU executor's pool, and the model.
@@ -138,8 +140,11 @@ class TinyEngineTest : public ::testing::Test {
   // Residual formats' staging blocks come out of the pool's budget: add them on top.
   static void add_staging(Setup& setup) {
     if (!kv_format_has_residual(setup.kv.format)) return;
-    setup.kv.num_staging_blocks = kv_staging_blocks_for(
-        setup.config.scheduler.max_num_seqs, setup.config.scheduler.max_num_batched_tokens, setup.kv.block_size);
+    // Every block-table group's partial blocks want staging.
+    setup.kv.num_staging_blocks =
+        kv_staging_blocks_for(setup.config.scheduler.max_num_seqs, setup.config.scheduler.max_num_batched_tokens,
+                              setup.kv.block_size) *
+        kv_groups_of(model_for(setup).config()).num_groups();
     const int64_t staging_bytes =
         static_cast<int64_t>(setup.kv.num_staging_blocks) *
         static_cast<int64_t>(kv_cache_shape(model_for(setup).config(), 1, setup.kv.block_size, setup.kv.format)
@@ -164,7 +169,8 @@ class TinyEngineTest : public ::testing::Test {
     if (c.speculation == Speculation::kNgram) {
       e.proposer = std::make_unique<NgramProposer>(NgramConfig{});
     } else if (c.speculation == Speculation::kDraft) {
-      e.draft = std::make_unique<cpu::CpuExecutor>(model_for(setup), *backend_, c.num_blocks + 1, 16, 0);
+      e.draft = std::make_unique<cpu::CpuExecutor>(model_for(setup), *backend_, c.num_blocks + 1, 16, 0,
+                                                   KvFormat::kFp16, 0, /*release_window_blocks=*/false);
       e.proposer = std::make_unique<DraftModelProposer>(*e.draft);
     }
     if (e.proposer != nullptr) {

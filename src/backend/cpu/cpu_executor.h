@@ -20,8 +20,10 @@ class CpuExecutor final : public Executor {
  public:
   // num_blocks and num_host_blocks count the null block; num_host_blocks <= 1: no swap pool.
   // The weights and the backend must outlive the executor.
+  // release_window_blocks: sliding-window layers get their own block tables (kv/kv_groups.h).
   CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32_t num_blocks, int32_t block_size,
-              int32_t num_host_blocks, KvFormat format = KvFormat::kFp16, int32_t num_staging_blocks = 0);
+              int32_t num_host_blocks, KvFormat format = KvFormat::kFp16, int32_t num_staging_blocks = 0,
+              bool release_window_blocks = true);
   // Pools sized from byte budgets (executor/kv_pool_sizing.h).
   CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const KvCacheOptions& kv);
 
@@ -38,6 +40,7 @@ class CpuExecutor final : public Executor {
  private:
   const ModelWeights& weights_;
   CpuBackend& backend_;
+  KvGroups groups_;  // before storage_: its shape has groups_.num_slots layers
   KvCacheStorage storage_;
   std::unique_ptr<HostKvPool> host_pool_;
   CpuActivations activations_;

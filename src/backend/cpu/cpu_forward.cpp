@@ -18,12 +18,13 @@ void CpuActivations::resize(const ModelConfig& c, int32_t num_tokens) {
 }
 
 CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache, const ForwardBatch& batch,
-                       CpuActivations& a, float* logits, ActivationStats* stats)
+                       CpuActivations& a, float* logits, ActivationStats* stats, const KvGroups* groups)
     : weights_(weights),
       c_(weights.config()),
       backend_(backend),
       cache_(cache),
       batch_(batch),
+      groups_(groups),
       a_(a),
       logits_(logits),
       stats_(stats),
@@ -88,14 +89,24 @@ void CpuForward::rope_and_store_kv(int32_t layer, const RopeSpec& spec) {
                         factors.empty() ? nullptr : factors.data()};
   backend_.rope(a_.q.data(), batch_.positions, c_.num_heads, c_.head_dim, rope);
   backend_.rope(a_.k.data(), batch_.positions, c_.num_kv_heads, c_.head_dim, rope);
-  const KvLayerView cache = cache_.layer(layer);
-  backend_.write_kv(cache, a_.k.data(), a_.v.data(), batch_.slot_mapping);
-  backend_.seal_kv(cache, batch_.seals);
+  const LayerKv kv = layer_kv(layer);
+  backend_.write_kv(kv.cache, a_.k.data(), a_.v.data(), kv.slot_mapping);
+  backend_.seal_kv(kv.cache, kv.seals);
+}
+
+CpuForward::LayerKv CpuForward::layer_kv(int32_t layer) {
+  if (groups_ == nullptr) return {cache_.layer(layer), batch_.slot_mapping, batch_.sequences, batch_.seals};
+  const int32_t group = groups_->layer_group[static_cast<size_t>(layer)];
+  const KvLayerView cache = cache_.layer(groups_->layer_slot[static_cast<size_t>(layer)]);
+  if (group == 0) return {cache, batch_.slot_mapping, batch_.sequences, batch_.seals};
+  const KvGroupInputs& inputs = batch_.more_kv_groups[static_cast<size_t>(group - 1)];
+  return {cache, inputs.slot_mapping, inputs.sequences, inputs.seals};
 }
 
 void CpuForward::attend(int32_t layer, float scale, int32_t window) {
-  const AttentionBatch attention{a_.q.data(), a_.attn.data(), n_, c_.num_heads, scale, batch_.sequences, window};
-  backend_.attention(attention, cache_.layer(layer));
+  const LayerKv kv = layer_kv(layer);
+  const AttentionBatch attention{a_.q.data(), a_.attn.data(), n_, c_.num_heads, scale, kv.sequences, window};
+  backend_.attention(attention, kv.cache);
 }
 
 void CpuForward::project_output(int32_t layer) {

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu/activation_stats.h"
 #include "executor/forward_batch.h"
 #include "kv/kv_cache_storage.h"
+#include "kv/kv_groups.h"
 #include "model/model_weights.h"
 #include "model/transformer_recipe.h"
 
@@ -34,8 +36,10 @@ struct CpuActivations {
 class CpuForward {
  public:
   // stats: null, or the importance statistics each matrix input adds to (activation_stats.h).
+  // groups: which block-table group and storage slot each layer's K/V use (kv/kv_groups.h);
+  // null: one group, layer l in slot l.
   CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache, const ForwardBatch& batch,
-             CpuActivations& a, float* logits, ActivationStats* stats = nullptr);
+             CpuActivations& a, float* logits, ActivationStats* stats = nullptr, const KvGroups* groups = nullptr);
 
   void embed();
   void norm(NormSite site, int32_t layer);
@@ -55,11 +59,21 @@ class CpuForward {
   void project_vocab(int32_t count);
 
  private:
+  // A layer's view of the batch's K/V inputs: its group's slots, sequences and seals.
+  struct LayerKv {
+    KvLayerView cache;
+    std::span<const int32_t> slot_mapping;
+    std::span<const AttentionSequence> sequences;
+    std::span<const KvSeal> seals;
+  };
+  LayerKv layer_kv(int32_t layer);
+
   const ModelWeights& weights_;
   const ModelConfig& c_;
   Backend& backend_;
   KvCacheStorage& cache_;
   const ForwardBatch& batch_;
+  const KvGroups* groups_;
   CpuActivations& a_;
   float* logits_;
   ActivationStats* stats_;

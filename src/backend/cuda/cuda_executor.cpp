@@ -147,7 +147,9 @@ Status CudaExecutor::allocate_step_buffers() {
 Status CudaExecutor::allocate_kv(size_t total_memory) {
   const ModelConfig& c = model_->config();
   block_bytes_ = kv_block_bytes(options_.kv_format, options_.block_size, c.num_kv_heads, c.head_dim);
-  const int64_t bytes_per_block = kv_bytes_per_block(c, options_.block_size, options_.kv_format);
+  // One block table per sequence here (the CUDA model refuses sliding-window families): every
+  // layer in every block.
+  const int64_t bytes_per_block = kv_bytes_per_block(c, options_.block_size, options_.kv_format, false);
   int64_t budget = options_.kv_cache_bytes;
   if (budget <= 0) {
     size_t free_bytes = 0, total = 0;
@@ -245,7 +247,7 @@ const ModelConfig& CudaExecutor::config() const {
 
 KvPoolLayout CudaExecutor::kv_pool() const {
   KvPoolLayout layout{num_blocks_, options_.block_size, num_host_blocks_,
-                      kv_bytes_per_block(model_->config(), options_.block_size, options_.kv_format),
+                      kv_bytes_per_block(model_->config(), options_.block_size, options_.kv_format, false),
                       options_.kv_format};
   layout.num_staging_blocks = num_staging_;
   layout.num_host_staging_blocks = num_host_staging_;

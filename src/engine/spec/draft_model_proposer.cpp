@@ -12,6 +12,7 @@ namespace {
 
 KvCacheConfig draft_kv_config(const KvPoolLayout& pool) {
   assert(pool.num_staging_blocks == 0 && "the draft's pool has no residual format");
+  assert(pool.group_windows.empty() && "the draft's pool has one block table per sequence");
   return KvCacheConfig{pool.num_blocks, pool.block_size, 0, true, 0, 0};
 }
 
