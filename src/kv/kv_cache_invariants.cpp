@@ -25,9 +25,8 @@ Status KvCacheManager::check_tables(const BlockPool& pool, bool host) const {
       const std::vector<int32_t>& table = host ? group.host_block_table : group.block_table;
       // Released window blocks: a leading run of nulls, none where a query may still look.
       const auto nulls = static_cast<int32_t>(std::ranges::count(table, BlockPool::kNullBlock));
-      const int32_t leading =
-          static_cast<int32_t>(std::ranges::find_if(table, [](int32_t b) { return b != BlockPool::kNullBlock; }) -
-                               table.begin());
+      const int32_t leading = static_cast<int32_t>(
+          std::ranges::find_if(table, [](int32_t b) { return b != BlockPool::kNullBlock; }) - table.begin());
       if (nulls > 0 && (group_window(g) == 0 || nulls != leading ||
                         nulls > first_block_in_window(state.num_tokens, group_window(g), block_size_))) {
         return Status::error(where + sequence_name(id) + " holds the null block in group " + std::to_string(g) +
@@ -96,8 +95,8 @@ Status KvCacheManager::check_sequence(SequenceId id, const SequenceBlocks& state
     for (int32_t index = 0; index < group.num_cached_blocks; ++index) {
       const int32_t block = group.block_table[index];
       if (block != BlockPool::kNullBlock && device_pool_.block_hash(block) != group.block_hashes[index]) {
-        return Status::error(sequence_name(id) + ": block " + std::to_string(index) + " of group " +
-                             std::to_string(g) + " lost its hash");
+        return Status::error(sequence_name(id) + ": block " + std::to_string(index) + " of group " + std::to_string(g) +
+                             " lost its hash");
       }
     }
   }

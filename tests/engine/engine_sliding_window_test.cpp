@@ -63,15 +63,16 @@ class EngineSlidingWindow : public TinyEngineTest {
       }
       const Status status = engine.check_invariants();
       EXPECT_TRUE(status.is_ok()) << status.message();
-      result.peak_kv_bytes =
-          std::max(result.peak_kv_bytes, static_cast<int64_t>(engine.metrics().kv.num_used_blocks) * pool.bytes_per_block);
+      result.peak_kv_bytes = std::max(result.peak_kv_bytes,
+                                      static_cast<int64_t>(engine.metrics().kv.num_used_blocks) * pool.bytes_per_block);
     }
     return result;
   }
 };
 
 TEST_F(EngineSlidingWindow, ReleasingWindowBlocksChangesNoTokenAndHoldsFewerBytes) {
-  for (const auto& [block_size, ngram] : {std::pair{4, false}, std::pair{16, false}, std::pair{4, true}, std::pair{16, true}}) {
+  for (const auto& [block_size, ngram] :
+       {std::pair{4, false}, std::pair{16, false}, std::pair{4, true}, std::pair{16, true}}) {
     const Run kept = run(false, block_size, ngram, 3, 70, 30);
     const Run released = run(true, block_size, ngram, 3, 70, 30);
     EXPECT_EQ(released.tokens, kept.tokens) << "block size " << block_size << " ngram " << ngram;

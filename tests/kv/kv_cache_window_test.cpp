@@ -55,7 +55,8 @@ TEST(KvGroups, UnevenBucketsPadTheLastGroup) {
 }
 
 TEST(KvGroups, NoWindowOrNoReleaseIsOneGroupOfEveryLayer) {
-  for (const KvGroups& groups : {kv_groups_for(std::vector<int32_t>(5, 0)), kv_groups_for(gemma_windows(12, 64), false)}) {
+  for (const KvGroups& groups :
+       {kv_groups_for(std::vector<int32_t>(5, 0)), kv_groups_for(gemma_windows(12, 64), false)}) {
     EXPECT_EQ(groups.windows, (std::vector<int32_t>{0}));
     EXPECT_EQ(groups.num_slots, groups.num_layers());
     for (int32_t l = 0; l < groups.num_layers(); ++l) {

@@ -25,6 +25,7 @@
 #include "model/gguf_tokenizer.h"
 #include "model/model_weights.h"
 #include "support/cpu_engine.h"
+#include "support/greedy_run.h"
 #include "support/test_paths.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -32,7 +33,10 @@
 namespace folio {
 namespace {
 
+using testing::GreedyRun;
+using testing::max_abs_difference;
 using testing::read_file;
+using testing::run_greedy;
 using testing::source_dir;
 
 constexpr const char* kGoldens = "/tests/golden/model/gemma3_270m_q4_k_m";
@@ -75,40 +79,6 @@ class Gemma3Golden : public ::testing::Test {
   static inline Tokenizer* tokenizer_ = nullptr;
   static inline nlohmann::json* goldens_ = nullptr;
 };
-
-struct GreedyRun {
-  std::vector<float> last_prompt_logits;
-  std::vector<int32_t> generated;
-};
-
-GreedyRun run_greedy(ModelWeights& model, cpu::CpuBackend& backend, const std::vector<int32_t>& prompt, size_t steps) {
-  constexpr int32_t kContext = 4096;
-  const auto executor = testing::sequence_executor(model, backend, kContext);
-  SequenceRunner runner(*executor, kContext);
-  Expected<std::vector<float>> logits = runner.append(prompt);
-  EXPECT_TRUE(logits) << logits.error();
-  GreedyRun run;
-  if (!logits) return run;
-  run.last_prompt_logits = *logits;
-  for (size_t i = 0; i < steps; ++i) {
-    const int32_t token = static_cast<int32_t>(std::max_element(logits->begin(), logits->end()) - logits->begin());
-    run.generated.push_back(token);
-    const int32_t next[1] = {token};
-    logits = runner.append(next);
-    EXPECT_TRUE(logits) << logits.error();
-    if (!logits) break;
-  }
-  return run;
-}
-
-double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double max_abs = 0.0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    max_abs = std::max(max_abs, std::fabs(static_cast<double>(a[i]) - b[i]));
-  }
-  return max_abs;
-}
 
 // Greedy tokens equal until the reference's own top-2 margin at a step falls below near_tie.
 void expect_equal_until_near_tie(const std::string& name, const char* what, const std::vector<int32_t>& ours,
@@ -156,7 +126,7 @@ TEST_F(Gemma3Golden, SlowFloatActivationsFollowFloat64Reference) {
   for (const nlohmann::json& c : (*goldens_)["cases"]) {
     const std::string name = c["name"];
     const std::vector<int32_t> expected = c["f64_generated_ids"];
-    const GreedyRun run = run_greedy(*model_, precise, c["prompt_ids"], expected.size());
+    const GreedyRun run = run_greedy(*model_, precise, c["prompt_ids"], expected.size(), 4096);
     const double max_abs = max_abs_difference(run.last_prompt_logits, golden_logits(name, ".f64"));
     std::printf("[%s] float32 activations vs float64: last-position logits max |diff| = %.5f\n", name.c_str(), max_abs);
     EXPECT_LT(max_abs, 5e-2) << name;
@@ -169,7 +139,7 @@ TEST_F(Gemma3Golden, SlowQuantizedActivationsFollowLlamaCppUntilANearTie) {
   for (const nlohmann::json& c : (*goldens_)["cases"]) {
     const std::string name = c["name"];
     const std::vector<int32_t> expected = c["generated_ids"];
-    const GreedyRun run = run_greedy(*model_, backend, c["prompt_ids"], expected.size());
+    const GreedyRun run = run_greedy(*model_, backend, c["prompt_ids"], expected.size(), 4096);
     const std::vector<float> llama_cpp = golden_logits(name);
     const double max_abs = max_abs_difference(run.last_prompt_logits, llama_cpp);
     // llama.cpp itself is up to 1.7 away from the float64 reference on these prompts (over 262k

@@ -25,6 +25,7 @@
 #include "model/gguf_tokenizer.h"
 #include "model/model_weights.h"
 #include "support/cpu_engine.h"
+#include "support/greedy_run.h"
 #include "support/test_paths.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -32,7 +33,10 @@
 namespace folio {
 namespace {
 
+using testing::GreedyRun;
+using testing::max_abs_difference;
 using testing::read_file;
+using testing::run_greedy;
 using testing::source_dir;
 
 class LlamaGolden : public ::testing::Test {
@@ -110,45 +114,12 @@ TEST_F(LlamaGolden, ChatPromptRendersLikeReference) {
   EXPECT_EQ(*text, (*chat_case)["text"].get<std::string>());
 }
 
-struct GreedyRun {
-  std::vector<float> last_prompt_logits;
-  std::vector<int32_t> generated;
-};
-
-GreedyRun run_greedy(ModelWeights& model, cpu::CpuBackend& backend, const std::vector<int32_t>& prompt, size_t steps) {
-  const auto executor = testing::sequence_executor(model, backend, 2048);
-  SequenceRunner runner(*executor, 2048);
-  Expected<std::vector<float>> logits = runner.append(prompt);
-  EXPECT_TRUE(logits) << logits.error();
-  GreedyRun run;
-  if (!logits) return run;
-  run.last_prompt_logits = *logits;
-  for (size_t i = 0; i < steps; ++i) {
-    const int32_t token = static_cast<int32_t>(std::max_element(logits->begin(), logits->end()) - logits->begin());
-    run.generated.push_back(token);
-    const int32_t next[1] = {token};
-    logits = runner.append(next);
-    EXPECT_TRUE(logits) << logits.error();
-    if (!logits) break;
-  }
-  return run;
-}
-
-double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double max_abs = 0.0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    max_abs = std::max(max_abs, std::fabs(static_cast<double>(a[i]) - b[i]));
-  }
-  return max_abs;
-}
-
 TEST_F(LlamaGolden, SlowFloatActivationsFollowFloat64ReferenceTokenForToken) {
   cpu::CpuBackend precise(0, cpu::detect_isa(), cpu::ActivationPrecision::kFloat32);
   for (const nlohmann::json& c : (*goldens_)["cases"]) {
     const std::string name = c["name"];
     const std::vector<int32_t> expected = c["f64_generated_ids"];
-    const GreedyRun run = run_greedy(*model_, precise, c["prompt_ids"], expected.size());
+    const GreedyRun run = run_greedy(*model_, precise, c["prompt_ids"], expected.size(), 2048);
     const std::vector<float> reference = golden_logits(name, ".f64");
     const double max_abs = max_abs_difference(run.last_prompt_logits, reference);
     std::printf("[%s] float32 activations vs float64 reference: last-position logits max |diff| = %.5f\n", name.c_str(),
@@ -165,7 +136,7 @@ TEST_F(LlamaGolden, SlowQuantizedActivationsFollowLlamaCppUntilANearTie) {
     const std::string name = c["name"];
     const std::vector<int32_t> expected = c["generated_ids"];
     const std::vector<double> margins = c["generated_margins"];
-    const GreedyRun run = run_greedy(*model_, *backend_, c["prompt_ids"], expected.size());
+    const GreedyRun run = run_greedy(*model_, *backend_, c["prompt_ids"], expected.size(), 2048);
     const double max_abs = max_abs_difference(run.last_prompt_logits, golden_logits(name));
     EXPECT_LT(max_abs, 1.5) << name;
     // The same top-5, up to near-ties: each of our top five is within kNearTie of llama.cpp's
