@@ -149,7 +149,7 @@ Vocabulary make_vocabulary(const SynthConfig& c) {
 }  // namespace
 
 std::vector<std::string> synth_config_names() {
-  return {"smollm2-135m", "llama3-8b", "llama3-70b", "llama3-70b-1layer", "tiny", "gemma3-tiny"};
+  return {"smollm2-135m", "llama3-8b", "llama3-70b", "llama3-70b-1layer", "tiny", "gemma3-tiny", "gemma3-270m"};
 }
 
 Expected<SynthConfig> synth_config(std::string_view name) {
@@ -180,6 +180,13 @@ Expected<SynthConfig> synth_config(std::string_view name) {
     c.num_layers = 6, c.hidden_dim = 64, c.ffn_dim = 128, c.num_heads = 4, c.num_kv_heads = 1, c.head_dim = 32;
     c.vocab_size = 1024, c.context_length = 2048, c.rope_freq_base = 1000000.0f;
     c.sliding_window = 8;
+    c.tied_embeddings = true;
+  } else if (name == "gemma3-270m") {
+    // Gemma 3 270M's shape (google/gemma-3-270m): head_dim 256, one KV head, a 512-token window.
+    c.architecture = "gemma3";
+    c.num_layers = 18, c.hidden_dim = 640, c.ffn_dim = 2048, c.num_heads = 4, c.num_kv_heads = 1, c.head_dim = 256;
+    c.vocab_size = 262144, c.context_length = 32768, c.rope_freq_base = 1000000.0f;
+    c.sliding_window = 512;
     c.tied_embeddings = true;
   } else {
     std::string known;

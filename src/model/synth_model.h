@@ -17,7 +17,7 @@
 namespace folio {
 
 struct SynthConfig {
-  std::string name;  // smollm2-135m, llama3-8b, llama3-70b-1layer, tiny, gemma3-tiny
+  std::string name;  // smollm2-135m, llama3-8b, llama3-70b-1layer, tiny, gemma3-tiny, gemma3-270m
   int32_t num_layers = 0;
   int32_t hidden_dim = 0;
   int32_t ffn_dim = 0;
@@ -29,7 +29,7 @@ struct SynthConfig {
   bool llama3_rope_scaling = false;  // writes rope_freqs.weight (Llama 3.1: factor 8, 1 / 4)
   bool tied_embeddings = false;
   bool llama3_vocab = false;  // Llama-3 special tokens at 128000+; else SmolLM2's at 0..2
-  // Gemma 3's shape (gemma3-tiny): QK and post norms, GELU, and local layers of this window.
+  // Gemma 3's shape (gemma3-tiny, gemma3-270m): QK and post norms, GELU, and local layers of this window.
   std::string architecture = "llama";
   int32_t head_dim = 0;  // 0: hidden / heads
   int32_t sliding_window = 0;

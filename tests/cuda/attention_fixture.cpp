@@ -24,7 +24,8 @@ std::string AttentionProblem::describe() const {
   return "seqs=" + std::to_string(seqs.size()) + " q=" + std::to_string(min_q) + ".." + std::to_string(max_q) +
          " ctx=" + std::to_string(min_c) + ".." + std::to_string(max_c) + " h=" + std::to_string(num_heads) + "/" +
          std::to_string(num_kv_heads) + " d=" + std::to_string(head_dim) + " bs=" + std::to_string(block_size) +
-         (format == KvFormat::kFp16 ? "" : " " + std::string(kv_format_name(format)));
+         (format == KvFormat::kFp16 ? "" : " " + std::string(kv_format_name(format))) +
+         (window > 0 ? " window=" + std::to_string(window) : "");
 }
 
 void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
@@ -236,6 +237,7 @@ PagedAttentionArgs AttentionProblem::args() const {
   a.max_query_len = max_query_len;
   a.max_context_len = max_context_len;
   a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  a.window = window;
   return a;
 }
 
@@ -290,7 +292,8 @@ std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<
   auto worker = [&] {
     for (size_t i = next++; i < sequences.size(); i = next++) {
       const AttentionBatch batch{q.data(),    out.data(), static_cast<int32_t>(tokens.size()),
-                                 p.num_heads, scale,      std::span<const AttentionSequence>(&sequences[i], 1)};
+                                 p.num_heads, scale,      std::span<const AttentionSequence>(&sequences[i], 1),
+                                 p.window};
       cpu::paged_attention_reference(batch, cache);
     }
   };

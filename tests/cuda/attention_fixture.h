@@ -25,6 +25,7 @@ struct AttentionProblem {
   // fp8 / int8: the fp16 K/V rows are quantized on the host (kv/kv_quant.h) into kq/vq, which
   // are what the device holds; the reference reads the same bytes.
   KvFormat format = KvFormat::kFp16;
+  int32_t window = 0;  // sliding window (0: none), passed to the kernels and the reference
 
   // Host data.
   int32_t num_tokens = 0, num_blocks = 0, max_blocks_per_seq = 0, max_query_len = 0, max_context_len = 0;

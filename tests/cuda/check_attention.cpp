@@ -505,7 +505,40 @@ void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
   }
 }
 
+// Sliding windows (Gemma 3's local layers) and head_dim 256 through the dispatcher, which sends
+// them to the reference kernel: windows of 1 token, inside a block, across blocks and longer
+// than every context; decode rows, whole prompts, and chunks over cached context in one batch.
+// Against float64, which applies the same window (the CPU's reference).
+void check_windows(const Options& opt, std::mt19937_64& rng) {
+  const HeadConfig heads[] = {{256, 4, 1}, {256, 8, 2}, {64, 9, 3}, {32, 4, 1}};
+  const std::vector<SeqSpec> batch = {{1, 1}, {1, 700}, {300, 300}, {57, 1100}, {1, 9}, {16, 16}};
+  for (const HeadConfig& h : heads) {
+    for (int32_t bs : {16, 32}) {
+      for (int32_t window : {1, 7, 16, 40, 512, 4096}) {
+        AttentionProblem p = problem_for(h, bs);
+        p.seqs = batch;
+        p.window = window;
+        p.q_scale = 2.0f;
+        p.build(rng);
+        const PagedAttentionArgs args = p.args();
+        const std::vector<int32_t> sampled = sample_tokens_for_reference(p, rng);
+        std::future<std::vector<double>> ref_future =
+            std::async(std::launch::async, [&p, &sampled] { return reference_rows(p, sampled); });
+        p.d_out.poison();
+        const double ms = time_ms([&] { paged_attention(args, Workspace{}, opt.sm_count, nullptr); }, 0, 1);
+        sync_or_die("paged_attention (window)");
+        Outcome o = outcome_of("attention.window", p.describe(), rows_of(p.d_out.download(), p, sampled),
+                               ref_future.get(), kAtolRef, kRtolRef, ms);
+        o.note = "dispatcher (reference kernel) vs float64 (" + std::to_string(sampled.size()) + " rows)";
+        report(o);
+        if (opt.quick && window > 40) break;
+      }
+    }
+  }
+}
+
 Register r1("attention.decode", check_decode);
+Register r7("attention.window", check_windows);
 Register r6("attention.kv_formats", check_kv_formats);
 Register r2("attention.prefill", check_prefill);
 Register r3("attention.invariance", check_invariance);

@@ -273,11 +273,118 @@ void check_f16_to_bf16(const Options&, std::mt19937_64&) {
               std::to_string(wrong) + " differ from the host conversion; " + std::to_string(ms) + " ms");
 }
 
+// Gemma's row ops (gemma_row_ops.cu) against the CPU backend's.
+void check_geglu_tanh(const Options& opt, std::mt19937_64& rng) {
+  for (int64_t ffn : {2048, 6912}) {
+    for (int64_t n : {1, 33, 256}) {
+      if (opt.quick && n == 256) continue;
+      const std::vector<float> gate_up = random_floats(rng, n * 2 * ffn, 3.0f);
+      std::vector<float> gate(n * ffn), up(n * ffn), ref(n * ffn);
+      for (int64_t r = 0; r < n; ++r) {
+        std::memcpy(&gate[r * ffn], &gate_up[r * 2 * ffn], ffn * sizeof(float));
+        std::memcpy(&up[r * ffn], &gate_up[r * 2 * ffn + ffn], ffn * sizeof(float));
+      }
+      cpu_backend().geglu_tanh(gate.data(), up.data(), ref.data(), n * ffn);
+      DeviceBuffer<float> d_in(gate_up);
+      DeviceBuffer<uint16_t> d_out(n * ffn);
+      d_out.poison();
+      const double ms = time_ms([&] { geglu_tanh(d_in.get(), n, ffn, d_out.get(), nullptr); }, 0, 1);
+      sync_or_die("geglu_tanh");
+      report(outcome_of("geglu_tanh", "n=" + std::to_string(n) + " ffn=" + std::to_string(ffn),
+                        widen_bf16(d_out.download()), widen(ref), 1e-6, kBf16Rtol, ms));
+    }
+  }
+}
+
+// QK norm: every q and k head of the fp32 Q|K|V rows normed in place, v untouched (exact).
+void check_rms_norm_heads(const Options&, std::mt19937_64& rng) {
+  struct Case {
+    int32_t heads, kv_heads, head_dim;
+  };
+  for (const Case c : {Case{4, 1, 256}, Case{4, 1, 32}, Case{8, 4, 128}}) {
+    for (int64_t n : {1, 77}) {
+      const int64_t q_dim = int64_t{c.heads} * c.head_dim, kv_dim = int64_t{c.kv_heads} * c.head_dim;
+      const int64_t width = q_dim + 2 * kv_dim;
+      const std::vector<float> qkv = random_floats(rng, n * width, 2.0f);
+      const std::vector<float> q_weight = random_floats(rng, c.head_dim, 1.0f);
+      const std::vector<float> k_weight = random_floats(rng, c.head_dim, 1.0f);
+      const float eps = 1e-6f;
+      std::vector<float> ref = qkv;
+      for (int64_t t = 0; t < n; ++t) {
+        float* row = ref.data() + t * width;
+        cpu_backend().rms_norm(row, q_weight.data(), row, c.heads, c.head_dim, eps);
+        cpu_backend().rms_norm(row + q_dim, k_weight.data(), row + q_dim, c.kv_heads, c.head_dim, eps);
+      }
+      DeviceBuffer<float> d_qkv(qkv), d_qw(q_weight), d_kw(k_weight);
+      const double ms = time_ms(
+          [&] {
+            d_qkv.upload(qkv);
+            rms_norm_heads(d_qkv.get(), d_qw.get(), d_kw.get(), n, c.heads, c.kv_heads, c.head_dim, eps, nullptr);
+          },
+          0, 1);
+      sync_or_die("rms_norm_heads");
+      report(outcome_of("rms_norm_heads",
+                        "n=" + std::to_string(n) + " h=" + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
+                            " d=" + std::to_string(c.head_dim),
+                        widen(d_qkv.download()), widen(ref), 1e-6, 2e-6, ms));
+    }
+  }
+}
+
+// Post norm: residual += rms_norm(proj) * weight, all fp32.
+void check_rms_norm_into_residual(const Options&, std::mt19937_64& rng) {
+  for (int64_t dim : {640, 1152, 4096}) {
+    for (int64_t n : {1, 5, 128}) {
+      const std::vector<float> x = random_floats(rng, n * dim, 2.0f);
+      const std::vector<float> proj = random_floats(rng, n * dim, 3.0f);
+      const std::vector<float> weight = random_floats(rng, dim, 1.0f);
+      const float eps = 1e-6f;
+      std::vector<float> normed(n * dim), ref = x;
+      cpu_backend().rms_norm(proj.data(), weight.data(), normed.data(), n, dim, eps);
+      cpu_backend().add(ref.data(), normed.data(), n * dim);
+      DeviceBuffer<float> d_x(x), d_proj(proj), d_w(weight);
+      rms_norm_into_residual(d_x.get(), d_proj.get(), d_w.get(), n, dim, eps, nullptr);
+      sync_or_die("rms_norm_into_residual");
+      report(outcome_of("rms_norm_into_residual", "n=" + std::to_string(n) + " dim=" + std::to_string(dim),
+                        widen(d_x.download()), widen(ref), 1e-5, 2e-6));
+      report(outcome_of("rms_norm_into_residual.proj", "n=" + std::to_string(n) + " dim=" + std::to_string(dim),
+                        widen(d_proj.download()), widen(proj), 0.0, 0.0));
+    }
+  }
+}
+
+// Gemma's embedding scale, sqrt(hidden), applied in fp32 as the CPU does.
+void check_embed_scaled(const Options&, std::mt19937_64& rng) {
+  const int64_t vocab = 300, hidden = 640, n = 19;
+  const float scale = std::sqrt(static_cast<float>(hidden));
+  std::vector<uint16_t> table(vocab * hidden);
+  const std::vector<float> values = random_floats(rng, table.size(), 0.05f);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = to_bf16(values[i]);
+  std::vector<int32_t> tokens(n);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
+  for (int32_t& t : tokens) t = pick(rng);
+  DeviceBuffer<uint16_t> d_table(table);
+  DeviceBuffer<int32_t> d_tokens(tokens);
+  DeviceBuffer<float> d_out(n * hidden);
+  d_out.poison();
+  embed_rows(d_table.get(), vocab, hidden, d_tokens.get(), n, d_out.get(), nullptr, scale);
+  sync_or_die("embed_rows(scaled)");
+  std::vector<double> ref(n * hidden);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < hidden; ++i) ref[t * hidden + i] = from_bf16(table[tokens[t] * hidden + i]) * scale;
+  }
+  report(outcome_of("embed_rows(scaled)", "n=19 hidden=640 scale=sqrt(640)", widen(d_out.download()), ref, 0.0, 1e-7));
+}
+
 Register r0("f16_to_bf16", check_f16_to_bf16);
 Register r1("embed_rows", check_embed);
 Register r2("rms_norm", check_rms_norm);
 Register r3("swiglu", check_swiglu);
 Register r4("rope_write_kv", check_rope_write_kv);
+Register r5("geglu_tanh", check_geglu_tanh);
+Register r6("rms_norm_heads", check_rms_norm_heads);
+Register r7("rms_norm_into_residual", check_rms_norm_into_residual);
+Register r8("embed_rows_scaled", check_embed_scaled);
 
 }  // namespace
 }  // namespace folio::cuda::check

@@ -2,6 +2,7 @@
 // GPU benchmarks. Run by scripts/gpu-check on the GPU machine.
 //
 //   folio_cuda_e2e golden --model SmolLM2.gguf   CUDA vs CPU on the golden prompts
+//   folio_cuda_e2e golden --model M --prompt-lengths 9,700   ... on random prompts (synth models)
 //   folio_cuda_e2e engine [--model FILE]        batch invariance, prefix cache, preemption
 //   folio_cuda_e2e speculative [--model FILE]   greedy with speculation equals it off (pinned)
 //   folio_cuda_e2e bench --model llama3-8b.gguf  decode tok/s vs bandwidth, offline throughput

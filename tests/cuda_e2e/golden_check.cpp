@@ -1,11 +1,12 @@
 // CUDA vs CPU (float32 activations, the closest CPU path to exact) on the golden prompts of
-// tests/golden/model/smollm2_q4_1.json: relative error of the last prompt position's logits, and
+// tests/golden/model/smollm2_q4_1.json (or, --prompt-lengths 9,700, random prompts for synth models): relative error of the last prompt position's logits, and
 // 32 greedy tokens each; where they part, the CPU's top-2 margin at that step says whether it
 // was a near-tie (BF16 weights and activations move logits by ~1e-2).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "backend/cpu/cpu_backend.h"
@@ -56,10 +57,25 @@ int run_golden(const std::vector<std::string>& args) {
     std::fprintf(stderr, "golden: %s\n", loaded.error().c_str());
     return 2;
   }
-  std::ifstream in(goldens);
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json cases = nlohmann::json::parse(text.str())["cases"];
+  nlohmann::json cases = nlohmann::json::array();
+  const std::string lengths = arg_value(args, "--prompt-lengths", "");
+  if (lengths.empty()) {
+    std::ifstream in(goldens);
+    std::stringstream text;
+    text << in.rdbuf();
+    cases = nlohmann::json::parse(text.str())["cases"];
+  } else {
+    // Random-weight models (folio synth): prompts of random ids at the given lengths, longer
+    // than a sliding window where the model has one.
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int32_t> id(0, loaded->model->config().vocab_size - 1);
+    std::stringstream list(lengths);
+    for (std::string item; std::getline(list, item, ',');) {
+      std::vector<int32_t> ids(static_cast<size_t>(std::stoi(item)));
+      for (int32_t& t : ids) t = id(rng);
+      cases.push_back({{"name", "random" + item}, {"prompt_ids", ids}});
+    }
+  }
 
   cpu::CpuBackend backend(0, cpu::detect_isa(), cpu::ActivationPrecision::kFloat32);
   Tally tally;

@@ -38,6 +38,14 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
       !error.empty()) {
     return Status::error(error);
   }
+  // Windows and head_dim 256 attend on the reference kernel, which reads fp16 caches only.
+  const int32_t head_dim = weights.config().head_dim;
+  if ((weights.architecture().has_sliding_window() || (head_dim != 64 && head_dim != 128)) &&
+      options.kv_format != KvFormat::kFp16) {
+    return Status::error("cuda: " + weights.architecture().family + " (head_dim " + std::to_string(head_dim) +
+                         (weights.architecture().has_sliding_window() ? ", sliding windows" : "") +
+                         ") reads an fp16 KV cache only on the GPU so far: use --kv-cache-dtype fp16 (or auto)");
+  }
   std::unique_ptr<CudaExecutor> e(new CudaExecutor());
   e->options_ = options;
   if (Status s = cuda_status(cudaSetDevice(options.device), "selecting the device"); !s) return s;

@@ -1,13 +1,12 @@
 #include "backend/cuda/cuda_forward.h"
 
-#include <cstdlib>
-
 #include "backend/cuda/gather_rows.h"
 
 namespace folio::cuda {
 
 void CudaForward::embed() {
-  embed_rows(w_.embedding, c_.vocab_size, c_.hidden_dim, batch_.tokens, batch_.num_tokens, a_.x, stream_);
+  embed_rows(w_.embedding, c_.vocab_size, c_.hidden_dim, batch_.tokens, batch_.num_tokens, a_.x, stream_,
+             arch_.embedding_scale);
 }
 
 void CudaForward::norm(NormSite site, int32_t l) {
@@ -31,9 +30,16 @@ void CudaForward::rope_and_store_kv(int32_t l, const RopeSpec& spec) {
   }
 }
 
+void CudaForward::qk_norm(int32_t l) {
+  // In place in the fp32 Q|K|V rows, before rope_write_kv reads them (CudaModel::create
+  // refuses a QKV bias here: the CPU adds it before the norm, the RoPE kernel after).
+  rms_norm_heads(a_.qkv, layer(l).q_norm, layer(l).k_norm, batch_.num_tokens, c_.num_heads, c_.num_kv_heads,
+                 c_.head_dim, c_.rms_norm_eps, stream_);
+}
+
 void CudaForward::attend(int32_t l, float scale, int32_t window) {
-  (void)window;  // 0: CudaModel::create refuses sliding windows
   PagedAttentionArgs args;
+  args.window = window;
   args.q = a_.q;
   args.out = a_.attn;
   args.cache = kv_[static_cast<size_t>(l)];
@@ -60,23 +66,26 @@ void CudaForward::project_gate_up(int32_t l) {
                c_.hidden_dim, 0.0f, stream_);
 }
 
-void CudaForward::activate(int32_t l, Activation activation) {
-  (void)l;
-  (void)activation;  // SwiGLU: CudaModel::create refuses the others
-  swiglu(a_.gate_up, batch_.num_tokens, c_.ffn_dim, a_.act, stream_);
+void CudaForward::project_output(int32_t l) {
+  gemm_.matmul(a_.attn, layer(l).o, a_.proj, batch_.num_tokens, c_.hidden_dim, c_.q_dim(), 0.0f, stream_);
 }
 
-void CudaForward::qk_norm(int32_t) {
-  std::abort();
+void CudaForward::activate(int32_t l, Activation activation) {
+  (void)l;  // one activation for every layer of a model
+  if (activation == Activation::kGeGluTanh) {
+    geglu_tanh(a_.gate_up, batch_.num_tokens, c_.ffn_dim, a_.act, stream_);
+  } else {
+    swiglu(a_.gate_up, batch_.num_tokens, c_.ffn_dim, a_.act, stream_);
+  }
 }
-void CudaForward::project_output(int32_t) {
-  std::abort();
+
+void CudaForward::project_down(int32_t l) {
+  gemm_.matmul(a_.act, layer(l).down, a_.proj, batch_.num_tokens, c_.hidden_dim, c_.ffn_dim, 0.0f, stream_);
 }
-void CudaForward::project_down(int32_t) {
-  std::abort();
-}
-void CudaForward::post_norm_add(NormSite, int32_t) {
-  std::abort();
+
+void CudaForward::post_norm_add(NormSite site, int32_t l) {
+  const float* weight = site == NormSite::kAttentionOutput ? layer(l).post_attn_norm : layer(l).post_ffn_norm;
+  rms_norm_into_residual(a_.x, a_.proj, weight, batch_.num_tokens, c_.hidden_dim, c_.rms_norm_eps, stream_);
 }
 
 void CudaForward::project_down_add(int32_t l) {

@@ -46,6 +46,7 @@ struct CudaActivations {
   float* qkv = nullptr;              // (max_tokens, q_dim + 2 kv_dim) fp32
   uint16_t* q = nullptr;             // (max_tokens, q_dim) fp16, roped
   uint16_t* attn = nullptr;          // (max_tokens, q_dim) bf16
+  float* proj = nullptr;             // (max_tokens, hidden) fp32: O / down outputs before a post norm
   float* gate_up = nullptr;          // (max_tokens, 2 ffn) fp32
   uint16_t* act = nullptr;           // (max_tokens, ffn) bf16
   float* final_x = nullptr;          // (max_logit_rows, hidden) fp32, gathered rows
@@ -56,9 +57,18 @@ struct CudaActivations {
 
 class CudaForward {
  public:
-  CudaForward(const ModelConfig& config, const DeviceWeights& weights, CublasLtGemm& gemm, const CudaActivations& a,
-              int32_t sm_count, const DeviceBatch& batch, std::span<const KvLayerView> kv, cudaStream_t stream)
-      : c_(config), w_(weights), gemm_(gemm), a_(a), sm_count_(sm_count), batch_(batch), kv_(kv), stream_(stream) {}
+  CudaForward(const ModelConfig& config, const Architecture& arch, const DeviceWeights& weights, CublasLtGemm& gemm,
+              const CudaActivations& a, int32_t sm_count, const DeviceBatch& batch, std::span<const KvLayerView> kv,
+              cudaStream_t stream)
+      : c_(config),
+        arch_(arch),
+        w_(weights),
+        gemm_(gemm),
+        a_(a),
+        sm_count_(sm_count),
+        batch_(batch),
+        kv_(kv),
+        stream_(stream) {}
 
   void embed();
   void norm(NormSite site, int32_t layer);
@@ -69,8 +79,7 @@ class CudaForward {
   void project_gate_up(int32_t layer);
   void activate(int32_t layer, Activation activation);
   void project_down_add(int32_t layer);
-  // Gemma's steps: not on the GPU yet (CudaModel::create refuses an architecture that needs
-  // them, it says so), so these are never reached.
+  // Gemma's steps: the O and down GEMMs into proj, then the post norm adds it to x.
   void qk_norm(int32_t layer);
   void project_output(int32_t layer);
   void project_down(int32_t layer);
@@ -83,6 +92,7 @@ class CudaForward {
   const DeviceLayer& layer(int32_t l) const { return w_.layers[static_cast<size_t>(l)]; }
 
   const ModelConfig& c_;
+  const Architecture& arch_;
   const DeviceWeights& w_;
   CublasLtGemm& gemm_;
   const CudaActivations& a_;

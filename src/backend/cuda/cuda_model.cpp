@@ -25,15 +25,16 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
   m->sm_count_ = sm_count;
   const ModelConfig& c = m->config_;
   const Architecture& arch = m->architecture_;
-  if (arch.qk_norm || arch.post_norms || arch.activation != Activation::kSwiGlu || arch.embedding_scale != 1.0f ||
-      arch.has_sliding_window()) {
-    return Status::error("cuda: the " + arch.family +
-                         " architecture (sliding-window attention, QK and post norms, GELU) runs on the CPU only so "
-                         "far: use --device cpu");
-  }
-  if (c.head_dim != 64 && c.head_dim != 128) {
+  // Head sizes other than 64 / 128 and sliding windows run on the reference attention kernel
+  // (kernels.h), which covers 32..256.
+  if (c.head_dim % 32 != 0 || c.head_dim > 256) {
     return Status::error("cuda: head_dim " + std::to_string(c.head_dim) +
-                         " is not supported by the attention kernels (64 or 128)");
+                         " is not supported by the attention kernels (a multiple of 32 up to 256)");
+  }
+  if (arch.qk_norm && std::any_of(model.layers().begin(), model.layers().end(),
+                                  [](const LayerWeights& l) { return !l.q_bias.empty() || !l.k_bias.empty(); })) {
+    // The RoPE kernel adds the QKV bias, after the QK norm: right only without a bias.
+    return Status::error("cuda: QK norm together with a Q/K bias is not supported on the GPU: use --device cpu");
   }
   if (Status s = upload_weights(model, m->weights_, format, progress); !s) return s;
   Expected<std::unique_ptr<CublasLtGemm>> gemm = CublasLtGemm::create();
@@ -62,7 +63,8 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
     return at;
   };
   const size_t x_at = take(t * hidden * 4), normed_at = take(t * hidden * 2), qkv_at = take(t * qkv * 4),
-               q_at = take(t * q * 2), attn_at = take(t * q * 2), gate_up_at = take(t * 2 * ffn * 4),
+               q_at = take(t * q * 2), attn_at = take(t * q * 2),
+               proj_at = arch.post_norms ? take(t * hidden * 4) : SIZE_MAX, gate_up_at = take(t * 2 * ffn * 4),
                act_at = take(t * ffn * 2), final_x_at = take(r * hidden * 4), final_normed_at = take(r * hidden * 2),
                logits_at = take(r * c.vocab_size * 4), workspace_at = take(workspace);
   if (Status s = m->activation_memory_.allocate(size, "allocating activations"); !s) return s;
@@ -73,6 +75,7 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
   a.qkv = reinterpret_cast<float*>(base + qkv_at);
   a.q = reinterpret_cast<uint16_t*>(base + q_at);
   a.attn = reinterpret_cast<uint16_t*>(base + attn_at);
+  a.proj = proj_at == SIZE_MAX ? nullptr : reinterpret_cast<float*>(base + proj_at);
   a.gate_up = reinterpret_cast<float*>(base + gate_up_at);
   a.act = reinterpret_cast<uint16_t*>(base + act_at);
   a.final_x = reinterpret_cast<float*>(base + final_x_at);
@@ -95,11 +98,14 @@ Status CudaModel::tune_pinned_gemms(cudaStream_t stream, const std::function<voi
     float beta;  // as forward() calls it: O and down add into the residual stream
   };
   const CudaActivations& a = activations_;
+  // With post norms (Gemma) O and down write proj instead (beta = 0).
+  float* o_out = architecture_.post_norms ? a.proj : a.x;
+  const float o_beta = architecture_.post_norms ? 0.0f : 1.0f;
   const Shape shapes[] = {
       {a.normed, layer.qkv, a.qkv, t, qkv_dim, c.hidden_dim, 0.0f},
-      {a.attn, layer.o, a.x, t, c.hidden_dim, c.q_dim(), 1.0f},
+      {a.attn, layer.o, o_out, t, c.hidden_dim, c.q_dim(), o_beta},
       {a.normed, layer.gate_up, a.gate_up, t, 2 * static_cast<int64_t>(c.ffn_dim), c.hidden_dim, 0.0f},
-      {a.act, layer.down, a.x, t, c.hidden_dim, c.ffn_dim, 1.0f},
+      {a.act, layer.down, o_out, t, c.hidden_dim, c.ffn_dim, o_beta},
       {a.final_normed, weights_.output, a.logits, limits_.max_logit_rows, c.vocab_size, c.hidden_dim, 0.0f}};
   // Inputs of about 0.01 (bf16 0x3c3c): timings on live-looking values, not on zeros.
   if (Status s =

@@ -57,7 +57,7 @@ class CudaModel {
  private:
   CudaModel() = default;
   CudaForward bind(const DeviceBatch& batch, std::span<const KvLayerView> kv, cudaStream_t stream) {
-    return CudaForward(config_, weights_, *gemm_, activations_, sm_count_, batch, kv, stream);
+    return CudaForward(config_, architecture_, weights_, *gemm_, activations_, sm_count_, batch, kv, stream);
   }
 
   ModelConfig config_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_rows.h"
@@ -278,6 +279,7 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   const size_t rope_at = take_floats(model.rope_freq_factors().size());
   struct LayerOffsets {
     size_t attn_norm, qkv_bias, ffn_norm;
+    size_t q_norm = SIZE_MAX, k_norm = SIZE_MAX, post_attn_norm = SIZE_MAX, post_ffn_norm = SIZE_MAX;
     MatrixOffsets qkv, o, gate_up, down;
   };
   std::vector<LayerOffsets> offsets;
@@ -291,6 +293,10 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     o.ffn_norm = take_floats(hidden);
     o.gate_up = take_matrix(2 * ffn, hidden, format_of({&layer.gate, &layer.up}));
     o.down = take_matrix(hidden, ffn, format_of({&layer.down}));
+    if (!layer.q_norm.empty()) o.q_norm = take_floats(layer.q_norm.size());
+    if (!layer.k_norm.empty()) o.k_norm = take_floats(layer.k_norm.size());
+    if (!layer.post_attn_norm.empty()) o.post_attn_norm = take_floats(hidden);
+    if (!layer.post_ffn_norm.empty()) o.post_ffn_norm = take_floats(hidden);
     offsets.push_back(o);
     out.num_matrices += 4;
   }
@@ -356,6 +362,18 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     for (const std::function<Status()>& step : steps) {
       if (s = step(); !s) break;
     }
+    // Gemma's norms, where the layer has them.
+    const std::pair<const std::vector<float>*, size_t> norms[] = {{&w.q_norm, o.q_norm},
+                                                                  {&w.k_norm, o.k_norm},
+                                                                  {&w.post_attn_norm, o.post_attn_norm},
+                                                                  {&w.post_ffn_norm, o.post_ffn_norm}};
+    for (const auto& [values, at] : norms) {
+      if (s && at != SIZE_MAX) s = up.floats(*values, f32_at(at));
+    }
+    if (o.q_norm != SIZE_MAX) d.q_norm = f32_at(o.q_norm);
+    if (o.k_norm != SIZE_MAX) d.k_norm = f32_at(o.k_norm);
+    if (o.post_attn_norm != SIZE_MAX) d.post_attn_norm = f32_at(o.post_attn_norm);
+    if (o.post_ffn_norm != SIZE_MAX) d.post_ffn_norm = f32_at(o.post_ffn_norm);
     if (s && o.qkv_bias != SIZE_MAX) {
       // Missing parts of a partial bias are zeros.
       std::vector<float> bias(qkv_rows, 0.0f);

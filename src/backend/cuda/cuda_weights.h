@@ -28,6 +28,11 @@ struct DeviceLayer {
   const float* ffn_norm = nullptr;   // (hidden,)
   DeviceMatrix gate_up;              // (2 * ffn, hidden): rows of gate, then up
   DeviceMatrix down;                 // (hidden, ffn)
+  // Gemma 3 (Architecture::qk_norm, post_norms); null otherwise.
+  const float* q_norm = nullptr;          // (head_dim,)
+  const float* k_norm = nullptr;          // (head_dim,)
+  const float* post_attn_norm = nullptr;  // (hidden,)
+  const float* post_ffn_norm = nullptr;   // (hidden,)
 };
 
 struct DeviceWeights {

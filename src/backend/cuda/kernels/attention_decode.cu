@@ -113,6 +113,11 @@ void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
 }
 
 void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count, Stream stream) {
+  // The fast kernels know neither windows nor head_dim 256 yet: one warp per (token, head).
+  if (args.window > 0 || (args.cache.head_dim != 64 && args.cache.head_dim != 128)) {
+    paged_attention_reference(args, stream);
+    return;
+  }
   if (args.max_query_len <= 1) {
     paged_attention_decode(args, workspace, sm_count, stream);
     return;

@@ -1,7 +1,8 @@
 // The obviously-correct paged attention: one warp per (query token, head), keys visited one
 // at a time in position order, each lane holding head_dim / 32 dims of q and of the output.
 // The dot product is a warp sum, the softmax a scalar online softmax with expf. No shared
-// memory, no tiling, no tensor cores: a second opinion for the checker and a fallback.
+// memory, no tiling, no tensor cores: a second opinion for the checker, and the fallback for
+// what the fast kernels lack (sliding windows, head_dim 256).
 #include <cassert>
 #include <cmath>
 
@@ -54,7 +55,8 @@ __global__ void reference_kernel(const PagedAttentionArgs args) {
   }
   float running_max = -INFINITY;
   float running_sum = 0.0f;
-  for (int key = 0; key <= position; ++key) {
+  const int first_key = args.window > 0 ? max(0, position - args.window + 1) : 0;
+  for (int key = first_key; key <= position; ++key) {
     const int block = block_table[key / cache.block_size];
     const size_t slot = static_cast<size_t>(block) * cache.block_size + key % cache.block_size;
     const size_t base = slot * token_stride + static_cast<size_t>(kv_head) * head_dim;

@@ -15,7 +15,8 @@ using namespace detail;
 
 // --- embed ----------------------------------------------------------------------------------
 
-__global__ void embed_kernel(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens, float* out) {
+__global__ void embed_kernel(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens, float* out,
+                             float scale) {
   const int64_t t = blockIdx.x;
   const int32_t token = tokens[t];
   const bool valid = token >= 0 && token < vocab;
@@ -26,10 +27,10 @@ __global__ void embed_kernel(const uint16_t* table, int64_t vocab, int64_t hidde
     float4 hi = lo;
     if (valid) {
       const uint4 v = src[i];
-      lo = make_float4(bf16_bits_to_float(v.x & 0xffff), bf16_bits_to_float(v.x >> 16),
-                       bf16_bits_to_float(v.y & 0xffff), bf16_bits_to_float(v.y >> 16));
-      hi = make_float4(bf16_bits_to_float(v.z & 0xffff), bf16_bits_to_float(v.z >> 16),
-                       bf16_bits_to_float(v.w & 0xffff), bf16_bits_to_float(v.w >> 16));
+      lo = make_float4(bf16_bits_to_float(v.x & 0xffff) * scale, bf16_bits_to_float(v.x >> 16) * scale,
+                       bf16_bits_to_float(v.y & 0xffff) * scale, bf16_bits_to_float(v.y >> 16) * scale);
+      hi = make_float4(bf16_bits_to_float(v.z & 0xffff) * scale, bf16_bits_to_float(v.z >> 16) * scale,
+                       bf16_bits_to_float(v.w & 0xffff) * scale, bf16_bits_to_float(v.w >> 16) * scale);
     }
     dst[2 * i] = lo;
     dst[2 * i + 1] = hi;
@@ -232,10 +233,10 @@ __global__ void swiglu_kernel(const float* gate_up, int64_t n, int64_t ffn, uint
 }  // namespace
 
 void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens, int64_t n, float* out,
-                Stream stream) {
+                Stream stream, float scale) {
   assert(hidden % 8 == 0);
   if (n == 0) return;
-  embed_kernel<<<static_cast<unsigned>(n), 128, 0, stream>>>(table, vocab, hidden, tokens, out);
+  embed_kernel<<<static_cast<unsigned>(n), 128, 0, stream>>>(table, vocab, hidden, tokens, out, scale);
 }
 
 void rms_norm(float* residual, const float* add, const float* weight, uint16_t* out, int64_t n, int64_t dim, float eps,

@@ -30,10 +30,11 @@ using Stream = CUstream_st*;  // == cudaStream_t
 // data[i] = bf16(fp16 data[i]), rounded to nearest even. data: (n,) 16-bit words.
 void f16_to_bf16_inplace(uint16_t* data, int64_t n, Stream stream);
 
-// out[t] = table[tokens[t]] widened to fp32. Tokens outside [0, vocab) give a zero row.
-// table: (vocab, hidden) bf16; tokens: (n,); out: (n, hidden) fp32. hidden % 8 == 0.
+// out[t] = table[tokens[t]] widened to fp32, times scale (Gemma: sqrt(hidden)). Tokens outside
+// [0, vocab) give a zero row. table: (vocab, hidden) bf16; tokens: (n,); out: (n, hidden) fp32.
+// hidden % 8 == 0.
 void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens, int64_t n, float* out,
-                Stream stream);
+                Stream stream, float scale = 1.0f);
 
 // The fused "residual add, then RMS norm" between blocks:
 //   if add != null: residual += add (written back);  out = residual / rms(residual) * weight.
@@ -83,6 +84,20 @@ void kivi_seal_blocks(const KvLayerView& cache, const int32_t* seals, const int3
 // out: (n, ffn) bf16. ffn % 4 == 0.
 void swiglu(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream);
 
+// Gemma's row ops (gemma_row_ops.cu).
+// out = gelu_tanh(gate) * up, GELU's tanh approximation with tanhf as the CPU has it; shapes as
+// swiglu's.
+void geglu_tanh(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream);
+// QK norm, in place before RoPE: every q head of qkv's rows RMS-normed and multiplied by
+// q_weight, every k head by k_weight (v untouched). qkv: (n, (num_heads + 2 num_kv_heads) *
+// head_dim) fp32; weights: (head_dim,) fp32. head_dim % 32 == 0, <= 256. One warp per head.
+void rms_norm_heads(float* qkv, const float* q_weight, const float* k_weight, int64_t n, int32_t num_heads,
+                    int32_t num_kv_heads, int32_t head_dim, float eps, Stream stream);
+// Gemma's post norms: residual += rms_norm(proj) * weight. residual, proj: (n, dim) fp32;
+// weight: (dim,) fp32. dim % 4 == 0.
+void rms_norm_into_residual(float* residual, const float* proj, const float* weight, int64_t n, int64_t dim, float eps,
+                            Stream stream);
+
 // ---------------------------------------------------------------------------------------
 // Paged attention over the fp16 cache (layout in backend/attention_batch.h).
 //
@@ -110,6 +125,9 @@ struct PagedAttentionArgs {
   // query reads the blocks before its own sealed and its own block from that staging block,
   // and a prefill chunk finds the staging block of each block it covers through its rows.
   const int32_t* slot_mapping = nullptr;
+  // Sliding-window layers: a query at position p sees keys p - window + 1 .. p (0: all). Only
+  // the reference kernel reads windows so far; paged_attention routes windowed layers to it.
+  int32_t window = 0;
 };
 
 // Caller-provided scratch for split-KV decode, allocated once (never in the decode loop).
@@ -124,6 +142,8 @@ struct Workspace {
 //   max_query_len <= 1 (all decode) -> paged_attention_decode;
 //   else paged_attention_prefill over the query_len > 1 sequences, then paged_attention_decode
 //   over the query_len == 1 ones (each kernel skips the other's sequences on the device).
+// Windowed layers and head sizes other than 64 / 128 (Gemma 3: 256) go to
+// paged_attention_reference (fp16 caches only), until the fast kernels learn them.
 // `sm_count` is no longer used (kept for the callers). The workspace must hold
 // attention_workspace_bytes(...) for the maxima the caller will ever pass (attention_plan.h);
 // mixed batches use it too.
@@ -159,7 +179,8 @@ void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, Pref
                              PrefillKernel kernel = kDefaultPrefillKernel);
 
 // Obviously-correct reference: one warp per (query token, head), scalar online softmax in
-// fp32. Any head_dim % 32 == 0 up to 256. Slow; for checks and as a fallback.
+// fp32. Any head_dim % 32 == 0 up to 256, windows too, fp16 caches. Slow; for checks and as
+// the fallback of the shapes the fast kernels lack.
 void paged_attention_reference(const PagedAttentionArgs& args, Stream stream);
 
 // ---------------------------------------------------------------------------------------
