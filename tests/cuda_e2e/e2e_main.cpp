@@ -47,10 +47,12 @@ std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, int
 std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, const PoolFormat& pool, int32_t kv_blocks,
                                                   int32_t swap_blocks, int32_t max_num_seqs, int32_t max_batched_tokens,
                                                   bool graphs, const cuda::GemmPolicy& gemm) {
-  const int64_t block_bytes = kv_bytes_per_block(model.config(), pool.block_size, pool.format);
+  // The CUDA pool holds every layer in every block (no per-window block tables).
+  const int64_t block_bytes = kv_bytes_per_block(model.config(), pool.block_size, pool.format, false);
   const int64_t staging_bytes =
       static_cast<int64_t>(pool.num_staging) *
-      static_cast<int64_t>(kv_cache_shape(model.config(), 1, pool.block_size, pool.format).bytes_per_staging_block());
+      static_cast<int64_t>(
+          kv_cache_shape(model.config(), 1, pool.block_size, pool.format, 0, false).bytes_per_staging_block());
   cuda::CudaExecutorOptions options;
   options.kv_cache_bytes = kv_blocks * block_bytes + staging_bytes;
   options.swap_space_bytes = swap_blocks > 0 ? swap_blocks * block_bytes + staging_bytes : 0;
