@@ -85,7 +85,8 @@ int run_golden(const std::vector<std::string>& args) {
     const std::string name = c["name"];
     const std::vector<int32_t> prompt = c["prompt_ids"];
     const int32_t blocks = static_cast<int32_t>((prompt.size() + steps) / kBlock + 2);
-    cpu::CpuExecutor cpu_executor(*loaded->model, backend, blocks + 1, kBlock, 0);
+    // One block table for every layer, as run_greedy builds it (and as the CUDA pool is).
+    cpu::CpuExecutor cpu_executor(*loaded->model, backend, blocks + 1, kBlock, 0, KvFormat::kFp16, 0, false);
     // Sized for the whole prompt in one forward (the longest golden prompt has 1,184 tokens),
     // as the check feeds the executor directly, not through the engine's chunked prefill.
     const int32_t max_tokens = std::max<int32_t>(512, static_cast<int32_t>(prompt.size()));
