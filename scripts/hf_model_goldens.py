@@ -7,10 +7,15 @@ scripts/hf_test_models.py checks its torch-free directories against), and transf
 float32 forward on the golden prompts: the last position's logits (<case>.<dtype>.logits.f32)
 and 32 greedy tokens with the margin between the two best logits at each step.
 
+Gemma 3 270M (tests/golden/hf/gemma3/): the same for the Q4_K_M GGUF (scripts/fetch-model
+gemma3), in float32 only, on the Gemma goldens' prompts (two of them longer than the 512-token
+window).
+
 Tiny models (tests/golden/hf/tiny-*/): random weights at tiny shapes, saved by transformers
 (committed whole: a few hundred KB), covering what SmolLM2 does not: Llama 3 rope scaling and
 an untied head in float32, Qwen2's QKV biases with YaRN and tied embeddings in bfloat16,
-Mistral in float16. golden.json holds the prompt, the last logits, greedy tokens and margins,
+Mistral in float16, Gemma 3 with an 8-token window, linear RoPE scaling on its global layers and
+a query scale other than head_dim (what the 4B-27B checkpoints have) in bfloat16. golden.json holds the prompt, the last logits, greedy tokens and margins,
 and the rotary inverse frequencies transformers computes (folio derives its own from
 config.json).
 """
@@ -28,6 +33,7 @@ import hf_test_models as builder
 
 GOLDEN = builder.GOLDEN
 MODEL_GOLDEN = builder.REPO / "tests" / "golden" / "model" / "smollm2_q4_1.json"
+GEMMA_GOLDEN = builder.REPO / "tests" / "golden" / "model" / "gemma3_270m_q4_k_m.json"
 GREEDY_STEPS = 32
 
 
@@ -115,6 +121,43 @@ def smollm2(tmp):
     (out / "golden.json").write_text(json.dumps(golden, indent=1) + "\n")
 
 
+def gemma3(tmp):
+    from transformers import AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig
+
+    import hf_gemma3_dir
+
+    out = GOLDEN / "gemma3"
+    out.mkdir(parents=True, exist_ok=True)
+    gguf = builder.VOCABS["gemma3"]
+    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    config = loaded.config.to_dict()
+    config.pop("quantization_config", None)
+    model = Gemma3ForCausalLM(Gemma3TextConfig.from_dict(config)).to(torch.float32)
+    model.load_state_dict(loaded.state_dict(), strict=True)
+    model.eval()
+    saved = tmp / "gemma3-f32"
+    model.save_pretrained(str(saved))
+    digests = {"float32": tensor_digests(saved)}
+    (out / "tensors.json").write_text(json.dumps(digests, indent=1) + "\n")
+    shutil.copy(saved / "config.json", out / "config.float32.json")
+    shutil.copy(saved / "generation_config.json", out / "generation_config.json")
+    if builder.tensor_digests(hf_gemma3_dir.read_gemma3(gguf), "float32") != digests["float32"]:
+        raise SystemExit("make-hf-goldens: hf_gemma3_dir.py's tensors differ from transformers'")
+    log("the torch-free Gemma 3 directory holds transformers' tensors")
+
+    cases = json.loads(GEMMA_GOLDEN.read_text())["cases"]
+    golden = {"reference": f"transformers {__import__('transformers').__version__}, torch {torch.__version__}, "
+                           "float32 forward of the float32 directory", "cases": {}}
+    m = AutoModelForCausalLM.from_pretrained(str(saved), dtype=torch.float32).eval()
+    for case in cases:
+        logits, tokens, margins = greedy(m, case["prompt_ids"], GREEDY_STEPS)
+        logits.tofile(out / f"{case['name']}.float32.logits.f32")
+        golden["cases"][case["name"]] = {"prompt_ids": case["prompt_ids"],
+                                         "float32": {"generated_ids": tokens, "generated_margins": margins}}
+        log(f"gemma3 {case['name']}: {len(case['prompt_ids'])} prompt tokens")
+    (out / "golden.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
 def randomize(model, seed):
     """Weights large enough for clear argmaxes, biases and norms not at their initial values."""
     g = torch.Generator().manual_seed(seed)
@@ -129,7 +172,7 @@ def randomize(model, seed):
 
 
 def tiny_models():
-    from transformers import LlamaConfig, MistralConfig, Qwen2Config
+    from transformers import Gemma3TextConfig, LlamaConfig, MistralConfig, Qwen2Config
 
     common = dict(vocab_size=320, hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5)
@@ -146,6 +189,15 @@ def tiny_models():
         "tiny-mistral": (MistralConfig(**common, tie_word_embeddings=False, sliding_window=4096,
                                        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
                          torch.float16),
+        # Six layers, a global one every third; 16-wide heads and a query scale of 24.
+        "tiny-gemma3": (Gemma3TextConfig(**{**common, "num_hidden_layers": 6}, head_dim=16, sliding_window=8,
+                                         layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+                                         query_pre_attn_scalar=24, tie_word_embeddings=False,
+                                         rope_parameters={
+                                             "full_attention": {"rope_type": "linear", "factor": 4.0,
+                                                                "rope_theta": 1000000.0},
+                                             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+                        torch.bfloat16),
     }
 
 
@@ -163,8 +215,13 @@ def tiny():
         rng = np.random.default_rng(seed + 7)
         prompt = [int(x) for x in rng.integers(0, config.vocab_size, 24)]
         logits, tokens, margins = greedy(m, prompt, 16)
-        inv_freq = m.model.rotary_emb.inv_freq.double().tolist()
-        scaling = float(getattr(m.model.rotary_emb, "attention_scaling", 1.0))
+        rotary = m.model.rotary_emb
+        # Gemma 3 keeps one set of frequencies per layer type (the global layers').
+        inv_freq = getattr(rotary, "inv_freq", None)
+        if inv_freq is None:
+            inv_freq = getattr(rotary, "full_attention_inv_freq")
+        inv_freq = inv_freq.double().tolist()
+        scaling = float(getattr(rotary, "attention_scaling", getattr(rotary, "full_attention_attention_scaling", 1.0)))
         (out / "golden.json").write_text(json.dumps({
             "dtype": str(dtype).removeprefix("torch."), "prompt_ids": prompt, "last_logits": logits.tolist(),
             "generated_ids": tokens, "generated_margins": margins, "inv_freq": inv_freq,
@@ -173,6 +230,11 @@ def tiny():
 
 
 def main(inputs):
+    parts = set(sys.argv[2:]) or {"smollm2", "gemma3", "tiny"}
     with tempfile.TemporaryDirectory() as tmp:
-        smollm2(Path(tmp))
-    tiny()
+        if "smollm2" in parts:
+            smollm2(Path(tmp))
+        if "gemma3" in parts:
+            gemma3(Path(tmp))
+    if "tiny" in parts:
+        tiny()

@@ -6,6 +6,8 @@
   OUT/smollm2-bf16/           the same in bfloat16
   OUT/smollm2-bf16-sharded/   the same in three shards with model.safetensors.index.json
   OUT/smollm2-bf16.gguf       the bfloat16 weights as a GGUF (for the bit-identical check)
+  OUT/gemma3-f32/             Gemma 3 270M as a Hugging Face directory, float32
+                              (scripts/hf_gemma3_dir.py)
 
 Tokenizers: transformers' own GGUF -> tokenizer.json converter on the vocabularies
 scripts/fetch-model downloads (transformers reads GGUF metadata through a module that imports
@@ -47,6 +49,7 @@ VOCABS = {
     "llama-bpe": MODELS / "vocab" / "ggml-vocab-llama-bpe.gguf",
     "qwen2": MODELS / "vocab" / "ggml-vocab-qwen2.gguf",
     "llama-spm": MODELS / "vocab" / "ggml-vocab-llama-spm.gguf",
+    "gemma3": MODELS / "gemma-3-270m-q4_k_m.gguf",
 }
 LITELLM = ("litellm==1.110.2", "9d94d1c7d524b6fd10c14f9c8c6c4f0ac31705f9964ac59dcfd8337c046d8917")
 LITELLM_FILES = {"anthropic": "anthropic_tokenizer.json", "deepseek": "deepseek_tokenizer.json"}
@@ -102,7 +105,7 @@ def import_transformers_gguf_reader():
 # which transformers reads with torch); scripts/make-hf-goldens.py checks that AutoTokenizer's
 # files and these are the same bytes.
 TOKENIZER_CLASS = {"smollm2": "TokenizersBackend", "llama-bpe": "TokenizersBackend", "qwen2": "Qwen2Tokenizer",
-                   "llama-spm": "TokenizersBackend"}
+                   "llama-spm": "TokenizersBackend", "gemma3": "GemmaTokenizer"}
 
 
 def convert_vocab(name, gguf_path, out_dir):
@@ -196,6 +199,7 @@ def tokenizer_variants():
         "llama-spm-metaspace": ("llama-spm", metaspace_always),
         "added-tokens": ("smollm2", added),
         "split-behaviors": ("smollm2", splits),
+        "gemma3": ("gemma3", None),
     }
 
 
@@ -368,6 +372,11 @@ def build_models(out):
 
     write_bf16_gguf(reader, tensors, origin, heads, out / "smollm2-bf16.gguf")
 
+    import hf_gemma3_dir  # noqa: PLC0415 - beside this script
+
+    hf_gemma3_dir.build(sys.modules[__name__], out, VOCABS["gemma3"], GOLDEN / "gemma3",
+                        REPO / "tests" / "golden" / "chat" / "gemma-3-it.jinja")
+
 
 def write_bf16_gguf(reader, tensors, origin, heads, path):
     """The default model's metadata with every tensor as bfloat16 (norms too): the same numbers
@@ -412,8 +421,9 @@ def main():
     args = parser.parse_args()
     out = args.out
     stamp = out / ".stamp"
-    digests = GOLDEN / "smollm2" / "tensors.json"
-    want = sha256_bytes(Path(__file__).read_bytes() + (digests.read_bytes() if digests.exists() else b""))
+    inputs = [Path(__file__), REPO / "scripts" / "hf_gemma3_dir.py", GOLDEN / "smollm2" / "tensors.json",
+              GOLDEN / "gemma3" / "tensors.json"]
+    want = sha256_bytes(b"".join(p.read_bytes() for p in inputs if p.exists()))
     if args.only is None and stamp.exists() and stamp.read_text() == want:
         log(f"{out} is up to date")
         return

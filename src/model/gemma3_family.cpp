@@ -22,10 +22,12 @@ Architecture describe_gemma3_family(const ModelConfig& config) {
       layer.sliding_window = config.layer_window(l);
     }
   }
-  // Gemma scales queries by query_pre_attn_scalar^-1/2, which is head_dim for every Gemma 3 but
-  // the 27B (62 layers: hidden / heads), as llama.cpp and transformers' configs have it.
-  const float scalar = config.num_layers == 62 ? static_cast<float>(config.hidden_dim) / config.num_heads
-                                               : static_cast<float>(config.head_dim);
+  // Gemma scales queries by query_pre_attn_scalar^-1/2. A Hugging Face config gives it; a GGUF
+  // does not, and it is head_dim for every Gemma 3 but the 27B (62 layers: hidden / heads), as
+  // llama.cpp and transformers' configs have it.
+  const float scalar = config.query_pre_attn_scalar > 0.0f ? config.query_pre_attn_scalar
+                       : config.num_layers == 62           ? static_cast<float>(config.hidden_dim) / config.num_heads
+                                                           : static_cast<float>(config.head_dim);
   arch.attention_scale = 1.0f / std::sqrt(scalar);
   arch.embedding_scale = std::sqrt(static_cast<float>(config.hidden_dim));
   arch.activation = Activation::kGeGluTanh;

@@ -121,6 +121,39 @@ std::vector<float> interleave_head_halves(const std::vector<float>& bias, int32_
   return out;
 }
 
+// Gemma's RMS norms multiply by (1 + weight) and store the weight; the recipe multiplies by
+// what it is given (GGUF files store the sum), so the one is added here, in float32 as
+// transformers adds it.
+void add_one(std::vector<float>& norm) {
+  for (float& w : norm) w += 1.0f;
+}
+
+// Gemma 3's layer tensors: norms on both sides of attention and of the MLP, q and k normed per
+// head (every norm stored as Gemma stores it, see add_one).
+Status load_gemma3_layer(const Loader& load, const ModelConfig& c, const std::string& p, LayerWeights& layer) {
+  const int64_t hidden = c.hidden_dim;
+  for (const Status& step : {load.vector(p + "input_layernorm.weight", hidden, layer.attn_norm),
+                             load.matrix(p + "self_attn.q_proj", c.q_dim(), hidden, layer.q),
+                             load.matrix(p + "self_attn.k_proj", c.kv_dim(), hidden, layer.k),
+                             load.matrix(p + "self_attn.v_proj", c.kv_dim(), hidden, layer.v),
+                             load.matrix(p + "self_attn.o_proj", hidden, c.q_dim(), layer.o),
+                             load.vector(p + "self_attn.q_norm.weight", c.head_dim, layer.q_norm),
+                             load.vector(p + "self_attn.k_norm.weight", c.head_dim, layer.k_norm),
+                             load.vector(p + "post_attention_layernorm.weight", hidden, layer.post_attn_norm),
+                             load.vector(p + "pre_feedforward_layernorm.weight", hidden, layer.ffn_norm),
+                             load.vector(p + "post_feedforward_layernorm.weight", hidden, layer.post_ffn_norm),
+                             load.matrix(p + "mlp.gate_proj", c.ffn_dim, hidden, layer.gate),
+                             load.matrix(p + "mlp.up_proj", c.ffn_dim, hidden, layer.up),
+                             load.matrix(p + "mlp.down_proj", hidden, c.ffn_dim, layer.down)}) {
+    if (!step) return step;
+  }
+  for (std::vector<float>* norm :
+       {&layer.attn_norm, &layer.q_norm, &layer.k_norm, &layer.post_attn_norm, &layer.ffn_norm, &layer.post_ffn_norm}) {
+    add_one(*norm);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<ModelWeights>> ModelWeights::load_hf(const HfCheckpoint& checkpoint, const HfModelConfig& hf,
@@ -147,11 +180,17 @@ Expected<std::unique_ptr<ModelWeights>> ModelWeights::load_hf(const HfCheckpoint
   }
   if (Status s = load.vector("model.norm.weight", hidden, model->output_norm_); !s) return s;
   model->rope_freq_factors_ = hf.rope_freq_factors;
+  const bool gemma = c.architecture == "gemma3";
+  if (gemma) add_one(model->output_norm_);
 
   model->layers_.resize(static_cast<size_t>(c.num_layers));
   for (int32_t i = 0; i < c.num_layers; ++i) {
     LayerWeights& layer = model->layers_[static_cast<size_t>(i)];
     const std::string p = "model.layers." + std::to_string(i) + ".";
+    if (gemma) {
+      if (Status s = load_gemma3_layer(load, c, p, layer); !s) return s;
+      continue;
+    }
     for (const Status& step :
          {load.vector(p + "input_layernorm.weight", hidden, layer.attn_norm),
           load.matrix(p + "self_attn.q_proj", c.q_dim(), hidden, layer.q, interleave ? c.num_heads : 0),

@@ -37,6 +37,9 @@ struct ModelConfig {
   int32_t sliding_window = 0;
   int32_t sliding_window_pattern = 0;
   float rope_local_freq_base = 10000.0f;
+  // Gemma: queries are scaled by query_pre_attn_scalar^-1/2 (0: the family's rule for GGUF
+  // files, which do not carry it).
+  float query_pre_attn_scalar = 0.0f;
 
   static Expected<ModelConfig> from_gguf(const GgufFile& file);
   int32_t q_dim() const { return num_heads * head_dim; }

@@ -63,7 +63,7 @@ std::string ids_text(const std::vector<int32_t>& ids) {
 
 const std::vector<std::string> kVariants = {
     "smollm2",          "smollm2-digits",      "llama-bpe",    "llama-bpe-bos",   "qwen2",     "qwen2-nfc", "llama-spm",
-    "llama-spm-legacy", "llama-spm-metaspace", "added-tokens", "split-behaviors", "anthropic", "deepseek"};
+    "llama-spm-legacy", "llama-spm-metaspace", "added-tokens", "split-behaviors", "anthropic", "deepseek",  "gemma3"};
 
 class HfTokenizerGolden : public ::testing::TestWithParam<std::string> {};
 
