@@ -64,8 +64,6 @@ int run(const BenchOptions& options) {
   // One sequence: its partial block and the blocks one batch of -b tokens fills.
   request.kv.num_staging_blocks = (kv_staging_blocks_for(1, options.batch, request.kv.block_size) + 1) *
                                   kv_groups_of(config).num_groups();  // in every block-table group
-  // The CUDA executor keeps every layer in every block (one block table): size it so.
-  request.kv.release_window_blocks = request.device != "cuda";
   request.kv.kv_cache_bytes = kv_bytes_for_tokens(config, request.kv, max_tokens);
   request.kv_size_given = true;
   request.max_num_batched_tokens = options.batch;

@@ -175,7 +175,7 @@ ExecutorRequest to_executor_request(const EngineOptions& options, const EngineCo
   request.kv.format = kv_format_of(options.device);
   request.kv.block_size = options.block_size > 0 ? options.block_size : kv_default_block_size(request.kv.format);
   request.kv.swap_space_bytes = static_cast<int64_t>(options.swap_space_gib * 1024.0 * 1024.0 * 1024.0);
-  request.kv.release_window_blocks = !options.keep_window_blocks && request.device != "cuda";  // CUDA: one table
+  request.kv.release_window_blocks = !options.keep_window_blocks;
   request.kv.max_num_seqs = config.scheduler.max_num_seqs;  // for the residual formats' staging
   request.kv.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
   request.kv_size_given = options.kv_cache_memory_option != nullptr && options.kv_cache_memory_option->count() > 0;

@@ -38,8 +38,6 @@ ExecutorRequest perplexity_executor(const PerplexityOptions& options, const Mode
   request.kv.num_staging_blocks =
       (kv_staging_blocks_for(1, request.max_num_batched_tokens, request.kv.block_size) + 1) *
       kv_groups_of(config).num_groups();  // in every block-table group
-  // The CUDA executor keeps every layer in every block (one block table): size it so.
-  request.kv.release_window_blocks = request.device != "cuda";
   request.kv.kv_cache_bytes = kv_bytes_for_tokens(config, request.kv, options.context);
   request.kv_size_given = true;
   request.max_num_seqs = 1;

@@ -29,12 +29,16 @@ std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, int
                                                   int32_t max_num_seqs = 64, int32_t max_batched_tokens = 512,
                                                   bool graphs = true, const cuda::GemmPolicy& gemm = {});
 
-// The KV format's shape of the pool: kv_blocks blocks of block_size tokens in `format`, and for
-// a residual format (KIVI) num_staging staging blocks on the device and as many for swap.
+// The KV format's shape of the pool: the memory of kv_blocks blocks of block_size tokens of
+// every layer in `format`, and for a residual format (KIVI) num_staging staging blocks on the
+// device and as many for swap. release_window_blocks: a sliding-window model's layers in
+// block-table groups (kv/kv_groups.h; its pool then has num_groups times the blocks, each
+// holding a group's layers), as the engine runs them; false: one table, as run_greedy builds.
 struct PoolFormat {
   KvFormat format = KvFormat::kFp16;
   int32_t block_size = 16;
   int32_t num_staging = 0;
+  bool release_window_blocks = false;
 };
 std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, const PoolFormat& pool, int32_t kv_blocks,
                                                   int32_t swap_blocks, int32_t max_num_seqs, int32_t max_batched_tokens,

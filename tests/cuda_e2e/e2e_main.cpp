@@ -47,7 +47,7 @@ std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, int
 std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, const PoolFormat& pool, int32_t kv_blocks,
                                                   int32_t swap_blocks, int32_t max_num_seqs, int32_t max_batched_tokens,
                                                   bool graphs, const cuda::GemmPolicy& gemm) {
-  // The CUDA pool holds every layer in every block (no per-window block tables).
+  // kv_blocks blocks of every layer's K/V, whatever the grouping (the same memory either way).
   const int64_t block_bytes = kv_bytes_per_block(model.config(), pool.block_size, pool.format, false);
   const int64_t staging_bytes =
       static_cast<int64_t>(pool.num_staging) *
@@ -59,6 +59,7 @@ std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, con
   options.block_size = pool.block_size;
   options.kv_format = pool.format;
   options.num_staging_blocks = pool.num_staging;
+  options.release_window_blocks = pool.release_window_blocks;
   options.max_num_seqs = max_num_seqs;
   options.max_num_batched_tokens = max_batched_tokens;
   options.cuda_graphs = graphs;

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +49,7 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
   }
   std::unique_ptr<CudaExecutor> e(new CudaExecutor());
   e->options_ = options;
+  e->groups_ = kv_groups_of(weights.config(), options.release_window_blocks);
   if (Status s = cuda_status(cudaSetDevice(options.device), "selecting the device"); !s) return s;
   cudaDeviceProp props{};
   if (Status s = cuda_status(cudaGetDeviceProperties(&props, options.device), "device properties"); !s) return s;
@@ -105,26 +107,28 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
 Status CudaExecutor::allocate_step_buffers() {
   const CudaModelLimits& limits = model_->limits();
   const ModelConfig& c = model_->config();
-  // Static inputs: the small arrays first and the block table last, so that one copy of a
+  // Static inputs: the small arrays first and the block tables last, so that one copy of a
   // prefix moves a whole step's inputs. A pass of n tokens fills at most n / block_size + 1
-  // blocks of each sequence: that bounds the seal list.
+  // blocks of each sequence: that bounds the seal list. Every block-table group has its own
+  // slots (the last of the small arrays) and tables.
   const size_t t = static_cast<size_t>(limits.max_tokens);
   const size_t seqs = static_cast<size_t>(limits.max_seqs);
+  const size_t groups = static_cast<size_t>(groups_.num_groups());
   max_seals_ =
       kv_format_has_residual(options_.kv_format) ? limits.max_tokens / options_.block_size + limits.max_seqs : 0;
-  tables_offset_ = 4 * t + 2 * seqs + 2 + 2 * static_cast<size_t>(max_seals_);
-  inputs_bytes_ = 4 * tables_offset_ + 4 * seqs * static_cast<size_t>(max_blocks_per_seq_);
+  tables_offset_ = 3 * t + 2 * seqs + 2 + 2 * static_cast<size_t>(max_seals_) + groups * t;
+  inputs_bytes_ = 4 * tables_offset_ + 4 * groups * seqs * static_cast<size_t>(max_blocks_per_seq_);
   if (Status s = inputs_.allocate(inputs_bytes_, "step inputs"); !s) return s;
   if (Status s = staging_.allocate(inputs_bytes_, "step staging"); !s) return s;
   int32_t* base = inputs_.get<int32_t>();
   d_tokens_ = base;
   d_positions_ = base + t;
-  d_slots_ = base + 2 * t;
-  d_logit_rows_ = base + 3 * t;
-  d_cu_query_starts_ = base + 4 * t;
-  d_context_lens_ = base + 4 * t + seqs + 1;
-  d_num_seals_ = base + 4 * t + 2 * seqs + 1;
+  d_logit_rows_ = base + 2 * t;
+  d_cu_query_starts_ = base + 3 * t;
+  d_context_lens_ = base + 3 * t + seqs + 1;
+  d_num_seals_ = base + 3 * t + 2 * seqs + 1;
   d_seals_ = d_num_seals_ + 1;
+  d_slots_ = d_seals_ + 2 * static_cast<size_t>(max_seals_);
   d_block_tables_ = base + tables_offset_;
   // One logit row per sequence at most (the last token of each), so max_seqs rows, not
   // max_tokens: at 8192 tokens and a 128k vocabulary that would be 4 GB of pinned memory.
@@ -155,9 +159,10 @@ Status CudaExecutor::allocate_step_buffers() {
 Status CudaExecutor::allocate_kv(size_t total_memory) {
   const ModelConfig& c = model_->config();
   block_bytes_ = kv_block_bytes(options_.kv_format, options_.block_size, c.num_kv_heads, c.head_dim);
-  // One block table per sequence here (the CUDA model refuses sliding-window families): every
-  // layer in every block.
-  const int64_t bytes_per_block = kv_bytes_per_block(c, options_.block_size, options_.kv_format, false);
+  // A block holds one group's layer slots (every layer with one group).
+  const int64_t bytes_per_block =
+      kv_bytes_per_block(c, options_.block_size, options_.kv_format, options_.release_window_blocks);
+  const size_t num_slots = static_cast<size_t>(groups_.num_slots);
   int64_t budget = options_.kv_cache_bytes;
   if (budget <= 0) {
     size_t free_bytes = 0, total = 0;
@@ -187,7 +192,7 @@ Status CudaExecutor::allocate_kv(size_t total_memory) {
   num_blocks_ = kv_blocks_for_budget(budget, bytes_per_block) - (options_.kv_cache_bytes > 0 ? 0 : 1);
   num_blocks_ = std::max(num_blocks_, 2);
   layer_bytes_ = align256(block_bytes_ * static_cast<size_t>(num_blocks_));
-  const size_t pool = 2 * static_cast<size_t>(c.num_layers) * layer_bytes_;
+  const size_t pool = 2 * num_slots * layer_bytes_;
   if (Status s = kv_pool_.allocate(pool, "allocating the KV pool"); !s) return s;
   // Zeros: the null block 0 is what padded decode rows read.
   if (Status s = cuda_status(cudaMemset(kv_pool_.get(), 0, pool), "clearing the KV pool"); !s) return s;
@@ -201,9 +206,13 @@ Status CudaExecutor::allocate_kv(size_t total_memory) {
     stats_.kv_pool_bytes += static_cast<int64_t>(staging);
   }
   auto* staging = kv_staging_.get<uint8_t>();
+  // Residual formats keep one group (create() allows them for models without windows only), so
+  // a layer's slot is the layer and the staging blocks stay per layer.
+  assert(num_staging_ == 0 || groups_.num_groups() == 1);
   for (int32_t l = 0; l < c.num_layers; ++l) {
-    KvLayerView view{base + (2 * l) * layer_bytes_,
-                     base + (2 * l + 1) * layer_bytes_,
+    const size_t slot = static_cast<size_t>(groups_.layer_slot[static_cast<size_t>(l)]);
+    KvLayerView view{base + (2 * slot) * layer_bytes_,
+                     base + (2 * slot + 1) * layer_bytes_,
                      num_blocks_,
                      options_.block_size,
                      c.num_kv_heads,
@@ -254,11 +263,13 @@ const ModelConfig& CudaExecutor::config() const {
 }
 
 KvPoolLayout CudaExecutor::kv_pool() const {
-  KvPoolLayout layout{num_blocks_, options_.block_size, num_host_blocks_,
-                      kv_bytes_per_block(model_->config(), options_.block_size, options_.kv_format, false),
-                      options_.kv_format};
+  KvPoolLayout layout{
+      num_blocks_, options_.block_size, num_host_blocks_,
+      kv_bytes_per_block(model_->config(), options_.block_size, options_.kv_format, options_.release_window_blocks),
+      options_.kv_format};
   layout.num_staging_blocks = num_staging_;
   layout.num_host_staging_blocks = num_host_staging_;
+  if (groups_.num_groups() > 1) layout.group_windows = groups_.windows;
   return layout;
 }
 
@@ -352,9 +363,10 @@ void CudaExecutor::set_gemm_policy(const GemmPolicy& policy) {
 }
 
 void CudaExecutor::copy_blocks(std::span<const BlockCopy> copies) {
-  // A block is 2 * num_layers pieces, one per layer and K/V half, a layer apart on the device
-  // and back to back in a host block: one strided 2-D copy each.
-  const size_t pieces = 2 * kv_layers_.size();
+  // A block is 2 * num_slots pieces, one per layer slot and K/V half, a slot apart on the device
+  // and back to back in a host block: one strided 2-D copy each. (Staging blocks exist with one
+  // group only, where slots are layers.)
+  const size_t pieces = 2 * static_cast<size_t>(groups_.num_slots);
   auto* device = kv_pool_.get<uint8_t>();
   auto* host = host_pool_.get<uint8_t>();
   const size_t host_block = pieces * block_bytes_;
@@ -415,13 +427,18 @@ DeviceBatch CudaExecutor::upload(const ForwardBatch& batch, int32_t padded_seqs,
   int32_t* s = staging_.get<int32_t>();
   int32_t* tokens = s;
   int32_t* positions = s + t;
-  int32_t* slots = s + 2 * t;
-  int32_t* logit_rows = s + 3 * t;
-  int32_t* cu = s + 4 * t;
-  int32_t* context = s + 4 * t + seqs + 1;
-  int32_t* num_seals = s + 4 * t + 2 * seqs + 1;
+  int32_t* logit_rows = s + 2 * t;
+  int32_t* cu = s + 3 * t;
+  int32_t* context = s + 3 * t + seqs + 1;
+  int32_t* num_seals = s + 3 * t + 2 * seqs + 1;
   int32_t* seals = num_seals + 1;
-  int32_t* tables = s + tables_offset_;
+  int32_t* slots = seals + 2 * static_cast<size_t>(max_seals_);  // (num_groups, t)
+  int32_t* tables = s + tables_offset_;                          // (num_groups, padded_seqs, table_width)
+  const int32_t num_groups = groups_.num_groups();
+  const size_t group_tables = static_cast<size_t>(padded_seqs) * table_width;
+  if (static_cast<int32_t>(batch.more_kv_groups.size()) != num_groups - 1) {
+    cuda_fail("CudaExecutor::execute", __FILE__, __LINE__, "the batch's block-table groups are not the pool's");
+  }
   // More seals than the list holds cannot happen (allocate_step_buffers bounds them).
   *num_seals = static_cast<int32_t>(batch.seals.size());
   for (size_t i = 0; i < batch.seals.size(); ++i) {
@@ -430,29 +447,38 @@ DeviceBatch CudaExecutor::upload(const ForwardBatch& batch, int32_t padded_seqs,
   }
   std::copy(batch.tokens.begin(), batch.tokens.end(), tokens);
   std::copy(batch.positions.begin(), batch.positions.end(), positions);
-  std::copy(batch.slot_mapping.begin(), batch.slot_mapping.end(), slots);
   std::copy(batch.logit_rows.begin(), batch.logit_rows.end(), logit_rows);
   int32_t max_query = 0, max_context = 0;
-  std::fill(tables, tables + static_cast<size_t>(padded_seqs) * table_width, 0);
+  std::fill(tables, tables + num_groups * group_tables, 0);
+  for (int32_t g = 0; g < num_groups; ++g) {
+    const auto& group_slots =
+        g == 0 ? batch.slot_mapping : batch.more_kv_groups[static_cast<size_t>(g - 1)].slot_mapping;
+    std::copy(group_slots.begin(), group_slots.end(), slots + g * t);
+    for (int32_t p = 0; p < pad; ++p) slots[g * t + static_cast<size_t>(batch.num_tokens() + p)] = -1;
+  }
   for (int32_t i = 0; i < num_seqs; ++i) {
     const AttentionSequence& seq = batch.sequences[static_cast<size_t>(i)];
     cu[i] = seq.query_start;
     context[i] = seq.context_len;
     max_query = std::max(max_query, seq.query_len);
     max_context = std::max(max_context, seq.context_len);
-    std::copy(seq.block_table.begin(), seq.block_table.end(), tables + static_cast<size_t>(i) * table_width);
+    for (int32_t g = 0; g < num_groups; ++g) {
+      const std::span<const int32_t> table =
+          g == 0 ? seq.block_table
+                 : batch.more_kv_groups[static_cast<size_t>(g - 1)].sequences[static_cast<size_t>(i)].block_table;
+      std::copy(table.begin(), table.end(), tables + g * group_tables + static_cast<size_t>(i) * table_width);
+    }
   }
   for (int32_t p = 0; p < pad; ++p) {
     const int32_t token = batch.num_tokens() + p;
     tokens[token] = 0;
     positions[token] = 0;
-    slots[token] = -1;
     logit_rows[static_cast<int32_t>(batch.logit_rows.size()) + p] = token;
     cu[num_seqs + p] = token;
     context[num_seqs + p] = 1;
   }
   cu[padded_seqs] = n;
-  const size_t bytes = 4 * tables_offset_ + 4 * static_cast<size_t>(padded_seqs) * table_width;
+  const size_t bytes = 4 * tables_offset_ + 4 * num_groups * group_tables;
   FOLIO_CUDA_CHECK(cudaMemcpyAsync(inputs_.get(), staging_.get(), bytes, cudaMemcpyHostToDevice, stream_));
 
   DeviceBatch d;
@@ -472,6 +498,9 @@ DeviceBatch CudaExecutor::upload(const ForwardBatch& batch, int32_t padded_seqs,
   d.max_query_len = std::max(max_query, pad > 0 ? 1 : 0);
   d.max_context_len = max_context;
   d.num_logit_rows = rows;
+  d.group_slots_stride = static_cast<int32_t>(t);
+  d.group_tables_stride = static_cast<int32_t>(group_tables);
+  if (num_groups > 1) d.layer_group = groups_.layer_group;
   return d;
 }
 

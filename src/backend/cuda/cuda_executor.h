@@ -27,6 +27,7 @@
 #include "backend/cuda/gemm_policy.h"
 #include "core/status.h"
 #include "executor/executor.h"
+#include "kv/kv_groups.h"
 #include "kv/kv_layer_view.h"
 #include "model/model_weights.h"
 
@@ -52,6 +53,9 @@ struct CudaExecutorOptions {
   // 0: enough for max_num_seqs growing blocks plus a full batch of prefill (kv_staging_blocks_for),
   // at most a quarter of the budget. The swap pool gets as many host staging blocks.
   int32_t num_staging_blocks = 0;
+  // Sliding-window layers get their own block tables, whose blocks go back to the pool once out
+  // of every query's window (kv/kv_groups.h); false keeps every layer's whole context.
+  bool release_window_blocks = true;
   int32_t max_num_batched_tokens = 512;  // activations are sized for this many tokens
   int32_t max_num_seqs = 64;             // decode graphs are captured up to this batch
   int32_t max_model_len = 0;             // 0: the model's trained context
@@ -117,7 +121,8 @@ class CudaExecutor final : public Executor {
   const GemmPolicy& gemm_policy() const { return options_.gemm; }
   // The pinned GEMM algorithms, one line per weight shape (empty before the first forward).
   std::string gemm_description() const;
-  // Copies one layer's K (or V) block to the host, for checks: (block_size, kv_heads, head_dim).
+  // Copies one layer's K (or V) block to the host, for checks: (block_size, kv_heads, head_dim);
+  // with block-table groups the block is one of that layer's group.
   std::vector<uint8_t> read_block(int32_t layer, bool values, int32_t block);
 
  private:
@@ -162,14 +167,17 @@ class CudaExecutor final : public Executor {
   int32_t max_blocks_per_seq_ = 0;  // ceil(max_model_len / block_size)
   int32_t max_graph_seqs_ = 0;
 
-  // KV pool: layer l's K at pool + 2l * layer_bytes, its V at pool + (2l + 1) * layer_bytes,
-  // each num_blocks blocks in the format's layout (kv_format.h).
+  // KV pool: a block holds groups_.num_slots layer slots (every layer with one group); slot s's
+  // K at pool + 2s * layer_bytes, its V at pool + (2s + 1) * layer_bytes, each num_blocks
+  // blocks in the format's layout (kv_format.h). Layer l lives in slot groups_.layer_slot[l] of
+  // the blocks of its group's tables.
+  KvGroups groups_;
   DeviceBuffer kv_pool_;
-  size_t block_bytes_ = 0;  // one layer's K (or V) of one block
+  size_t block_bytes_ = 0;  // one slot's K (or V) of one block
   size_t layer_bytes_ = 0;
   int32_t num_blocks_ = 0;
-  std::vector<KvLayerView> kv_layers_;
-  // Host swap pool, HostKvPool's layout: (num_host_blocks, num_layers, 2, block) contiguous.
+  std::vector<KvLayerView> kv_layers_;  // (num_layers,) each layer's slot
+  // Host swap pool, HostKvPool's layout: (num_host_blocks, num_slots, 2, block) contiguous.
   PinnedBuffer host_pool_;
   int32_t num_host_blocks_ = 0;
   // Residual formats: staging blocks (fp16, an fp16 block's layout), layer l's K at
@@ -190,14 +198,14 @@ class CudaExecutor final : public Executor {
   size_t inputs_bytes_ = 0;
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;
-  int32_t* d_slots_ = nullptr;
+  int32_t* d_slots_ = nullptr;  // (num_groups, max_tokens): each group's slots
   int32_t* d_cu_query_starts_ = nullptr;
   int32_t* d_context_lens_ = nullptr;
   int32_t* d_logit_rows_ = nullptr;
   int32_t* d_num_seals_ = nullptr;  // (1,) then (max_seals_, 2) (block, staging) pairs
   int32_t* d_seals_ = nullptr;
-  int32_t* d_block_tables_ = nullptr;
-  PinnedBuffer logits_host_;  // (max rows, vocab) fp32
+  int32_t* d_block_tables_ = nullptr;  // (num_groups, seqs, width) for a step's seqs and width
+  PinnedBuffer logits_host_;           // (max rows, vocab) fp32
   size_t logits_host_rows_ = 0;
   // GPU sampling: greedy params for every row, uploaded once (plain greedy plans use them);
   // general plans upload their rows to sample_params_ and the penalty lists

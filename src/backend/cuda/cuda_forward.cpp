@@ -22,7 +22,7 @@ void CudaForward::project_qkv(int32_t l) {
 void CudaForward::rope_and_store_kv(int32_t l, const RopeSpec& spec) {
   const DeviceRope rope{spec.style, spec.rotary_dim, spec.freq_base, spec.position_scale, w_.rope_freq_factors};
   // The bias of the Q|K|V GEMM is added here, in the same pass.
-  rope_write_kv(a_.qkv, layer(l).qkv_bias, batch_.positions, batch_.slot_mapping, batch_.num_tokens, c_.num_heads, rope,
+  rope_write_kv(a_.qkv, layer(l).qkv_bias, batch_.positions, batch_.slots_of(l), batch_.num_tokens, c_.num_heads, rope,
                 a_.q, kv_[static_cast<size_t>(l)], stream_);
   // KIVI: the blocks this pass filled are quantized before attention reads them sealed.
   if (batch_.max_seals > 0) {
@@ -45,7 +45,7 @@ void CudaForward::attend(int32_t l, float scale, int32_t window) {
   args.cache = kv_[static_cast<size_t>(l)];
   args.cu_query_starts = batch_.cu_query_starts;
   args.context_lens = batch_.context_lens;
-  args.block_tables = batch_.block_tables;
+  args.block_tables = batch_.tables_of(l);
   args.max_blocks_per_seq = batch_.max_blocks_per_seq;
   args.num_seqs = batch_.num_seqs;
   args.num_tokens = batch_.num_tokens;
@@ -53,7 +53,7 @@ void CudaForward::attend(int32_t l, float scale, int32_t window) {
   args.max_query_len = batch_.max_query_len;
   args.max_context_len = batch_.max_context_len;
   args.scale = scale;
-  args.slot_mapping = batch_.slot_mapping;
+  args.slot_mapping = batch_.slots_of(l);
   paged_attention(args, a_.attention_workspace, sm_count_, stream_);
 }
 

@@ -23,10 +23,10 @@ namespace folio::cuda {
 struct DeviceBatch {
   const int32_t* tokens = nullptr;           // (num_tokens,)
   const int32_t* positions = nullptr;        // (num_tokens,)
-  const int32_t* slot_mapping = nullptr;     // (num_tokens,) -1: no K/V write (padding)
+  const int32_t* slot_mapping = nullptr;     // (num_groups, group_slots_stride) -1: no K/V write
   const int32_t* cu_query_starts = nullptr;  // (num_seqs + 1,)
   const int32_t* context_lens = nullptr;     // (num_seqs,)
-  const int32_t* block_tables = nullptr;     // (num_seqs, max_blocks_per_seq)
+  const int32_t* block_tables = nullptr;     // (num_groups, num_seqs, max_blocks_per_seq)
   const int32_t* logit_rows = nullptr;       // (num_logit_rows,) token indices
   const int32_t* num_seals = nullptr;        // residual formats: (1,) blocks this pass seals
   const int32_t* seals = nullptr;            // (max_seals, 2) (block, staging) pairs
@@ -37,6 +37,17 @@ struct DeviceBatch {
   int32_t max_query_len = 0;
   int32_t max_context_len = 0;
   int32_t num_logit_rows = 0;
+  // Block-table groups (kv/kv_groups.h: sliding-window layers keep their own tables): group g's
+  // slots start g * group_slots_stride entries after slot_mapping, its tables
+  // g * group_tables_stride after block_tables; layer_group, in host memory, names each layer's
+  // group (empty: every layer in group 0).
+  int32_t group_slots_stride = 0;
+  int32_t group_tables_stride = 0;
+  std::span<const int32_t> layer_group{};
+
+  const int32_t* slots_of(int32_t layer) const { return slot_mapping + group_of(layer) * group_slots_stride; }
+  const int32_t* tables_of(int32_t layer) const { return block_tables + group_of(layer) * group_tables_stride; }
+  int32_t group_of(int32_t layer) const { return layer_group.empty() ? 0 : layer_group[static_cast<size_t>(layer)]; }
 };
 
 // Activation buffers, allocated once for the model's limits (cuda_model.h).
