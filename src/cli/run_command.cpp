@@ -107,12 +107,17 @@ void print_single_summary(const RequestTiming& t) {
 }
 
 // The most KV memory the requests held at once: what sliding-window release, prefix sharing and
-// the cache's format save, in bytes (a block's size depends on its group's layers).
-void print_kv_summary(const EngineMetrics& m, int32_t peak_blocks) {
-  const double mib = static_cast<double>(peak_blocks) * static_cast<double>(m.kv_bytes_per_block) / (1 << 20);
-  std::fprintf(stderr, "KV cache: peak %.2f MiB in use (%d blocks of %.1f KiB, %d block table%s per sequence)\n", mib,
-               peak_blocks, static_cast<double>(m.kv_bytes_per_block) / 1024.0, m.kv_num_groups,
-               m.kv_num_groups == 1 ? "" : "s");
+// the cache's format save, in bytes (a block's size depends on its group's layers); and what
+// they held when the last step began, while decoding. The peak includes a whole prefill chunk
+// (the GPU's are 8,192 tokens), before which no block can leave a window: what decoding
+// sequences hold is what sets how many fit.
+void print_kv_summary(const EngineMetrics& m, int32_t peak_blocks, int32_t last_blocks) {
+  const double block_mib = static_cast<double>(m.kv_bytes_per_block) / (1 << 20);
+  std::fprintf(stderr,
+               "KV cache: peak %.2f MiB in use (%d blocks of %.1f KiB, %d block table%s per sequence), %.2f MiB when the "
+               "last step began\n",
+               peak_blocks * block_mib, peak_blocks, static_cast<double>(m.kv_bytes_per_block) / 1024.0,
+               m.kv_num_groups, m.kv_num_groups == 1 ? "" : "s", last_blocks * block_mib);
 }
 
 void print_batch_summary(const std::vector<RequestTiming>& timings, double seconds, const EngineMetrics& m) {
@@ -181,9 +186,11 @@ int run(RunOptions options) {
   }
 
   int32_t peak_blocks = 0;  // KV blocks in use at the fullest step
+  int32_t last_blocks = 0;  // in use when the last step began
   while (engine.has_unfinished_requests()) {
     const std::vector<RequestOutput> outputs = engine.step();
     peak_blocks = std::max(peak_blocks, engine.metrics().kv.num_used_blocks);
+    if (engine.has_unfinished_requests()) last_blocks = engine.metrics().kv.num_used_blocks;
     const auto now = SteadyClock::now();
     for (const RequestOutput& out : outputs) {
       const size_t i = index_of.at(out.id);
@@ -213,7 +220,7 @@ int run(RunOptions options) {
     } else {
       print_batch_summary(timings, seconds, engine.metrics());
     }
-    print_kv_summary(engine.metrics(), peak_blocks);
+    print_kv_summary(engine.metrics(), peak_blocks, last_blocks);
     const SpeculationMetrics spec = engine.metrics().speculation;
     if (!spec.proposer.empty()) {
       std::fprintf(stderr,
