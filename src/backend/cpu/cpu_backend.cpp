@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/quant/panel_gemm.h"
 #include "core/fp16_rows.h"
 #include "kv/kivi.h"
 #include "kv/kv_quant.h"
@@ -51,6 +52,9 @@ void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t
       kernels->convert_activation_row(x + r * w.cols, acts + r * act_row_bytes, w.cols);
     }
   });
+  if (isa_ == Isa::kAmx && amx_panel_gemm_supports(w.type, w.rows, w.cols)) {
+    return matmul_panels(w, acts, act_row_bytes, y, n);
+  }
 
   // Each thread takes a run of weight rows. Activations go by in panels of kPanelRows rows
   // small enough to stay in L1 while the thread's weight rows (in L2) stream past them, and
@@ -75,6 +79,19 @@ void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t
         }
       },
       grain);
+}
+
+// AMX: the weights go by in panels of 16 rows, each unpacked once per call and met by every
+// activation row (panel_gemm.h); the threads split the panels.
+void CpuBackend::matmul_panels(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, float* y, int64_t n) {
+  constexpr int64_t kPanelRows = 16;
+  const int64_t blocks = w.cols / 32;
+  activation_sums_.resize(static_cast<size_t>(n * blocks));
+  amx_activation_block_sums(w.type, acts, act_row_bytes, n, w.cols, activation_sums_.data());
+  const auto* weights = static_cast<const uint8_t*>(w.data);
+  pool_.parallel_for(w.rows / kPanelRows, [&](int, int64_t begin, int64_t end) {
+    amx_panel_gemm(w.type, w.cols, weights, acts, act_row_bytes, activation_sums_.data(), n, begin, end, y, w.rows);
+  });
 }
 
 void CpuBackend::matmul_float_activations(const WeightTensor& w, const float* x, float* y, int64_t n) {

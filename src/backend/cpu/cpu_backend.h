@@ -43,11 +43,13 @@ class CpuBackend final : public Backend {
 
  private:
   void matmul_float_activations(const WeightTensor& w, const float* x, float* y, int64_t n);
+  void matmul_panels(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, float* y, int64_t n);
 
   ThreadPool pool_;
   Isa isa_;
   ActivationPrecision precision_;
   std::vector<uint8_t> converted_activations_;  // (n, row_bytes(activation_type, cols))
+  std::vector<int32_t> activation_sums_;        // (n, cols / 32) AMX: each block's int8 sum
 };
 
 }  // namespace folio::cpu

@@ -5,6 +5,9 @@
 #include "core/cpu_features.h"
 
 #include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cpu/quant/quant_internal.h"
 
@@ -16,7 +19,7 @@ using quant::KernelFns;
 constexpr std::array<DType, 11> kWeightTypes = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
                                                 DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                                                 DType::Q4_K, DType::Q5_K, DType::Q6_K};
-constexpr int kNumIsas = 3;
+constexpr int kNumIsas = 4;
 
 bool cpu_has_avx2() {
   __builtin_cpu_init();
@@ -35,6 +38,7 @@ KernelFns path_fns(DType type, Isa isa) {
     case Isa::kScalar: return quant::scalar_kernel_fns(type);
     case Isa::kAvx2: return quant::avx2_kernel_fns(type);
     case Isa::kAvx512: return quant::avx512_kernel_fns(type);
+    case Isa::kAmx: return {};  // AMX's matmuls are panel_gemm.h's; the rest is AVX-512's
   }
   return {};
 }
@@ -71,8 +75,28 @@ struct KernelTable {
 
 }  // namespace
 
+// FOLIO_CPU_ISA's cap, or kAmx (no cap) when unset; an unknown value is reported once and ignored.
+static Isa isa_cap() {
+  const char* value = std::getenv("FOLIO_CPU_ISA");
+  if (value == nullptr || *value == '\0') return Isa::kAmx;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+    if (isa_name(isa) == value) return isa;
+  }
+  std::fprintf(stderr, "folio: FOLIO_CPU_ISA=%s is not one of scalar, avx2, avx512, amx; ignored\n", value);
+  return Isa::kAmx;
+}
+
 Isa detect_isa() {
-  static const Isa best = cpu_has_avx512() ? Isa::kAvx512 : cpu_has_avx2() ? Isa::kAvx2 : Isa::kScalar;
+  static const Isa best = [] {
+    const Isa cap = isa_cap();
+    auto allowed = [&](Isa isa) { return static_cast<int>(isa) <= static_cast<int>(cap); };
+    // AMX last: asking for it makes a system call that grants this process the tile state.
+    if (allowed(Isa::kAvx512) && cpu_has_avx512()) {
+      return allowed(Isa::kAmx) && cpu_has_amx_int8() ? Isa::kAmx : Isa::kAvx512;
+    }
+    if (allowed(Isa::kAvx2) && cpu_has_avx2()) return Isa::kAvx2;
+    return Isa::kScalar;
+  }();
   return best;
 }
 
@@ -81,6 +105,7 @@ std::string_view isa_name(Isa isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAmx: return "amx";
   }
   return "unknown";
 }

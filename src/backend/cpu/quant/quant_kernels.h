@@ -13,9 +13,13 @@
 
 namespace folio::cpu {
 
-enum class Isa { kScalar, kAvx2, kAvx512 };
+// kAmx: the AVX-512 kernels, and quantized matmuls on AMX tiles where the weight type has them
+// (panel_gemm.h).
+enum class Isa { kScalar, kAvx2, kAvx512, kAmx };
 
-Isa detect_isa();  // the best path this CPU supports (cached)
+// The best path this CPU supports (cached), capped by FOLIO_CPU_ISA=scalar|avx2|avx512|amx if
+// set: tests and benchmarks run every path on one machine that way.
+Isa detect_isa();
 std::string_view isa_name(Isa isa);
 bool isa_supported(Isa isa);
 

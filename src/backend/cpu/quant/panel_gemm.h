@@ -1,0 +1,39 @@
+// Quantized matmuls by panels of weight rows, for prompt processing and decode alike: each
+// thread takes 16 weight rows at a time (a panel), unpacks their blocks once into the layout
+// the dot-product instructions read (codes as unsigned bytes, 4 consecutive inputs of each row
+// side by side: AMX's and VNNI's "B" layout, with each row's block scales as floats beside
+// them), then runs every activation row past the panel: 16 rows at a time on AMX tiles, the
+// rest on AVX-512 VNNI. Both give each block's exact integer dot product, and both fold it into
+// a row's float sums by the same operations in the same order, so a row's result does not
+// depend on which of the two computed it, nor on the batch it came in (batch invariance).
+//
+// Weight types: Q4_0, Q4_1 and Q8_0 whose row count is a multiple of 16; activations in their
+// usual partner formats (Q8_0, Q8_1). A block's contribution to output (m, r):
+//   Q4_0 / Q8_0: d_w d_a (dot(c, a) - o sum(a)), c = q + o the stored unsigned code (o = 8, 128)
+//   Q4_1:        d_w d_a dot(q, a) + m_w s_a
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace folio::cpu {
+
+// Whether the AMX path computes matmuls with weights of this type and shape.
+bool amx_panel_gemm_supports(DType weight_type, int64_t rows, int64_t cols);
+
+// Activation block sums the offset types (Q4_0, Q8_0) need: sums[m * (cols / 32) + b] = the
+// sum of row m's 32 int8 values in block b. Empty work for Q4_1. acts as in amx_panel_gemm.
+void amx_activation_block_sums(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
+                               int32_t* sums);
+
+// y[m * y_stride + r] = dot(weight row r, activation row m) for rows r of panels
+// [panel_begin, panel_end) (16 rows each) and every m < n. weights: rows of row_bytes(type,
+// cols) bytes; acts: n rows of act_row_bytes, converted to the type's activation format; sums:
+// amx_activation_block_sums' (unused for Q4_1). Call only when detect_isa() is Isa::kAmx.
+void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* acts,
+                    size_t act_row_bytes, const int32_t* sums, int64_t n, int64_t panel_begin, int64_t panel_end,
+                    float* y, int64_t y_stride);
+
+}  // namespace folio::cpu

@@ -1,0 +1,266 @@
+// panel_gemm.h on AMX (tiles of 16 activation rows) and AVX-512 VNNI (the remaining rows).
+// Compiled with -mamx-tile -mamx-int8 and the AVX-512 flags; reached only once detect_isa()
+// has found AMX and obtained the tile state from the OS. Intrinsics and internal-linkage
+// helpers only (quant/README.md): no templates or inline functions shared with other files,
+// no standard containers.
+//
+// A panel's block b, as unpacked into the thread's scratch:
+//   codes  [8][16][4] bytes: row j holds inputs 4j..4j+3 of each of the 16 weight rows (the
+//          tile B of K = 32, N = 16, and what vpdpbusd reads as 16 lanes)
+//   d      [16] floats: each weight row's block scale
+//   m      [16] floats: Q4_1's block minimum (absent for Q4_0 / Q8_0)
+// Tiles: A = 16 activation rows x 32 int8 (read in place, the activation rows' stride), B the
+// codes above, C = 16 x 16 int32; two sets (blocks b and b + 1 in flight).
+// GCC 12 reports its own intrinsics' _mm512_undefined_*() placeholders as used uninitialized
+// once inlined into loops (as quant_avx512_common.h notes); the warning is about the header.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/quant/panel_gemm.h"
+#include "quant/block_formats.h"
+
+namespace folio::cpu {
+namespace {
+
+constexpr int kPanelRows = 16;   // weight rows per panel (the tiles' N)
+constexpr int kTileRows = 16;    // activation rows per AMX tile (M)
+constexpr int kBlock = 32;       // inputs per block (the tiles' K)
+constexpr int kCodeBytes = 512;  // one panel block's codes
+
+struct Layout {
+  size_t weight_block_bytes;  // GGUF block
+  size_t weight_codes_offset;
+  size_t act_block_bytes;  // activation block (Q8_0: d, q[32]; Q8_1: d, s, q[32])
+  size_t act_codes_offset;
+  int offset;  // subtracted from the stored unsigned codes (0: affine, Q4_1)
+  bool four_bit;
+};
+
+Layout layout_of(DType type) {
+  switch (type) {
+    case DType::Q4_0: return {sizeof(quant::BlockQ4_0), 2, sizeof(quant::BlockQ8_0), 2, 8, true};
+    case DType::Q4_1: return {sizeof(quant::BlockQ4_1), 4, sizeof(quant::BlockQ8_1), 4, 0, true};
+    default: return {sizeof(quant::BlockQ8_0), 2, sizeof(quant::BlockQ8_0), 2, 128, false};  // Q8_0
+  }
+}
+
+size_t panel_block_bytes(const Layout& l) {
+  return kCodeBytes + kPanelRows * sizeof(float) * (l.offset == 0 ? 2 : 1);
+}
+
+// The thread's unpacked panel (grown on demand, never freed: threads live as long as the pool).
+uint8_t* panel_scratch(size_t bytes) {
+  static thread_local uint8_t* scratch = nullptr;
+  static thread_local size_t capacity = 0;
+  if (bytes > capacity) {
+    std::free(scratch);
+    capacity = (bytes + 4095) / 4096 * 4096;
+    scratch = static_cast<uint8_t*>(std::aligned_alloc(64, capacity));
+  }
+  return scratch;
+}
+
+// The tile shapes above, loaded once per thread. ldtilecfg through inline assembly: GCC 12's
+// _tile_loadconfig lets the stores that fill the configuration be optimised away.
+void configure_tiles() {
+  static thread_local bool configured = false;
+  if (configured) return;
+  alignas(64) uint8_t config[64] = {};
+  config[0] = 1;  // palette 1
+  auto set = [&](int tile, int rows, int bytes_per_row) {
+    config[16 + 2 * tile] = static_cast<uint8_t>(bytes_per_row);
+    config[16 + 2 * tile + 1] = static_cast<uint8_t>(bytes_per_row >> 8);
+    config[48 + tile] = static_cast<uint8_t>(rows);
+  };
+  for (int set_index = 0; set_index < 2; ++set_index) {
+    set(3 * set_index + 0, kTileRows, kBlock);  // A: 16 rows x 32 int8
+    set(3 * set_index + 1, kBlock / 4, 64);     // B: 8 rows x (16 lanes x 4 bytes)
+    set(3 * set_index + 2, kTileRows, 64);      // C: 16 rows x 16 int32
+  }
+  __asm__ volatile("ldtilecfg %0" ::"m"(config));
+  configured = true;
+}
+
+// 16 rows' 4 dwords each (16 bytes at rows[n] + offset) -> out[j] = lane n: dword j of row n.
+void transpose_16x4(const uint8_t* const* rows, size_t offset, __m512i out[4]) {
+  __m512i t[4];
+  const __m512i within = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  for (int q = 0; q < 4; ++q) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * q] + offset)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * q + 1] + offset)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * q + 2] + offset)), 2);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * q + 3] + offset)), 3);
+    t[q] = _mm512_permutexvar_epi32(within, v);  // lanes 4j + i: row 4q + i, dword j
+  }
+  const __m512i u0 = _mm512_shuffle_i32x4(t[0], t[1], 0x44), u1 = _mm512_shuffle_i32x4(t[0], t[1], 0xEE);
+  const __m512i u2 = _mm512_shuffle_i32x4(t[2], t[3], 0x44), u3 = _mm512_shuffle_i32x4(t[2], t[3], 0xEE);
+  out[0] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+  out[1] = _mm512_shuffle_i32x4(u0, u2, 0xDD);
+  out[2] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+  out[3] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
+}
+
+// The 16 fp16 values at rows[n] + offset -> floats.
+__m512 gather_halves(const uint8_t* const* rows, size_t offset) {
+  alignas(32) uint16_t h[kPanelRows];
+  for (int n = 0; n < kPanelRows; ++n) std::memcpy(&h[n], rows[n] + offset, 2);
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+}
+
+// Panel rows [r0, r0 + 16) of `weights`, every block, into scratch.
+void unpack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64_t r0, int64_t blocks,
+                  uint8_t* scratch) {
+  const size_t stride = panel_block_bytes(l);
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const uint8_t* rows[kPanelRows];
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int n = 0; n < kPanelRows; ++n) rows[n] = weights + (r0 + n) * row_bytes + b * l.weight_block_bytes;
+    uint8_t* out = scratch + b * stride;
+    __m512i d[4];
+    if (l.four_bit) {
+      // Byte i of a row's 16: inputs i (low nibble) and i + 16 (high nibble).
+      transpose_16x4(rows, l.weight_codes_offset, d);
+      for (int j = 0; j < 4; ++j) {
+        _mm512_store_si512(out + 64 * j, _mm512_and_si512(d[j], low));
+        _mm512_store_si512(out + 64 * (j + 4), _mm512_and_si512(_mm512_srli_epi16(d[j], 4), low));
+      }
+    } else {
+      // Signed bytes + 128 = unsigned codes.
+      for (int half = 0; half < 2; ++half) {
+        transpose_16x4(rows, l.weight_codes_offset + 16 * half, d);
+        for (int j = 0; j < 4; ++j) _mm512_store_si512(out + 64 * (4 * half + j), _mm512_xor_si512(d[j], flip));
+      }
+    }
+    float* scales = reinterpret_cast<float*>(out + kCodeBytes);
+    _mm512_store_ps(scales, gather_halves(rows, 0));
+    if (l.offset == 0) _mm512_store_ps(scales + kPanelRows, gather_halves(rows, 2));  // Q4_1's m
+  }
+}
+
+float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// One block's exact integer dot products (16 lanes: the panel's rows) into a row's sums: the
+// one sequence of float operations both the tile and the VNNI paths use.
+__m512 accumulate(__m512 acc, __m512i dots, const Layout& l, const float* scales, const uint8_t* act_block,
+                  int32_t act_sum) {
+  if (l.offset != 0) dots = _mm512_sub_epi32(dots, _mm512_set1_epi32(l.offset * act_sum));
+  const __m512 scale = _mm512_mul_ps(_mm512_load_ps(scales), _mm512_set1_ps(half_at(act_block)));
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, acc);
+  if (l.offset == 0) {
+    acc = _mm512_fmadd_ps(_mm512_load_ps(scales + kPanelRows), _mm512_set1_ps(half_at(act_block + 2)), acc);
+  }
+  return acc;
+}
+
+// 16 activation rows from `act` (rows `stride` apart) against the unpacked panel, on tiles.
+void tile_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, size_t stride,
+               const int32_t* sums, int64_t sums_stride, float* y, int64_t y_stride) {
+  __m512 acc[kTileRows];
+  for (int m = 0; m < kTileRows; ++m) acc[m] = _mm512_setzero_ps();
+  alignas(64) int32_t c[2][kTileRows * kPanelRows];
+  const size_t panel_stride = panel_block_bytes(l);
+  auto fold = [&](int which, int64_t b) {
+    const float* scales = reinterpret_cast<const float*>(panel + b * panel_stride + kCodeBytes);
+    for (int m = 0; m < kTileRows; ++m) {
+      acc[m] = accumulate(acc[m], _mm512_load_si512(c[which] + m * kPanelRows), l, scales,
+                          act + m * stride + b * l.act_block_bytes, l.offset != 0 ? sums[m * sums_stride + b] : 0);
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    _tile_loadd(0, act + b * l.act_block_bytes + l.act_codes_offset, stride);
+    _tile_loadd(1, panel + b * panel_stride, 64);
+    _tile_zero(2);
+    _tile_loadd(3, act + (b + 1) * l.act_block_bytes + l.act_codes_offset, stride);
+    _tile_loadd(4, panel + (b + 1) * panel_stride, 64);
+    _tile_zero(5);
+    _tile_dpbsud(2, 0, 1);
+    _tile_dpbsud(5, 3, 4);
+    _tile_stored(2, c[0], 64);
+    _tile_stored(5, c[1], 64);
+    fold(0, b);
+    fold(1, b + 1);
+  }
+  if (b < blocks) {
+    _tile_loadd(0, act + b * l.act_block_bytes + l.act_codes_offset, stride);
+    _tile_loadd(1, panel + b * panel_stride, 64);
+    _tile_zero(2);
+    _tile_dpbsud(2, 0, 1);
+    _tile_stored(2, c[0], 64);
+    fold(0, b);
+  }
+  for (int m = 0; m < kTileRows; ++m) _mm512_storeu_ps(y + m * y_stride, acc[m]);
+}
+
+// One activation row against the unpacked panel, on VNNI: the same integers, the same folds.
+void vnni_row(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, const int32_t* sums, float* y) {
+  __m512 acc = _mm512_setzero_ps();
+  const size_t panel_stride = panel_block_bytes(l);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* codes = panel + b * panel_stride;
+    const uint8_t* a = act + b * l.act_block_bytes;
+    __m512i dots = _mm512_setzero_si512();
+    for (int j = 0; j < kBlock / 4; ++j) {
+      int32_t four;
+      std::memcpy(&four, a + l.act_codes_offset + 4 * j, 4);
+      dots = _mm512_dpbusd_epi32(dots, _mm512_load_si512(codes + 64 * j), _mm512_set1_epi32(four));
+    }
+    acc = accumulate(acc, dots, l, reinterpret_cast<const float*>(codes + kCodeBytes), a, l.offset != 0 ? sums[b] : 0);
+  }
+  _mm512_storeu_ps(y, acc);
+}
+
+}  // namespace
+
+void amx_activation_block_sums(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
+                               int32_t* sums) {
+  const Layout l = layout_of(weight_type);
+  if (l.offset == 0) return;
+  const int64_t blocks = cols / kBlock;
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (int64_t m = 0; m < n; ++m) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const __m256i q = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(acts + m * act_row_bytes + b * l.act_block_bytes + l.act_codes_offset));
+      const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q);
+      __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+      t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+      t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+      sums[m * blocks + b] = _mm_cvtsi128_si32(t);
+    }
+  }
+}
+
+void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* acts,
+                    size_t act_row_bytes, const int32_t* sums, int64_t n, int64_t panel_begin, int64_t panel_end,
+                    float* y, int64_t y_stride) {
+  const Layout l = layout_of(weight_type);
+  const int64_t blocks = cols / kBlock;
+  const size_t row_bytes = static_cast<size_t>(blocks) * l.weight_block_bytes;
+  uint8_t* panel = panel_scratch(static_cast<size_t>(blocks) * panel_block_bytes(l));
+  if (n >= kTileRows) configure_tiles();
+  for (int64_t p = panel_begin; p < panel_end; ++p) {
+    const int64_t r0 = p * kPanelRows;
+    unpack_panel(l, weights, row_bytes, r0, blocks, panel);
+    // Q4_1 has no sums (and a null pointer takes no offset).
+    auto row_sums = [&](int64_t m) { return l.offset == 0 ? nullptr : sums + m * blocks; };
+    int64_t m = 0;
+    for (; m + kTileRows <= n; m += kTileRows) {
+      tile_rows(l, panel, blocks, acts + m * act_row_bytes, act_row_bytes, row_sums(m), blocks, y + m * y_stride + r0,
+                y_stride);
+    }
+    for (; m < n; ++m) vnni_row(l, panel, blocks, acts + m * act_row_bytes, row_sums(m), y + m * y_stride + r0);
+  }
+}
+
+}  // namespace folio::cpu

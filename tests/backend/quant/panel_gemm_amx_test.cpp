@@ -1,0 +1,134 @@
+// AMX panel matmuls (panel_gemm.h) against a float64 reference computed from the scalar path's
+// own dequantized weights and activations, on quantized and raw random rows of every type the
+// path takes; and a row's bits against the same row computed alone, in every position of a
+// batch (tile rows and VNNI rows alike): the batch invariance the engine relies on. Skipped on
+// CPUs without AMX (or with FOLIO_CPU_ISA below amx).
+#include "backend/cpu/quant/panel_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/quant/quant_kernels.h"
+#include "quant/formats.h"
+#include "quant_test_util.h"
+
+namespace folio::cpu {
+namespace {
+
+using test::random_floats;
+using test::random_quantized_row;
+using test::random_raw_row;
+
+struct Problem {
+  DType type;
+  int64_t rows = 0, cols = 0, n = 0;
+  std::vector<uint8_t> weights;  // rows x row_bytes
+  std::vector<uint8_t> acts;     // n x act_row_bytes (+ slack)
+  size_t act_row_bytes = 0;
+};
+
+Problem make_problem(std::mt19937& rng, DType type, int64_t rows, int64_t cols, int64_t n, bool raw) {
+  Problem p;
+  p.type = type;
+  p.rows = rows;
+  p.cols = cols;
+  p.n = n;
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<uint8_t> row = raw ? random_raw_row(rng, type, cols) : random_quantized_row(rng, type, cols);
+    p.weights.insert(p.weights.end(), row.begin(), row.end());
+  }
+  const QuantKernels* scalar = quant_kernels(type, Isa::kScalar);
+  p.act_row_bytes = row_bytes(scalar->activation_type, cols) + 40;  // a stride wider than a row
+  p.acts.assign(p.act_row_bytes * static_cast<size_t>(n), 0);
+  for (int64_t m = 0; m < n; ++m) {
+    const std::vector<float> x = random_floats(rng, cols, 0.02);
+    scalar->convert_activation_row(x.data(), p.acts.data() + m * p.act_row_bytes, cols);
+  }
+  return p;
+}
+
+// y (n, rows) through the AMX path, all panels on this thread.
+std::vector<float> amx_matmul(const Problem& p, const uint8_t* acts, int64_t n) {
+  std::vector<int32_t> sums(static_cast<size_t>(n * (p.cols / 32)) + 1);
+  amx_activation_block_sums(p.type, acts, p.act_row_bytes, n, p.cols, sums.data());
+  std::vector<float> y(static_cast<size_t>(n * p.rows), NAN);
+  amx_panel_gemm(p.type, p.cols, p.weights.data(), acts, p.act_row_bytes, sums.data(), n, 0, p.rows / 16, y.data(),
+                 p.rows);
+  return y;
+}
+
+class AmxPanelGemm : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (detect_isa() != Isa::kAmx) GTEST_SKIP() << "skipped: no AMX";
+  }
+};
+
+TEST_P(AmxPanelGemm, MatchesFloat64Reference) {
+  const DType type = GetParam();
+  const QuantKernels* scalar = quant_kernels(type, Isa::kScalar);
+  const QuantKernels* avx512 = quant_kernels(type, Isa::kAvx512);
+  std::mt19937 rng(7);
+  for (const auto& [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{16, 32, 1}, {32, 64, 16}, {48, 576, 37},
+                                      {64, 1536, 19}, {16, 96, 33}}) {
+    for (bool raw : {false, true}) {
+      const Problem p = make_problem(rng, type, rows, cols, n, raw);
+      const std::vector<float> y = amx_matmul(p, p.acts.data(), n);
+      std::vector<float> w(static_cast<size_t>(cols)), a(static_cast<size_t>(cols));
+      for (int64_t m = 0; m < n; ++m) {
+        const uint8_t* act = p.acts.data() + m * p.act_row_bytes;
+        ASSERT_TRUE(quant::dequantize_row(scalar->activation_type, act, a.data(), cols));
+        for (int64_t r = 0; r < rows; ++r) {
+          scalar->dequantize_row(p.weights.data() + r * row_bytes(type, cols), w.data(), cols);
+          double exact = 0.0, magnitude = 0.0;
+          for (int64_t k = 0; k < cols; ++k) {
+            exact += static_cast<double>(w[k]) * a[k];
+            magnitude += std::fabs(static_cast<double>(w[k]) * a[k]);
+          }
+          // Q4_1's minimum rides on the activation's fp16 sum (s = d sum(q)), as on every path:
+          // the AVX-512 dot product carries the same rounding, so the bound is its distance.
+          float simd = 0.0f;
+          avx512->dot_rows(cols, p.weights.data() + r * row_bytes(type, cols), act, p.act_row_bytes, 1, &simd);
+          const double got = y[m * rows + r];
+          const double bound = 1e-5 * magnitude + 2.0 * std::fabs(static_cast<double>(simd) - exact) + 1e-30;
+          ASSERT_LE(std::fabs(got - exact), bound)
+              << dtype_info(type).name << " " << rows << "x" << cols << " n=" << n << " raw=" << raw << " row " << m
+              << " col " << r << ": amx " << got << ", float64 " << exact << ", avx512 " << simd;
+        }
+      }
+    }
+  }
+}
+
+// Every row of a 37-row batch (two tiles of 16, then 5 VNNI rows) has the bits it has alone.
+TEST_P(AmxPanelGemm, ARowsBitsDoNotDependOnItsBatch) {
+  const DType type = GetParam();
+  std::mt19937 rng(11);
+  const Problem p = make_problem(rng, type, 64, 576, 37, false);
+  const std::vector<float> batch = amx_matmul(p, p.acts.data(), p.n);
+  for (int64_t m = 0; m < p.n; ++m) {
+    const std::vector<float> alone = amx_matmul(p, p.acts.data() + m * p.act_row_bytes, 1);
+    ASSERT_EQ(std::memcmp(alone.data(), batch.data() + m * p.rows, p.rows * sizeof(float)), 0)
+        << dtype_info(type).name << " row " << m;
+  }
+  // And rows 16..31 as the first tile of another batch.
+  const std::vector<float> shifted = amx_matmul(p, p.acts.data() + 16 * p.act_row_bytes, 16);
+  EXPECT_EQ(std::memcmp(shifted.data(), batch.data() + 16 * p.rows, 16 * p.rows * sizeof(float)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, AmxPanelGemm, ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q8_0),
+                         [](const auto& info) { return std::string(dtype_info(info.param).name); });
+
+TEST(AmxPanelGemmShapes, TakesWhatItComputes) {
+  EXPECT_TRUE(amx_panel_gemm_supports(DType::Q4_1, 576, 576));
+  EXPECT_FALSE(amx_panel_gemm_supports(DType::Q4_1, 570, 576));  // rows not in panels of 16
+  EXPECT_FALSE(amx_panel_gemm_supports(DType::Q4_K, 576, 576));
+  EXPECT_FALSE(amx_panel_gemm_supports(DType::F16, 576, 576));
+}
+
+}  // namespace
+}  // namespace folio::cpu
