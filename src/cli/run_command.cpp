@@ -113,11 +113,12 @@ void print_single_summary(const RequestTiming& t) {
 // sequences hold is what sets how many fit.
 void print_kv_summary(const EngineMetrics& m, int32_t peak_blocks, int32_t last_blocks) {
   const double block_mib = static_cast<double>(m.kv_bytes_per_block) / (1 << 20);
-  std::fprintf(stderr,
-               "KV cache: peak %.2f MiB in use (%d blocks of %.1f KiB, %d block table%s per sequence), %.2f MiB when the "
-               "last step began\n",
-               peak_blocks * block_mib, peak_blocks, static_cast<double>(m.kv_bytes_per_block) / 1024.0,
-               m.kv_num_groups, m.kv_num_groups == 1 ? "" : "s", last_blocks * block_mib);
+  std::fprintf(
+      stderr,
+      "KV cache: peak %.2f MiB in use (%d blocks of %.1f KiB, %d block table%s per sequence), %.2f MiB when the "
+      "last step began\n",
+      peak_blocks * block_mib, peak_blocks, static_cast<double>(m.kv_bytes_per_block) / 1024.0, m.kv_num_groups,
+      m.kv_num_groups == 1 ? "" : "s", last_blocks * block_mib);
 }
 
 void print_batch_summary(const std::vector<RequestTiming>& timings, double seconds, const EngineMetrics& m) {

@@ -20,6 +20,9 @@ struct WeightTensor {
   // the layout GGUF files and folio's RoPE use. A device that uploads the weights reorders the
   // rows as it copies; the CPU computes only on tensors in computing order.
   int32_t interleave_heads = 0;
+  // A device's repacked copy, owned by its executor: the CPU's AMX panels of this matrix
+  // (backend/cpu/quant/panel_gemm.h, backend/cpu/prepared_weights.h). Null: compute from data.
+  const void* packed = nullptr;
 
   size_t row_stride_bytes() const { return row_bytes(type, cols); }
   const void* row(int64_t r) const {

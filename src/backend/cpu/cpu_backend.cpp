@@ -81,17 +81,29 @@ void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t
       grain);
 }
 
-// AMX: the weights go by in panels of 16 rows, each unpacked once per call and met by every
-// activation row (panel_gemm.h); the threads split the panels.
+// AMX: the weights go by in panels of 16 rows, repacked at load (w.packed) or unpacked as each
+// is reached, and met by every activation row (panel_gemm.h); the threads split the panels.
 void CpuBackend::matmul_panels(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, float* y, int64_t n) {
   constexpr int64_t kPanelRows = 16;
   const int64_t blocks = w.cols / 32;
   activation_sums_.resize(static_cast<size_t>(n * blocks));
   amx_activation_block_sums(w.type, acts, act_row_bytes, n, w.cols, activation_sums_.data());
   const auto* weights = static_cast<const uint8_t*>(w.data);
+  const auto* packed = static_cast<const uint8_t*>(w.packed);
   pool_.parallel_for(w.rows / kPanelRows, [&](int, int64_t begin, int64_t end) {
-    amx_panel_gemm(w.type, w.cols, weights, acts, act_row_bytes, activation_sums_.data(), n, begin, end, y, w.rows);
+    amx_panel_gemm(w.type, w.cols, weights, packed, acts, act_row_bytes, activation_sums_.data(), n, begin, end, y,
+                   w.rows);
   });
+}
+
+AlignedBytes CpuBackend::pack_for_matmul(const WeightTensor& w) {
+  if (isa_ != Isa::kAmx || !amx_panel_gemm_supports(w.type, w.rows, w.cols)) return {};
+  AlignedBytes packed(amx_packed_bytes(w.type, w.rows, w.cols));
+  const auto* weights = static_cast<const uint8_t*>(w.data);
+  pool_.parallel_for(
+      w.rows / 16,
+      [&](int, int64_t begin, int64_t end) { amx_pack_panels(w.type, w.cols, weights, begin, end, packed.data()); }, 4);
+  return packed;
 }
 
 void CpuBackend::matmul_float_activations(const WeightTensor& w, const float* x, float* y, int64_t n) {

@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/quant/quant_kernels.h"
+#include "core/aligned_bytes.h"
 #include "core/thread_pool.h"
 
 namespace folio::cpu {
@@ -23,6 +24,9 @@ class CpuBackend final : public Backend {
                       ActivationPrecision precision = ActivationPrecision::kQuantized);
 
   std::string_view name() const override { return "cpu"; }
+  // This backend's repacked copy of a matrix (WeightTensor::packed), or empty where it computes
+  // from the stored blocks: AMX panels (quant/panel_gemm.h) of Q4_0 / Q4_1 / Q8_0 matrices.
+  AlignedBytes pack_for_matmul(const WeightTensor& w);
   int num_threads() const { return pool_.num_threads(); }
   Isa isa() const { return isa_; }
 

@@ -25,6 +25,7 @@ CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32
                          bool release_window_blocks)
     : weights_(weights),
       backend_(backend),
+      prepared_(weights, backend),
       groups_(kv_groups_of(weights.config(), release_window_blocks)),
       storage_(kv_cache_shape(weights.config(), num_blocks, block_size, format,
                               !kv_format_has_residual(format) ? 0
@@ -82,7 +83,7 @@ StepResult CpuExecutor::execute(const ForwardBatch& batch, const SamplingPlan* p
   const size_t vocab = static_cast<size_t>(weights_.config().vocab_size);
   const int32_t rows = static_cast<int32_t>(batch.logit_rows.size());
   logits_.resize(static_cast<size_t>(rows) * vocab);
-  CpuForward forward(weights_, backend_, storage_, batch, activations_, logits_.data(), stats_, &groups_);
+  CpuForward forward(weights_, backend_, storage_, batch, activations_, logits_.data(), stats_, &groups_, &prepared_);
   run_transformer_layers(weights_.architecture(), forward);
   if (rows > 0) run_transformer_head(forward, 0, rows);
   return StepResult{logits_, {}};

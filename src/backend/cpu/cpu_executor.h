@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_forward.h"
+#include "backend/cpu/prepared_weights.h"
 #include "executor/executor.h"
 #include "executor/kv_pool_sizing.h"
 #include "kv/host_kv_pool.h"
@@ -40,7 +41,8 @@ class CpuExecutor final : public Executor {
  private:
   const ModelWeights& weights_;
   CpuBackend& backend_;
-  KvGroups groups_;  // before storage_: its shape has groups_.num_slots layers
+  PreparedWeights prepared_;  // the matrices as backend_ computes with them
+  KvGroups groups_;           // before storage_: its shape has groups_.num_slots layers
   KvCacheStorage storage_;
   std::unique_ptr<HostKvPool> host_pool_;
   CpuActivations activations_;

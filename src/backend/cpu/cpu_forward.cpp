@@ -18,7 +18,8 @@ void CpuActivations::resize(const ModelConfig& c, int32_t num_tokens) {
 }
 
 CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache, const ForwardBatch& batch,
-                       CpuActivations& a, float* logits, ActivationStats* stats, const KvGroups* groups)
+                       CpuActivations& a, float* logits, ActivationStats* stats, const KvGroups* groups,
+                       const PreparedWeights* prepared)
     : weights_(weights),
       c_(weights.config()),
       backend_(backend),
@@ -28,6 +29,7 @@ CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheSto
       a_(a),
       logits_(logits),
       stats_(stats),
+      prepared_(prepared),
       n_(batch.num_tokens()) {
   a_.resize(c_, n_);
 }
@@ -53,13 +55,13 @@ const std::vector<float>& norm_weight(const LayerWeights& w, NormSite site) {
 }  // namespace
 
 void CpuForward::norm(NormSite site, int32_t layer) {
-  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  const LayerWeights& w = layer_weights(layer);
   backend_.rms_norm(a_.x.data(), norm_weight(w, site).data(), a_.normed.data(), n_, c_.hidden_dim, c_.rms_norm_eps);
 }
 
 void CpuForward::qk_norm(int32_t layer) {
   // Every head is a row of head_dim: q is (n * heads) rows, k (n * kv_heads); in place.
-  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  const LayerWeights& w = layer_weights(layer);
   backend_.rms_norm(a_.q.data(), w.q_norm.data(), a_.q.data(), static_cast<int64_t>(n_) * c_.num_heads, c_.head_dim,
                     c_.rms_norm_eps);
   backend_.rms_norm(a_.k.data(), w.k_norm.data(), a_.k.data(), static_cast<int64_t>(n_) * c_.num_kv_heads, c_.head_dim,
@@ -67,13 +69,13 @@ void CpuForward::qk_norm(int32_t layer) {
 }
 
 void CpuForward::post_norm_add(NormSite site, int32_t layer) {
-  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  const LayerWeights& w = layer_weights(layer);
   backend_.rms_norm(a_.proj.data(), norm_weight(w, site).data(), a_.proj.data(), n_, c_.hidden_dim, c_.rms_norm_eps);
   backend_.add(a_.x.data(), a_.proj.data(), static_cast<int64_t>(n_) * c_.hidden_dim);
 }
 
 void CpuForward::project_qkv(int32_t layer) {
-  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  const LayerWeights& w = layer_weights(layer);
   if (stats_ != nullptr) stats_->add(MatrixInput::kAttention, layer, a_.normed.data(), n_);
   backend_.matmul(w.q, a_.normed.data(), a_.q.data(), n_);
   backend_.matmul(w.k, a_.normed.data(), a_.k.data(), n_);
@@ -110,7 +112,7 @@ void CpuForward::attend(int32_t layer, float scale, int32_t window) {
 }
 
 void CpuForward::project_output(int32_t layer) {
-  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  const LayerWeights& w = layer_weights(layer);
   if (stats_ != nullptr) stats_->add(MatrixInput::kAttentionOutput, layer, a_.attn.data(), n_);
   backend_.matmul(w.o, a_.attn.data(), a_.proj.data(), n_);
 }
@@ -121,7 +123,7 @@ void CpuForward::project_output_add(int32_t layer) {
 }
 
 void CpuForward::project_gate_up(int32_t layer) {
-  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  const LayerWeights& w = layer_weights(layer);
   if (stats_ != nullptr) stats_->add(MatrixInput::kFfn, layer, a_.normed.data(), n_);
   backend_.matmul(w.gate, a_.normed.data(), a_.gate.data(), n_);
   backend_.matmul(w.up, a_.normed.data(), a_.up.data(), n_);
@@ -138,7 +140,7 @@ void CpuForward::activate(int32_t layer, Activation activation) {
 }
 
 void CpuForward::project_down(int32_t layer) {
-  const LayerWeights& w = weights_.layers()[static_cast<size_t>(layer)];
+  const LayerWeights& w = layer_weights(layer);
   if (stats_ != nullptr) stats_->add(MatrixInput::kFfnHidden, layer, a_.gate.data(), n_);
   backend_.matmul(w.down, a_.gate.data(), a_.proj.data(), n_);
 }
@@ -162,7 +164,7 @@ void CpuForward::final_norm(int32_t count) {
 }
 
 void CpuForward::project_vocab(int32_t count) {
-  backend_.matmul(weights_.output(), a_.normed.data(), logits_, count);
+  backend_.matmul(prepared_ != nullptr ? prepared_->output() : weights_.output(), a_.normed.data(), logits_, count);
 }
 
 }  // namespace folio::cpu

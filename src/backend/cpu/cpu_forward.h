@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/activation_stats.h"
+#include "backend/cpu/prepared_weights.h"
 #include "executor/forward_batch.h"
 #include "kv/kv_cache_storage.h"
 #include "kv/kv_groups.h"
@@ -37,9 +38,11 @@ class CpuForward {
  public:
   // stats: null, or the importance statistics each matrix input adds to (activation_stats.h).
   // groups: which block-table group and storage slot each layer's K/V use (kv/kv_groups.h);
-  // null: one group, layer l in slot l.
+  // null: one group, layer l in slot l. prepared: the matrices as the backend packed them
+  // (prepared_weights.h); null: the model's.
   CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache, const ForwardBatch& batch,
-             CpuActivations& a, float* logits, ActivationStats* stats = nullptr, const KvGroups* groups = nullptr);
+             CpuActivations& a, float* logits, ActivationStats* stats = nullptr, const KvGroups* groups = nullptr,
+             const PreparedWeights* prepared = nullptr);
 
   void embed();
   void norm(NormSite site, int32_t layer);
@@ -67,6 +70,9 @@ class CpuForward {
     std::span<const KvSeal> seals;
   };
   LayerKv layer_kv(int32_t layer);
+  const LayerWeights& layer_weights(int32_t layer) const {
+    return prepared_ != nullptr ? prepared_->layer(layer) : weights_.layers()[static_cast<size_t>(layer)];
+  }
 
   const ModelWeights& weights_;
   const ModelConfig& c_;
@@ -77,6 +83,7 @@ class CpuForward {
   CpuActivations& a_;
   float* logits_;
   ActivationStats* stats_;
+  const PreparedWeights* prepared_;
   int32_t n_;
 };
 

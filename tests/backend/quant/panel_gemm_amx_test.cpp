@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/quant/quant_kernels.h"
+#include "core/aligned_bytes.h"
 #include "quant/formats.h"
 #include "quant_test_util.h"
 
@@ -51,13 +52,16 @@ Problem make_problem(std::mt19937& rng, DType type, int64_t rows, int64_t cols, 
   return p;
 }
 
-// y (n, rows) through the AMX path, all panels on this thread.
-std::vector<float> amx_matmul(const Problem& p, const uint8_t* acts, int64_t n) {
+// y (n, rows) through the AMX path, all panels on this thread; packed: from the matrix's
+// panels packed beforehand (as executors do), else unpacked panel by panel.
+std::vector<float> amx_matmul(const Problem& p, const uint8_t* acts, int64_t n, bool packed = false) {
   std::vector<int32_t> sums(static_cast<size_t>(n * (p.cols / 32)) + 1);
   amx_activation_block_sums(p.type, acts, p.act_row_bytes, n, p.cols, sums.data());
+  AlignedBytes panels(packed ? amx_packed_bytes(p.type, p.rows, p.cols) : 0);
+  if (packed) amx_pack_panels(p.type, p.cols, p.weights.data(), 0, p.rows / 16, panels.data());
   std::vector<float> y(static_cast<size_t>(n * p.rows), NAN);
-  amx_panel_gemm(p.type, p.cols, p.weights.data(), acts, p.act_row_bytes, sums.data(), n, 0, p.rows / 16, y.data(),
-                 p.rows);
+  amx_panel_gemm(p.type, p.cols, p.weights.data(), packed ? panels.data() : nullptr, acts, p.act_row_bytes, sums.data(),
+                 n, 0, p.rows / 16, y.data(), p.rows);
   return y;
 }
 
@@ -73,8 +77,8 @@ TEST_P(AmxPanelGemm, MatchesFloat64Reference) {
   const QuantKernels* scalar = quant_kernels(type, Isa::kScalar);
   const QuantKernels* avx512 = quant_kernels(type, Isa::kAvx512);
   std::mt19937 rng(7);
-  for (const auto& [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{16, 32, 1}, {32, 64, 16}, {48, 576, 37},
-                                      {64, 1536, 19}, {16, 96, 33}}) {
+  for (const auto& [rows, cols, n] :
+       {std::tuple<int64_t, int64_t, int64_t>{16, 32, 1}, {32, 64, 16}, {48, 576, 37}, {64, 1536, 19}, {16, 96, 33}}) {
     for (bool raw : {false, true}) {
       const Problem p = make_problem(rng, type, rows, cols, n, raw);
       const std::vector<float> y = amx_matmul(p, p.acts.data(), n);
@@ -118,6 +122,9 @@ TEST_P(AmxPanelGemm, ARowsBitsDoNotDependOnItsBatch) {
   // And rows 16..31 as the first tile of another batch.
   const std::vector<float> shifted = amx_matmul(p, p.acts.data() + 16 * p.act_row_bytes, 16);
   EXPECT_EQ(std::memcmp(shifted.data(), batch.data() + 16 * p.rows, 16 * p.rows * sizeof(float)), 0);
+  // Panels packed at load give the bits of panels unpacked as they are reached.
+  const std::vector<float> packed = amx_matmul(p, p.acts.data(), p.n, /*packed=*/true);
+  EXPECT_EQ(std::memcmp(packed.data(), batch.data(), batch.size() * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, AmxPanelGemm, ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q8_0),

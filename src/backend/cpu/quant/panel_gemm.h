@@ -28,11 +28,21 @@ bool amx_panel_gemm_supports(DType weight_type, int64_t rows, int64_t cols);
 void amx_activation_block_sums(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
                                int32_t* sums);
 
+// The rest runs AMX / AVX-512 code: call it only when detect_isa() is Isa::kAmx.
+
+// Bytes of a matrix's panels, unpacked once for good (amx_pack_panels).
+size_t amx_packed_bytes(DType weight_type, int64_t rows, int64_t cols);
+// Panels [panel_begin, panel_end) of the matrix at `weights` (rows of row_bytes(type, cols)
+// bytes) into `packed`, the whole matrix's amx_packed_bytes.
+void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, int64_t panel_begin, int64_t panel_end,
+                     uint8_t* packed);
+
 // y[m * y_stride + r] = dot(weight row r, activation row m) for rows r of panels
-// [panel_begin, panel_end) (16 rows each) and every m < n. weights: rows of row_bytes(type,
-// cols) bytes; acts: n rows of act_row_bytes, converted to the type's activation format; sums:
-// amx_activation_block_sums' (unused for Q4_1). Call only when detect_isa() is Isa::kAmx.
-void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* acts,
+// [panel_begin, panel_end) (16 rows each) and every m < n. packed: amx_pack_panels' copy of the
+// matrix, or null to unpack each panel from `weights` as it is reached (the same bits); acts: n
+// rows of act_row_bytes, converted to the type's activation format; sums:
+// amx_activation_block_sums' (unused for Q4_1).
+void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed, const uint8_t* acts,
                     size_t act_row_bytes, const int32_t* sums, int64_t n, int64_t panel_begin, int64_t panel_end,
                     float* y, int64_t y_stride);
 

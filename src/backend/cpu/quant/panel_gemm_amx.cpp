@@ -7,8 +7,10 @@
 // A panel's block b, as unpacked into the thread's scratch:
 //   codes  [8][16][4] bytes: row j holds inputs 4j..4j+3 of each of the 16 weight rows (the
 //          tile B of K = 32, N = 16, and what vpdpbusd reads as 16 lanes)
-//   d      [16] floats: each weight row's block scale
-//   m      [16] floats: Q4_1's block minimum (absent for Q4_0 / Q8_0)
+//   d      [16] fp16: each weight row's block scale (as stored: decode reads every byte, and
+//          fp16 keeps a packed Q4_1 matrix the size of the stored one)
+//   m      [16] fp16: Q4_1's block minimum (absent for Q4_0 / Q8_0)
+//   padding to a multiple of 64 bytes (Q4_0, Q8_0), so that every block's codes are aligned
 // Tiles: A = 16 activation rows x 32 int8 (read in place, the activation rows' stride), B the
 // codes above, C = 16 x 16 int32; two sets (blocks b and b + 1 in flight).
 // GCC 12 reports its own intrinsics' _mm512_undefined_*() placeholders as used uninitialized
@@ -50,7 +52,7 @@ Layout layout_of(DType type) {
 }
 
 size_t panel_block_bytes(const Layout& l) {
-  return kCodeBytes + kPanelRows * sizeof(float) * (l.offset == 0 ? 2 : 1);
+  return (kCodeBytes + kPanelRows * sizeof(uint16_t) * (l.offset == 0 ? 2 : 1) + 63) / 64 * 64;
 }
 
 // The thread's unpacked panel (grown on demand, never freed: threads live as long as the pool).
@@ -105,11 +107,13 @@ void transpose_16x4(const uint8_t* const* rows, size_t offset, __m512i out[4]) {
   out[3] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
 }
 
-// The 16 fp16 values at rows[n] + offset -> floats.
-__m512 gather_halves(const uint8_t* const* rows, size_t offset) {
-  alignas(32) uint16_t h[kPanelRows];
-  for (int n = 0; n < kPanelRows; ++n) std::memcpy(&h[n], rows[n] + offset, 2);
-  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+// The 16 fp16 values at rows[n] + offset -> out[n].
+void gather_halves(const uint8_t* const* rows, size_t offset, uint8_t* out) {
+  for (int n = 0; n < kPanelRows; ++n) std::memcpy(out + 2 * n, rows[n] + offset, 2);
+}
+
+__m512 load_halves(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
 // Panel rows [r0, r0 + 16) of `weights`, every block, into scratch.
@@ -137,9 +141,8 @@ void unpack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int
         for (int j = 0; j < 4; ++j) _mm512_store_si512(out + 64 * (4 * half + j), _mm512_xor_si512(d[j], flip));
       }
     }
-    float* scales = reinterpret_cast<float*>(out + kCodeBytes);
-    _mm512_store_ps(scales, gather_halves(rows, 0));
-    if (l.offset == 0) _mm512_store_ps(scales + kPanelRows, gather_halves(rows, 2));  // Q4_1's m
+    gather_halves(rows, 0, out + kCodeBytes);
+    if (l.offset == 0) gather_halves(rows, 2, out + kCodeBytes + 2 * kPanelRows);  // Q4_1's m
   }
 }
 
@@ -151,13 +154,13 @@ float half_at(const uint8_t* p) {
 
 // One block's exact integer dot products (16 lanes: the panel's rows) into a row's sums: the
 // one sequence of float operations both the tile and the VNNI paths use.
-__m512 accumulate(__m512 acc, __m512i dots, const Layout& l, const float* scales, const uint8_t* act_block,
+__m512 accumulate(__m512 acc, __m512i dots, const Layout& l, const uint8_t* scales, const uint8_t* act_block,
                   int32_t act_sum) {
   if (l.offset != 0) dots = _mm512_sub_epi32(dots, _mm512_set1_epi32(l.offset * act_sum));
-  const __m512 scale = _mm512_mul_ps(_mm512_load_ps(scales), _mm512_set1_ps(half_at(act_block)));
+  const __m512 scale = _mm512_mul_ps(load_halves(scales), _mm512_set1_ps(half_at(act_block)));
   acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, acc);
   if (l.offset == 0) {
-    acc = _mm512_fmadd_ps(_mm512_load_ps(scales + kPanelRows), _mm512_set1_ps(half_at(act_block + 2)), acc);
+    acc = _mm512_fmadd_ps(load_halves(scales + 2 * kPanelRows), _mm512_set1_ps(half_at(act_block + 2)), acc);
   }
   return acc;
 }
@@ -170,7 +173,7 @@ void tile_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint
   alignas(64) int32_t c[2][kTileRows * kPanelRows];
   const size_t panel_stride = panel_block_bytes(l);
   auto fold = [&](int which, int64_t b) {
-    const float* scales = reinterpret_cast<const float*>(panel + b * panel_stride + kCodeBytes);
+    const uint8_t* scales = panel + b * panel_stride + kCodeBytes;
     for (int m = 0; m < kTileRows; ++m) {
       acc[m] = accumulate(acc[m], _mm512_load_si512(c[which] + m * kPanelRows), l, scales,
                           act + m * stride + b * l.act_block_bytes, l.offset != 0 ? sums[m * sums_stride + b] : 0);
@@ -203,19 +206,25 @@ void tile_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint
 }
 
 // One activation row against the unpacked panel, on VNNI: the same integers, the same folds.
-void vnni_row(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, const int32_t* sums, float* y) {
+void vnni_row(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, const int32_t* sums,
+              float* y) {
   __m512 acc = _mm512_setzero_ps();
   const size_t panel_stride = panel_block_bytes(l);
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* codes = panel + b * panel_stride;
     const uint8_t* a = act + b * l.act_block_bytes;
-    __m512i dots = _mm512_setzero_si512();
-    for (int j = 0; j < kBlock / 4; ++j) {
-      int32_t four;
-      std::memcpy(&four, a + l.act_codes_offset + 4 * j, 4);
-      dots = _mm512_dpbusd_epi32(dots, _mm512_load_si512(codes + 64 * j), _mm512_set1_epi32(four));
+    // Four independent chains (vpdpbusd's latency, not its throughput, bounds one chain); the
+    // integer sums are exact whatever the grouping.
+    __m512i part[4];
+    for (int j = 0; j < 4; ++j) {
+      int32_t lo, hi;
+      std::memcpy(&lo, a + l.act_codes_offset + 4 * j, 4);
+      std::memcpy(&hi, a + l.act_codes_offset + 4 * (j + 4), 4);
+      part[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_load_si512(codes + 64 * j), _mm512_set1_epi32(lo));
+      part[j] = _mm512_dpbusd_epi32(part[j], _mm512_load_si512(codes + 64 * (j + 4)), _mm512_set1_epi32(hi));
     }
-    acc = accumulate(acc, dots, l, reinterpret_cast<const float*>(codes + kCodeBytes), a, l.offset != 0 ? sums[b] : 0);
+    const __m512i dots = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
+    acc = accumulate(acc, dots, l, codes + kCodeBytes, a, l.offset != 0 ? sums[b] : 0);
   }
   _mm512_storeu_ps(y, acc);
 }
@@ -241,17 +250,35 @@ void amx_activation_block_sums(DType weight_type, const uint8_t* acts, size_t ac
   }
 }
 
-void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* acts,
+size_t amx_packed_bytes(DType weight_type, int64_t rows, int64_t cols) {
+  return static_cast<size_t>(rows / kPanelRows) * static_cast<size_t>(cols / kBlock) *
+         panel_block_bytes(layout_of(weight_type));
+}
+
+void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, int64_t panel_begin, int64_t panel_end,
+                     uint8_t* packed) {
+  const Layout l = layout_of(weight_type);
+  const int64_t blocks = cols / kBlock;
+  const size_t panel_bytes = static_cast<size_t>(blocks) * panel_block_bytes(l);
+  for (int64_t p = panel_begin; p < panel_end; ++p) {
+    unpack_panel(l, weights, static_cast<size_t>(blocks) * l.weight_block_bytes, p * kPanelRows, blocks,
+                 packed + static_cast<size_t>(p) * panel_bytes);
+  }
+}
+
+void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed, const uint8_t* acts,
                     size_t act_row_bytes, const int32_t* sums, int64_t n, int64_t panel_begin, int64_t panel_end,
                     float* y, int64_t y_stride) {
   const Layout l = layout_of(weight_type);
   const int64_t blocks = cols / kBlock;
   const size_t row_bytes = static_cast<size_t>(blocks) * l.weight_block_bytes;
-  uint8_t* panel = panel_scratch(static_cast<size_t>(blocks) * panel_block_bytes(l));
+  const size_t panel_bytes = static_cast<size_t>(blocks) * panel_block_bytes(l);
+  uint8_t* scratch = packed == nullptr ? panel_scratch(panel_bytes) : nullptr;
   if (n >= kTileRows) configure_tiles();
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     const int64_t r0 = p * kPanelRows;
-    unpack_panel(l, weights, row_bytes, r0, blocks, panel);
+    const uint8_t* panel = packed != nullptr ? packed + static_cast<size_t>(p) * panel_bytes : scratch;
+    if (packed == nullptr) unpack_panel(l, weights, row_bytes, r0, blocks, scratch);
     // Q4_1 has no sums (and a null pointer takes no offset).
     auto row_sums = [&](int64_t m) { return l.offset == 0 ? nullptr : sums + m * blocks; };
     int64_t m = 0;

@@ -1,0 +1,38 @@
+#include "backend/cpu/prepared_weights.h"
+
+#include <sys/mman.h>
+
+namespace folio::cpu {
+
+PreparedWeights::PreparedWeights(const ModelWeights& weights, CpuBackend& backend)
+    : weights_(weights), output_(weights.output()) {
+  const bool tied = weights.tied_embeddings();
+  pack(backend, output_, !tied);
+  if (backend.isa() != Isa::kAmx) return;
+  layers_ = weights.layers();
+  for (LayerWeights& layer : layers_) {
+    for (WeightTensor* w : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down}) {
+      pack(backend, *w, true);
+    }
+  }
+}
+
+void PreparedWeights::pack(CpuBackend& backend, WeightTensor& w, bool release_stored) {
+  if (w.empty() || w.interleave_heads != 0) return;
+  AlignedBytes packed = backend.pack_for_matmul(w);
+  if (packed.empty()) return;
+  w.packed = packed.data();
+  packed_bytes_ += static_cast<int64_t>(packed.size());
+  buffers_.push_back(std::move(packed));
+  if (!release_stored) return;
+  // The whole pages inside the matrix's bytes.
+  constexpr uintptr_t kPage = 4096;
+  const auto begin = reinterpret_cast<uintptr_t>(w.data);
+  const uintptr_t end = begin + static_cast<uintptr_t>(w.rows) * w.row_stride_bytes();
+  const uintptr_t first = (begin + kPage - 1) / kPage * kPage, last = end / kPage * kPage;
+#ifdef MADV_PAGEOUT
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_PAGEOUT);  // a hint: errors are fine
+#endif
+}
+
+}  // namespace folio::cpu
