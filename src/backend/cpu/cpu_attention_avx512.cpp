@@ -1,5 +1,7 @@
 // The attention tile kernel compiled for AVX-512 (this file gets -mavx512f and friends);
 // cpu_attention.cpp calls it only on CPUs that have AVX-512.
+#include <immintrin.h>
+
 #include <cstddef>
 #include <cstdint>
 
