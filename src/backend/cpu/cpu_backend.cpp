@@ -86,12 +86,12 @@ void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t
 void CpuBackend::matmul_panels(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, float* y, int64_t n) {
   constexpr int64_t kPanelRows = 16;
   const int64_t blocks = w.cols / 32;
-  activation_sums_.resize(static_cast<size_t>(n * blocks));
-  amx_activation_block_sums(w.type, acts, act_row_bytes, n, w.cols, activation_sums_.data());
+  activation_terms_.resize(static_cast<size_t>(2 * n * blocks));
+  amx_activation_terms(w.type, acts, act_row_bytes, n, w.cols, activation_terms_.data());
   const auto* weights = static_cast<const uint8_t*>(w.data);
   const auto* packed = static_cast<const uint8_t*>(w.packed);
   pool_.parallel_for(w.rows / kPanelRows, [&](int, int64_t begin, int64_t end) {
-    amx_panel_gemm(w.type, w.cols, weights, packed, acts, act_row_bytes, activation_sums_.data(), n, begin, end, y,
+    amx_panel_gemm(w.type, w.cols, weights, packed, acts, act_row_bytes, activation_terms_.data(), n, begin, end, y,
                    w.rows);
   });
 }

@@ -53,7 +53,7 @@ class CpuBackend final : public Backend {
   Isa isa_;
   ActivationPrecision precision_;
   std::vector<uint8_t> converted_activations_;  // (n, row_bytes(activation_type, cols))
-  std::vector<int32_t> activation_sums_;        // (n, cols / 32) AMX: each block's int8 sum
+  std::vector<float> activation_terms_;         // (n, cols / 32, 2) AMX: amx_activation_terms
 };
 
 }  // namespace folio::cpu

@@ -55,13 +55,13 @@ Problem make_problem(std::mt19937& rng, DType type, int64_t rows, int64_t cols, 
 // y (n, rows) through the AMX path, all panels on this thread; packed: from the matrix's
 // panels packed beforehand (as executors do), else unpacked panel by panel.
 std::vector<float> amx_matmul(const Problem& p, const uint8_t* acts, int64_t n, bool packed = false) {
-  std::vector<int32_t> sums(static_cast<size_t>(n * (p.cols / 32)) + 1);
-  amx_activation_block_sums(p.type, acts, p.act_row_bytes, n, p.cols, sums.data());
+  std::vector<float> terms(static_cast<size_t>(2 * n * (p.cols / 32)));
+  amx_activation_terms(p.type, acts, p.act_row_bytes, n, p.cols, terms.data());
   AlignedBytes panels(packed ? amx_packed_bytes(p.type, p.rows, p.cols) : 0);
   if (packed) amx_pack_panels(p.type, p.cols, p.weights.data(), 0, p.rows / 16, panels.data());
   std::vector<float> y(static_cast<size_t>(n * p.rows), NAN);
-  amx_panel_gemm(p.type, p.cols, p.weights.data(), packed ? panels.data() : nullptr, acts, p.act_row_bytes, sums.data(),
-                 n, 0, p.rows / 16, y.data(), p.rows);
+  amx_panel_gemm(p.type, p.cols, p.weights.data(), packed ? panels.data() : nullptr, acts, p.act_row_bytes,
+                 terms.data(), n, 0, p.rows / 16, y.data(), p.rows);
   return y;
 }
 

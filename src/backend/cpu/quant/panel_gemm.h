@@ -23,12 +23,13 @@ namespace folio::cpu {
 // Whether the AMX path computes matmuls with weights of this type and shape.
 bool amx_panel_gemm_supports(DType weight_type, int64_t rows, int64_t cols);
 
-// Activation block sums the offset types (Q4_0, Q8_0) need: sums[m * (cols / 32) + b] = the
-// sum of row m's 32 int8 values in block b. Empty work for Q4_1. acts as in amx_panel_gemm.
-void amx_activation_block_sums(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
-                               int32_t* sums);
-
 // The rest runs AMX / AVX-512 code: call it only when detect_isa() is Isa::kAmx.
+
+// What each activation block contributes besides its codes, once per matmul: terms[2 (m *
+// (cols / 32) + b) + {0, 1}] = row m's block b scale d_a as a float, then o * sum(q_a) (Q4_0,
+// Q8_0) or s_a (Q4_1). acts as in amx_panel_gemm.
+void amx_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
+                          float* terms);
 
 // Bytes of a matrix's panels, unpacked once for good (amx_pack_panels).
 size_t amx_packed_bytes(DType weight_type, int64_t rows, int64_t cols);
@@ -40,10 +41,10 @@ void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, in
 // y[m * y_stride + r] = dot(weight row r, activation row m) for rows r of panels
 // [panel_begin, panel_end) (16 rows each) and every m < n. packed: amx_pack_panels' copy of the
 // matrix, or null to unpack each panel from `weights` as it is reached (the same bits); acts: n
-// rows of act_row_bytes, converted to the type's activation format; sums:
-// amx_activation_block_sums' (unused for Q4_1).
+// rows of act_row_bytes, converted to the type's activation format; terms:
+// amx_activation_terms' of those rows.
 void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed, const uint8_t* acts,
-                    size_t act_row_bytes, const int32_t* sums, int64_t n, int64_t panel_begin, int64_t panel_end,
+                    size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
                     float* y, int64_t y_stride);
 
 }  // namespace folio::cpu

@@ -153,99 +153,127 @@ float half_at(const uint8_t* p) {
 }
 
 // One block's exact integer dot products (16 lanes: the panel's rows) into a row's sums: the
-// one sequence of float operations both the tile and the VNNI paths use.
-__m512 accumulate(__m512 acc, __m512i dots, const Layout& l, const uint8_t* scales, const uint8_t* act_block,
-                  int32_t act_sum) {
-  if (l.offset != 0) dots = _mm512_sub_epi32(dots, _mm512_set1_epi32(l.offset * act_sum));
-  const __m512 scale = _mm512_mul_ps(load_halves(scales), _mm512_set1_ps(half_at(act_block)));
-  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, acc);
-  if (l.offset == 0) {
-    acc = _mm512_fmadd_ps(load_halves(scales + 2 * kPanelRows), _mm512_set1_ps(half_at(act_block + 2)), acc);
-  }
+// one sequence of float operations both the tile and the VNNI paths use. terms: the row's
+// block terms (amx_activation_terms): d_a, then o sum(a) (an integer below 2^24, so the
+// subtraction in float is exact) or Q4_1's s_a.
+__attribute__((always_inline)) inline __m512 accumulate(__m512 acc, __m512i dots, bool affine, const uint8_t* scales,
+                                                        const float* terms) {
+  __m512 t = _mm512_cvtepi32_ps(dots);
+  if (!affine) t = _mm512_sub_ps(t, _mm512_set1_ps(terms[1]));
+  acc = _mm512_fmadd_ps(t, _mm512_mul_ps(load_halves(scales), _mm512_set1_ps(terms[0])), acc);
+  if (affine) acc = _mm512_fmadd_ps(load_halves(scales + 2 * kPanelRows), _mm512_set1_ps(terms[1]), acc);
   return acc;
 }
 
+// A stored C tile (16 x 16 int32) of block b into the 16 rows' sums.
+__attribute__((always_inline)) inline void fold(__m512 (&acc)[kTileRows], const int32_t* c, bool affine,
+                                                const uint8_t* scales, const float* terms, int64_t terms_stride,
+                                                int64_t b) {
+#pragma GCC unroll 16
+  for (int m = 0; m < kTileRows; ++m) {
+    acc[m] =
+        accumulate(acc[m], _mm512_load_si512(c + m * kPanelRows), affine, scales, terms + m * terms_stride + 2 * b);
+  }
+}
+
 // 16 activation rows from `act` (rows `stride` apart) against the unpacked panel, on tiles.
+// Software-pipelined by pairs of blocks: the tile unit multiplies pair p + 1 while the vector
+// units fold pair p's stored products (its tilestored comes after that fold, so the tile
+// multiplies have finished by then).
 void tile_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, size_t stride,
-               const int32_t* sums, int64_t sums_stride, float* y, int64_t y_stride) {
+               const float* terms, int64_t terms_stride, float* y, int64_t y_stride) {
   __m512 acc[kTileRows];
   for (int m = 0; m < kTileRows; ++m) acc[m] = _mm512_setzero_ps();
-  alignas(64) int32_t c[2][kTileRows * kPanelRows];
-  const size_t panel_stride = panel_block_bytes(l);
-  auto fold = [&](int which, int64_t b) {
-    const uint8_t* scales = panel + b * panel_stride + kCodeBytes;
-    for (int m = 0; m < kTileRows; ++m) {
-      acc[m] = accumulate(acc[m], _mm512_load_si512(c[which] + m * kPanelRows), l, scales,
-                          act + m * stride + b * l.act_block_bytes, l.offset != 0 ? sums[m * sums_stride + b] : 0);
-    }
-  };
-  int64_t b = 0;
-  for (; b + 2 <= blocks; b += 2) {
-    _tile_loadd(0, act + b * l.act_block_bytes + l.act_codes_offset, stride);
-    _tile_loadd(1, panel + b * panel_stride, 64);
+  alignas(64) int32_t c[2][2][kTileRows * kPanelRows];  // [buffer][block of the pair]
+  const size_t ps = panel_block_bytes(l), ab = l.act_block_bytes, co = l.act_codes_offset;
+  const bool affine = l.offset == 0;
+  auto multiply_pair = [&](int64_t b) {
+    _tile_loadd(0, act + b * ab + co, stride);
+    _tile_loadd(1, panel + b * ps, 64);
     _tile_zero(2);
-    _tile_loadd(3, act + (b + 1) * l.act_block_bytes + l.act_codes_offset, stride);
-    _tile_loadd(4, panel + (b + 1) * panel_stride, 64);
+    _tile_loadd(3, act + (b + 1) * ab + co, stride);
+    _tile_loadd(4, panel + (b + 1) * ps, 64);
     _tile_zero(5);
     _tile_dpbsud(2, 0, 1);
     _tile_dpbsud(5, 3, 4);
-    _tile_stored(2, c[0], 64);
-    _tile_stored(5, c[1], 64);
-    fold(0, b);
-    fold(1, b + 1);
+  };
+  auto store_pair = [&](int which) {
+    _tile_stored(2, c[which][0], 64);
+    _tile_stored(5, c[which][1], 64);
+  };
+  auto fold_pair = [&](int which, int64_t b) {
+    fold(acc, c[which][0], affine, panel + b * ps + kCodeBytes, terms, terms_stride, b);
+    fold(acc, c[which][1], affine, panel + (b + 1) * ps + kCodeBytes, terms, terms_stride, b + 1);
+  };
+  const int64_t pairs = blocks / 2;
+  if (pairs > 0) {
+    multiply_pair(0);
+    store_pair(0);
+    for (int64_t p = 1; p < pairs; ++p) {
+      multiply_pair(2 * p);
+      fold_pair((p - 1) & 1, 2 * (p - 1));
+      store_pair(p & 1);
+    }
+    fold_pair((pairs - 1) & 1, 2 * (pairs - 1));
   }
-  if (b < blocks) {
-    _tile_loadd(0, act + b * l.act_block_bytes + l.act_codes_offset, stride);
-    _tile_loadd(1, panel + b * panel_stride, 64);
+  if (blocks % 2 != 0) {
+    const int64_t b = blocks - 1;
+    _tile_loadd(0, act + b * ab + co, stride);
+    _tile_loadd(1, panel + b * ps, 64);
     _tile_zero(2);
     _tile_dpbsud(2, 0, 1);
-    _tile_stored(2, c[0], 64);
-    fold(0, b);
+    _tile_stored(2, c[0][0], 64);
+    fold(acc, c[0][0], affine, panel + b * ps + kCodeBytes, terms, terms_stride, b);
   }
   for (int m = 0; m < kTileRows; ++m) _mm512_storeu_ps(y + m * y_stride, acc[m]);
 }
 
 // One activation row against the unpacked panel, on VNNI: the same integers, the same folds.
-void vnni_row(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, const int32_t* sums,
-              float* y) {
+void vnni_row(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, const float* terms, float* y) {
   __m512 acc = _mm512_setzero_ps();
   const size_t panel_stride = panel_block_bytes(l);
+  const bool affine = l.offset == 0;
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* codes = panel + b * panel_stride;
-    const uint8_t* a = act + b * l.act_block_bytes;
+    const uint8_t* a = act + b * l.act_block_bytes + l.act_codes_offset;
     // Four independent chains (vpdpbusd's latency, not its throughput, bounds one chain); the
     // integer sums are exact whatever the grouping.
     __m512i part[4];
     for (int j = 0; j < 4; ++j) {
       int32_t lo, hi;
-      std::memcpy(&lo, a + l.act_codes_offset + 4 * j, 4);
-      std::memcpy(&hi, a + l.act_codes_offset + 4 * (j + 4), 4);
+      std::memcpy(&lo, a + 4 * j, 4);
+      std::memcpy(&hi, a + 4 * (j + 4), 4);
       part[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_load_si512(codes + 64 * j), _mm512_set1_epi32(lo));
       part[j] = _mm512_dpbusd_epi32(part[j], _mm512_load_si512(codes + 64 * (j + 4)), _mm512_set1_epi32(hi));
     }
     const __m512i dots = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
-    acc = accumulate(acc, dots, l, codes + kCodeBytes, a, l.offset != 0 ? sums[b] : 0);
+    acc = accumulate(acc, dots, affine, codes + kCodeBytes, terms + 2 * b);
   }
   _mm512_storeu_ps(y, acc);
 }
 
 }  // namespace
 
-void amx_activation_block_sums(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
-                               int32_t* sums) {
+void amx_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
+                          float* terms) {
   const Layout l = layout_of(weight_type);
-  if (l.offset == 0) return;
   const int64_t blocks = cols / kBlock;
   const __m256i ones = _mm256_set1_epi8(1);
   for (int64_t m = 0; m < n; ++m) {
     for (int64_t b = 0; b < blocks; ++b) {
-      const __m256i q = _mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(acts + m * act_row_bytes + b * l.act_block_bytes + l.act_codes_offset));
+      const uint8_t* block = acts + m * act_row_bytes + b * l.act_block_bytes;
+      float* out = terms + 2 * (m * blocks + b);
+      out[0] = half_at(block);
+      if (l.offset == 0) {
+        out[1] = half_at(block + 2);  // Q8_1's s = d sum(q)
+        continue;
+      }
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + l.act_codes_offset));
       const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q);
       __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
       t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
       t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-      sums[m * blocks + b] = _mm_cvtsi128_si32(t);
+      out[1] = static_cast<float>(l.offset * _mm_cvtsi128_si32(t));
     }
   }
 }
@@ -267,7 +295,7 @@ void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, in
 }
 
 void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed, const uint8_t* acts,
-                    size_t act_row_bytes, const int32_t* sums, int64_t n, int64_t panel_begin, int64_t panel_end,
+                    size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
                     float* y, int64_t y_stride) {
   const Layout l = layout_of(weight_type);
   const int64_t blocks = cols / kBlock;
@@ -279,14 +307,13 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
     const int64_t r0 = p * kPanelRows;
     const uint8_t* panel = packed != nullptr ? packed + static_cast<size_t>(p) * panel_bytes : scratch;
     if (packed == nullptr) unpack_panel(l, weights, row_bytes, r0, blocks, scratch);
-    // Q4_1 has no sums (and a null pointer takes no offset).
-    auto row_sums = [&](int64_t m) { return l.offset == 0 ? nullptr : sums + m * blocks; };
     int64_t m = 0;
     for (; m + kTileRows <= n; m += kTileRows) {
-      tile_rows(l, panel, blocks, acts + m * act_row_bytes, act_row_bytes, row_sums(m), blocks, y + m * y_stride + r0,
-                y_stride);
+      tile_rows(l, panel, blocks, acts + m * act_row_bytes, act_row_bytes, terms + 2 * m * blocks, 2 * blocks,
+                y + m * y_stride + r0, y_stride);
     }
-    for (; m < n; ++m) vnni_row(l, panel, blocks, acts + m * act_row_bytes, row_sums(m), y + m * y_stride + r0);
+    for (; m < n; ++m)
+      vnni_row(l, panel, blocks, acts + m * act_row_bytes, terms + 2 * m * blocks, y + m * y_stride + r0);
   }
 }
 
