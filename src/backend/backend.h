@@ -37,6 +37,13 @@ class Backend {
   // y = x W^T.  x: (n, w.cols); y: (n, w.rows)
   virtual void matmul(const WeightTensor& w, const float* x, float* y, int64_t n) = 0;
 
+  // ys[i] = x ws[i]^T for matrices reading the same input (Q, K and V; gate and up): where a
+  // backend can, one conversion of x and one parallel loop instead of one each.
+  virtual void matmul_shared_input(std::span<const WeightTensor* const> ws, const float* x, std::span<float* const> ys,
+                                   int64_t n) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(*ws[i], x, ys[i], n);
+  }
+
   // x[r] += bias for every row.  x: (rows, dim); bias: (dim,)
   virtual void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) = 0;
 

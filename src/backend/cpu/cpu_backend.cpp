@@ -38,42 +38,67 @@ void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64
 }
 
 void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t n) {
-  if (n <= 0) return;
-  const QuantKernels* kernels = quant_kernels(w.type, isa_);
+  const WeightTensor* ws[1] = {&w};
+  float* ys[1] = {y};
+  matmul_shared_input(ws, x, ys, n);
+}
+
+void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, const float* x,
+                                     std::span<float* const> ys, int64_t n) {
+  if (n <= 0 || ws.empty()) return;
+  const WeightTensor& first = *ws[0];
+  const QuantKernels* kernels = quant_kernels(first.type, isa_);
   assert(kernels != nullptr);
-  if (precision_ == ActivationPrecision::kFloat32 && kernels->activation_type != DType::F32) {
-    return matmul_float_activations(w, x, y, n);
+  bool together = true;  // one conversion and one loop need one type and width
+  for (const WeightTensor* w : ws) together = together && w->type == first.type && w->cols == first.cols;
+  if (!together || (precision_ == ActivationPrecision::kFloat32 && kernels->activation_type != DType::F32)) {
+    for (size_t i = 0; i < ws.size(); ++i) {
+      if (precision_ == ActivationPrecision::kFloat32 &&
+          quant_kernels(ws[i]->type, isa_)->activation_type != DType::F32) {
+        matmul_float_activations(*ws[i], x, ys[i], n);
+      } else {
+        matmul_shared_input(std::span<const WeightTensor* const>(&ws[i], 1), x, ys.subspan(i, 1), n);
+      }
+    }
+    return;
   }
-  const size_t act_row_bytes = row_bytes(kernels->activation_type, w.cols);
+  const int64_t cols = first.cols;
+  const size_t act_row_bytes = row_bytes(kernels->activation_type, cols);
   converted_activations_.resize(static_cast<size_t>(n) * act_row_bytes);
   uint8_t* acts = converted_activations_.data();
   pool_.parallel_for(n, [&](int, int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      kernels->convert_activation_row(x + r * w.cols, acts + r * act_row_bytes, w.cols);
-    }
+    for (int64_t r = begin; r < end; ++r) kernels->convert_activation_row(x + r * cols, acts + r * act_row_bytes, cols);
   });
-  if (isa_ == Isa::kAmx && amx_panel_gemm_supports(w.type, w.rows, w.cols)) {
-    return matmul_panels(w, acts, act_row_bytes, y, n);
-  }
+  bool panels = isa_ == Isa::kAmx;
+  for (const WeightTensor* w : ws) panels = panels && amx_panel_gemm_supports(w->type, w->rows, w->cols);
+  if (panels) return matmul_panels(ws, acts, act_row_bytes, ys, n);
 
-  // Each thread takes a run of weight rows. Activations go by in panels of kPanelRows rows
-  // small enough to stay in L1 while the thread's weight rows (in L2) stream past them, and
-  // each kernel call takes 8 activation rows so a weight block is unpacked once for all 8.
+  // Each thread takes a run of the matrices' rows (one after another, as one matrix).
+  // Activations go by in panels of kPanelRows rows small enough to stay in L1 while the thread's
+  // weight rows (in L2) stream past them, and each kernel call takes 8 activation rows so a
+  // weight block is unpacked once for all 8.
   constexpr int kActRowsPerCall = 8;
   constexpr int64_t kPanelRows = 32;
   const int64_t grain = 16;
+  int64_t total = 0;
+  for (const WeightTensor* w : ws) total += w->rows;
   pool_.parallel_for(
-      w.rows,
+      total,
       [&](int, int64_t begin, int64_t end) {
         float partial[kActRowsPerCall];
-        for (int64_t panel = 0; panel < n; panel += kPanelRows) {
-          const int64_t panel_end = std::min(n, panel + kPanelRows);
-          for (int64_t r = begin; r < end; ++r) {
-            const void* weight_row = w.row(r);
-            for (int64_t j = panel; j < panel_end; j += kActRowsPerCall) {
-              const int count = static_cast<int>(std::min<int64_t>(kActRowsPerCall, panel_end - j));
-              kernels->dot_rows(w.cols, weight_row, acts + j * act_row_bytes, act_row_bytes, count, partial);
-              for (int c = 0; c < count; ++c) y[(j + c) * w.rows + r] = partial[c];
+        int64_t offset = 0;  // rows of the matrices before ws[i]
+        for (size_t i = 0; i < ws.size(); offset += ws[i]->rows, ++i) {
+          const WeightTensor& w = *ws[i];
+          const int64_t lo = std::max(begin, offset) - offset, hi = std::min(end, offset + w.rows) - offset;
+          for (int64_t panel = 0; panel < n && lo < hi; panel += kPanelRows) {
+            const int64_t panel_end = std::min(n, panel + kPanelRows);
+            for (int64_t r = lo; r < hi; ++r) {
+              const void* weight_row = w.row(r);
+              for (int64_t j = panel; j < panel_end; j += kActRowsPerCall) {
+                const int count = static_cast<int>(std::min<int64_t>(kActRowsPerCall, panel_end - j));
+                kernels->dot_rows(cols, weight_row, acts + j * act_row_bytes, act_row_bytes, count, partial);
+                for (int c = 0; c < count; ++c) ys[i][(j + c) * w.rows + r] = partial[c];
+              }
             }
           }
         }
@@ -82,17 +107,26 @@ void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t
 }
 
 // AMX: the weights go by in panels of 16 rows, repacked at load (w.packed) or unpacked as each
-// is reached, and met by every activation row (panel_gemm.h); the threads split the panels.
-void CpuBackend::matmul_panels(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, float* y, int64_t n) {
+// is reached, and met by every activation row (panel_gemm.h); the threads split the matrices'
+// panels as one run.
+void CpuBackend::matmul_panels(std::span<const WeightTensor* const> ws, const uint8_t* acts, size_t act_row_bytes,
+                               std::span<float* const> ys, int64_t n) {
   constexpr int64_t kPanelRows = 16;
-  const int64_t blocks = w.cols / 32;
+  const WeightTensor& first = *ws[0];
+  const int64_t blocks = first.cols / 32;
   activation_terms_.resize(static_cast<size_t>(2 * n * blocks));
-  amx_activation_terms(w.type, acts, act_row_bytes, n, w.cols, activation_terms_.data());
-  const auto* weights = static_cast<const uint8_t*>(w.data);
-  const auto* packed = static_cast<const uint8_t*>(w.packed);
-  pool_.parallel_for(w.rows / kPanelRows, [&](int, int64_t begin, int64_t end) {
-    amx_panel_gemm(w.type, w.cols, weights, packed, acts, act_row_bytes, activation_terms_.data(), n, begin, end, y,
-                   w.rows);
+  amx_activation_terms(first.type, acts, act_row_bytes, n, first.cols, activation_terms_.data());
+  int64_t total = 0;
+  for (const WeightTensor* w : ws) total += w->rows / kPanelRows;
+  pool_.parallel_for(total, [&](int, int64_t begin, int64_t end) {
+    int64_t offset = 0;  // panels of the matrices before ws[i]
+    for (size_t i = 0; i < ws.size(); offset += ws[i]->rows / kPanelRows, ++i) {
+      const WeightTensor& w = *ws[i];
+      const int64_t lo = std::max(begin, offset) - offset, hi = std::min(end, offset + w.rows / kPanelRows) - offset;
+      if (lo >= hi) continue;
+      amx_panel_gemm(w.type, w.cols, static_cast<const uint8_t*>(w.data), static_cast<const uint8_t*>(w.packed), acts,
+                     act_row_bytes, activation_terms_.data(), n, lo, hi, ys[i], w.rows);
+    }
   });
 }
 

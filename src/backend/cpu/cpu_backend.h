@@ -33,6 +33,8 @@ class CpuBackend final : public Backend {
   void embed(const WeightTensor& table, std::span<const int32_t> tokens, float* out) override;
   void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t dim, float eps) override;
   void matmul(const WeightTensor& w, const float* x, float* y, int64_t n) override;
+  void matmul_shared_input(std::span<const WeightTensor* const> ws, const float* x, std::span<float* const> ys,
+                           int64_t n) override;
   void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) override;
   void rope(float* x, std::span<const int32_t> positions, int32_t num_heads, int32_t head_dim,
             const RopeParams& params) override;
@@ -47,7 +49,8 @@ class CpuBackend final : public Backend {
 
  private:
   void matmul_float_activations(const WeightTensor& w, const float* x, float* y, int64_t n);
-  void matmul_panels(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, float* y, int64_t n);
+  void matmul_panels(std::span<const WeightTensor* const> ws, const uint8_t* acts, size_t act_row_bytes,
+                     std::span<float* const> ys, int64_t n);
 
   ThreadPool pool_;
   Isa isa_;

@@ -77,9 +77,9 @@ void CpuForward::post_norm_add(NormSite site, int32_t layer) {
 void CpuForward::project_qkv(int32_t layer) {
   const LayerWeights& w = layer_weights(layer);
   if (stats_ != nullptr) stats_->add(MatrixInput::kAttention, layer, a_.normed.data(), n_);
-  backend_.matmul(w.q, a_.normed.data(), a_.q.data(), n_);
-  backend_.matmul(w.k, a_.normed.data(), a_.k.data(), n_);
-  backend_.matmul(w.v, a_.normed.data(), a_.v.data(), n_);
+  const WeightTensor* ws[3] = {&w.q, &w.k, &w.v};
+  float* ys[3] = {a_.q.data(), a_.k.data(), a_.v.data()};
+  backend_.matmul_shared_input(ws, a_.normed.data(), ys, n_);
   if (!w.q_bias.empty()) backend_.add_bias(a_.q.data(), w.q_bias.data(), n_, c_.q_dim());
   if (!w.k_bias.empty()) backend_.add_bias(a_.k.data(), w.k_bias.data(), n_, c_.kv_dim());
   if (!w.v_bias.empty()) backend_.add_bias(a_.v.data(), w.v_bias.data(), n_, c_.kv_dim());
@@ -125,8 +125,9 @@ void CpuForward::project_output_add(int32_t layer) {
 void CpuForward::project_gate_up(int32_t layer) {
   const LayerWeights& w = layer_weights(layer);
   if (stats_ != nullptr) stats_->add(MatrixInput::kFfn, layer, a_.normed.data(), n_);
-  backend_.matmul(w.gate, a_.normed.data(), a_.gate.data(), n_);
-  backend_.matmul(w.up, a_.normed.data(), a_.up.data(), n_);
+  const WeightTensor* ws[2] = {&w.gate, &w.up};
+  float* ys[2] = {a_.gate.data(), a_.up.data()};
+  backend_.matmul_shared_input(ws, a_.normed.data(), ys, n_);
 }
 
 void CpuForward::activate(int32_t layer, Activation activation) {
