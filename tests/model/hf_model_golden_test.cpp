@@ -98,17 +98,20 @@ struct SmolCase {
 
 class HfSmolLM2Golden : public ::testing::TestWithParam<SmolCase> {};
 
-TEST_P(HfSmolLM2Golden, FollowsTransformersFloat32) {
-  const SmolCase c = GetParam();
-  const std::string dir = hf_models_dir() + "/" + c.dir;
+// The directory hf/<dir> on tests/golden/hf/<golden>/golden.json's case `prompt_name`, against
+// transformers' float32 forward: the last logits (<case>.<dtype>.logits.f32) within
+// `tolerance`, the same top token, then its greedy tokens until a near-tie.
+void expect_follows_transformers(const std::string& dir_name, const std::string& golden_name,
+                                 const std::string& prompt_name, const std::string& dtype, double tolerance) {
+  const std::string dir = hf_models_dir() + "/" + dir_name;
   if (!std::filesystem::exists(dir + "/config.json")) {
     GTEST_FAIL() << "missing " << dir << ": run scripts/hf_test_models.py (make test does)";
   }
   HfModel model = open_dir(dir);
   ASSERT_TRUE(model.weights);
-  const std::string golden_dir = testing::source_dir() + "/tests/golden/hf/smollm2";
+  const std::string golden_dir = testing::source_dir() + "/tests/golden/hf/" + golden_name;
   const nlohmann::json golden = nlohmann::json::parse(testing::read_file(golden_dir + "/golden.json"));
-  const nlohmann::json& entry = golden.at("cases").at(c.prompt);
+  const nlohmann::json& entry = golden.at("cases").at(prompt_name);
   const std::vector<int32_t> prompt = entry.at("prompt_ids");
   cpu::CpuBackend backend(2, cpu::detect_isa(), cpu::ActivationPrecision::kFloat32);
   const int32_t room = static_cast<int32_t>(prompt.size()) + 64;
@@ -116,17 +119,23 @@ TEST_P(HfSmolLM2Golden, FollowsTransformersFloat32) {
   SequenceRunner runner(*executor, room);
   Expected<std::vector<float>> logits = runner.append(prompt);
   ASSERT_TRUE(logits) << logits.error();
-  const std::vector<float> reference = read_floats(golden_dir + "/" + c.prompt + "." + c.dtype + ".logits.f32");
+  const std::vector<float> reference = read_floats(golden_dir + "/" + prompt_name + "." + dtype + ".logits.f32");
   ASSERT_EQ(reference.size(), logits->size());
   const double worst = max_abs_difference(*logits, reference);
-  std::printf("[%s %s] last logits max |folio - transformers float32| = %.3e\n", c.dir, c.prompt, worst);
+  std::printf("[%s %s] last logits max |folio - transformers float32| = %.3e\n", dir_name.c_str(), prompt_name.c_str(),
+              worst);
+  EXPECT_LT(worst, tolerance) << dir_name << " " << prompt_name;
+  EXPECT_EQ(argmax(*logits), argmax(reference));
+  const nlohmann::json& greedy = entry.at(dtype);
+  expect_greedy_follows(runner, *logits, greedy.at("generated_ids"), greedy.at("generated_margins"), 0.1,
+                        dir_name + " " + prompt_name);
+}
+
+TEST_P(HfSmolLM2Golden, FollowsTransformersFloat32) {
+  const SmolCase c = GetParam();
   // Logits span about 40; folio keeps K and V in fp16 (transformers in float32), which moves
   // them by up to about 0.015 over 30 layers.
-  EXPECT_LT(worst, 0.04) << c.dir << " " << c.prompt;
-  EXPECT_EQ(argmax(*logits), argmax(reference));
-  const nlohmann::json& greedy = entry.at(c.dtype);
-  expect_greedy_follows(runner, *logits, greedy.at("generated_ids"), greedy.at("generated_margins"), 0.1,
-                        std::string(c.dir) + " " + c.prompt);
+  expect_follows_transformers(c.dir, "smollm2", c.prompt, c.dtype, 0.04);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -243,33 +252,7 @@ INSTANTIATE_TEST_SUITE_P(Architectures, HfTinyGolden,
 // sliding windows, GELU) against transformers' float32 forward of the same directory, on the
 // Gemma goldens' prompts; `long` and `longer` (829 and 1,946 tokens) pass the 512-token window.
 void expect_gemma3_follows(const char* prompt_name) {
-  const std::string dir = hf_models_dir() + "/gemma3-f32";
-  if (!std::filesystem::exists(dir + "/config.json")) {
-    GTEST_FAIL() << "missing " << dir << ": run scripts/hf_test_models.py (make test does)";
-  }
-  HfModel model = open_dir(dir);
-  ASSERT_TRUE(model.weights);
-  EXPECT_EQ(model.weights->config().layer_window(0), 512);
-  EXPECT_EQ(model.weights->config().layer_window(5), 0);
-  const std::string golden_dir = testing::source_dir() + "/tests/golden/hf/gemma3";
-  const nlohmann::json golden = nlohmann::json::parse(testing::read_file(golden_dir + "/golden.json"));
-  const nlohmann::json& entry = golden.at("cases").at(prompt_name);
-  const std::vector<int32_t> prompt = entry.at("prompt_ids");
-  cpu::CpuBackend backend(2, cpu::detect_isa(), cpu::ActivationPrecision::kFloat32);
-  const int32_t room = static_cast<int32_t>(prompt.size()) + 64;
-  const auto executor = testing::sequence_executor(*model.weights, backend, room);
-  SequenceRunner runner(*executor, room);
-  Expected<std::vector<float>> logits = runner.append(prompt);
-  ASSERT_TRUE(logits) << logits.error();
-  const std::vector<float> reference = read_floats(golden_dir + "/" + prompt_name + ".float32.logits.f32");
-  ASSERT_EQ(reference.size(), logits->size());
-  const double worst = max_abs_difference(*logits, reference);
-  std::printf("[gemma3-f32 %s] last logits max |folio - transformers float32| = %.3e\n", prompt_name, worst);
-  EXPECT_LT(worst, kGemma3LogitTolerance) << prompt_name;
-  EXPECT_EQ(argmax(*logits), argmax(reference));
-  const nlohmann::json& greedy = entry.at("float32");
-  expect_greedy_follows(runner, *logits, greedy.at("generated_ids"), greedy.at("generated_margins"), 0.1,
-                        std::string("gemma3-f32 ") + prompt_name);
+  expect_follows_transformers("gemma3-f32", "gemma3", prompt_name, "float32", kGemma3LogitTolerance);
 }
 
 TEST(HfGemma3Golden, ShortPromptsFollowTransformersFloat32) {
