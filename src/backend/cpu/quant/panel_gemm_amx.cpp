@@ -55,16 +55,21 @@ size_t panel_block_bytes(const Layout& l) {
   return (kCodeBytes + kPanelRows * sizeof(uint16_t) * (l.offset == 0 ? 2 : 1) + 63) / 64 * 64;
 }
 
-// The thread's unpacked panel (grown on demand, never freed: threads live as long as the pool).
+// The thread's unpacked panel, grown on demand and freed when the thread ends.
+struct PanelScratch {
+  uint8_t* bytes = nullptr;
+  size_t capacity = 0;
+  ~PanelScratch() { std::free(bytes); }
+};
+
 uint8_t* panel_scratch(size_t bytes) {
-  static thread_local uint8_t* scratch = nullptr;
-  static thread_local size_t capacity = 0;
-  if (bytes > capacity) {
-    std::free(scratch);
-    capacity = (bytes + 4095) / 4096 * 4096;
-    scratch = static_cast<uint8_t*>(std::aligned_alloc(64, capacity));
+  static thread_local PanelScratch scratch;
+  if (bytes > scratch.capacity) {
+    std::free(scratch.bytes);
+    scratch.capacity = (bytes + 4095) / 4096 * 4096;
+    scratch.bytes = static_cast<uint8_t*>(std::aligned_alloc(64, scratch.capacity));
   }
-  return scratch;
+  return scratch.bytes;
 }
 
 // The tile shapes above, loaded once per thread. ldtilecfg through inline assembly: GCC 12's
