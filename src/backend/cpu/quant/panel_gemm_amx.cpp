@@ -182,53 +182,41 @@ __attribute__((always_inline)) inline void fold(__m512 (&acc)[kTileRows], const 
 }
 
 // 16 activation rows from `act` (rows `stride` apart) against the unpacked panel, on tiles.
-// Software-pipelined by pairs of blocks: the tile unit multiplies pair p + 1 while the vector
-// units fold pair p's stored products (its tilestored comes after that fold, so the tile
-// multiplies have finished by then).
+// Three stages a block, each on a different block: multiply block b (tile set b & 1), store the
+// product of block b - 1 (the other set, whose multiply has had a whole fold to finish), fold
+// block b - 2's stored product (its store an iteration old, so the vector loads do not wait on
+// a tile store in flight). Folds go in block order: the same float sums as vnni_row's.
 void tile_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, size_t stride,
                const float* terms, int64_t terms_stride, float* y, int64_t y_stride) {
   __m512 acc[kTileRows];
   for (int m = 0; m < kTileRows; ++m) acc[m] = _mm512_setzero_ps();
-  alignas(64) int32_t c[2][2][kTileRows * kPanelRows];  // [buffer][block of the pair]
+  alignas(64) int32_t c[3][kTileRows * kPanelRows];
   const size_t ps = panel_block_bytes(l), ab = l.act_block_bytes, co = l.act_codes_offset;
   const bool affine = l.offset == 0;
-  auto multiply_pair = [&](int64_t b) {
-    _tile_loadd(0, act + b * ab + co, stride);
-    _tile_loadd(1, panel + b * ps, 64);
-    _tile_zero(2);
-    _tile_loadd(3, act + (b + 1) * ab + co, stride);
-    _tile_loadd(4, panel + (b + 1) * ps, 64);
-    _tile_zero(5);
-    _tile_dpbsud(2, 0, 1);
-    _tile_dpbsud(5, 3, 4);
-  };
-  auto store_pair = [&](int which) {
-    _tile_stored(2, c[which][0], 64);
-    _tile_stored(5, c[which][1], 64);
-  };
-  auto fold_pair = [&](int which, int64_t b) {
-    fold(acc, c[which][0], affine, panel + b * ps + kCodeBytes, terms, terms_stride, b);
-    fold(acc, c[which][1], affine, panel + (b + 1) * ps + kCodeBytes, terms, terms_stride, b + 1);
-  };
-  const int64_t pairs = blocks / 2;
-  if (pairs > 0) {
-    multiply_pair(0);
-    store_pair(0);
-    for (int64_t p = 1; p < pairs; ++p) {
-      multiply_pair(2 * p);
-      fold_pair((p - 1) & 1, 2 * (p - 1));
-      store_pair(p & 1);
+  auto multiply = [&](int64_t b) {
+    if ((b & 1) == 0) {
+      _tile_loadd(0, act + b * ab + co, stride);
+      _tile_loadd(1, panel + b * ps, 64);
+      _tile_zero(2);
+      _tile_dpbsud(2, 0, 1);
+    } else {
+      _tile_loadd(3, act + b * ab + co, stride);
+      _tile_loadd(4, panel + b * ps, 64);
+      _tile_zero(5);
+      _tile_dpbsud(5, 3, 4);
     }
-    fold_pair((pairs - 1) & 1, 2 * (pairs - 1));
-  }
-  if (blocks % 2 != 0) {
-    const int64_t b = blocks - 1;
-    _tile_loadd(0, act + b * ab + co, stride);
-    _tile_loadd(1, panel + b * ps, 64);
-    _tile_zero(2);
-    _tile_dpbsud(2, 0, 1);
-    _tile_stored(2, c[0][0], 64);
-    fold(acc, c[0][0], affine, panel + b * ps + kCodeBytes, terms, terms_stride, b);
+  };
+  auto store = [&](int64_t b) {
+    if ((b & 1) == 0) {
+      _tile_stored(2, c[b % 3], 64);
+    } else {
+      _tile_stored(5, c[b % 3], 64);
+    }
+  };
+  for (int64_t b = 0; b < blocks + 2; ++b) {
+    if (b < blocks) multiply(b);
+    if (b >= 1 && b <= blocks) store(b - 1);
+    if (b >= 2) fold(acc, c[(b - 2) % 3], affine, panel + (b - 2) * ps + kCodeBytes, terms, terms_stride, b - 2);
   }
   for (int m = 0; m < kTileRows; ++m) _mm512_storeu_ps(y + m * y_stride, acc[m]);
 }
