@@ -39,18 +39,16 @@ LAYER_NAMES = {
 def read_gemma3(path):
     """{hf name: float32 array} of the Gemma 3 GGUF at `path`."""
     from gguf import GGUFReader
-    from gguf.quants import dequantize
 
-    reader = GGUFReader(str(path))
+    from hf_test_models import dequantized_tensors
+
     tensors = {}
-    for t in reader.tensors:
-        shape = [int(d) for d in reversed(t.shape)]
-        values = dequantize(t.data, t.tensor_type).astype(np.float32).reshape(shape)
-        if t.name.startswith("blk."):
-            _, layer, part, _ = t.name.split(".")
+    for gguf_name, values in dequantized_tensors(GGUFReader(str(path))):
+        if gguf_name.startswith("blk."):
+            _, layer, part, _ = gguf_name.split(".")
             name = f"model.layers.{layer}.{LAYER_NAMES[part]}.weight"
         else:
-            name = GLOBAL_NAMES[t.name]
+            name = GLOBAL_NAMES[gguf_name]
         if name.endswith("norm.weight"):
             values = values - 1  # the converter's 1 + w, taken back as transformers does
         tensors[name] = np.ascontiguousarray(values)

@@ -74,20 +74,25 @@ def greedy(model, prompt_ids, steps):
     return first.numpy().astype(np.float32), tokens, margins
 
 
+def plain_model_from_gguf(gguf, model_class, config_class):
+    """transformers' float32 model of a GGUF, as a plain model of the same config: a GGUF-loaded
+    model counts as quantized and refuses save_pretrained."""
+    from transformers import AutoModelForCausalLM
+
+    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    config = loaded.config.to_dict()
+    config.pop("quantization_config", None)
+    model = model_class(config_class.from_dict(config)).to(torch.float32)
+    model.load_state_dict(loaded.state_dict(), strict=True)
+    return model.eval()
+
+
 def smollm2(tmp):
     from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
     out = GOLDEN / "smollm2"
     out.mkdir(parents=True, exist_ok=True)
-    gguf = builder.DEFAULT_GGUF
-    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    # A GGUF-loaded model counts as quantized and refuses save_pretrained: its dequantized
-    # weights go into a plain model of the same config.
-    config = loaded.config.to_dict()
-    config.pop("quantization_config", None)
-    model = LlamaForCausalLM(LlamaConfig.from_dict(config)).to(torch.float32)
-    model.load_state_dict(loaded.state_dict(), strict=True)
-    model.eval()
+    model = plain_model_from_gguf(builder.DEFAULT_GGUF, LlamaForCausalLM, LlamaConfig)
     dirs = {"float32": tmp / "smollm2-f32", "bfloat16": tmp / "smollm2-bf16", "sharded": tmp / "smollm2-bf16-sharded"}
     model.save_pretrained(str(dirs["float32"]))
     model.to(torch.bfloat16).save_pretrained(str(dirs["bfloat16"]))
@@ -129,12 +134,7 @@ def gemma3(tmp):
     out = GOLDEN / "gemma3"
     out.mkdir(parents=True, exist_ok=True)
     gguf = builder.VOCABS["gemma3"]
-    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    config = loaded.config.to_dict()
-    config.pop("quantization_config", None)
-    model = Gemma3ForCausalLM(Gemma3TextConfig.from_dict(config)).to(torch.float32)
-    model.load_state_dict(loaded.state_dict(), strict=True)
-    model.eval()
+    model = plain_model_from_gguf(gguf, Gemma3ForCausalLM, Gemma3TextConfig)
     saved = tmp / "gemma3-f32"
     model.save_pretrained(str(saved))
     digests = {"float32": tensor_digests(saved)}

@@ -265,10 +265,18 @@ def gguf_rows(w, heads):
     return w.reshape(heads, 2, rows // heads // 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 
+def dequantized_tensors(reader):
+    """(GGUF name, float32 array in Hugging Face's (rows, cols) shape) of every tensor."""
+    from gguf.quants import dequantize
+
+    for t in reader.tensors:
+        shape = [int(d) for d in reversed(t.shape)]
+        yield t.name, dequantize(t.data, t.tensor_type).astype(np.float32).reshape(shape)
+
+
 def read_default_model():
     """(metadata reader, {hf name: float32 array}, {hf name: gguf name}) of the default GGUF."""
     from gguf import GGUFReader
-    from gguf.quants import dequantize
 
     reader = GGUFReader(str(DEFAULT_GGUF))
     heads = int(reader.fields["llama.attention.head_count"].parts[-1][0])
@@ -279,20 +287,18 @@ def read_default_model():
                  "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
                  "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
     tensors, origin = {}, {}
-    for t in reader.tensors:
-        shape = [int(d) for d in reversed(t.shape)]
-        values = dequantize(t.data, t.tensor_type).astype(np.float32).reshape(shape)
-        if t.name.startswith("blk."):
-            _, layer, part, _ = t.name.split(".")
+    for gguf_name, values in dequantized_tensors(reader):
+        if gguf_name.startswith("blk."):
+            _, layer, part, _ = gguf_name.split(".")
             name = f"model.layers.{layer}.{per_layer[part]}.weight"
             if part == "attn_q":
                 values = hf_rows(values, heads)
             elif part == "attn_k":
                 values = hf_rows(values, kv_heads)
         else:
-            name = names[t.name]
+            name = names[gguf_name]
         tensors[name] = np.ascontiguousarray(values)
-        origin[name] = t.name
+        origin[name] = gguf_name
     return reader, tensors, origin, (heads, kv_heads)
 
 

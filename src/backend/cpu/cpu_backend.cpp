@@ -51,15 +51,12 @@ void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, co
   assert(kernels != nullptr);
   bool together = true;  // one conversion and one loop need one type and width
   for (const WeightTensor* w : ws) together = together && w->type == first.type && w->cols == first.cols;
-  if (!together || (precision_ == ActivationPrecision::kFloat32 && kernels->activation_type != DType::F32)) {
-    for (size_t i = 0; i < ws.size(); ++i) {
-      if (precision_ == ActivationPrecision::kFloat32 &&
-          quant_kernels(ws[i]->type, isa_)->activation_type != DType::F32) {
-        matmul_float_activations(*ws[i], x, ys[i], n);
-      } else {
-        matmul_shared_input(std::span<const WeightTensor* const>(&ws[i], 1), x, ys.subspan(i, 1), n);
-      }
-    }
+  if (!together) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(*ws[i], x, ys[i], n);
+    return;
+  }
+  if (precision_ == ActivationPrecision::kFloat32 && kernels->activation_type != DType::F32) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul_float_activations(*ws[i], x, ys[i], n);
     return;
   }
   const int64_t cols = first.cols;
