@@ -18,7 +18,7 @@ namespace folio::cpu {
 
 namespace {
 
-constexpr int32_t kQueryTile = 8;  // query tokens per work item (they share K/V loads)
+constexpr int32_t kQueryTile = 16;  // query tokens per work item (they share K/V loads)
 using WorkItem = TileWork;
 
 std::vector<WorkItem> plan_work(const AttentionBatch& batch, const KvLayerView& cache) {

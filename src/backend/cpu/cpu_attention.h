@@ -14,10 +14,13 @@ namespace folio::cpu {
 
 void paged_attention(const AttentionBatch& batch, const KvLayerView& cache, ThreadPool& pool);
 
+// Query rows of a tile that go through a block together (their fma chains interleave).
+constexpr int32_t kAttentionRowGroup = 8;
+
 // Floats of scratch one tile of `rows` query rows needs.
 inline size_t attention_tile_scratch_floats(int32_t rows, int32_t head_dim, int32_t block_size) {
-  return static_cast<size_t>(rows) * (head_dim + 2) + block_size + 4 * static_cast<size_t>(block_size) * head_dim +
-         head_dim;
+  return static_cast<size_t>(rows) * (2 * head_dim + 2) + static_cast<size_t>(kAttentionRowGroup) * block_size +
+         4 * static_cast<size_t>(block_size) * head_dim + head_dim;
 }
 
 // One unit of attention work: a tile of query tokens of one sequence, all query heads that

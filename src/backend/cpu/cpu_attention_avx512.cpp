@@ -1,5 +1,9 @@
 // The attention tile kernel compiled for AVX-512 (this file gets -mavx512f and friends);
 // cpu_attention.cpp calls it only on CPUs that have AVX-512.
+// GCC 12 reports its own intrinsics' _mm512_undefined_*() placeholders as used uninitialized
+// once inlined (_mm512_reduce_max_ps); the warning is about the header.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstddef>
