@@ -110,8 +110,7 @@ void CpuBackend::matmul_panels(std::span<const WeightTensor* const> ws, const ui
                                std::span<float* const> ys, int64_t n) {
   constexpr int64_t kPanelRows = 16;
   const WeightTensor& first = *ws[0];
-  const int64_t blocks = first.cols / 32;
-  activation_terms_.resize(static_cast<size_t>(2 * n * blocks));
+  activation_terms_.resize(amx_terms_floats(n, first.cols));
   amx_activation_terms(first.type, acts, act_row_bytes, n, first.cols, activation_terms_.data());
   int64_t total = 0;
   for (const WeightTensor* w : ws) total += w->rows / kPanelRows;

@@ -55,7 +55,7 @@ Problem make_problem(std::mt19937& rng, DType type, int64_t rows, int64_t cols, 
 // y (n, rows) through the AMX path, all panels on this thread; packed: from the matrix's
 // panels packed beforehand (as executors do), else unpacked panel by panel.
 std::vector<float> amx_matmul(const Problem& p, const uint8_t* acts, int64_t n, bool packed = false) {
-  std::vector<float> terms(static_cast<size_t>(2 * n * (p.cols / 32)));
+  std::vector<float> terms(amx_terms_floats(n, p.cols));
   amx_activation_terms(p.type, acts, p.act_row_bytes, n, p.cols, terms.data());
   AlignedBytes panels(packed ? amx_packed_bytes(p.type, p.rows, p.cols) : 0);
   if (packed) amx_pack_panels(p.type, p.cols, p.weights.data(), 0, p.rows / 16, panels.data());
@@ -77,8 +77,12 @@ TEST_P(AmxPanelGemm, MatchesFloat64Reference) {
   const QuantKernels* scalar = quant_kernels(type, Isa::kScalar);
   const QuantKernels* avx512 = quant_kernels(type, Isa::kAvx512);
   std::mt19937 rng(7);
-  for (const auto& [rows, cols, n] :
-       {std::tuple<int64_t, int64_t, int64_t>{16, 32, 1}, {32, 64, 16}, {48, 576, 37}, {64, 1536, 19}, {16, 96, 33}}) {
+  for (const auto& [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{16, 32, 1},
+                                      {32, 64, 16},
+                                      {48, 576, 37},
+                                      {64, 1536, 19},
+                                      {96, 64, 70},
+                                      {16, 96, 33}}) {
     for (bool raw : {false, true}) {
       const Problem p = make_problem(rng, type, rows, cols, n, raw);
       const std::vector<float> y = amx_matmul(p, p.acts.data(), n);
@@ -108,18 +112,19 @@ TEST_P(AmxPanelGemm, MatchesFloat64Reference) {
   }
 }
 
-// Every row of a 37-row batch (two tiles of 16, then 5 VNNI rows) has the bits it has alone.
+// Every row of a 53-row batch (32 rows on the 2 x 2 tiles, 16 on the 1 x 1, then 5 VNNI rows;
+// 80 weight rows: two pairs of panels and a lone one) has the bits it has alone.
 TEST_P(AmxPanelGemm, ARowsBitsDoNotDependOnItsBatch) {
   const DType type = GetParam();
   std::mt19937 rng(11);
-  const Problem p = make_problem(rng, type, 64, 576, 37, false);
+  const Problem p = make_problem(rng, type, 80, 576, 53, false);
   const std::vector<float> batch = amx_matmul(p, p.acts.data(), p.n);
   for (int64_t m = 0; m < p.n; ++m) {
     const std::vector<float> alone = amx_matmul(p, p.acts.data() + m * p.act_row_bytes, 1);
     ASSERT_EQ(std::memcmp(alone.data(), batch.data() + m * p.rows, p.rows * sizeof(float)), 0)
         << dtype_info(type).name << " row " << m;
   }
-  // And rows 16..31 as the first tile of another batch.
+  // And rows 16..31 as the first tile of another batch (1 x 1 tiles where they had 2 x 2).
   const std::vector<float> shifted = amx_matmul(p, p.acts.data() + 16 * p.act_row_bytes, 16);
   EXPECT_EQ(std::memcmp(shifted.data(), batch.data() + 16 * p.rows, 16 * p.rows * sizeof(float)), 0);
   // Panels packed at load give the bits of panels unpacked as they are reached.

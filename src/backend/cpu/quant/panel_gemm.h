@@ -25,11 +25,13 @@ bool amx_panel_gemm_supports(DType weight_type, int64_t rows, int64_t cols);
 
 // The rest runs AMX / AVX-512 code: call it only when detect_isa() is Isa::kAmx.
 
-// What each activation block contributes besides its codes, once per matmul: terms[2 (m *
-// (cols / 32) + b) + {0, 1}] = row m's block b scale d_a as a float, then o * sum(q_a) (Q4_0,
-// Q8_0) or s_a (Q4_1). acts as in amx_panel_gemm.
+// What each activation block contributes besides its codes, once per matmul: row m's block b
+// scale d_a as a float, then o * sum(q_a) (Q4_0, Q8_0) or s_a (Q4_1), laid out by tiles of 16
+// rows (a tile's terms for one block side by side). acts as in amx_panel_gemm; terms holds
+// amx_terms_floats(n, cols).
 void amx_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
                           float* terms);
+size_t amx_terms_floats(int64_t n, int64_t cols);
 
 // Bytes of a matrix's panels, unpacked once for good (amx_pack_panels).
 size_t amx_packed_bytes(DType weight_type, int64_t rows, int64_t cols);

@@ -12,7 +12,14 @@
 //   m      [16] fp16: Q4_1's block minimum (absent for Q4_0 / Q8_0)
 //   padding to a multiple of 64 bytes (Q4_0, Q8_0), so that every block's codes are aligned
 // Tiles: A = 16 activation rows x 32 int8 (read in place, the activation rows' stride), B the
-// codes above, C = 16 x 16 int32; two sets (blocks b and b + 1 in flight).
+// codes above, C = 16 x 16 int32. Two arrangements: 2 x 2 (A0 A1 for 32 activation rows, B0 B1
+// for two panels, C4..C7: each A and B load serves two products), and 1 x 1 for what is left
+// (tiles 0, 2, 4 and 1, 3, 5: blocks b and b + 1 in flight).
+//
+// What bounds it (measured on a Xeon with AMX): a tile multiply costs as much at K = 32 as at
+// 64 (~14 cycles), its tilestored as much again, and neither overlaps the AVX-512 folds of the
+// stored products into float sums (16 rows x 4-5 vector operations a block); so the folds and
+// the store per 16 x 16 block product are the cost, and the arrangements only trim the loads.
 // GCC 12 reports its own intrinsics' _mm512_undefined_*() placeholders as used uninitialized
 // once inlined into loops (as quant_avx512_common.h notes); the warning is about the header.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -84,11 +91,11 @@ void configure_tiles() {
     config[16 + 2 * tile + 1] = static_cast<uint8_t>(bytes_per_row >> 8);
     config[48 + tile] = static_cast<uint8_t>(rows);
   };
-  for (int set_index = 0; set_index < 2; ++set_index) {
-    set(3 * set_index + 0, kTileRows, kBlock);  // A: 16 rows x 32 int8
-    set(3 * set_index + 1, kBlock / 4, 64);     // B: 8 rows x (16 lanes x 4 bytes)
-    set(3 * set_index + 2, kTileRows, 64);      // C: 16 rows x 16 int32
+  for (int t = 0; t < 2; ++t) {
+    set(t, kTileRows, kBlock);   // A: 16 rows x 32 int8
+    set(2 + t, kBlock / 4, 64);  // B: 8 rows x (16 lanes x 4 bytes)
   }
+  for (int t = 4; t < 8; ++t) set(t, kTileRows, 64);  // C: 16 rows x 16 int32
   __asm__ volatile("ldtilecfg %0" ::"m"(config));
   configured = true;
 }
@@ -158,9 +165,9 @@ float half_at(const uint8_t* p) {
 }
 
 // One block's exact integer dot products (16 lanes: the panel's rows) into a row's sums: the
-// one sequence of float operations both the tile and the VNNI paths use. terms: the row's
-// block terms (amx_activation_terms): d_a, then o sum(a) (an integer below 2^24, so the
-// subtraction in float is exact) or Q4_1's s_a.
+// one sequence of float operations every path uses. terms: the row's block terms
+// (amx_activation_terms): d_a, then o sum(a) (an integer below 2^24, so the subtraction in
+// float is exact) or Q4_1's s_a.
 __attribute__((always_inline)) inline __m512 accumulate(__m512 acc, __m512i dots, bool affine, const uint8_t* scales,
                                                         const float* terms) {
   __m512 t = _mm512_cvtepi32_ps(dots);
@@ -170,14 +177,29 @@ __attribute__((always_inline)) inline __m512 accumulate(__m512 acc, __m512i dots
   return acc;
 }
 
-// A stored C tile (16 x 16 int32) of block b into the 16 rows' sums.
+// Where row m's block b terms are: tiles of 16 rows, block by block, so that a tile's terms for
+// one block are 128 contiguous bytes.
+size_t terms_index(int64_t blocks, int64_t m, int64_t b) {
+  return static_cast<size_t>(((m / kTileRows) * blocks + b) * 2 * kTileRows + (m % kTileRows) * 2);
+}
+
+// A stored C tile (16 x 16 int32) into the 16 rows' sums; terms: the tile's for the block.
 __attribute__((always_inline)) inline void fold(__m512 (&acc)[kTileRows], const int32_t* c, bool affine,
-                                                const uint8_t* scales, const float* terms, int64_t terms_stride,
-                                                int64_t b) {
+                                                const uint8_t* scales, const float* terms) {
 #pragma GCC unroll 16
   for (int m = 0; m < kTileRows; ++m) {
-    acc[m] =
-        accumulate(acc[m], _mm512_load_si512(c + m * kPanelRows), affine, scales, terms + m * terms_stride + 2 * b);
+    acc[m] = accumulate(acc[m], _mm512_load_si512(c + m * kPanelRows), affine, scales, terms + 2 * m);
+  }
+}
+
+// The same, with the sums in memory (16 rows of 16 floats).
+__attribute__((always_inline)) inline void fold_in_memory(float* acc, const int32_t* c, bool affine,
+                                                          const uint8_t* scales, const float* terms) {
+#pragma GCC unroll 16
+  for (int m = 0; m < kTileRows; ++m) {
+    const __m512 sum = _mm512_load_ps(acc + m * kPanelRows);
+    _mm512_store_ps(acc + m * kPanelRows,
+                    accumulate(sum, _mm512_load_si512(c + m * kPanelRows), affine, scales, terms + 2 * m));
   }
 }
 
@@ -186,8 +208,9 @@ __attribute__((always_inline)) inline void fold(__m512 (&acc)[kTileRows], const 
 // product of block b - 1 (the other set, whose multiply has had a whole fold to finish), fold
 // block b - 2's stored product (its store an iteration old, so the vector loads do not wait on
 // a tile store in flight). Folds go in block order: the same float sums as vnni_row's.
+// terms: the tile's (terms_index(blocks, m0, 0) onward).
 void tile_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, size_t stride,
-               const float* terms, int64_t terms_stride, float* y, int64_t y_stride) {
+               const float* terms, float* y, int64_t y_stride) {
   __m512 acc[kTileRows];
   for (int m = 0; m < kTileRows; ++m) acc[m] = _mm512_setzero_ps();
   alignas(64) int32_t c[3][kTileRows * kPanelRows];
@@ -196,19 +219,19 @@ void tile_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint
   auto multiply = [&](int64_t b) {
     if ((b & 1) == 0) {
       _tile_loadd(0, act + b * ab + co, stride);
-      _tile_loadd(1, panel + b * ps, 64);
-      _tile_zero(2);
-      _tile_dpbsud(2, 0, 1);
+      _tile_loadd(2, panel + b * ps, 64);
+      _tile_zero(4);
+      _tile_dpbsud(4, 0, 2);
     } else {
-      _tile_loadd(3, act + b * ab + co, stride);
-      _tile_loadd(4, panel + b * ps, 64);
+      _tile_loadd(1, act + b * ab + co, stride);
+      _tile_loadd(3, panel + b * ps, 64);
       _tile_zero(5);
-      _tile_dpbsud(5, 3, 4);
+      _tile_dpbsud(5, 1, 3);
     }
   };
   auto store = [&](int64_t b) {
     if ((b & 1) == 0) {
-      _tile_stored(2, c[b % 3], 64);
+      _tile_stored(4, c[b % 3], 64);
     } else {
       _tile_stored(5, c[b % 3], 64);
     }
@@ -216,12 +239,72 @@ void tile_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint
   for (int64_t b = 0; b < blocks + 2; ++b) {
     if (b < blocks) multiply(b);
     if (b >= 1 && b <= blocks) store(b - 1);
-    if (b >= 2) fold(acc, c[(b - 2) % 3], affine, panel + (b - 2) * ps + kCodeBytes, terms, terms_stride, b - 2);
+    if (b >= 2) fold(acc, c[(b - 2) % 3], affine, panel + (b - 2) * ps + kCodeBytes, terms + (b - 2) * 2 * kTileRows);
   }
   for (int m = 0; m < kTileRows; ++m) _mm512_storeu_ps(y + m * y_stride, acc[m]);
 }
 
+// 32 activation rows (two tiles: `act`, `act` + 16 rows) against two panels: four products a
+// block from two A and two B loads. The sums live in memory (64 rows of 16 floats, L1), as 64
+// would not fit in registers; each product is folded while the next block's multiplies run.
+// terms: the first tile's (the second's follow `blocks` blocks later).
+void tile_2x2(const Layout& l, const uint8_t* panel0, const uint8_t* panel1, int64_t blocks, const uint8_t* act,
+              size_t stride, const float* terms, float* y, int64_t y_stride) {
+  alignas(64) float acc[4][kTileRows * kPanelRows];  // [2 * panel + tile]
+  std::memset(acc, 0, sizeof acc);
+  alignas(64) int32_t c[2][4][kTileRows * kPanelRows];  // [block & 1][product]
+  const size_t ps = panel_block_bytes(l), ab = l.act_block_bytes, co = l.act_codes_offset;
+  const bool affine = l.offset == 0;
+  const uint8_t* act0 = act + co;
+  const uint8_t* act1 = act + kTileRows * stride + co;
+  const int64_t tile_terms = blocks * 2 * kTileRows;
+  // Product q of block b - 1 into its sums.
+  auto fold_previous = [&](int q, int64_t b) {
+    const uint8_t* scales = (q < 2 ? panel0 : panel1) + (b - 1) * ps + kCodeBytes;
+    fold_in_memory(acc[q], c[(b - 1) & 1][q], affine, scales, terms + (q & 1) * tile_terms + (b - 1) * 2 * kTileRows);
+  };
+  for (int64_t b = 0; b <= blocks; ++b) {
+    const bool more = b<blocks, folds = b> 0;
+    auto& cur = c[b & 1];
+    if (more) {
+      _tile_loadd(2, panel0 + b * ps, 64);
+      _tile_loadd(0, act0 + b * ab, stride);
+      _tile_zero(4);
+    }
+    if (folds) fold_previous(0, b);
+    if (more) {
+      _tile_dpbsud(4, 0, 2);
+      _tile_stored(4, cur[0], 64);
+      _tile_loadd(1, act1 + b * ab, stride);
+      _tile_zero(5);
+    }
+    if (folds) fold_previous(1, b);
+    if (more) {
+      _tile_dpbsud(5, 1, 2);
+      _tile_stored(5, cur[1], 64);
+      _tile_loadd(3, panel1 + b * ps, 64);
+      _tile_zero(6);
+    }
+    if (folds) fold_previous(2, b);
+    if (more) {
+      _tile_dpbsud(6, 0, 3);
+      _tile_stored(6, cur[2], 64);
+      _tile_zero(7);
+    }
+    if (folds) fold_previous(3, b);
+    if (more) {
+      _tile_dpbsud(7, 1, 3);
+      _tile_stored(7, cur[3], 64);
+    }
+  }
+  for (int q = 0; q < 4; ++q) {
+    float* out = y + (q & 1) * kTileRows * y_stride + (q >> 1) * kPanelRows;
+    for (int m = 0; m < kTileRows; ++m) _mm512_storeu_ps(out + m * y_stride, _mm512_load_ps(acc[q] + m * kPanelRows));
+  }
+}
+
 // One activation row against the unpacked panel, on VNNI: the same integers, the same folds.
+// terms: the row's block 0 terms (the next block's are a tile's 32 floats on).
 void vnni_row(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, const float* terms, float* y) {
   __m512 acc = _mm512_setzero_ps();
   const size_t panel_stride = panel_block_bytes(l);
@@ -240,7 +323,7 @@ void vnni_row(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8
       part[j] = _mm512_dpbusd_epi32(part[j], _mm512_load_si512(codes + 64 * (j + 4)), _mm512_set1_epi32(hi));
     }
     const __m512i dots = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
-    acc = accumulate(acc, dots, affine, codes + kCodeBytes, terms + 2 * b);
+    acc = accumulate(acc, dots, affine, codes + kCodeBytes, terms + b * 2 * kTileRows);
   }
   _mm512_storeu_ps(y, acc);
 }
@@ -255,7 +338,7 @@ void amx_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row
   for (int64_t m = 0; m < n; ++m) {
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = acts + m * act_row_bytes + b * l.act_block_bytes;
-      float* out = terms + 2 * (m * blocks + b);
+      float* out = terms + terms_index(blocks, m, b);
       out[0] = half_at(block);
       if (l.offset == 0) {
         out[1] = half_at(block + 2);  // Q8_1's s = d sum(q)
@@ -269,6 +352,10 @@ void amx_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row
       out[1] = static_cast<float>(l.offset * _mm_cvtsi128_si32(t));
     }
   }
+}
+
+size_t amx_terms_floats(int64_t n, int64_t cols) {
+  return static_cast<size_t>((n + kTileRows - 1) / kTileRows * kTileRows * (cols / kBlock) * 2);
 }
 
 size_t amx_packed_bytes(DType weight_type, int64_t rows, int64_t cols) {
@@ -294,19 +381,41 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
   const int64_t blocks = cols / kBlock;
   const size_t row_bytes = static_cast<size_t>(blocks) * l.weight_block_bytes;
   const size_t panel_bytes = static_cast<size_t>(blocks) * panel_block_bytes(l);
-  uint8_t* scratch = packed == nullptr ? panel_scratch(panel_bytes) : nullptr;
+  uint8_t* scratch = packed == nullptr ? panel_scratch(2 * panel_bytes) : nullptr;
   if (n >= kTileRows) configure_tiles();
-  for (int64_t p = panel_begin; p < panel_end; ++p) {
-    const int64_t r0 = p * kPanelRows;
-    const uint8_t* panel = packed != nullptr ? packed + static_cast<size_t>(p) * panel_bytes : scratch;
-    if (packed == nullptr) unpack_panel(l, weights, row_bytes, r0, blocks, scratch);
-    int64_t m = 0;
-    for (; m + kTileRows <= n; m += kTileRows) {
-      tile_rows(l, panel, blocks, acts + m * act_row_bytes, act_row_bytes, terms + 2 * m * blocks, 2 * blocks,
-                y + m * y_stride + r0, y_stride);
+  for (int64_t p = panel_begin; p < panel_end;) {
+    // Two panels at a time where there are two (the 2 x 2 tiles), else one.
+    const int64_t count = n >= 2 * kTileRows && p + 1 < panel_end ? 2 : 1;
+    const uint8_t* panel[2];
+    for (int64_t i = 0; i < count; ++i) {
+      if (packed != nullptr) {
+        panel[i] = packed + static_cast<size_t>(p + i) * panel_bytes;
+      } else {
+        unpack_panel(l, weights, row_bytes, (p + i) * kPanelRows, blocks, scratch + i * panel_bytes);
+        panel[i] = scratch + i * panel_bytes;
+      }
     }
-    for (; m < n; ++m)
-      vnni_row(l, panel, blocks, acts + m * act_row_bytes, terms + 2 * m * blocks, y + m * y_stride + r0);
+    const int64_t r0 = p * kPanelRows;
+    int64_t m = 0;
+    if (count == 2) {
+      for (; m + 2 * kTileRows <= n; m += 2 * kTileRows) {
+        tile_2x2(l, panel[0], panel[1], blocks, acts + m * act_row_bytes, act_row_bytes,
+                 terms + terms_index(blocks, m, 0), y + m * y_stride + r0, y_stride);
+      }
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      float* out = y + r0 + i * kPanelRows;
+      int64_t row = m;
+      for (; row + kTileRows <= n; row += kTileRows) {
+        tile_rows(l, panel[i], blocks, acts + row * act_row_bytes, act_row_bytes, terms + terms_index(blocks, row, 0),
+                  out + row * y_stride, y_stride);
+      }
+      for (; row < n; ++row) {
+        vnni_row(l, panel[i], blocks, acts + row * act_row_bytes, terms + terms_index(blocks, row, 0),
+                 out + row * y_stride);
+      }
+    }
+    p += count;
   }
 }
 
