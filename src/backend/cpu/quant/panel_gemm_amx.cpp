@@ -4,16 +4,19 @@
 // helpers only (quant/README.md): no templates or inline functions shared with other files,
 // no standard containers.
 //
-// A panel's block b, as unpacked into the thread's scratch:
-//   codes  [8][16][4] bytes: row j holds inputs 4j..4j+3 of each of the 16 weight rows (the
-//          tile B of K = 32, N = 16, and what vpdpbusd reads as 16 lanes)
-//   d      [16] fp16: each weight row's block scale (as stored: decode reads every byte, and
-//          fp16 keeps a packed Q4_1 matrix the size of the stored one)
+// A packed panel's block b (what decode streams, so exactly the stored bytes, reordered):
+//   codes  the 16 rows' codes for inputs 4j..4j+3 side by side, j = 0..7 (the tile B of K = 32,
+//          N = 16, and what vpdpbusd reads as 16 lanes): 8 x 64 bytes for Q8_0 (as unsigned
+//          bytes); for Q4_0 / Q4_1, 4 x 64 bytes whose low nibbles are j = 0..3 and high
+//          nibbles j = 4..7 (a GGUF byte holds inputs i and i + 16)
+//   d      [16] fp16: each weight row's block scale
 //   m      [16] fp16: Q4_1's block minimum (absent for Q4_0 / Q8_0)
-//   padding to a multiple of 64 bytes (Q4_0, Q8_0), so that every block's codes are aligned
+// Q4_0 288 bytes, Q4_1 320, Q8_0 544: blocks are 32-byte aligned, codes read unaligned. AMX
+// needs a tile's codes as bytes, so 4-bit panels are expanded into the thread's scratch once
+// per call (and met there by every tile of activation rows); VNNI rows read the nibbles.
 // Tiles: A = 16 activation rows x 32 int8 (read in place, the activation rows' stride), B the
-// codes above, C = 16 x 16 int32. Two arrangements: 2 x 2 (A0 A1 for 32 activation rows, B0 B1
-// for two panels, C4..C7: each A and B load serves two products), and 1 x 1 for what is left
+// codes as bytes, C = 16 x 16 int32. Two arrangements: 2 x 2 (A0 A1 for 32 activation rows, B0
+// B1 for two panels, C4..C7: each A and B load serves two products), and 1 x 1 for what is left
 // (tiles 0, 2, 4 and 1, 3, 5: blocks b and b + 1 in flight).
 //
 // What bounds it (measured on a Xeon with AMX): a tile multiply costs as much at K = 32 as at
@@ -39,7 +42,7 @@ namespace {
 constexpr int kPanelRows = 16;   // weight rows per panel (the tiles' N)
 constexpr int kTileRows = 16;    // activation rows per AMX tile (M)
 constexpr int kBlock = 32;       // inputs per block (the tiles' K)
-constexpr int kCodeBytes = 512;  // one panel block's codes
+constexpr int kCodeBytes = 512;  // one block's codes as bytes (a B tile)
 
 struct Layout {
   size_t weight_block_bytes;  // GGUF block
@@ -58,9 +61,21 @@ Layout layout_of(DType type) {
   }
 }
 
-size_t panel_block_bytes(const Layout& l) {
-  return (kCodeBytes + kPanelRows * sizeof(uint16_t) * (l.offset == 0 ? 2 : 1) + 63) / 64 * 64;
+size_t packed_codes_bytes(const Layout& l) {
+  return l.four_bit ? kCodeBytes / 2 : kCodeBytes;
 }
+
+size_t packed_block_bytes(const Layout& l) {
+  return packed_codes_bytes(l) + kPanelRows * sizeof(uint16_t) * (l.offset == 0 ? 2 : 1);
+}
+
+// Where a tile loop finds a panel's codes (as bytes) and scales, block by block.
+struct PanelView {
+  const uint8_t* codes;
+  size_t codes_stride;
+  const uint8_t* scales;
+  size_t scales_stride;
+};
 
 // The thread's unpacked panel, grown on demand and freed when the thread ends.
 struct PanelScratch {
@@ -128,34 +143,50 @@ __m512 load_halves(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// Panel rows [r0, r0 + 16) of `weights`, every block, into scratch.
-void unpack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64_t r0, int64_t blocks,
-                  uint8_t* scratch) {
-  const size_t stride = panel_block_bytes(l);
-  const __m512i low = _mm512_set1_epi8(0x0F);
+// Panel rows [r0, r0 + 16) of `weights`, every block, into the packed layout at `out`.
+void pack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64_t r0, int64_t blocks, uint8_t* out) {
+  const size_t stride = packed_block_bytes(l), codes = packed_codes_bytes(l);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const uint8_t* rows[kPanelRows];
   for (int64_t b = 0; b < blocks; ++b) {
     for (int n = 0; n < kPanelRows; ++n) rows[n] = weights + (r0 + n) * row_bytes + b * l.weight_block_bytes;
-    uint8_t* out = scratch + b * stride;
+    uint8_t* block = out + b * stride;
     __m512i d[4];
     if (l.four_bit) {
-      // Byte i of a row's 16: inputs i (low nibble) and i + 16 (high nibble).
       transpose_16x4(rows, l.weight_codes_offset, d);
-      for (int j = 0; j < 4; ++j) {
-        _mm512_store_si512(out + 64 * j, _mm512_and_si512(d[j], low));
-        _mm512_store_si512(out + 64 * (j + 4), _mm512_and_si512(_mm512_srli_epi16(d[j], 4), low));
-      }
+      for (int j = 0; j < 4; ++j) _mm512_storeu_si512(block + 64 * j, d[j]);
     } else {
       // Signed bytes + 128 = unsigned codes.
       for (int half = 0; half < 2; ++half) {
         transpose_16x4(rows, l.weight_codes_offset + 16 * half, d);
-        for (int j = 0; j < 4; ++j) _mm512_store_si512(out + 64 * (4 * half + j), _mm512_xor_si512(d[j], flip));
+        for (int j = 0; j < 4; ++j) _mm512_storeu_si512(block + 64 * (4 * half + j), _mm512_xor_si512(d[j], flip));
       }
     }
-    gather_halves(rows, 0, out + kCodeBytes);
-    if (l.offset == 0) gather_halves(rows, 2, out + kCodeBytes + 2 * kPanelRows);  // Q4_1's m
+    gather_halves(rows, 0, block + codes);
+    if (l.offset == 0) gather_halves(rows, 2, block + codes + 2 * kPanelRows);  // Q4_1's m
   }
+}
+
+// A 4-bit packed block's codes as the bytes a B tile reads.
+__attribute__((always_inline)) inline void nibbles_to_bytes(const uint8_t* packed, __m512i out[8]) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i v = _mm512_loadu_si512(packed + 64 * j);
+    out[j] = _mm512_and_si512(v, low);
+    out[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+  }
+}
+
+// A packed panel as the tile loops read it: 4-bit codes expanded into `bytes` (blocks x 512).
+PanelView panel_view(const Layout& l, const uint8_t* packed, int64_t blocks, uint8_t* bytes) {
+  const size_t stride = packed_block_bytes(l), codes = packed_codes_bytes(l);
+  if (!l.four_bit) return {packed, stride, packed + codes, stride};
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512i v[8];
+    nibbles_to_bytes(packed + b * stride, v);
+    for (int j = 0; j < 8; ++j) _mm512_store_si512(bytes + b * kCodeBytes + 64 * j, v[j]);
+  }
+  return {bytes, kCodeBytes, packed + codes, stride};
 }
 
 float half_at(const uint8_t* p) {
@@ -209,22 +240,22 @@ __attribute__((always_inline)) inline void fold_in_memory(float* acc, const int3
 // block b - 2's stored product (its store an iteration old, so the vector loads do not wait on
 // a tile store in flight). Folds go in block order: the same float sums as vnni_row's.
 // terms: the tile's (terms_index(blocks, m0, 0) onward).
-void tile_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, size_t stride,
+void tile_rows(const Layout& l, const PanelView& panel, int64_t blocks, const uint8_t* act, size_t stride,
                const float* terms, float* y, int64_t y_stride) {
   __m512 acc[kTileRows];
   for (int m = 0; m < kTileRows; ++m) acc[m] = _mm512_setzero_ps();
   alignas(64) int32_t c[3][kTileRows * kPanelRows];
-  const size_t ps = panel_block_bytes(l), ab = l.act_block_bytes, co = l.act_codes_offset;
+  const size_t ab = l.act_block_bytes, co = l.act_codes_offset;
   const bool affine = l.offset == 0;
   auto multiply = [&](int64_t b) {
     if ((b & 1) == 0) {
       _tile_loadd(0, act + b * ab + co, stride);
-      _tile_loadd(2, panel + b * ps, 64);
+      _tile_loadd(2, panel.codes + b * panel.codes_stride, 64);
       _tile_zero(4);
       _tile_dpbsud(4, 0, 2);
     } else {
       _tile_loadd(1, act + b * ab + co, stride);
-      _tile_loadd(3, panel + b * ps, 64);
+      _tile_loadd(3, panel.codes + b * panel.codes_stride, 64);
       _tile_zero(5);
       _tile_dpbsud(5, 1, 3);
     }
@@ -239,7 +270,9 @@ void tile_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint
   for (int64_t b = 0; b < blocks + 2; ++b) {
     if (b < blocks) multiply(b);
     if (b >= 1 && b <= blocks) store(b - 1);
-    if (b >= 2) fold(acc, c[(b - 2) % 3], affine, panel + (b - 2) * ps + kCodeBytes, terms + (b - 2) * 2 * kTileRows);
+    if (b >= 2) {
+      fold(acc, c[(b - 2) % 3], affine, panel.scales + (b - 2) * panel.scales_stride, terms + (b - 2) * 2 * kTileRows);
+    }
   }
   for (int m = 0; m < kTileRows; ++m) _mm512_storeu_ps(y + m * y_stride, acc[m]);
 }
@@ -248,26 +281,27 @@ void tile_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint
 // block from two A and two B loads. The sums live in memory (64 rows of 16 floats, L1), as 64
 // would not fit in registers; each product is folded while the next block's multiplies run.
 // terms: the first tile's (the second's follow `blocks` blocks later).
-void tile_2x2(const Layout& l, const uint8_t* panel0, const uint8_t* panel1, int64_t blocks, const uint8_t* act,
+void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1, int64_t blocks, const uint8_t* act,
               size_t stride, const float* terms, float* y, int64_t y_stride) {
   alignas(64) float acc[4][kTileRows * kPanelRows];  // [2 * panel + tile]
   std::memset(acc, 0, sizeof acc);
   alignas(64) int32_t c[2][4][kTileRows * kPanelRows];  // [block & 1][product]
-  const size_t ps = panel_block_bytes(l), ab = l.act_block_bytes, co = l.act_codes_offset;
+  const size_t ab = l.act_block_bytes, co = l.act_codes_offset;
   const bool affine = l.offset == 0;
   const uint8_t* act0 = act + co;
   const uint8_t* act1 = act + kTileRows * stride + co;
   const int64_t tile_terms = blocks * 2 * kTileRows;
   // Product q of block b - 1 into its sums.
   auto fold_previous = [&](int q, int64_t b) {
-    const uint8_t* scales = (q < 2 ? panel0 : panel1) + (b - 1) * ps + kCodeBytes;
+    const PanelView& panel = q < 2 ? panel0 : panel1;
+    const uint8_t* scales = panel.scales + (b - 1) * panel.scales_stride;
     fold_in_memory(acc[q], c[(b - 1) & 1][q], affine, scales, terms + (q & 1) * tile_terms + (b - 1) * 2 * kTileRows);
   };
   for (int64_t b = 0; b <= blocks; ++b) {
     const bool more = b<blocks, folds = b> 0;
     auto& cur = c[b & 1];
     if (more) {
-      _tile_loadd(2, panel0 + b * ps, 64);
+      _tile_loadd(2, panel0.codes + b * panel0.codes_stride, 64);
       _tile_loadd(0, act0 + b * ab, stride);
       _tile_zero(4);
     }
@@ -282,7 +316,7 @@ void tile_2x2(const Layout& l, const uint8_t* panel0, const uint8_t* panel1, int
     if (more) {
       _tile_dpbsud(5, 1, 2);
       _tile_stored(5, cur[1], 64);
-      _tile_loadd(3, panel1 + b * ps, 64);
+      _tile_loadd(3, panel1.codes + b * panel1.codes_stride, 64);
       _tile_zero(6);
     }
     if (folds) fold_previous(2, b);
@@ -303,15 +337,21 @@ void tile_2x2(const Layout& l, const uint8_t* panel0, const uint8_t* panel1, int
   }
 }
 
-// One activation row against the unpacked panel, on VNNI: the same integers, the same folds.
+// One activation row against a packed panel, on VNNI: the same integers, the same folds.
 // terms: the row's block 0 terms (the next block's are a tile's 32 floats on).
 void vnni_row(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, const float* terms, float* y) {
   __m512 acc = _mm512_setzero_ps();
-  const size_t panel_stride = panel_block_bytes(l);
+  const size_t stride = packed_block_bytes(l), codes_bytes = packed_codes_bytes(l);
   const bool affine = l.offset == 0;
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* codes = panel + b * panel_stride;
+    const uint8_t* block = panel + b * stride;
     const uint8_t* a = act + b * l.act_block_bytes + l.act_codes_offset;
+    __m512i codes[8];
+    if (l.four_bit) {
+      nibbles_to_bytes(block, codes);
+    } else {
+      for (int j = 0; j < 8; ++j) codes[j] = _mm512_loadu_si512(block + 64 * j);
+    }
     // Four independent chains (vpdpbusd's latency, not its throughput, bounds one chain); the
     // integer sums are exact whatever the grouping.
     __m512i part[4];
@@ -319,11 +359,11 @@ void vnni_row(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8
       int32_t lo, hi;
       std::memcpy(&lo, a + 4 * j, 4);
       std::memcpy(&hi, a + 4 * (j + 4), 4);
-      part[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_load_si512(codes + 64 * j), _mm512_set1_epi32(lo));
-      part[j] = _mm512_dpbusd_epi32(part[j], _mm512_load_si512(codes + 64 * (j + 4)), _mm512_set1_epi32(hi));
+      part[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes[j], _mm512_set1_epi32(lo));
+      part[j] = _mm512_dpbusd_epi32(part[j], codes[j + 4], _mm512_set1_epi32(hi));
     }
     const __m512i dots = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
-    acc = accumulate(acc, dots, affine, codes + kCodeBytes, terms + b * 2 * kTileRows);
+    acc = accumulate(acc, dots, affine, block + codes_bytes, terms + b * 2 * kTileRows);
   }
   _mm512_storeu_ps(y, acc);
 }
@@ -360,17 +400,17 @@ size_t amx_terms_floats(int64_t n, int64_t cols) {
 
 size_t amx_packed_bytes(DType weight_type, int64_t rows, int64_t cols) {
   return static_cast<size_t>(rows / kPanelRows) * static_cast<size_t>(cols / kBlock) *
-         panel_block_bytes(layout_of(weight_type));
+         packed_block_bytes(layout_of(weight_type));
 }
 
 void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, int64_t panel_begin, int64_t panel_end,
                      uint8_t* packed) {
   const Layout l = layout_of(weight_type);
   const int64_t blocks = cols / kBlock;
-  const size_t panel_bytes = static_cast<size_t>(blocks) * panel_block_bytes(l);
+  const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
   for (int64_t p = panel_begin; p < panel_end; ++p) {
-    unpack_panel(l, weights, static_cast<size_t>(blocks) * l.weight_block_bytes, p * kPanelRows, blocks,
-                 packed + static_cast<size_t>(p) * panel_bytes);
+    pack_panel(l, weights, static_cast<size_t>(blocks) * l.weight_block_bytes, p * kPanelRows, blocks,
+               packed + static_cast<size_t>(p) * panel_bytes);
   }
 }
 
@@ -380,26 +420,33 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
   const Layout l = layout_of(weight_type);
   const int64_t blocks = cols / kBlock;
   const size_t row_bytes = static_cast<size_t>(blocks) * l.weight_block_bytes;
-  const size_t panel_bytes = static_cast<size_t>(blocks) * panel_block_bytes(l);
-  uint8_t* scratch = packed == nullptr ? panel_scratch(2 * panel_bytes) : nullptr;
-  if (n >= kTileRows) configure_tiles();
+  const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
+  const size_t bytes_per_panel = static_cast<size_t>(blocks) * kCodeBytes;
+  // Scratch: two panels' codes as bytes (tiles, 4-bit types), then two packed panels (when the
+  // matrix was not packed beforehand).
+  const bool tiles = n >= kTileRows;
+  uint8_t* scratch = panel_scratch(2 * bytes_per_panel + (packed == nullptr ? 2 * panel_bytes : 0));
+  if (tiles) configure_tiles();
   for (int64_t p = panel_begin; p < panel_end;) {
     // Two panels at a time where there are two (the 2 x 2 tiles), else one.
     const int64_t count = n >= 2 * kTileRows && p + 1 < panel_end ? 2 : 1;
     const uint8_t* panel[2];
+    PanelView view[2];
     for (int64_t i = 0; i < count; ++i) {
       if (packed != nullptr) {
         panel[i] = packed + static_cast<size_t>(p + i) * panel_bytes;
       } else {
-        unpack_panel(l, weights, row_bytes, (p + i) * kPanelRows, blocks, scratch + i * panel_bytes);
-        panel[i] = scratch + i * panel_bytes;
+        uint8_t* own = scratch + 2 * bytes_per_panel + i * panel_bytes;
+        pack_panel(l, weights, row_bytes, (p + i) * kPanelRows, blocks, own);
+        panel[i] = own;
       }
+      if (tiles) view[i] = panel_view(l, panel[i], blocks, scratch + i * bytes_per_panel);
     }
     const int64_t r0 = p * kPanelRows;
     int64_t m = 0;
     if (count == 2) {
       for (; m + 2 * kTileRows <= n; m += 2 * kTileRows) {
-        tile_2x2(l, panel[0], panel[1], blocks, acts + m * act_row_bytes, act_row_bytes,
+        tile_2x2(l, view[0], view[1], blocks, acts + m * act_row_bytes, act_row_bytes,
                  terms + terms_index(blocks, m, 0), y + m * y_stride + r0, y_stride);
       }
     }
@@ -407,7 +454,7 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
       float* out = y + r0 + i * kPanelRows;
       int64_t row = m;
       for (; row + kTileRows <= n; row += kTileRows) {
-        tile_rows(l, panel[i], blocks, acts + row * act_row_bytes, act_row_bytes, terms + terms_index(blocks, row, 0),
+        tile_rows(l, view[i], blocks, acts + row * act_row_bytes, act_row_bytes, terms + terms_index(blocks, row, 0),
                   out + row * y_stride, y_stride);
       }
       for (; row < n; ++row) {
