@@ -33,6 +33,7 @@
 namespace folio {
 namespace {
 
+using testing::expect_equal_until_near_tie;
 using testing::GreedyRun;
 using testing::max_abs_difference;
 using testing::read_file;
@@ -79,21 +80,6 @@ class Gemma3Golden : public ::testing::Test {
   static inline Tokenizer* tokenizer_ = nullptr;
   static inline nlohmann::json* goldens_ = nullptr;
 };
-
-// Greedy tokens equal until the reference's own top-2 margin at a step falls below near_tie.
-void expect_equal_until_near_tie(const std::string& name, const char* what, const std::vector<int32_t>& ours,
-                                 const std::vector<int32_t>& theirs, const std::vector<double>& margins,
-                                 double near_tie) {
-  ASSERT_EQ(ours.size(), theirs.size()) << name;
-  size_t agree = 0;
-  while (agree < theirs.size() && ours[agree] == theirs[agree]) ++agree;
-  std::printf(
-      "[%s] %s: %zu/%zu greedy tokens equal%s\n", name.c_str(), what, agree, theirs.size(),
-      agree < theirs.size() ? (", then a near-tie (margin " + std::to_string(margins[agree]) + ")").c_str() : "");
-  if (agree < theirs.size()) {
-    EXPECT_LT(margins[agree], near_tie) << name << " diverges from " << what << " at step " << agree;
-  }
-}
 
 TEST_F(Gemma3Golden, PromptTokensMatchLlamaCpp) {
   for (const nlohmann::json& c : (*goldens_)["cases"]) {

@@ -33,6 +33,7 @@
 namespace folio {
 namespace {
 
+using testing::expect_equal_until_near_tie;
 using testing::GreedyRun;
 using testing::max_abs_difference;
 using testing::read_file;
@@ -114,7 +115,9 @@ TEST_F(LlamaGolden, ChatPromptRendersLikeReference) {
   EXPECT_EQ(*text, (*chat_case)["text"].get<std::string>());
 }
 
-TEST_F(LlamaGolden, SlowFloatActivationsFollowFloat64ReferenceTokenForToken) {
+// Token for token until the float64 reference's own top two are within 0.05 (float32 sums
+// cannot be expected to pick the float64 winner there: the French prompt has one at 0.0001).
+TEST_F(LlamaGolden, SlowFloatActivationsFollowFloat64ReferenceUntilANearTie) {
   cpu::CpuBackend precise(0, cpu::detect_isa(), cpu::ActivationPrecision::kFloat32);
   for (const nlohmann::json& c : (*goldens_)["cases"]) {
     const std::string name = c["name"];
@@ -126,7 +129,7 @@ TEST_F(LlamaGolden, SlowFloatActivationsFollowFloat64ReferenceTokenForToken) {
                 max_abs);
     EXPECT_LT(max_abs, 3e-2) << name;  // float32 sums over 30 layers vs float64
     EXPECT_EQ(top_ids(run.last_prompt_logits, 5), top_ids(reference, 5)) << name;
-    EXPECT_EQ(run.generated, expected) << name;
+    expect_equal_until_near_tie(name, "float64", run.generated, expected, c["f64_generated_margins"], 0.05);
   }
 }
 

@@ -1,6 +1,6 @@
 // Helpers of the real-model golden tests: a greedy run of one prompt through a SequenceRunner
-// (the last prompt position's logits and the generated tokens), and the largest difference
-// between two logit vectors.
+// (the last prompt position's logits and the generated tokens), the largest difference between
+// two logit vectors, and greedy tokens compared until the reference meets a near-tie.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -50,6 +52,22 @@ inline double max_abs_difference(const std::vector<float>& a, const std::vector<
     max_abs = std::max(max_abs, std::fabs(static_cast<double>(a[i]) - b[i]));
   }
   return max_abs;
+}
+
+// Our greedy tokens equal the reference's until the end, or until a step where the reference's
+// own top-two margin is below near_tie (there a rounding difference may pick either token).
+inline void expect_equal_until_near_tie(const std::string& name, const char* what, const std::vector<int32_t>& ours,
+                                        const std::vector<int32_t>& theirs, const std::vector<double>& margins,
+                                        double near_tie) {
+  ASSERT_EQ(ours.size(), theirs.size()) << name;
+  size_t agree = 0;
+  while (agree < theirs.size() && ours[agree] == theirs[agree]) ++agree;
+  std::printf(
+      "[%s] %s: %zu/%zu greedy tokens equal%s\n", name.c_str(), what, agree, theirs.size(),
+      agree < theirs.size() ? (", then a near-tie (margin " + std::to_string(margins[agree]) + ")").c_str() : "");
+  if (agree < theirs.size()) {
+    EXPECT_LT(margins[agree], near_tie) << name << " diverges from " << what << " at step " << agree;
+  }
 }
 
 }  // namespace folio::testing
