@@ -216,7 +216,7 @@ TEST(CpuAttention, SlidingWindowMatchesFloat64Reference) {
   check_case({4, 1, 256, 16, {{2000, 1}, {1500, 37}, {700, 700}}, 512}, 9, pool);
 }
 
-// The AVX-512 softmax's exp, on every 61st float in [-104, 0] and the ends: correctly rounded
+// The AVX-512 exp (softmax, SwiGLU), on every 61st float in [-104, 0] and the ends: correctly rounded
 // (float of the float64 exp) but for at most one in a million, and never more than one ulp
 // from glibc's expf.
 TEST(CpuAttention, VectorExpIsCorrectlyRounded) {
@@ -234,7 +234,7 @@ TEST(CpuAttention, VectorExpIsCorrectlyRounded) {
   x.push_back(-200.0f);
   x.push_back(-INFINITY);
   std::vector<float> y(x.size());
-  exp_nonpositive_avx512(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  exp_avx512_array(x.data(), y.data(), static_cast<int64_t>(x.size()));
   size_t not_rounded = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     const float exact = static_cast<float>(std::exp(static_cast<double>(x[i])));

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/vector_exp_avx512.h"
 #include "core/fp16_rows.h"
 #include "kv/kivi.h"
 #include "kv/kv_quant.h"
@@ -22,9 +23,9 @@ void attend_tile_avx512(const AttentionBatch& batch, const KvLayerView& cache, c
   attend_tile_impl(batch, cache, item, scratch);
 }
 
-void exp_nonpositive_avx512(const float* x, float* y, int64_t n) {
+void exp_avx512_array(const float* x, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp_nonpositive_ps(_mm512_loadu_ps(x + i)));
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp_avx512(_mm512_loadu_ps(x + i)));
   for (; i < n; ++i) y[i] = __builtin_expf(x[i]);
 }
 

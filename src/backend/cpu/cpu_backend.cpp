@@ -7,12 +7,20 @@
 #include <vector>
 
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/elementwise_avx512.h"
 #include "backend/cpu/quant/panel_gemm.h"
 #include "core/fp16_rows.h"
 #include "kv/kivi.h"
 #include "kv/kv_quant.h"
 
 namespace folio::cpu {
+
+namespace {
+
+// Element-wise work smaller than this stays on the calling thread (a decode token's rows).
+constexpr int64_t kElementwiseParallelMin = 32768;
+
+}  // namespace
 
 CpuBackend::CpuBackend(int num_threads, Isa isa, ActivationPrecision precision)
     : pool_(num_threads), isa_(isa), precision_(precision) {}
@@ -27,13 +35,20 @@ void CpuBackend::embed(const WeightTensor& table, std::span<const int32_t> token
 }
 
 void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t dim, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * dim;
-    double sum_squares = 0.0;  // double: a 4k-wide sum of squares in float loses digits
-    for (int64_t i = 0; i < dim; ++i) sum_squares += static_cast<double>(row[i]) * row[i];
-    const float inv_rms = static_cast<float>(1.0 / std::sqrt(sum_squares / dim + eps));
-    float* out_row = out + r * dim;
-    for (int64_t i = 0; i < dim; ++i) out_row[i] = row[i] * inv_rms * weight[i];
+  const auto run = [&](int, int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = x + r * dim;
+      double sum_squares = 0.0;  // double: a 4k-wide sum of squares in float loses digits
+      for (int64_t i = 0; i < dim; ++i) sum_squares += static_cast<double>(row[i]) * row[i];
+      const float inv_rms = static_cast<float>(1.0 / std::sqrt(sum_squares / dim + eps));
+      float* out_row = out + r * dim;
+      for (int64_t i = 0; i < dim; ++i) out_row[i] = row[i] * inv_rms * weight[i];
+    }
+  };
+  if (rows * dim >= kElementwiseParallelMin) {
+    pool_.parallel_for(rows, run);
+  } else {
+    run(0, 0, rows);
   }
 }
 
@@ -236,9 +251,20 @@ void CpuBackend::attention(const AttentionBatch& batch, const KvLayerView& cache
 }
 
 void CpuBackend::swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  const bool avx512 = isa_ >= Isa::kAvx512;
+  const auto run = [&](int, int64_t begin, int64_t end) {
+    if (avx512) return swiglu_avx512(gate + begin, up + begin, out + begin, end - begin);
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = gate[i];
+      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  };
+  // A prompt's worth across the threads (each element alone, so the split changes no bits); a
+  // decode token's on this thread, where a hand-off would cost more than the work.
+  if (n >= kElementwiseParallelMin) {
+    pool_.parallel_for(n, run, 4096);
+  } else {
+    run(0, 0, n);
   }
 }
 
