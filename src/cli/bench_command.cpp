@@ -1,6 +1,8 @@
 // `folio bench`: prompt processing (ppN) and text generation (tgN) throughput, measured the
 // way llama-bench measures them: ppN evaluates N tokens from an empty cache in batches; tgN
 // generates N tokens one at a time from an empty cache. Inputs are random token ids.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -118,19 +120,29 @@ int run(const BenchOptions& options) {
     if (!options.json) std::fprintf(stderr, "bench: %d/%d repetitions done\n", rep + 1, options.repetitions);
   }
 
+  // The process's peak resident set (weights, packed copies, KV pages touched, buffers, code)
+  // against the KV pool the runs could fill.
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double peak_rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+  const double kv_pool_mib = static_cast<double>(request.kv.kv_cache_bytes) / (1024.0 * 1024.0);
   for (const Figures* f : {&pp, &tg}) {
     if (f->tokens_per_second.empty()) continue;
     const auto [lo, hi] = std::minmax_element(f->tokens_per_second.begin(), f->tokens_per_second.end());
     if (options.json) {
       std::printf(
           "{\"test\": \"%s\", \"median_tps\": %.3f, \"min_tps\": %.3f, \"max_tps\": %.3f, \"runs\": %zu, "
-          "\"threads\": %d, \"device\": \"%s\"}\n",
+          "\"threads\": %d, \"device\": \"%s\", \"peak_rss_mib\": %.1f, \"kv_pool_mib\": %.1f}\n",
           f->test.c_str(), median(f->tokens_per_second), *lo, *hi, f->tokens_per_second.size(),
-          session->backend->num_threads(), device.c_str());
+          session->backend->num_threads(), device.c_str(), peak_rss_mib, kv_pool_mib);
     } else {
       std::printf("%-8s %10.2f tok/s (median of %zu; min %.2f, max %.2f), %s\n", f->test.c_str(),
                   median(f->tokens_per_second), f->tokens_per_second.size(), *lo, *hi, device.c_str());
     }
+  }
+  if (!options.json) {
+    std::printf("peak RSS %.1f MiB (host memory; a KV pool of %.1f MiB for %d tokens)\n", peak_rss_mib, kv_pool_mib,
+                max_tokens);
   }
   return 0;
 }

@@ -28,6 +28,13 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_chunk(int index) {
+  if (job_dynamic_) {
+    for (;;) {
+      const int64_t begin = next_.fetch_add(job_grain_, std::memory_order_relaxed);
+      if (begin >= job_n_) return;
+      (*job_)(index, begin, std::min(job_n_, begin + job_grain_));
+    }
+  }
   const int64_t threads = num_threads();
   const int64_t blocks = (job_n_ + job_grain_ - 1) / job_grain_;
   const int64_t begin_block = blocks * index / threads;
@@ -38,6 +45,14 @@ void ThreadPool::run_chunk(int index) {
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, int64_t grain) {
+  start(n, fn, grain, false);
+}
+
+void ThreadPool::parallel_for_dynamic(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, int64_t chunk) {
+  start(n, fn, chunk, true);
+}
+
+void ThreadPool::start(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, int64_t grain, bool dynamic) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   if (workers_.empty() || n <= grain) {
@@ -47,6 +62,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
   job_ = &fn;
   job_n_ = n;
   job_grain_ = grain;
+  job_dynamic_ = dynamic;
+  next_.store(0, std::memory_order_relaxed);
   pending_.store(static_cast<int32_t>(workers_.size()), std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_release);  // publishes the job fields above
   generation_.notify_all();

@@ -31,14 +31,23 @@ class ThreadPool {
   // Not reentrant: fn must not call parallel_for on the same pool.
   void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, int64_t grain = 1);
 
+  // The same, but the threads take chunks of `chunk` (the last may be shorter) from a shared
+  // counter until none is left: for loops whose threads run at different speeds (two cores
+  // sharing memory bandwidth rarely stream at the same rate), so none waits on a slower one's
+  // fixed share. Which thread runs a chunk varies from call to call.
+  void parallel_for_dynamic(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, int64_t chunk);
+
  private:
   void worker_loop(int index);
   void run_chunk(int index);
+  void start(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, int64_t grain, bool dynamic);
 
   std::vector<std::thread> workers_;
   const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
+  bool job_dynamic_ = false;
+  std::atomic<int64_t> next_{0};         // dynamic loops: the first index no thread has taken
   std::atomic<uint32_t> generation_{0};  // bumped once per loop; workers wait on it
   std::atomic<int32_t> pending_{0};      // workers still running the current loop
   std::atomic<bool> stopping_{false};

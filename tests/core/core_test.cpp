@@ -262,6 +262,37 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
   }
 }
 
+// parallel_for_dynamic: every index once, in chunks of exactly `chunk` (the last may be
+// shorter) starting at multiples of it, then a plain loop on the same pool still splits right.
+TEST(ThreadPool, DynamicChunksCoverEveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 5, 64, 1001, 100003}) {
+      for (int64_t chunk : {1, 4, 7, 5000}) {
+        std::vector<std::atomic<int>> visits(static_cast<size_t>(n));
+        std::mutex mutex;
+        std::vector<Chunk> chunks;
+        pool.parallel_for_dynamic(
+            n,
+            [&](int thread_index, int64_t begin, int64_t end) {
+              for (int64_t i = begin; i < end; ++i) visits[static_cast<size_t>(i)].fetch_add(1);
+              std::lock_guard<std::mutex> lock(mutex);
+              chunks.push_back({thread_index, begin, end});
+            },
+            chunk);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(visits[static_cast<size_t>(i)].load(), 1) << n << " " << chunk;
+        for (const Chunk& c : chunks) {
+          EXPECT_EQ(c.begin % chunk, 0);
+          EXPECT_TRUE(c.end - c.begin == chunk || c.end == n);
+          EXPECT_LT(c.thread_index, pool.num_threads());
+        }
+        check_split(pool, n, 3);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 TEST(ThreadPool, DefaultSizeAndManyBackToBackLoops) {
   ThreadPool pool;
   EXPECT_GE(pool.num_threads(), 1);

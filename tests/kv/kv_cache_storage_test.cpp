@@ -3,6 +3,9 @@
 // attention will look for it.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <fstream>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -40,6 +43,30 @@ void fill_block(KvCacheStorage& storage, int32_t block, uint8_t seed) {
     for (uint8_t& x : storage.block_keys(layer, block)) x = value++;
     for (uint8_t& x : storage.block_values(layer, block)) x = value++;
   }
+}
+
+// This process's resident set (Linux: /proc/self/statm's second field, in pages).
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+// A pool is address space until blocks are written: a 256 MiB pool costs the resident set
+// nothing up front, and writing 8 blocks costs about their bytes. (So the CPU's default
+// --kv-cache-memory is a ceiling, not a price a small model pays at start.)
+TEST(KvCacheStorage, APoolCostsOnlyTheBlocksWritten) {
+  const KvCacheShape shape{.num_layers = 30, .num_blocks = 750, .block_size = 16, .num_kv_heads = 3, .head_dim = 64};
+  ASSERT_GT(shape.bytes_per_block() * shape.num_blocks, 256u << 20);
+  const int64_t before = resident_bytes();
+  KvCacheStorage storage(shape);
+  const int64_t allocated = resident_bytes();
+  EXPECT_LT(allocated - before, 4 << 20);
+  for (int32_t block = 0; block < 8; ++block) fill_block(storage, block, static_cast<uint8_t>(block));
+  const int64_t written = resident_bytes() - allocated;
+  EXPECT_GE(written, static_cast<int64_t>(8 * shape.bytes_per_block() / 2));
+  EXPECT_LT(written, static_cast<int64_t>(8 * shape.bytes_per_block()) + (4 << 20));
 }
 
 TEST(KvCacheStorage, BlockSpansMatchTheLayerViewLayout) {

@@ -6,25 +6,25 @@ namespace folio::cpu {
 
 PreparedWeights::PreparedWeights(const ModelWeights& weights, CpuBackend& backend)
     : weights_(weights), output_(weights.output()) {
-  const bool tied = weights.tied_embeddings();
-  pack(backend, output_, !tied);
+  // A tied output is the embedding table too: its pages go back all the same, and the few rows
+  // a step looks up fault back in from the page cache.
+  pack(backend, output_);
   if (backend.isa() != Isa::kAmx) return;
   layers_ = weights.layers();
   for (LayerWeights& layer : layers_) {
     for (WeightTensor* w : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down}) {
-      pack(backend, *w, true);
+      pack(backend, *w);
     }
   }
 }
 
-void PreparedWeights::pack(CpuBackend& backend, WeightTensor& w, bool release_stored) {
+void PreparedWeights::pack(CpuBackend& backend, WeightTensor& w) {
   if (w.empty() || w.interleave_heads != 0) return;
   AlignedBytes packed = backend.pack_for_matmul(w);
   if (packed.empty()) return;
   w.packed = packed.data();
   packed_bytes_ += static_cast<int64_t>(packed.size());
   buffers_.push_back(std::move(packed));
-  if (!release_stored) return;
   // The whole pages inside the matrix's bytes.
   constexpr uintptr_t kPage = 4096;
   const auto begin = reinterpret_cast<uintptr_t>(w.data);

@@ -29,7 +29,7 @@ class PreparedWeights {
   int64_t packed_bytes() const { return packed_bytes_; }
 
  private:
-  void pack(CpuBackend& backend, WeightTensor& w, bool release_stored);
+  void pack(CpuBackend& backend, WeightTensor& w);
 
   const ModelWeights& weights_;
   std::vector<LayerWeights> layers_;  // empty: the model's own

@@ -24,7 +24,7 @@ static inline __m512d exp_avx512_pd(__m512d x) {
   r = _mm512_fnmadd_pd(k, _mm512_set1_pd(0x1.abc9e3b39803fp-56), r);
   __m512d p = _mm512_set1_pd(1.0 / 39916800.0);
   const double coefficients[] = {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
-                                 1.0 / 24,      1.0 / 6,      0.5,          1.0,          1.0};
+                                 1.0 / 24,      1.0 / 6,      0.5,         1.0,        1.0};
   for (double c : coefficients) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c));
   return _mm512_scalef_pd(p, k);
 }
