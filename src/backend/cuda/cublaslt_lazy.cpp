@@ -3,8 +3,8 @@
 // it (its relocations alone touched ~57 MB of the resident set of every `folio run`). The
 // library is looked for beside libcudart (which is linked), then by name. If it cannot be
 // opened every call returns CUBLAS_STATUS_NOT_INITIALIZED and the reason is printed once.
-#include <cuda_runtime_api.h>
 #include <cublasLt.h>
+#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -43,10 +43,10 @@ Fn* entry(const char* name) {
 
 // Each forwarder looks its function up once (a static local) and keeps cuBLASLt's signature, so
 // a mismatch with the header is a compile error.
-#define FOLIO_CUBLASLT_FORWARD(name, params, args)                           \
-  extern "C" cublasStatus_t CUBLASWINAPI name params {                       \
+#define FOLIO_CUBLASLT_FORWARD(name, params, args)                            \
+  extern "C" cublasStatus_t CUBLASWINAPI name params {                        \
     static auto* const fn = entry<cublasStatus_t CUBLASWINAPI params>(#name); \
-    return fn == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : fn args;          \
+    return fn == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : fn args;           \
   }
 
 FOLIO_CUBLASLT_FORWARD(cublasLtCreate, (cublasLtHandle_t * handle), (handle))
@@ -55,8 +55,7 @@ FOLIO_CUBLASLT_FORWARD(cublasLtMatmul,
                        (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* a,
                         cublasLtMatrixLayout_t a_desc, const void* b, cublasLtMatrixLayout_t b_desc, const void* beta,
                         const void* c, cublasLtMatrixLayout_t c_desc, void* d, cublasLtMatrixLayout_t d_desc,
-                        const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
-                        cudaStream_t stream),
+                        const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes, cudaStream_t stream),
                        (handle, desc, alpha, a, a_desc, b, b_desc, beta, c, c_desc, d, d_desc, algo, workspace,
                         workspace_bytes, stream))
 FOLIO_CUBLASLT_FORWARD(cublasLtMatmulAlgoCheck,
