@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pp512 / tg128 of folio and llama.cpp side by side, on the same GGUF, same machine, same run.
+"""pp512 / tg128 (and peak RSS) of folio and llama.cpp side by side, on the same GGUF, same machine, same run.
 
   /tmp/refvenv/bin/python bench/cpu_vs_llamacpp.py [--model M] [--reps 5] [--threads N]
 
@@ -62,10 +62,41 @@ def llamacpp_generate(context, tokens):
 
 
 def folio_once(binary, model, n_prompt, n_gen, threads):
+    """(ppN tok/s, tgN tok/s, peak RSS MiB) of one `folio bench` process."""
     out = subprocess.run([binary, "bench", "-m", model, "-p", str(n_prompt), "-n", str(n_gen), "-r", "1",
                           "-t", str(threads), "--json"], check=True, capture_output=True, text=True).stdout
-    rows = {json.loads(line)["test"]: json.loads(line)["median_tps"] for line in out.splitlines() if line.strip()}
-    return rows[f"pp{n_prompt}"], rows[f"tg{n_gen}"]
+    rows = {json.loads(line)["test"]: json.loads(line) for line in out.splitlines() if line.strip()}
+    pp, tg = rows[f"pp{n_prompt}"], rows[f"tg{n_gen}"]
+    return pp["median_tps"], tg["median_tps"], tg["peak_rss_mib"]
+
+
+def peak_rss_mib():
+    """This process's peak resident set: VmHWM, not getrusage's ru_maxrss, which after exec still
+    counts the parent the process was forked from."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def llamacpp_rss(args, load):
+    """Peak RSS (MiB) of a fresh Python process that imports llama_cpp and, with load, loads the
+    model and runs one ppN and one tgN as the timed runs do."""
+    child = [sys.executable, os.path.abspath(__file__), "--model", args.model, "--threads", str(args.threads),
+             "--n-prompt", str(args.n_prompt), "--n-gen", str(args.n_gen), "--rss-child", "load" if load else "import"]
+    return float(subprocess.run(child, check=True, capture_output=True, text=True).stdout.split()[-1])
+
+
+def rss_child(args):
+    if args.rss_child == "load":
+        _, context, vocab = llamacpp_setup(args.model, args.threads, args.n_prompt + args.n_gen + 16)
+        rng = random.Random(1)
+        llamacpp_run(context, [rng.randrange(vocab) for _ in range(args.n_prompt)])
+        llamacpp_generate(context, [rng.randrange(vocab) for _ in range(args.n_gen)])
+    else:
+        llama_cpp.llama_backend_init()
+    print(f"{peak_rss_mib():.1f}")
 
 
 def describe(values):
@@ -80,7 +111,17 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--n-prompt", type=int, default=512)
     p.add_argument("--n-gen", type=int, default=128)
+    p.add_argument("--rss-child", choices=["load", "import"], help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.rss_child:
+        return rss_child(args)
+
+    # Peak resident sets first, one fresh process each, before this process maps the model: folio
+    # hands its stored weight pages back once packed (MADV_PAGEOUT), which the kernel declines
+    # for pages another process maps too. llama.cpp runs inside Python: the same process
+    # importing llama_cpp without a model is measured beside it.
+    folio_rss = folio_once(args.folio, args.model, args.n_prompt, args.n_gen, args.threads)[2]
+    llama_rss, python_rss = llamacpp_rss(args, True), llamacpp_rss(args, False)
 
     model, context, vocab = llamacpp_setup(args.model, args.threads, args.n_prompt + args.n_gen + 16)
     rng = random.Random(1234)
@@ -93,7 +134,7 @@ def main():
         tg = llamacpp_generate(context, [rng.randrange(vocab) for _ in range(args.n_gen)])
         results["llama_pp"].append(args.n_prompt / pp)
         results["llama_tg"].append(args.n_gen / tg)
-        fpp, ftg = folio_once(args.folio, args.model, args.n_prompt, args.n_gen, args.threads)
+        fpp, ftg, _ = folio_once(args.folio, args.model, args.n_prompt, args.n_gen, args.threads)
         results["folio_pp"].append(fpp)
         results["folio_tg"].append(ftg)
         print(f"rep {rep + 1}/{args.reps}: llama.cpp pp {args.n_prompt / pp:.1f} tg {args.n_gen / tg:.1f} | "
@@ -105,6 +146,8 @@ def main():
     print(f"|---|---|---|---|")
     print(f"| pp{args.n_prompt} | {describe(results['folio_pp'])} | {describe(results['llama_pp'])} | {pp_ratio:.2f} |")
     print(f"| tg{args.n_gen} | {describe(results['folio_tg'])} | {describe(results['llama_tg'])} | {tg_ratio:.2f} |")
+    print(f"| peak RSS, MiB | {folio_rss:.1f} | {llama_rss:.1f} (Python + llama_cpp without a model: "
+          f"{python_rss:.1f}; difference {llama_rss - python_rss:.1f}) | |")
     print(f"\n{args.threads} threads, median (min-max) of {args.reps} runs each, llama-cpp-python "
           f"{llama_cpp.__version__}")
 

@@ -1,8 +1,6 @@
 // `folio bench`: prompt processing (ppN) and text generation (tgN) throughput, measured the
 // way llama-bench measures them: ppN evaluates N tokens from an empty cache in batches; tgN
 // generates N tokens one at a time from an empty cache. Inputs are random token ids.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "cli/model_session.h"
+#include "core/peak_memory.h"
 #include "engine/sequence_runner.h"
 #include "executor/kv_pool_sizing.h"
 
@@ -122,9 +121,7 @@ int run(const BenchOptions& options) {
 
   // The process's peak resident set (weights, packed copies, KV pages touched, buffers, code)
   // against the KV pool the runs could fill.
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const double peak_rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+  const double peak_rss_mib = static_cast<double>(peak_resident_bytes()) / (1024.0 * 1024.0);
   const double kv_pool_mib = static_cast<double>(request.kv.kv_cache_bytes) / (1024.0 * 1024.0);
   for (const Figures* f : {&pp, &tg}) {
     if (f->tokens_per_second.empty()) continue;
