@@ -34,8 +34,6 @@ struct TileWork {
 
 // The tile kernel compiled for AVX-512 (cpu_attention_avx512.cpp); call only where supported.
 void attend_tile_avx512(const AttentionBatch& batch, const KvLayerView& cache, const TileWork& item, float* scratch);
-// vector_exp_avx512.h's exp over an array, for tests; call only where AVX-512 is supported.
-void exp_avx512_array(const float* x, float* y, int64_t n);
 
 // Single-threaded float64 reference with a full softmax per query, for tests.
 void paged_attention_reference(const AttentionBatch& batch, const KvLayerView& cache);

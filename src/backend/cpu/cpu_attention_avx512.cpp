@@ -23,10 +23,4 @@ void attend_tile_avx512(const AttentionBatch& batch, const KvLayerView& cache, c
   attend_tile_impl(batch, cache, item, scratch);
 }
 
-void exp_avx512_array(const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp_avx512(_mm512_loadu_ps(x + i)));
-  for (; i < n; ++i) y[i] = __builtin_expf(x[i]);
-}
-
 }  // namespace folio::cpu

@@ -9,4 +9,8 @@ namespace folio::cpu {
 // out = silu(gate) * up = gate / (1 + exp(-gate)) * up.
 void swiglu_avx512(const float* gate, const float* up, float* out, int64_t n);
 
+// vector_exp_avx512.h's two exps over an array, for tests.
+void exp_avx512_array(const float* x, float* y, int64_t n);
+void exp_fast_avx512_array(const float* x, float* y, int64_t n);
+
 }  // namespace folio::cpu
