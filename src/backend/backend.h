@@ -65,6 +65,17 @@ class Backend {
   // out = silu(gate) * up.  all (n,)
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
 
+  // out = silu(x gate^T) * (x up^T): the MLP's two projections and SwiGLU as one step, which a
+  // backend may fuse (never writing the two products). up_scratch: (n, up.rows) floats a
+  // backend that does not fuse may use. x: (n, cols); out: (n, gate.rows)
+  virtual void matmul_swiglu(const WeightTensor& gate, const WeightTensor& up, const float* x, float* out,
+                             float* up_scratch, int64_t n) {
+    const WeightTensor* ws[2] = {&gate, &up};
+    float* ys[2] = {out, up_scratch};
+    matmul_shared_input(ws, x, ys, n);
+    swiglu(out, up_scratch, out, n * gate.rows);
+  }
+
   // out = gelu(gate) * up with GELU's tanh approximation (Gemma).  all (n,)
   virtual void geglu_tanh(const float* gate, const float* up, float* out, int64_t n) = 0;
 

@@ -15,8 +15,10 @@
 //                                    each query seeing its last `window` keys (0: all)
 //   project_output_add(l)            x += attn Wo
 //   project_output(l)                proj = attn Wo
-//   project_gate_up(l)               gate | up = normed Wgate, Wup
-//   activate(l, activation)          act = silu(gate) * up, or gelu_tanh(gate) * up
+//   project_gate_up_activate(l, activation)
+//                                    act = silu(normed Wgate) * (normed Wup), or gelu_tanh(..) *
+//                                    (..): one step, so a device may fuse the two products and
+//                                    the activation
 //   project_down_add(l)              x += act Wdown
 //   project_down(l)                  proj = act Wdown
 //   post_norm_add(NormSite, l)       x += rms_norm(proj) * weight of that site (the outputs')
@@ -51,8 +53,7 @@ void run_transformer_layers(const Architecture& arch, Device& device) {
       device.project_output_add(l);
     }
     device.norm(NormSite::kMlpInput, l);
-    device.project_gate_up(l);
-    device.activate(l, arch.activation);
+    device.project_gate_up_activate(l, arch.activation);
     if (arch.post_norms) {
       device.project_down(l);
       device.post_norm_add(NormSite::kMlpOutput, l);

@@ -76,11 +76,7 @@ void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, co
   }
   const int64_t cols = first.cols;
   const size_t act_row_bytes = row_bytes(kernels->activation_type, cols);
-  converted_activations_.resize(static_cast<size_t>(n) * act_row_bytes);
-  uint8_t* acts = converted_activations_.data();
-  pool_.parallel_for(n, [&](int, int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) kernels->convert_activation_row(x + r * cols, acts + r * act_row_bytes, cols);
-  });
+  const uint8_t* acts = convert_activations(*kernels, x, n, cols);
   bool panels = isa_ == Isa::kAmx;
   for (const WeightTensor* w : ws) panels = panels && amx_panel_gemm_supports(w->type, w->rows, w->cols);
   if (panels) return matmul_panels(ws, acts, act_row_bytes, ys, n);
@@ -116,6 +112,38 @@ void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, co
         }
       },
       grain);
+}
+
+const uint8_t* CpuBackend::convert_activations(const QuantKernels& kernels, const float* x, int64_t n, int64_t cols) {
+  const size_t act_row_bytes = row_bytes(kernels.activation_type, cols);
+  converted_activations_.resize(static_cast<size_t>(n) * act_row_bytes);
+  uint8_t* acts = converted_activations_.data();
+  pool_.parallel_for(n, [&](int, int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) kernels.convert_activation_row(x + r * cols, acts + r * act_row_bytes, cols);
+  });
+  return acts;
+}
+
+void CpuBackend::matmul_swiglu(const WeightTensor& gate, const WeightTensor& up, const float* x, float* out,
+                               float* up_scratch, int64_t n) {
+  const bool fused = isa_ == Isa::kAmx && precision_ == ActivationPrecision::kQuantized && n > 0 &&
+                     gate.packed != nullptr && up.packed != nullptr && gate.type == up.type && gate.rows == up.rows &&
+                     gate.cols == up.cols && amx_panel_gemm_supports(gate.type, gate.rows, gate.cols);
+  if (!fused) return Backend::matmul_swiglu(gate, up, x, out, up_scratch, n);
+  const QuantKernels* kernels = quant_kernels(gate.type, isa_);
+  const size_t act_row_bytes = row_bytes(kernels->activation_type, gate.cols);
+  const uint8_t* acts = convert_activations(*kernels, x, n, gate.cols);
+  activation_terms_.resize(amx_terms_floats(n, gate.cols));
+  amx_activation_terms(gate.type, acts, act_row_bytes, n, gate.cols, activation_terms_.data());
+  // Gate panel p and up panel p together; chunks as in matmul_panels.
+  pool_.parallel_for_dynamic(
+      gate.rows / 16,
+      [&](int, int64_t begin, int64_t end) {
+        amx_panel_gemm_swiglu(gate.type, gate.cols, static_cast<const uint8_t*>(gate.packed),
+                              static_cast<const uint8_t*>(up.packed), acts, act_row_bytes, activation_terms_.data(), n,
+                              begin, end, out, gate.rows);
+      },
+      2);
 }
 
 // AMX: the weights go by in panels of 16 rows, repacked at load (w.packed) or unpacked as each

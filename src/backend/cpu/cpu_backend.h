@@ -43,12 +43,17 @@ class CpuBackend final : public Backend {
   void seal_kv(const KvLayerView& cache, std::span<const KvSeal> seals) override;
   void attention(const AttentionBatch& batch, const KvLayerView& cache) override;
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
+  // Fused on AMX where both matrices are packed panels (quant/panel_gemm.h), else Backend's.
+  void matmul_swiglu(const WeightTensor& gate, const WeightTensor& up, const float* x, float* out, float* up_scratch,
+                     int64_t n) override;
   void geglu_tanh(const float* gate, const float* up, float* out, int64_t n) override;
   void scale(float* x, float factor, int64_t n) override;
   void add(float* x, const float* y, int64_t n) override;
 
  private:
   void matmul_float_activations(const WeightTensor& w, const float* x, float* y, int64_t n);
+  // x converted into converted_activations_ for the kernels' activation format.
+  const uint8_t* convert_activations(const QuantKernels& kernels, const float* x, int64_t n, int64_t cols);
   void matmul_panels(std::span<const WeightTensor* const> ws, const uint8_t* acts, size_t act_row_bytes,
                      std::span<float* const> ys, int64_t n);
 

@@ -122,22 +122,17 @@ void CpuForward::project_output_add(int32_t layer) {
   backend_.add(a_.x.data(), a_.proj.data(), static_cast<int64_t>(n_) * c_.hidden_dim);
 }
 
-void CpuForward::project_gate_up(int32_t layer) {
+void CpuForward::project_gate_up_activate(int32_t layer, Activation activation) {
   const LayerWeights& w = layer_weights(layer);
   if (stats_ != nullptr) stats_->add(MatrixInput::kFfn, layer, a_.normed.data(), n_);
+  if (activation == Activation::kSwiGlu) {
+    backend_.matmul_swiglu(w.gate, w.up, a_.normed.data(), a_.gate.data(), a_.up.data(), n_);
+    return;
+  }
   const WeightTensor* ws[2] = {&w.gate, &w.up};
   float* ys[2] = {a_.gate.data(), a_.up.data()};
   backend_.matmul_shared_input(ws, a_.normed.data(), ys, n_);
-}
-
-void CpuForward::activate(int32_t layer, Activation activation) {
-  (void)layer;  // one activation for every layer of a model
-  const int64_t n = static_cast<int64_t>(n_) * c_.ffn_dim;
-  if (activation == Activation::kGeGluTanh) {
-    backend_.geglu_tanh(a_.gate.data(), a_.up.data(), a_.gate.data(), n);
-  } else {
-    backend_.swiglu(a_.gate.data(), a_.up.data(), a_.gate.data(), n);
-  }
+  backend_.geglu_tanh(a_.gate.data(), a_.up.data(), a_.gate.data(), static_cast<int64_t>(n_) * c_.ffn_dim);
 }
 
 void CpuForward::project_down(int32_t layer) {

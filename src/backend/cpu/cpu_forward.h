@@ -26,7 +26,7 @@ struct CpuActivations {
   std::vector<float> v;       // (n, kv_dim)
   std::vector<float> attn;    // (n, q_dim)
   std::vector<float> proj;    // (n, hidden); the head's gathered rows too
-  std::vector<float> gate;    // (n, ffn); silu(gate) * up after activate()
+  std::vector<float> gate;    // (n, ffn); silu(gate) * up after project_gate_up_activate()
   std::vector<float> up;      // (n, ffn)
 
   void resize(const ModelConfig& c, int32_t num_tokens);
@@ -52,8 +52,7 @@ class CpuForward {
   void attend(int32_t layer, float scale, int32_t window);
   void project_output_add(int32_t layer);
   void project_output(int32_t layer);
-  void project_gate_up(int32_t layer);
-  void activate(int32_t layer, Activation activation);
+  void project_gate_up_activate(int32_t layer, Activation activation);
   void project_down_add(int32_t layer);
   void project_down(int32_t layer);
   void post_norm_add(NormSite site, int32_t layer);

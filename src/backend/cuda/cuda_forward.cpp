@@ -61,17 +61,13 @@ void CudaForward::project_output_add(int32_t l) {
   gemm_.matmul(a_.attn, layer(l).o, a_.x, batch_.num_tokens, c_.hidden_dim, c_.q_dim(), 1.0f, stream_);
 }
 
-void CudaForward::project_gate_up(int32_t l) {
-  gemm_.matmul(a_.normed, layer(l).gate_up, a_.gate_up, batch_.num_tokens, 2 * static_cast<int64_t>(c_.ffn_dim),
-               c_.hidden_dim, 0.0f, stream_);
-}
-
 void CudaForward::project_output(int32_t l) {
   gemm_.matmul(a_.attn, layer(l).o, a_.proj, batch_.num_tokens, c_.hidden_dim, c_.q_dim(), 0.0f, stream_);
 }
 
-void CudaForward::activate(int32_t l, Activation activation) {
-  (void)l;  // one activation for every layer of a model
+void CudaForward::project_gate_up_activate(int32_t l, Activation activation) {
+  gemm_.matmul(a_.normed, layer(l).gate_up, a_.gate_up, batch_.num_tokens, 2 * static_cast<int64_t>(c_.ffn_dim),
+               c_.hidden_dim, 0.0f, stream_);
   if (activation == Activation::kGeGluTanh) {
     geglu_tanh(a_.gate_up, batch_.num_tokens, c_.ffn_dim, a_.act, stream_);
   } else {

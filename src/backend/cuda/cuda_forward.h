@@ -87,8 +87,7 @@ class CudaForward {
   void rope_and_store_kv(int32_t layer, const RopeSpec& rope);
   void attend(int32_t layer, float scale, int32_t window);
   void project_output_add(int32_t layer);
-  void project_gate_up(int32_t layer);
-  void activate(int32_t layer, Activation activation);
+  void project_gate_up_activate(int32_t layer, Activation activation);
   void project_down_add(int32_t layer);
   // Gemma's steps: the O and down GEMMs into proj, then the post norm adds it to x.
   void qk_norm(int32_t layer);

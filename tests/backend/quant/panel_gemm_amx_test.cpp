@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/elementwise_avx512.h"
 #include "backend/cpu/quant/quant_kernels.h"
 #include "core/aligned_bytes.h"
 #include "quant/formats.h"
@@ -130,6 +131,36 @@ TEST_P(AmxPanelGemm, ARowsBitsDoNotDependOnItsBatch) {
   // Panels packed at load give the bits of panels unpacked as they are reached.
   const std::vector<float> packed = amx_matmul(p, p.acts.data(), p.n, /*packed=*/true);
   EXPECT_EQ(std::memcmp(packed.data(), batch.data(), batch.size() * sizeof(float)), 0);
+}
+
+// The fused gate | up + SwiGLU: each value has the bits of the two products put through
+// swiglu_avx512, for a 53-row batch (2 x 2, 1 x 1 and VNNI rows) and for every row alone.
+TEST_P(AmxPanelGemm, SwigluEpilogueEqualsProductsThenSwiglu) {
+  const DType type = GetParam();
+  std::mt19937 rng(13);
+  const Problem gate = make_problem(rng, type, 48, 576, 53, false);
+  Problem up = make_problem(rng, type, 48, 576, 53, false);
+  up.acts = gate.acts;  // one input for both
+  AlignedBytes gate_packed(amx_packed_bytes(type, 48, 576)), up_packed(amx_packed_bytes(type, 48, 576));
+  amx_pack_panels(type, 576, gate.weights.data(), 0, 3, gate_packed.data());
+  amx_pack_panels(type, 576, up.weights.data(), 0, 3, up_packed.data());
+  auto fused = [&](const uint8_t* acts, int64_t n) {
+    std::vector<float> terms(amx_terms_floats(n, 576)), out(static_cast<size_t>(n * 48), NAN);
+    amx_activation_terms(type, acts, gate.act_row_bytes, n, 576, terms.data());
+    amx_panel_gemm_swiglu(type, 576, gate_packed.data(), up_packed.data(), acts, gate.act_row_bytes, terms.data(), n, 0,
+                          3, out.data(), 48);
+    return out;
+  };
+  const std::vector<float> g = amx_matmul(gate, gate.acts.data(), 53, true);
+  const std::vector<float> u = amx_matmul(up, gate.acts.data(), 53, true);
+  std::vector<float> expected(g.size());
+  swiglu_avx512(g.data(), u.data(), expected.data(), static_cast<int64_t>(g.size()));
+  const std::vector<float> batch = fused(gate.acts.data(), 53);
+  ASSERT_EQ(std::memcmp(batch.data(), expected.data(), batch.size() * sizeof(float)), 0) << dtype_info(type).name;
+  for (int64_t m = 0; m < 53; m += 7) {
+    const std::vector<float> alone = fused(gate.acts.data() + m * gate.act_row_bytes, 1);
+    ASSERT_EQ(std::memcmp(alone.data(), batch.data() + m * 48, 48 * sizeof(float)), 0) << "row " << m;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, AmxPanelGemm, ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q8_0),

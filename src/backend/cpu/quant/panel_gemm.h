@@ -49,4 +49,12 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
                     size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
                     float* y, int64_t y_stride);
 
+// out[m * out_stride + r] = silu(dot(gate row r, act m)) * dot(up row r, act m) for the rows r
+// of panels [panel_begin, panel_end) of two matrices of one type and shape, both packed
+// (amx_pack_panels): the MLP's gate | up and SwiGLU in one pass, the two products never
+// written out. Each value has the bits of amx_panel_gemm's products put through swiglu_avx512.
+void amx_panel_gemm_swiglu(DType weight_type, int64_t cols, const uint8_t* gate, const uint8_t* up, const uint8_t* acts,
+                           size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
+                           float* out, int64_t out_stride);
+
 }  // namespace folio::cpu

@@ -34,6 +34,7 @@
 #include <cstring>
 
 #include "backend/cpu/quant/panel_gemm.h"
+#include "backend/cpu/vector_exp_avx512.h"
 #include "quant/block_formats.h"
 
 namespace folio::cpu {
@@ -282,8 +283,9 @@ void tile_rows(const Layout& l, const PanelView& panel, int64_t blocks, const ui
 // block from two A and two B loads. The sums live in memory (64 rows of 16 floats, L1), as 64
 // would not fit in registers; each product is folded while the next block's multiplies run.
 // terms: the first tile's (the second's follow `blocks` blocks later).
+// swiglu: the panels are a gate and an up panel, and y gets silu(gate) * up (16 columns).
 void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1, int64_t blocks, const uint8_t* act,
-              size_t stride, const float* terms, float* y, int64_t y_stride) {
+              size_t stride, const float* terms, float* y, int64_t y_stride, bool swiglu) {
   alignas(64) float acc[4][kTileRows * kPanelRows];  // [2 * panel + tile]
   std::memset(acc, 0, sizeof acc);
   alignas(64) int32_t c[2][4][kTileRows * kPanelRows];  // [block & 1][product]
@@ -331,6 +333,16 @@ void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1,
       _tile_dpbsud(7, 1, 3);
       _tile_stored(7, cur[3], 64);
     }
+  }
+  if (swiglu) {
+    for (int q = 0; q < 2; ++q) {
+      float* out = y + q * kTileRows * y_stride;
+      for (int m = 0; m < kTileRows; ++m) {
+        _mm512_storeu_ps(out + m * y_stride, silu_mul_avx512(_mm512_load_ps(acc[q] + m * kPanelRows),
+                                                             _mm512_load_ps(acc[q + 2] + m * kPanelRows)));
+      }
+    }
+    return;
   }
   for (int q = 0; q < 4; ++q) {
     float* out = y + (q & 1) * kTileRows * y_stride + (q >> 1) * kPanelRows;
@@ -454,7 +466,7 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
     if (count == 2) {
       for (; m + 2 * kTileRows <= n; m += 2 * kTileRows) {
         tile_2x2(l, view[0], view[1], blocks, acts + m * act_row_bytes, act_row_bytes,
-                 terms + terms_index(blocks, m, 0), y + m * y_stride + r0, y_stride);
+                 terms + terms_index(blocks, m, 0), y + m * y_stride + r0, y_stride, false);
       }
     }
     for (int64_t i = 0; i < count; ++i) {
@@ -470,6 +482,48 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
       }
     }
     p += count;
+  }
+}
+
+void amx_panel_gemm_swiglu(DType weight_type, int64_t cols, const uint8_t* gate, const uint8_t* up, const uint8_t* acts,
+                           size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
+                           float* out, int64_t out_stride) {
+  const Layout l = layout_of(weight_type);
+  const int64_t blocks = cols / kBlock;
+  const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
+  const size_t bytes_per_panel = static_cast<size_t>(blocks) * kCodeBytes;
+  const bool tiles = n >= kTileRows;
+  uint8_t* scratch = panel_scratch(2 * bytes_per_panel);
+  if (tiles) configure_tiles();
+  alignas(64) float gate_rows[kTileRows * kPanelRows], up_rows[kTileRows * kPanelRows];
+  for (int64_t p = panel_begin; p < panel_end; ++p) {
+    const uint8_t* panel[2] = {gate + static_cast<size_t>(p) * panel_bytes, up + static_cast<size_t>(p) * panel_bytes};
+    PanelView view[2];
+    if (tiles) {
+      for (int i = 0; i < 2; ++i) view[i] = panel_view(l, panel[i], blocks, scratch + i * bytes_per_panel);
+    }
+    float* y = out + p * kPanelRows;
+    int64_t m = 0;
+    for (; m + 2 * kTileRows <= n; m += 2 * kTileRows) {
+      tile_2x2(l, view[0], view[1], blocks, acts + m * act_row_bytes, act_row_bytes, terms + terms_index(blocks, m, 0),
+               y + m * out_stride, out_stride, true);
+    }
+    // What is left: gate and up apart into 16 x 16 scratch, then the same epilogue.
+    for (; m + kTileRows <= n; m += kTileRows) {
+      const float* t = terms + terms_index(blocks, m, 0);
+      tile_rows(l, view[0], blocks, acts + m * act_row_bytes, act_row_bytes, t, gate_rows, kPanelRows);
+      tile_rows(l, view[1], blocks, acts + m * act_row_bytes, act_row_bytes, t, up_rows, kPanelRows);
+      for (int r = 0; r < kTileRows; ++r) {
+        _mm512_storeu_ps(y + (m + r) * out_stride, silu_mul_avx512(_mm512_load_ps(gate_rows + r * kPanelRows),
+                                                                   _mm512_load_ps(up_rows + r * kPanelRows)));
+      }
+    }
+    for (; m < n; ++m) {
+      const float* t = terms + terms_index(blocks, m, 0);
+      vnni_row(l, panel[0], blocks, acts + m * act_row_bytes, t, gate_rows);
+      vnni_row(l, panel[1], blocks, acts + m * act_row_bytes, t, up_rows);
+      _mm512_storeu_ps(y + m * out_stride, silu_mul_avx512(_mm512_load_ps(gate_rows), _mm512_load_ps(up_rows)));
+    }
   }
 }
 
