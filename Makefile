@@ -11,7 +11,7 @@ TEST_VENV := $(BUILD)/test-venv
 MODEL ?= $(or $(FOLIO_MODELS_DIR),$(HOME)/.cache/folio/models)/SmolLM2-135M-Instruct.Q4_1.gguf
 PORT ?= 8080
 
-.PHONY: run serve test setup test-inputs build build-sanitize test-release test-sanitize fuzz clean
+.PHONY: run serve test setup test-inputs build build-sanitize test-release test-isa test-sanitize fuzz clean
 
 setup:
 	@bash scripts/setup-deps
@@ -54,7 +54,13 @@ test-sanitize: build-sanitize test-inputs
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  bash scripts/run-gtest-shards $(JOBS) $(BUILD_SAN)/folio_tests --gtest_filter='-*Slow*' --gtest_brief=1
 
-test: test-release test-sanitize
+# The model goldens and engine tests again with the CPU kernels capped at AVX2 (issue 17): the
+# release run above used the best path this machine has (AMX or AVX-512 where present).
+test-isa: build test-inputs
+	FOLIO_CPU_ISA=avx2 $(BUILD)/folio_tests --gtest_brief=1 \
+	  --gtest_filter='LlamaGolden.*:Gemma3Golden.*:HfModelGolden*:*Engine*'
+
+test: test-release test-isa test-sanitize
 
 fuzz: setup
 	bash scripts/fuzz gguf 600
