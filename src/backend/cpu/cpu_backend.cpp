@@ -77,7 +77,9 @@ void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, co
   const int64_t cols = first.cols;
   const size_t act_row_bytes = row_bytes(kernels->activation_type, cols);
   const uint8_t* acts = convert_activations(*kernels, x, n, cols);
-  bool panels = isa_ == Isa::kAmx;
+  // The panels on AMX (tiles + VNNI) and on AVX-512 (VNNI rows: one pass over a packed panel for
+  // every row, and decode streaming the panels, with prefetch, at the stored size).
+  bool panels = isa_ >= Isa::kAvx512;
   for (const WeightTensor* w : ws) panels = panels && amx_panel_gemm_supports(w->type, w->rows, w->cols);
   if (panels) return matmul_panels(ws, acts, act_row_bytes, ys, n);
 
@@ -126,7 +128,7 @@ const uint8_t* CpuBackend::convert_activations(const QuantKernels& kernels, cons
 
 void CpuBackend::matmul_swiglu(const WeightTensor& gate, const WeightTensor& up, const float* x, float* out,
                                float* up_scratch, int64_t n) {
-  const bool fused = isa_ == Isa::kAmx && precision_ == ActivationPrecision::kQuantized && n > 0 &&
+  const bool fused = isa_ >= Isa::kAvx512 && precision_ == ActivationPrecision::kQuantized && n > 0 &&
                      gate.packed != nullptr && up.packed != nullptr && gate.type == up.type && gate.rows == up.rows &&
                      gate.cols == up.cols && amx_panel_gemm_supports(gate.type, gate.rows, gate.cols);
   if (!fused) return Backend::matmul_swiglu(gate, up, x, out, up_scratch, n);
@@ -141,7 +143,7 @@ void CpuBackend::matmul_swiglu(const WeightTensor& gate, const WeightTensor& up,
       [&](int, int64_t begin, int64_t end) {
         amx_panel_gemm_swiglu(gate.type, gate.cols, static_cast<const uint8_t*>(gate.packed),
                               static_cast<const uint8_t*>(up.packed), acts, act_row_bytes, activation_terms_.data(), n,
-                              begin, end, out, gate.rows);
+                              begin, end, out, gate.rows, isa_ == Isa::kAmx);
       },
       2);
 }
@@ -170,14 +172,14 @@ void CpuBackend::matmul_panels(std::span<const WeightTensor* const> ws, const ui
                         hi = std::min(end, offset + w.rows / kPanelRows) - offset;
           if (lo >= hi) continue;
           amx_panel_gemm(w.type, w.cols, static_cast<const uint8_t*>(w.data), static_cast<const uint8_t*>(w.packed),
-                         acts, act_row_bytes, activation_terms_.data(), n, lo, hi, ys[i], w.rows);
+                         acts, act_row_bytes, activation_terms_.data(), n, lo, hi, ys[i], w.rows, isa_ == Isa::kAmx);
         }
       },
       4);
 }
 
 AlignedBytes CpuBackend::pack_for_matmul(const WeightTensor& w) {
-  if (isa_ != Isa::kAmx || !amx_panel_gemm_supports(w.type, w.rows, w.cols)) return {};
+  if (isa_ < Isa::kAvx512 || !amx_panel_gemm_supports(w.type, w.rows, w.cols)) return {};
   AlignedBytes packed(amx_packed_bytes(w.type, w.rows, w.cols));
   const auto* weights = static_cast<const uint8_t*>(w.data);
   pool_.parallel_for(

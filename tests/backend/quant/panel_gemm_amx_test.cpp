@@ -2,7 +2,8 @@
 // own dequantized weights and activations, on quantized and raw random rows of every type the
 // path takes; and a row's bits against the same row computed alone, in every position of a
 // batch (tile rows and VNNI rows alike): the batch invariance the engine relies on. Skipped on
-// CPUs without AMX (or with FOLIO_CPU_ISA below amx).
+// CPUs without AMX (or with FOLIO_CPU_ISA below amx); their VNNI-only path is checked against
+// the tiles' bits here too.
 #include "backend/cpu/quant/panel_gemm.h"
 
 #include <gtest/gtest.h>
@@ -55,14 +56,15 @@ Problem make_problem(std::mt19937& rng, DType type, int64_t rows, int64_t cols, 
 
 // y (n, rows) through the AMX path, all panels on this thread; packed: from the matrix's
 // panels packed beforehand (as executors do), else unpacked panel by panel.
-std::vector<float> amx_matmul(const Problem& p, const uint8_t* acts, int64_t n, bool packed = false) {
+std::vector<float> amx_matmul(const Problem& p, const uint8_t* acts, int64_t n, bool packed = false,
+                              bool tiles = true) {
   std::vector<float> terms(amx_terms_floats(n, p.cols));
   amx_activation_terms(p.type, acts, p.act_row_bytes, n, p.cols, terms.data());
   AlignedBytes panels(packed ? amx_packed_bytes(p.type, p.rows, p.cols) : 0);
   if (packed) amx_pack_panels(p.type, p.cols, p.weights.data(), 0, p.rows / 16, panels.data());
   std::vector<float> y(static_cast<size_t>(n * p.rows), NAN);
   amx_panel_gemm(p.type, p.cols, p.weights.data(), packed ? panels.data() : nullptr, acts, p.act_row_bytes,
-                 terms.data(), n, 0, p.rows / 16, y.data(), p.rows);
+                 terms.data(), n, 0, p.rows / 16, y.data(), p.rows, tiles);
   return y;
 }
 
@@ -131,6 +133,12 @@ TEST_P(AmxPanelGemm, ARowsBitsDoNotDependOnItsBatch) {
   // Panels packed at load give the bits of panels unpacked as they are reached.
   const std::vector<float> packed = amx_matmul(p, p.acts.data(), p.n, /*packed=*/true);
   EXPECT_EQ(std::memcmp(packed.data(), batch.data(), batch.size() * sizeof(float)), 0);
+  // And without tiles (AVX-512 CPUs: every row on VNNI, 4-bit panels expanded for the call, or
+  // read as nibbles for fewer than 4 rows) the same bits again.
+  for (int64_t n : {p.n, int64_t{3}}) {
+    const std::vector<float> vnni = amx_matmul(p, p.acts.data(), n, /*packed=*/true, /*tiles=*/false);
+    EXPECT_EQ(std::memcmp(vnni.data(), batch.data(), static_cast<size_t>(n * p.rows) * sizeof(float)), 0) << n;
+  }
 }
 
 // The fused gate | up + SwiGLU: each value has the bits of the two products put through
@@ -144,11 +152,11 @@ TEST_P(AmxPanelGemm, SwigluEpilogueEqualsProductsThenSwiglu) {
   AlignedBytes gate_packed(amx_packed_bytes(type, 48, 576)), up_packed(amx_packed_bytes(type, 48, 576));
   amx_pack_panels(type, 576, gate.weights.data(), 0, 3, gate_packed.data());
   amx_pack_panels(type, 576, up.weights.data(), 0, 3, up_packed.data());
-  auto fused = [&](const uint8_t* acts, int64_t n) {
+  auto fused = [&](const uint8_t* acts, int64_t n, bool tiles = true) {
     std::vector<float> terms(amx_terms_floats(n, 576)), out(static_cast<size_t>(n * 48), NAN);
     amx_activation_terms(type, acts, gate.act_row_bytes, n, 576, terms.data());
     amx_panel_gemm_swiglu(type, 576, gate_packed.data(), up_packed.data(), acts, gate.act_row_bytes, terms.data(), n, 0,
-                          3, out.data(), 48);
+                          3, out.data(), 48, tiles);
     return out;
   };
   const std::vector<float> g = amx_matmul(gate, gate.acts.data(), 53, true);
@@ -157,6 +165,8 @@ TEST_P(AmxPanelGemm, SwigluEpilogueEqualsProductsThenSwiglu) {
   swiglu_avx512(g.data(), u.data(), expected.data(), static_cast<int64_t>(g.size()));
   const std::vector<float> batch = fused(gate.acts.data(), 53);
   ASSERT_EQ(std::memcmp(batch.data(), expected.data(), batch.size() * sizeof(float)), 0) << dtype_info(type).name;
+  const std::vector<float> vnni = fused(gate.acts.data(), 53, /*tiles=*/false);  // the AVX-512 path
+  ASSERT_EQ(std::memcmp(vnni.data(), batch.data(), batch.size() * sizeof(float)), 0) << dtype_info(type).name;
   for (int64_t m = 0; m < 53; m += 7) {
     const std::vector<float> alone = fused(gate.acts.data() + m * gate.act_row_bytes, 1);
     ASSERT_EQ(std::memcmp(alone.data(), batch.data() + m * 48, 48 * sizeof(float)), 0) << "row " << m;

@@ -23,7 +23,9 @@ namespace folio::cpu {
 // Whether the AMX path computes matmuls with weights of this type and shape.
 bool amx_panel_gemm_supports(DType weight_type, int64_t rows, int64_t cols);
 
-// The rest runs AMX / AVX-512 code: call it only when detect_isa() is Isa::kAmx.
+// The rest runs AVX-512 VNNI code, and AMX tiles where use_tiles is set: call it only when
+// detect_isa() is Isa::kAvx512 or Isa::kAmx, with use_tiles only for kAmx. (The panels were
+// laid out for AMX's tiles; VNNI rows read them as well, on any AVX-512 VNNI CPU.)
 
 // What each activation block contributes besides its codes, once per matmul: row m's block b
 // scale d_a as a float, then o * sum(q_a) (Q4_0, Q8_0) or s_a (Q4_1), laid out by tiles of 16
@@ -47,7 +49,7 @@ void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, in
 // amx_activation_terms' of those rows.
 void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed, const uint8_t* acts,
                     size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
-                    float* y, int64_t y_stride);
+                    float* y, int64_t y_stride, bool use_tiles);
 
 // out[m * out_stride + r] = silu(dot(gate row r, act m)) * dot(up row r, act m) for the rows r
 // of panels [panel_begin, panel_end) of two matrices of one type and shape, both packed
@@ -55,6 +57,6 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
 // written out. Each value has the bits of amx_panel_gemm's products put through swiglu_avx512.
 void amx_panel_gemm_swiglu(DType weight_type, int64_t cols, const uint8_t* gate, const uint8_t* up, const uint8_t* acts,
                            size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
-                           float* out, int64_t out_stride);
+                           float* out, int64_t out_stride, bool use_tiles);
 
 }  // namespace folio::cpu

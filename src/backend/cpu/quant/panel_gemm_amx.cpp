@@ -179,10 +179,16 @@ __attribute__((always_inline)) inline void nibbles_to_bytes(const uint8_t* packe
   }
 }
 
+// A packed panel read in place (4-bit codes as nibbles).
+PanelView packed_view(const Layout& l, const uint8_t* packed) {
+  const size_t stride = packed_block_bytes(l);
+  return {packed, stride, packed + packed_codes_bytes(l), stride};
+}
+
 // A packed panel as the tile loops read it: 4-bit codes expanded into `bytes` (blocks x 512).
 PanelView panel_view(const Layout& l, const uint8_t* packed, int64_t blocks, uint8_t* bytes) {
   const size_t stride = packed_block_bytes(l), codes = packed_codes_bytes(l);
-  if (!l.four_bit) return {packed, stride, packed + codes, stride};
+  if (!l.four_bit) return packed_view(l, packed);
   for (int64_t b = 0; b < blocks; ++b) {
     __m512i v[8];
     nibbles_to_bytes(packed + b * stride, v);
@@ -350,23 +356,28 @@ void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1,
   }
 }
 
-// One activation row against a packed panel, on VNNI: the same integers, the same folds.
-// terms: the row's block 0 terms (the next block's are a tile's 32 floats on).
-void vnni_row(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, const float* terms, float* y) {
+// One activation row against a panel, on VNNI: the same integers, the same folds. The codes
+// are bytes (Q8_0, or 4-bit panels expanded for a call of several rows) or, with nibbles, a
+// 4-bit panel read in place (decode: the one pass over the weights). terms: the row's block 0
+// terms (the next block's are a tile's 32 floats on).
+void vnni_row(const Layout& l, const PanelView& panel, bool nibbles, int64_t blocks, const uint8_t* act,
+              const float* terms, float* y) {
   __m512 acc = _mm512_setzero_ps();
-  const size_t stride = packed_block_bytes(l), codes_bytes = packed_codes_bytes(l);
   const bool affine = l.offset == 0;
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* block = panel + b * stride;
+    const uint8_t* block = panel.codes + b * panel.codes_stride;
     // Decode streams the panels from memory: ask for the block kPrefetchBlocks on now (the
     // hardware streamer stops at every 4 KiB page), into L2, whose queue holds more requests in
     // flight than L1's fill buffers (into L1, 6 blocks ahead, tg128 was 10% slower). Past the
     // panel's end it is the next one's start, or nothing: a prefetch never faults.
-    for (size_t line = 0; line <= stride; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBlocks * stride + line), _MM_HINT_T1);
+    if (nibbles || !l.four_bit) {
+      for (size_t line = 0; line <= panel.codes_stride; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBlocks * panel.codes_stride + line), _MM_HINT_T1);
+      }
+    }
     const uint8_t* a = act + b * l.act_block_bytes + l.act_codes_offset;
     __m512i codes[8];
-    if (l.four_bit) {
+    if (nibbles) {
       nibbles_to_bytes(block, codes);
     } else {
       for (int j = 0; j < 8; ++j) codes[j] = _mm512_loadu_si512(block + 64 * j);
@@ -382,9 +393,15 @@ void vnni_row(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8
       part[j] = _mm512_dpbusd_epi32(part[j], codes[j + 4], _mm512_set1_epi32(hi));
     }
     const __m512i dots = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
-    acc = accumulate(acc, dots, affine, block + codes_bytes, terms + b * 2 * kTileRows);
+    acc = accumulate(acc, dots, affine, panel.scales + b * panel.scales_stride, terms + b * 2 * kTileRows);
   }
   _mm512_storeu_ps(y, acc);
+}
+
+// How a call reads a panel: expanded to bytes when several rows will (tiles from 16 rows,
+// VNNI rows from 4: the expansion costs about one row's nibble unpacking), else in place.
+bool expand_codes(const Layout& l, bool tiles, int64_t n) {
+  return l.four_bit && n >= (tiles ? kTileRows : 4);
 }
 
 }  // namespace
@@ -435,20 +452,21 @@ void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, in
 
 void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed, const uint8_t* acts,
                     size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
-                    float* y, int64_t y_stride) {
+                    float* y, int64_t y_stride, bool use_tiles) {
   const Layout l = layout_of(weight_type);
   const int64_t blocks = cols / kBlock;
   const size_t row_bytes = static_cast<size_t>(blocks) * l.weight_block_bytes;
   const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
   const size_t bytes_per_panel = static_cast<size_t>(blocks) * kCodeBytes;
-  // Scratch: two panels' codes as bytes (tiles, 4-bit types), then two packed panels (when the
-  // matrix was not packed beforehand).
-  const bool tiles = n >= kTileRows;
+  // Scratch: two panels' codes as bytes (4-bit types read by several rows), then two packed
+  // panels (when the matrix was not packed beforehand).
+  const bool tiles = use_tiles && n >= kTileRows;
+  const bool expand = expand_codes(l, use_tiles, n);
   uint8_t* scratch = panel_scratch(2 * bytes_per_panel + (packed == nullptr ? 2 * panel_bytes : 0));
   if (tiles) configure_tiles();
   for (int64_t p = panel_begin; p < panel_end;) {
     // Two panels at a time where there are two (the 2 x 2 tiles), else one.
-    const int64_t count = n >= 2 * kTileRows && p + 1 < panel_end ? 2 : 1;
+    const int64_t count = tiles && n >= 2 * kTileRows && p + 1 < panel_end ? 2 : 1;
     const uint8_t* panel[2];
     PanelView view[2];
     for (int64_t i = 0; i < count; ++i) {
@@ -459,7 +477,7 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
         pack_panel(l, weights, row_bytes, (p + i) * kPanelRows, blocks, own);
         panel[i] = own;
       }
-      if (tiles) view[i] = panel_view(l, panel[i], blocks, scratch + i * bytes_per_panel);
+      view[i] = expand ? panel_view(l, panel[i], blocks, scratch + i * bytes_per_panel) : packed_view(l, panel[i]);
     }
     const int64_t r0 = p * kPanelRows;
     int64_t m = 0;
@@ -472,13 +490,13 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
     for (int64_t i = 0; i < count; ++i) {
       float* out = y + r0 + i * kPanelRows;
       int64_t row = m;
-      for (; row + kTileRows <= n; row += kTileRows) {
+      for (; tiles && row + kTileRows <= n; row += kTileRows) {
         tile_rows(l, view[i], blocks, acts + row * act_row_bytes, act_row_bytes, terms + terms_index(blocks, row, 0),
                   out + row * y_stride, y_stride);
       }
       for (; row < n; ++row) {
-        vnni_row(l, panel[i], blocks, acts + row * act_row_bytes, terms + terms_index(blocks, row, 0),
-                 out + row * y_stride);
+        vnni_row(l, view[i], l.four_bit && !expand, blocks, acts + row * act_row_bytes,
+                 terms + terms_index(blocks, row, 0), out + row * y_stride);
       }
     }
     p += count;
@@ -487,29 +505,30 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
 
 void amx_panel_gemm_swiglu(DType weight_type, int64_t cols, const uint8_t* gate, const uint8_t* up, const uint8_t* acts,
                            size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
-                           float* out, int64_t out_stride) {
+                           float* out, int64_t out_stride, bool use_tiles) {
   const Layout l = layout_of(weight_type);
   const int64_t blocks = cols / kBlock;
   const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
   const size_t bytes_per_panel = static_cast<size_t>(blocks) * kCodeBytes;
-  const bool tiles = n >= kTileRows;
+  const bool tiles = use_tiles && n >= kTileRows;
+  const bool expand = expand_codes(l, use_tiles, n);
   uint8_t* scratch = panel_scratch(2 * bytes_per_panel);
   if (tiles) configure_tiles();
   alignas(64) float gate_rows[kTileRows * kPanelRows], up_rows[kTileRows * kPanelRows];
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     const uint8_t* panel[2] = {gate + static_cast<size_t>(p) * panel_bytes, up + static_cast<size_t>(p) * panel_bytes};
     PanelView view[2];
-    if (tiles) {
-      for (int i = 0; i < 2; ++i) view[i] = panel_view(l, panel[i], blocks, scratch + i * bytes_per_panel);
+    for (int i = 0; i < 2; ++i) {
+      view[i] = expand ? panel_view(l, panel[i], blocks, scratch + i * bytes_per_panel) : packed_view(l, panel[i]);
     }
     float* y = out + p * kPanelRows;
     int64_t m = 0;
-    for (; m + 2 * kTileRows <= n; m += 2 * kTileRows) {
+    for (; tiles && m + 2 * kTileRows <= n; m += 2 * kTileRows) {
       tile_2x2(l, view[0], view[1], blocks, acts + m * act_row_bytes, act_row_bytes, terms + terms_index(blocks, m, 0),
                y + m * out_stride, out_stride, true);
     }
     // What is left: gate and up apart into 16 x 16 scratch, then the same epilogue.
-    for (; m + kTileRows <= n; m += kTileRows) {
+    for (; tiles && m + kTileRows <= n; m += kTileRows) {
       const float* t = terms + terms_index(blocks, m, 0);
       tile_rows(l, view[0], blocks, acts + m * act_row_bytes, act_row_bytes, t, gate_rows, kPanelRows);
       tile_rows(l, view[1], blocks, acts + m * act_row_bytes, act_row_bytes, t, up_rows, kPanelRows);
@@ -520,8 +539,8 @@ void amx_panel_gemm_swiglu(DType weight_type, int64_t cols, const uint8_t* gate,
     }
     for (; m < n; ++m) {
       const float* t = terms + terms_index(blocks, m, 0);
-      vnni_row(l, panel[0], blocks, acts + m * act_row_bytes, t, gate_rows);
-      vnni_row(l, panel[1], blocks, acts + m * act_row_bytes, t, up_rows);
+      vnni_row(l, view[0], l.four_bit && !expand, blocks, acts + m * act_row_bytes, t, gate_rows);
+      vnni_row(l, view[1], l.four_bit && !expand, blocks, acts + m * act_row_bytes, t, up_rows);
       _mm512_storeu_ps(y + m * out_stride, silu_mul_avx512(_mm512_load_ps(gate_rows), _mm512_load_ps(up_rows)));
     }
   }
