@@ -307,7 +307,9 @@ void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1,
     fold_in_memory(acc[q], c[(b - 1) & 1][q], affine, scales, terms + (q & 1) * tile_terms + (b - 1) * 2 * kTileRows);
   };
   for (int64_t b = 0; b <= blocks; ++b) {
-    const bool more = b<blocks, folds = b> 0;
+    // Tile numbers are immediates in these instructions, hence the four spelled-out products.
+    const bool more = b < blocks;
+    const bool folds = b > 0;
     auto& cur = c[b & 1];
     if (more) {
       _tile_loadd(2, panel0.codes + b * panel0.codes_stride, 64);
