@@ -135,8 +135,7 @@ void CpuBackend::matmul_swiglu(const WeightTensor& gate, const WeightTensor& up,
   const QuantKernels* kernels = quant_kernels(gate.type, isa_);
   const size_t act_row_bytes = row_bytes(kernels->activation_type, gate.cols);
   const uint8_t* acts = convert_activations(*kernels, x, n, gate.cols);
-  activation_terms_.resize(amx_terms_floats(n, gate.cols));
-  amx_activation_terms(gate.type, acts, act_row_bytes, n, gate.cols, activation_terms_.data());
+  prepare_activation_terms(gate, acts, act_row_bytes, n);
   // Gate panel p and up panel p together; chunks as in matmul_panels.
   pool_.parallel_for_dynamic(
       gate.rows / 16,
@@ -148,15 +147,18 @@ void CpuBackend::matmul_swiglu(const WeightTensor& gate, const WeightTensor& up,
       2);
 }
 
-// AMX: the weights go by in panels of 16 rows, repacked at load (w.packed) or unpacked as each
-// is reached, and met by every activation row (panel_gemm.h); the threads split the matrices'
-// panels as one run.
+void CpuBackend::prepare_activation_terms(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, int64_t n) {
+  activation_terms_.resize(amx_terms_floats(n, w.cols));
+  amx_activation_terms(w.type, acts, act_row_bytes, n, w.cols, activation_terms_.data());
+}
+
+// AMX and AVX-512: the weights go by in panels of 16 rows, repacked at load (w.packed) or packed
+// as each is reached, and met by every activation row (panel_gemm.h: tiles where there is AMX,
+// VNNI rows elsewhere); the threads take the matrices' panels as one run.
 void CpuBackend::matmul_panels(std::span<const WeightTensor* const> ws, const uint8_t* acts, size_t act_row_bytes,
                                std::span<float* const> ys, int64_t n) {
   constexpr int64_t kPanelRows = 16;
-  const WeightTensor& first = *ws[0];
-  activation_terms_.resize(amx_terms_floats(n, first.cols));
-  amx_activation_terms(first.type, acts, act_row_bytes, n, first.cols, activation_terms_.data());
+  prepare_activation_terms(*ws[0], acts, act_row_bytes, n);
   int64_t total = 0;
   for (const WeightTensor* w : ws) total += w->rows / kPanelRows;
   // Chunks of 4 panels (2 x 2 tile groups stay whole), taken as the threads get to them: in

@@ -79,7 +79,8 @@ struct PanelView {
   size_t scales_stride;
 };
 
-// The thread's unpacked panel, grown on demand and freed when the thread ends.
+// The thread's scratch (panels expanded to bytes, panels packed on the fly), grown on demand
+// and freed when the thread ends.
 struct PanelScratch {
   uint8_t* bytes = nullptr;
   size_t capacity = 0;
@@ -242,7 +243,7 @@ __attribute__((always_inline)) inline void fold_in_memory(float* acc, const int3
   }
 }
 
-// 16 activation rows from `act` (rows `stride` apart) against the unpacked panel, on tiles.
+// 16 activation rows from `act` (rows `stride` apart) against a panel's codes as bytes, on tiles.
 // Three stages a block, each on a different block: multiply block b (tile set b & 1), store the
 // product of block b - 1 (the other set, whose multiply has had a whole fold to finish), fold
 // block b - 2's stored product (its store an iteration old, so the vector loads do not wait on
