@@ -46,6 +46,13 @@ void add_device_options(CLI::App& cmd, DeviceOptions& options) {
                "slower than the default's per-shape heuristic and GEMV). No-op with --device cpu, which is batch "
                "invariant already")
       ->group(group);
+  cmd.add_option("--tensor-parallel-size,--tp", options.tensor_parallel_size,
+                 "Split the model over this many ranks (Megatron-style: heads, FFN and vocabulary sharded, an "
+                 "all-reduce after attention and after the MLP). With --device cpu the ranks are threads sharing "
+                 "--threads; with --device cuda it needs one GPU per rank (not built yet)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str()
+      ->group(group);
   cmd.add_option(
          "--kv-cache-dtype", options.kv_cache_dtype,
          "How K/V are stored: auto | fp16 | bf16 | fp8 (E4M3) | int8 (a float scale per token and head) | kivi4 | "
@@ -186,6 +193,7 @@ ExecutorRequest to_executor_request(const EngineOptions& options, const EngineCo
   request.cuda_graphs = !options.device.no_cuda_graphs;
   request.batch_invariant = options.device.batch_invariant;
   request.quantization = options.device.quantization;
+  request.tensor_parallel_size = options.device.tensor_parallel_size;
   // Every proposal of a step is a row of logits (or a token chosen on the device).
   if (config.speculative.num_tokens > 0) {
     request.max_logit_rows = std::min(config.scheduler.max_num_seqs * (1 + config.speculative.num_tokens), 1024);

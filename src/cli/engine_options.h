@@ -24,6 +24,7 @@ struct DeviceOptions {
   bool batch_invariant = false;
   std::string kv_cache_dtype = "auto";  // --kv-cache-dtype (kv/kv_format.h)
   std::string quantization = "auto";    // --quantization: auto | none | fp8 (cuda: 4-bit kept / BF16 / FP8 W8A8)
+  int32_t tensor_parallel_size = 1;     // --tensor-parallel-size: ranks the model is split over
 };
 
 // Speculative decoding (engine/spec/): a proposer, how many tokens it may propose per step, and

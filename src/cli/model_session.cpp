@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/tensor_parallel_executor.h"
 #include "cli/engine_options.h"
 #include "engine/spec/draft_model_proposer.h"
 #include "engine/spec/ngram_proposer.h"
@@ -155,8 +156,20 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
     if (!session.weights->in_computing_order()) {
       return Status::error("the weights were prepared for the GPU (open the model for --device cpu)");
     }
+    if (request.tensor_parallel_size > 1) {
+      Expected<std::unique_ptr<cpu::TensorParallelExecutor>> tp =
+          cpu::TensorParallelExecutor::create(*session.weights, request.tensor_parallel_size,
+                                              session.backend->num_threads(), request.kv, session.backend->isa());
+      if (!tp) return tp.status();
+      return std::unique_ptr<Executor>(std::move(tp).value());
+    }
     return std::unique_ptr<Executor>(
         std::make_unique<cpu::CpuExecutor>(*session.weights, *session.backend, request.kv));
+  }
+  if (request.tensor_parallel_size > 1) {
+    return Status::error("--tensor-parallel-size " + std::to_string(request.tensor_parallel_size) +
+                         " with --device cuda: multi-GPU tensor parallelism (NCCL) is not built yet; the CPU runs "
+                         "it (--device cpu)");
   }
 #ifdef FOLIO_HAS_CUDA
   cuda::CudaExecutorOptions options;

@@ -63,6 +63,7 @@ struct ExecutorRequest {
   bool cuda_graphs = true;
   bool batch_invariant = false;
   std::string quantization = "auto";  // --quantization (engine_options.h)
+  int32_t tensor_parallel_size = 1;   // --tensor-parallel-size (engine_options.h)
 };
 
 // The executor on request.device: the CPU, or the CUDA executor (an error when folio was built

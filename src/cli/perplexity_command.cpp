@@ -46,6 +46,7 @@ ExecutorRequest perplexity_executor(const PerplexityOptions& options, const Mode
   request.cuda_graphs = false;  // every forward is a chunk of many tokens
   request.batch_invariant = options.device.batch_invariant;
   request.quantization = options.device.quantization;
+  request.tensor_parallel_size = options.device.tensor_parallel_size;
   request.gpu_memory_utilization = options.device.gpu_memory_utilization;
   return request;
 }

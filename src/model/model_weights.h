@@ -14,6 +14,7 @@
 #include "model/architecture.h"
 #include "model/gguf_file.h"
 #include "model/model_config.h"
+#include "model/tensor_parallel_plan.h"
 #include "model/weight_tensor.h"
 
 namespace folio {
@@ -56,6 +57,12 @@ class ModelWeights {
   static Expected<std::unique_ptr<ModelWeights>> load_hf(const HfCheckpoint& checkpoint, const HfModelConfig& config,
                                                          const HfLoadOptions& options = {},
                                                          const LoadProgress& progress = {});
+  // One tensor-parallel rank's part of these weights (model/tensor_parallel_plan.h), whose
+  // config is rank_config(): row slices are views (no copy), column slices of the attention
+  // output and down projections are copied, in their own type where the cut falls on block
+  // boundaries and dequantized to F32 where it would split a block. These weights must outlive
+  // the shard.
+  Expected<std::unique_ptr<ModelWeights>> shard(const RankShard& rank) const;
   // Whether every tensor is in computing order (what the CPU computes on).
   bool in_computing_order() const;
 

@@ -83,7 +83,8 @@ StepResult CpuExecutor::execute(const ForwardBatch& batch, const SamplingPlan* p
   const size_t vocab = static_cast<size_t>(weights_.config().vocab_size);
   const int32_t rows = static_cast<int32_t>(batch.logit_rows.size());
   logits_.resize(static_cast<size_t>(rows) * vocab);
-  CpuForward forward(weights_, backend_, storage_, batch, activations_, logits_.data(), stats_, &groups_, &prepared_);
+  CpuForward forward(weights_, backend_, storage_, batch, activations_, logits_.data(), stats_, &groups_, &prepared_,
+                     tp_ ? &*tp_ : nullptr);
   run_transformer_layers(weights_.architecture(), forward);
   if (rows > 0) run_transformer_head(forward, 0, rows);
   return StepResult{logits_, {}};

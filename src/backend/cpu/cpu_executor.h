@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -37,6 +38,9 @@ class CpuExecutor final : public Executor {
   // Every forward from now on adds its matrix inputs to stats (null: none); for `folio quantize`'s
   // importance matrix. stats must outlive its use.
   void set_activation_stats(ActivationStats* stats) { stats_ = stats; }
+  // Makes this executor one rank of a tensor-parallel group (tensor_parallel_executor.h): its
+  // weights are the rank's shard, and execute() returns the logits of its vocabulary slice.
+  void set_tensor_parallel(const TensorParallelRank& tp) { tp_ = tp; }
 
  private:
   const ModelWeights& weights_;
@@ -48,6 +52,7 @@ class CpuExecutor final : public Executor {
   CpuActivations activations_;
   std::vector<float> logits_;  // (logit rows, vocab)
   ActivationStats* stats_ = nullptr;
+  std::optional<TensorParallelRank> tp_;
 };
 
 }  // namespace folio::cpu

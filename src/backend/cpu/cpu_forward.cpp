@@ -19,7 +19,7 @@ void CpuActivations::resize(const ModelConfig& c, int32_t num_tokens) {
 
 CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache, const ForwardBatch& batch,
                        CpuActivations& a, float* logits, ActivationStats* stats, const KvGroups* groups,
-                       const PreparedWeights* prepared)
+                       const PreparedWeights* prepared, const TensorParallelRank* tp)
     : weights_(weights),
       c_(weights.config()),
       backend_(backend),
@@ -30,14 +30,34 @@ CpuForward::CpuForward(const ModelWeights& weights, Backend& backend, KvCacheSto
       logits_(logits),
       stats_(stats),
       prepared_(prepared),
+      tp_(tp),
       n_(batch.num_tokens()) {
   a_.resize(c_, n_);
 }
 
 void CpuForward::embed() {
-  backend_.embed(weights_.token_embedding(), batch_.tokens, a_.x.data());
+  if (tp_ != nullptr) {
+    embed_vocab_shard();
+  } else {
+    backend_.embed(weights_.token_embedding(), batch_.tokens, a_.x.data());
+  }
   const float scale = weights_.architecture().embedding_scale;
   if (scale != 1.0f) backend_.scale(a_.x.data(), scale, static_cast<int64_t>(n_) * c_.hidden_dim);
+}
+
+// Each rank looks up the tokens in its rows and leaves zeros for the rest; the sum over ranks is
+// every token's row, exactly (one term is not zero).
+void CpuForward::embed_vocab_shard() {
+  const WeightTensor& table = weights_.token_embedding();
+  const size_t hidden = static_cast<size_t>(c_.hidden_dim);
+  std::fill(a_.x.begin(), a_.x.begin() + static_cast<std::ptrdiff_t>(n_ * hidden), 0.0f);
+  for (int32_t t = 0; t < n_; ++t) {
+    const int64_t row = batch_.tokens[static_cast<size_t>(t)] - tp_->vocab_begin;
+    if (row < 0 || row >= table.rows) continue;
+    const int32_t local[1] = {static_cast<int32_t>(row)};
+    backend_.embed(table, local, a_.x.data() + static_cast<size_t>(t) * hidden);
+  }
+  all_reduce(a_.x.data(), n_ * hidden);
 }
 
 namespace {
@@ -115,6 +135,7 @@ void CpuForward::project_output(int32_t layer) {
   const LayerWeights& w = layer_weights(layer);
   if (stats_ != nullptr) stats_->add(MatrixInput::kAttentionOutput, layer, a_.attn.data(), n_);
   backend_.matmul(w.o, a_.attn.data(), a_.proj.data(), n_);
+  all_reduce(a_.proj.data(), static_cast<size_t>(n_) * c_.hidden_dim);
 }
 
 void CpuForward::project_output_add(int32_t layer) {
@@ -139,6 +160,7 @@ void CpuForward::project_down(int32_t layer) {
   const LayerWeights& w = layer_weights(layer);
   if (stats_ != nullptr) stats_->add(MatrixInput::kFfnHidden, layer, a_.gate.data(), n_);
   backend_.matmul(w.down, a_.gate.data(), a_.proj.data(), n_);
+  all_reduce(a_.proj.data(), static_cast<size_t>(n_) * c_.hidden_dim);
 }
 
 void CpuForward::project_down_add(int32_t layer) {

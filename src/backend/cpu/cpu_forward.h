@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/activation_stats.h"
+#include "backend/cpu/in_process_all_reduce.h"
 #include "backend/cpu/prepared_weights.h"
 #include "executor/forward_batch.h"
 #include "kv/kv_cache_storage.h"
@@ -32,6 +33,15 @@ struct CpuActivations {
   void resize(const ModelConfig& c, int32_t num_tokens);
 };
 
+// One tensor-parallel rank's place (model/tensor_parallel_plan.h): its weights are a shard, its
+// embedding rows start at vocab_begin, and the partial sums of its row-parallel products (and
+// of the vocabulary-parallel embedding) are completed through all_reduce.
+struct TensorParallelRank {
+  InProcessAllReduce* all_reduce = nullptr;
+  int32_t rank = 0;
+  int64_t vocab_begin = 0;
+};
+
 // One batch bound to the weights, the backend, the cache and the buffers: the Device the recipe
 // runs. logits: (logit rows, vocab), written by project_vocab.
 class CpuForward {
@@ -42,7 +52,7 @@ class CpuForward {
   // (prepared_weights.h); null: the model's.
   CpuForward(const ModelWeights& weights, Backend& backend, KvCacheStorage& cache, const ForwardBatch& batch,
              CpuActivations& a, float* logits, ActivationStats* stats = nullptr, const KvGroups* groups = nullptr,
-             const PreparedWeights* prepared = nullptr);
+             const PreparedWeights* prepared = nullptr, const TensorParallelRank* tp = nullptr);
 
   void embed();
   void norm(NormSite site, int32_t layer);
@@ -69,6 +79,10 @@ class CpuForward {
     std::span<const KvSeal> seals;
   };
   LayerKv layer_kv(int32_t layer);
+  void embed_vocab_shard();
+  void all_reduce(float* data, size_t n) {
+    if (tp_ != nullptr) tp_->all_reduce->sum(tp_->rank, data, n);
+  }
   const LayerWeights& layer_weights(int32_t layer) const {
     return prepared_ != nullptr ? prepared_->layer(layer) : weights_.layers()[static_cast<size_t>(layer)];
   }
@@ -83,6 +97,7 @@ class CpuForward {
   float* logits_;
   ActivationStats* stats_;
   const PreparedWeights* prepared_;
+  const TensorParallelRank* tp_;
   int32_t n_;
 };
 
