@@ -275,7 +275,7 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
     if (!deterministic || replayed[t.kind] >= kMaxReplaysPerKind) continue;
     ++replayed[t.kind];
     ++counts.replays;
-    const Tracked alone = run_alone(t, c.block_size, c.kv_format, c.gemma);
+    const Tracked alone = run_alone(t, c.block_size, c.kv_format, c.gemma, c.tensor_parallel);
     EXPECT_EQ(alone.tokens, t.tokens) << "request " << id << " (n " << t.params.n << ", beam " << t.params.beam_width
                                       << ") differs from the same request alone";
     EXPECT_EQ(alone.finished, t.finished) << "request " << id;
@@ -359,7 +359,18 @@ INSTANTIATE_TEST_SUITE_P(
         RandomizedEngineConfig{"Gemma3Block16PrefixRecomputeNgram", 16, true, PreemptionMode::kRecompute, 16, 0, 64, 16,
                                false, 16, KvFormat::kFp16, Speculation::kNgram, true},
         RandomizedEngineConfig{"Gemma3Block32PrefixSwapKivi4", 32, true, PreemptionMode::kSwap, 10, 8, 40, 16, true, 17,
-                               KvFormat::kKivi4, Speculation::kNone, true}),
+                               KvFormat::kKivi4, Speculation::kNone, true},
+        // Tensor parallelism (issue 19): one KV manager's block tables over ranks that each hold
+        // their heads of every block: prefix hits, forks, swaps and recomputes on every rank at
+        // once. Two ranks of two KV heads; three ranks over two KV heads (one replicated, FFN
+        // and vocabulary split unevenly); Gemma's one KV head on both ranks, KIVI blocks sealed
+        // on each.
+        RandomizedEngineConfig{"Block16PrefixSwapTp2", 16, true, PreemptionMode::kSwap, 16, 32, 40, 16, true, 18,
+                               KvFormat::kFp16, Speculation::kNone, false, 2},
+        RandomizedEngineConfig{"Block4PrefixRecomputeInt8Tp3", 4, true, PreemptionMode::kRecompute, 64, 0, 48, 16,
+                               kBeamSearchWithRecompute, 19, KvFormat::kInt8, Speculation::kNone, false, 3},
+        RandomizedEngineConfig{"Gemma3Block32PrefixSwapKivi4Tp2", 32, true, PreemptionMode::kSwap, 10, 8, 40, 16, true,
+                               20, KvFormat::kKivi4, Speculation::kNone, true, 2}),
     [](const ::testing::TestParamInfo<RandomizedEngineConfig>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -5,10 +5,13 @@
 //   Engine& engine = cpu.engine;
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <memory>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/tensor_parallel_executor.h"
 #include "engine/engine.h"
 #include "executor/kv_pool_sizing.h"
 #include "model/model_weights.h"
@@ -17,12 +20,27 @@
 namespace folio::testing {
 
 struct CpuEngine {
+  // tensor_parallel > 1: the engine runs over that many in-process ranks (one thread each, the
+  // backend's ISA) instead of `executor`, which is then idle.
   CpuEngine(const ModelWeights& weights, cpu::CpuBackend& backend, const Tokenizer& tokenizer,
-            const EngineConfig& config = {}, const KvCacheOptions& kv = {}, Proposer* proposer = nullptr)
-      : executor(weights, backend, kv), engine(executor, tokenizer, config, proposer) {}
+            const EngineConfig& config = {}, const KvCacheOptions& kv = {}, Proposer* proposer = nullptr,
+            int32_t tensor_parallel = 1)
+      : executor(weights, backend, kv),
+        tp(tensor_parallel > 1 ? make_tp(weights, backend, kv, tensor_parallel) : nullptr),
+        engine(tp ? static_cast<Executor&>(*tp) : executor, tokenizer, config, proposer) {}
 
   cpu::CpuExecutor executor;
+  std::unique_ptr<cpu::TensorParallelExecutor> tp;
   Engine engine;
+
+ private:
+  static std::unique_ptr<cpu::TensorParallelExecutor> make_tp(const ModelWeights& weights, cpu::CpuBackend& backend,
+                                                              const KvCacheOptions& kv, int32_t ranks) {
+    Expected<std::unique_ptr<cpu::TensorParallelExecutor>> tp =
+        cpu::TensorParallelExecutor::create(weights, ranks, ranks, kv, backend.isa());
+    EXPECT_TRUE(tp) << tp.error();
+    return tp ? std::move(tp).value() : nullptr;
+  }
 };
 
 // A CPU executor whose pool holds one sequence of max_tokens tokens: what a SequenceRunner needs.

@@ -41,6 +41,9 @@ struct RandomizedEngineConfig {
   Speculation speculation = Speculation::kNone;
   // The Gemma-3-shaped tiny model: two local layers of an 8-token window, then a global one.
   bool gemma = false;
+  // Tensor-parallel ranks (issue 19): one scheduler and KV manager over N in-process ranks, each
+  // holding its heads of every block; the replays run with the same N.
+  int32_t tensor_parallel = 1;
 };
 
 inline void PrintTo(const RandomizedEngineConfig& c, std::ostream* os) {
@@ -114,6 +117,7 @@ class TinyEngineTest : public ::testing::Test {
     EngineConfig config;
     KvCacheOptions kv;
     bool gemma = false;
+    int32_t tensor_parallel = 1;
   };
 
   static Setup engine_config(const RandomizedEngineConfig& c) {
@@ -121,6 +125,7 @@ class TinyEngineTest : public ::testing::Test {
     setup.kv.block_size = c.block_size;
     setup.kv.format = c.kv_format;
     setup.gemma = c.gemma;
+    setup.tensor_parallel = c.tensor_parallel;
     setup.kv.kv_cache_bytes = c.num_blocks * block_bytes(c.block_size, c.kv_format, c.gemma);
     setup.kv.swap_space_bytes = c.num_host_blocks * block_bytes(c.block_size, c.kv_format, c.gemma);
     setup.config.enable_prefix_caching = c.enable_prefix_caching;
@@ -154,7 +159,8 @@ class TinyEngineTest : public ::testing::Test {
   }
 
   static std::unique_ptr<CpuEngine> make_engine(const Setup& setup) {
-    return std::make_unique<CpuEngine>(model_for(setup), *backend_, tiny_->tokenizer(), setup.config, setup.kv);
+    return std::make_unique<CpuEngine>(model_for(setup), *backend_, tiny_->tokenizer(), setup.config, setup.kv, nullptr,
+                                       setup.tensor_parallel);
   }
 
   // An engine with a proposer (which must outlive it: declared first).
@@ -177,8 +183,8 @@ class TinyEngineTest : public ::testing::Test {
       s.config.speculative.num_tokens = 4;
       s.config.speculative.adaptive = false;
     }
-    e.cpu =
-        std::make_unique<CpuEngine>(model_for(setup), *backend_, tiny_->tokenizer(), s.config, s.kv, e.proposer.get());
+    e.cpu = std::make_unique<CpuEngine>(model_for(setup), *backend_, tiny_->tokenizer(), s.config, s.kv,
+                                        e.proposer.get(), s.tensor_parallel);
     return e;
   }
 
@@ -256,8 +262,9 @@ class TinyEngineTest : public ::testing::Test {
 
   // The request alone in a fresh engine with room for everything.
   static Tracked run_alone(const Tracked& original, int32_t block_size, KvFormat format = KvFormat::kFp16,
-                           bool gemma = false) {
+                           bool gemma = false, int32_t tensor_parallel = 1) {
     Setup setup;
+    setup.tensor_parallel = tensor_parallel;
     setup.kv.block_size = block_size;
     setup.kv.format = format;
     setup.gemma = gemma;

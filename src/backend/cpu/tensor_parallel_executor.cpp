@@ -26,8 +26,7 @@ Expected<std::unique_ptr<TensorParallelExecutor>> TensorParallelExecutor::create
                                                                                  int32_t num_ranks, int num_threads,
                                                                                  const KvCacheOptions& kv, Isa isa,
                                                                                  ActivationPrecision precision) {
-  Expected<std::vector<RankShard>> plan =
-      plan_tensor_parallel(weights.config(), num_ranks, ffn_split_unit(weights));
+  Expected<std::vector<RankShard>> plan = plan_tensor_parallel(weights.config(), num_ranks, ffn_split_unit(weights));
   if (!plan) return plan.status();
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads_per_rank = std::max(1, num_threads / num_ranks);
@@ -69,9 +68,9 @@ KvPoolLayout TensorParallelExecutor::kv_pool() const {
 
 Capabilities TensorParallelExecutor::capabilities() const {
   Capabilities caps = ranks_[0].executor->capabilities();
-  caps.device = "cpu (" + std::string(isa_name(ranks_[0].backend->isa())) + ", tensor parallel: " +
-                std::to_string(ranks_.size()) + " ranks x " + std::to_string(ranks_[0].backend->num_threads()) +
-                " threads)";
+  caps.device = "cpu (" + std::string(isa_name(ranks_[0].backend->isa())) +
+                ", tensor parallel: " + std::to_string(ranks_.size()) + " ranks x " +
+                std::to_string(ranks_[0].backend->num_threads()) + " threads)";
   return caps;
 }
 
@@ -92,8 +91,7 @@ StepResult TensorParallelExecutor::execute(const ForwardBatch& batch, const Samp
   for (const Rank& rank : ranks_) {
     const auto begin = static_cast<size_t>(rank.shard.vocab_begin), count = static_cast<size_t>(rank.shard.vocab_count);
     for (size_t row = 0; row < rows; ++row) {
-      std::memcpy(logits_.data() + row * vocab + begin, rank.result.logits.data() + row * count,
-                  count * sizeof(float));
+      std::memcpy(logits_.data() + row * vocab + begin, rank.result.logits.data() + row * count, count * sizeof(float));
     }
   }
   return StepResult{logits_, {}};

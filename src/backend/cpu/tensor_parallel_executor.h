@@ -32,11 +32,9 @@ class TensorParallelExecutor final : public Executor {
  public:
   // num_threads: all ranks' together (each rank gets an equal share, at least one); the pools
   // are sized from kv's budgets for all ranks together. The weights must outlive the executor.
-  static Expected<std::unique_ptr<TensorParallelExecutor>> create(const ModelWeights& weights, int32_t num_ranks,
-                                                                  int num_threads, const KvCacheOptions& kv,
-                                                                  Isa isa = detect_isa(),
-                                                                  ActivationPrecision precision =
-                                                                      ActivationPrecision::kQuantized);
+  static Expected<std::unique_ptr<TensorParallelExecutor>> create(
+      const ModelWeights& weights, int32_t num_ranks, int num_threads, const KvCacheOptions& kv, Isa isa = detect_isa(),
+      ActivationPrecision precision = ActivationPrecision::kQuantized);
 
   const ModelConfig& config() const override { return weights_.config(); }
   KvPoolLayout kv_pool() const override;
