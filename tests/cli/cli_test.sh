@@ -35,6 +35,15 @@ code=$(exit_code "$folio" run -f "$tmp/none.txt"); check "missing prompt file fa
 code=$(exit_code "$folio" run -p hi -m "$tmp/none.gguf"); check "missing model fails cleanly" is_clean_failure "$code"
 check "missing model is named" grep -q "does not exist" "$tmp/err"
 
+code=$(exit_code "$folio" run -p hi -n 2 --tensor-parallel-size 2 --device cuda)
+check "tensor parallelism on cuda fails cleanly" is_clean_failure "$code"
+code=$(exit_code "$folio" run -p hi -n 2 --tensor-parallel-size 10)
+check "more ranks than the heads allow fail cleanly" is_clean_failure "$code"
+check "more ranks than the heads allow are explained" grep -q "no query head" "$tmp/err"
+code=$(exit_code "$folio" run -p "The capital of France is" -n 8 --temp 0 --tensor-parallel-size 3)
+check "tensor-parallel generation over 3 CPU ranks succeeds" [ "$code" -eq 0 ]
+check "tensor-parallel generation knows Paris" grep -q "Paris" "$tmp/out"
+
 model="${FOLIO_MODELS_DIR:-$HOME/.cache/folio/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
 head -c 100000 "$model" > "$tmp/truncated.gguf"
 code=$(exit_code "$folio" run -p hi -m "$tmp/truncated.gguf"); check "truncated model fails cleanly" is_clean_failure "$code"
