@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -23,6 +24,7 @@ struct PerplexityOptions {
   int threads = 0;
   int max_chunks = 0;
   bool kl = false;  // also run an fp16 cache beside the --kv-cache-dtype one and compare
+  std::string kl_reference;  // --kl-reference: compare against this model instead
   DeviceOptions device;
 };
 
@@ -89,12 +91,30 @@ int run(const PerplexityOptions& options) {
     std::fprintf(stderr, "[%lld/%lld] perplexity so far %.4f (%.1f tok/s)\n", static_cast<long long>(done),
                  static_cast<long long>(total), perplexity, done * options.context / elapsed);
   };
-  if (options.kl) {
+  // --kl-reference: another file of the same model (the weights a quantized file was made from).
+  std::optional<ModelSession> reference_session;
+  if (!options.kl_reference.empty()) {
+    Expected<ModelSession> opened =
+        open_model_session(options.kl_reference, options.threads, true, options.device.device);
+    if (!opened) {
+      std::fprintf(stderr, "folio perplexity: --kl-reference: %s\n", opened.error().c_str());
+      return 1;
+    }
+    if (opened->weights->config().vocab_size != session->weights->config().vocab_size) {
+      std::fprintf(stderr, "folio perplexity: --kl-reference has a vocabulary of %d tokens, the model %d\n",
+                   opened->weights->config().vocab_size, session->weights->config().vocab_size);
+      return 2;
+    }
+    reference_session = std::move(opened).value();
+  }
+  if (options.kl || reference_session) {
     // The reference: the same model and device with an fp16 cache and the weights as the file
-    // has them (no --quantization), scored on the same chunks.
-    ExecutorRequest reference_request = perplexity_executor(options, session->weights->config(), KvFormat::kFp16);
+    // has them (no --quantization), or --kl-reference's model, scored on the same chunks.
+    ModelSession& reference_model = reference_session ? *reference_session : *session;
+    ExecutorRequest reference_request =
+        perplexity_executor(options, reference_model.weights->config(), KvFormat::kFp16);
     reference_request.quantization = "none";
-    Expected<std::unique_ptr<Executor>> reference = make_executor(*session, reference_request, true);
+    Expected<std::unique_ptr<Executor>> reference = make_executor(reference_model, reference_request, true);
     if (!reference) {
       std::fprintf(stderr, "folio perplexity: %s\n", reference.error().c_str());
       return 1;
@@ -109,10 +129,14 @@ int run(const PerplexityOptions& options) {
     }
     std::string format = std::string(kv_format_name(kv_format_of(options.device))) + " KV";
     std::string reference_format = "fp16 KV";
+    if (reference_session) {
+      format = "model";
+      reference_format = "reference " + options.kl_reference;
+    }
     // Only where the weights differ from the file's: fp8, or auto's 4-bit matrices on the GPU
     // (the CPU computes with the file's types either way).
     const std::string& q = options.device.quantization;
-    if (q == "fp8" || (q == "auto" && options.device.device == "cuda")) {
+    if (!reference_session && (q == "fp8" || (q == "auto" && options.device.device == "cuda"))) {
       format += " + " + q + " weights";
       reference_format += " + file weights as BF16";
     }
@@ -152,6 +176,10 @@ CommandRunner add_perplexity_command(CLI::App& app) {
                 "Also run an fp16 KV cache and the unquantized weights beside --kv-cache-dtype's and --quantization's, "
                 "and report both perplexities, the mean KL "
                 "divergence of the next-token distributions and their top-1 agreement");
+  cmd->add_option("--kl-reference", options->kl_reference,
+                  "Compare against another file of the same model (the F16 / BF16 weights a quantized file was "
+                  "made from): both perplexities, the mean KL divergence from the reference's next-token "
+                  "distributions and their top-1 agreement");
   add_device_options(*cmd, options->device);
   return [options] { return run(*options); };
 }
