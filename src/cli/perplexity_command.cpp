@@ -23,7 +23,7 @@ struct PerplexityOptions {
   int context = 512;
   int threads = 0;
   int max_chunks = 0;
-  bool kl = false;  // also run an fp16 cache beside the --kv-cache-dtype one and compare
+  bool kl = false;           // also run an fp16 cache beside the --kv-cache-dtype one and compare
   std::string kl_reference;  // --kl-reference: compare against this model instead
   DeviceOptions device;
 };
