@@ -23,7 +23,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 Expected<std::unique_ptr<cpu::ActivationStats>> collect_importance(const std::string& model_path,
                                                                    const std::string& text_path, int32_t tokens,
-                                                                   int threads, bool quiet) {
+                                                                   int threads, bool quiet, bool gram) {
   std::ifstream in(text_path, std::ios::binary);
   if (!in) return Status::error("cannot read the calibration text '" + text_path + "'");
   std::stringstream buffer;
@@ -41,7 +41,7 @@ Expected<std::unique_ptr<cpu::ActivationStats>> collect_importance(const std::st
   kv.kv_cache_bytes = kv_bytes_for_tokens(config, kv, kChunk);
   kv.max_num_seqs = 1;
   cpu::CpuExecutor executor(*session->weights, *session->backend, kv);
-  auto stats = std::make_unique<cpu::ActivationStats>(config);
+  auto stats = std::make_unique<cpu::ActivationStats>(config, gram);
   executor.set_activation_stats(stats.get());
   SequenceRunner runner(executor, kChunk, kChunk);
   std::optional<int32_t> bos;

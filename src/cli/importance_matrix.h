@@ -14,10 +14,11 @@
 
 namespace folio::cli {
 
-// An error when the text has fewer than `tokens` tokens (nothing is run then).
+// An error when the text has fewer than `tokens` tokens (nothing is run then). gram: each input's
+// whole Gram matrix too (GPTQ's H).
 Expected<std::unique_ptr<cpu::ActivationStats>> collect_importance(const std::string& model_path,
                                                                    const std::string& text_path, int32_t tokens,
-                                                                   int threads, bool quiet);
+                                                                   int threads, bool quiet, bool gram = false);
 
 // The statistics as quantize_gguf's importance: blk.L.attn_{q,k,v} from the attention input,
 // attn_output from the attention's output, ffn_{gate,up} from the FFN input, ffn_down from

@@ -1,5 +1,6 @@
 // `folio quantize IN OUT --type T`: an F32 / F16 / BF16 GGUF re-encoded in a GGUF block type, or
-// any GGUF decoded to F32 / F16 / BF16
+// any GGUF decoded to F32 / F16 / BF16, or a Hugging Face directory to a GPTQ 4-bit one
+// (--type gptq | int4: cli/quantize_int4.h)
 // (model/gguf_quantize.h), with progress per tensor. The output is written under a temporary
 // name beside OUT and renamed when complete, so a failure (a quantized input, a full disk, an
 // interrupted run) leaves no partial OUT.
@@ -12,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/importance_matrix.h"
+#include "cli/quantize_int4.h"
 #include "model/gguf_file.h"
 #include "model/gguf_quantize.h"
 
@@ -24,10 +26,30 @@ struct QuantizeOptions {
   int32_t imatrix_tokens = 4096;
   int threads = 0;
   bool quiet = false;
+  int64_t group_size = 128;  // gptq / int4
+  bool act_order = false;
+  bool symmetric = false;
 };
 
 int run(const QuantizeOptions& options) {
   namespace fs = std::filesystem;
+  if (options.type == "gptq" || options.type == "int4") {
+    Int4QuantizeRequest request{
+        options.input,
+        options.output,
+        options.type == "gptq",
+        quant::Int4Options{
+            .group_size = options.group_size, .symmetric = options.symmetric, .act_order = options.act_order},
+        options.imatrix_text,
+        options.imatrix_tokens,
+        options.threads,
+        options.quiet};
+    if (options.act_order && !request.gptq) {
+      std::fprintf(stderr, "folio quantize: --act-order is GPTQ's (--type gptq)\n");
+      return 2;
+    }
+    return quantize_hf_int4(request);
+  }
   Expected<QuantizeRecipe> recipe = quantize_recipe(options.type);
   if (!recipe) {
     std::fprintf(stderr, "folio quantize: %s\n", recipe.error().c_str());
@@ -96,16 +118,30 @@ int run(const QuantizeOptions& options) {
 
 CommandRunner add_quantize_command(CLI::App& app) {
   auto options = std::make_shared<QuantizeOptions>();
-  CLI::App* cmd = app.add_subcommand("quantize", "Re-encode an F32 / F16 / BF16 GGUF in a GGUF block type");
-  cmd->add_option("input", options->input, "Input GGUF (F32, F16 or BF16 weights)")->required();
-  cmd->add_option("output", options->output, "Output GGUF")->required();
+  CLI::App* cmd = app.add_subcommand(
+      "quantize", "Re-encode an F32 / F16 / BF16 GGUF in a GGUF block type, or a Hugging Face directory as GPTQ 4-bit");
+  cmd->add_option("input", options->input, "Input GGUF (F32, F16 or BF16 weights), or a directory for gptq / int4")
+      ->required();
+  cmd->add_option("output", options->output, "Output GGUF, or directory for gptq / int4")->required();
   std::string names;
   for (const std::string& n : quantize_recipe_names()) names += (names.empty() ? "" : " | ") + n;
-  cmd->add_option("--type", options->type, "Block type: " + names)->required();
-  cmd->add_option("--imatrix-text", options->imatrix_text,
+  cmd->add_option("--type", options->type,
+                  "Block type: " + names +
+                      " | gptq (Hugging Face directory in, GPTQ 4-bit directory out; needs --calibration-text) | "
+                      "int4 (the same layout, rounded to nearest)")
+      ->required();
+  cmd->add_option("--group-size", options->group_size, "gptq / int4: inputs per scale and zero (a multiple of 32)")
+      ->check(CLI::Range(int64_t{32}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_flag("--act-order", options->act_order,
+                "gptq: quantize inputs by decreasing activation energy (desc_act, a shuffled g_idx)");
+  cmd->add_flag("--sym", options->symmetric, "gptq / int4: symmetric groups (zero 8) instead of min / max");
+  cmd->add_option("--imatrix-text,--calibration-text", options->imatrix_text,
                   "Calibration text: the input model reads it on the CPU and each weight's quantization error is "
-                  "weighted by the mean square of its input feature (an importance matrix)");
-  cmd->add_option("--imatrix-tokens", options->imatrix_tokens, "Tokens of the calibration text to read (chunks of 512)")
+                  "weighted by the mean square of its input feature (an importance matrix); for gptq, each "
+                  "matrix input's Gram matrix");
+  cmd->add_option("--imatrix-tokens,--calibration-tokens", options->imatrix_tokens,
+                  "Tokens of the calibration text to read (chunks of 512)")
       ->check(CLI::Range(512, 1 << 24))
       ->capture_default_str();
   cmd->add_option("-t,--threads", options->threads, "CPU threads for the importance matrix (0: all)")

@@ -1,12 +1,15 @@
 #include "backend/cpu/activation_stats.h"
 
+#include <Eigen/Dense>
+
 namespace folio::cpu {
 
-ActivationStats::ActivationStats(const ModelConfig& c) {
+ActivationStats::ActivationStats(const ModelConfig& c, bool gram) {
   for (int32_t l = 0; l < c.num_layers; ++l) {
     for (int64_t width : {static_cast<int64_t>(c.hidden_dim), static_cast<int64_t>(c.q_dim()),
                           static_cast<int64_t>(c.hidden_dim), static_cast<int64_t>(c.ffn_dim)}) {
-      sites_.push_back(Site{std::vector<double>(static_cast<size_t>(width), 0.0), 0});
+      sites_.push_back(Site{std::vector<double>(static_cast<size_t>(width), 0.0), 0,
+                            std::vector<double>(gram ? static_cast<size_t>(width * width) : 0, 0.0)});
     }
   }
 }
@@ -23,6 +26,14 @@ void ActivationStats::add(MatrixInput input, int32_t layer, const float* x, int3
     for (size_t i = 0; i < width; ++i) s.sums[i] += static_cast<double>(row[i]) * row[i];
   }
   s.tokens += n;
+  if (s.gram.empty()) return;
+  // H += X^T X as a symmetric rank-n update (BLAS's syrk, in Eigen): the lower triangle.
+  using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const auto w = static_cast<Eigen::Index>(width);
+  const Matrix rows =
+      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(x, n, w).cast<double>();
+  Eigen::Map<Matrix> h(s.gram.data(), w, w);
+  h.selfadjointView<Eigen::Lower>().rankUpdate(rows.transpose());
 }
 
 std::vector<float> ActivationStats::mean_squares(MatrixInput input, int32_t layer) const {
