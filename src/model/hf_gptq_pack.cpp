@@ -46,14 +46,11 @@ Expected<std::string> gptq_config_json(const std::string& config_json_text, cons
                                        const std::string& method_note) {
   nlohmann::ordered_json config = nlohmann::ordered_json::parse(config_json_text, nullptr, false);
   if (config.is_discarded() || !config.is_object()) return Status::error("config.json is not a JSON object");
-  config["quantization_config"] = {{"quant_method", "gptq"},
-                                   {"bits", 4},
-                                   {"group_size", options.group_size},
-                                   {"desc_act", options.act_order},
-                                   {"sym", options.symmetric},
-                                   {"damp_percent", options.damp},
-                                   {"checkpoint_format", "gptq"},
-                                   {"quantizer", "folio quantize (" + method_note + ")"}};
+  config["quantization_config"] = {
+      {"quant_method", "gptq"},           {"bits", 4},
+      {"group_size", options.group_size}, {"desc_act", options.act_order},
+      {"sym", options.symmetric},         {"damp_percent", options.damp},
+      {"checkpoint_format", "gptq"},      {"quantizer", "folio quantize (" + method_note + ")"}};
   // transformers reads the weights' dtype from here: the scales and unquantized tensors are fp16.
   config["torch_dtype"] = "float16";
   return config.dump(2) + "\n";

@@ -29,7 +29,8 @@ Status write_safetensors(const std::string& path, const std::vector<SafetensorsE
   if (!out) return Status::error("cannot write '" + path + "'");
   uint8_t length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  bool ok = std::fwrite(length, 1, 8, out.get()) == 8 && std::fwrite(text.data(), 1, text.size(), out.get()) == text.size();
+  bool ok =
+      std::fwrite(length, 1, 8, out.get()) == 8 && std::fwrite(text.data(), 1, text.size(), out.get()) == text.size();
   for (const SafetensorsEntry& t : tensors) {
     ok = ok && std::fwrite(t.bytes.data(), 1, t.bytes.size(), out.get()) == t.bytes.size();
   }

@@ -156,7 +156,8 @@ Int4Matrix quantize_int4_gptq(const float* w, int64_t rows, int64_t cols, const 
     }
     if (i2 < cols) W.rightCols(cols - i2).noalias() -= errors * U.block(i1, i2, width, cols - i2);
   }
-  for (int64_t p = 0; p < cols; ++p) m.g_idx[static_cast<size_t>(order[static_cast<size_t>(p)])] = static_cast<int32_t>(p / g);
+  for (int64_t p = 0; p < cols; ++p)
+    m.g_idx[static_cast<size_t>(order[static_cast<size_t>(p)])] = static_cast<int32_t>(p / g);
   return m;
 }
 

@@ -25,8 +25,12 @@ struct Layer {
 Layer make_layer(int64_t rows, int64_t cols, int64_t tokens, bool correlated, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  Layer l{rows, cols, tokens, std::vector<float>(static_cast<size_t>(rows * cols)),
-          std::vector<float>(static_cast<size_t>(tokens * cols)), std::vector<double>(static_cast<size_t>(cols * cols))};
+  Layer l{rows,
+          cols,
+          tokens,
+          std::vector<float>(static_cast<size_t>(rows * cols)),
+          std::vector<float>(static_cast<size_t>(tokens * cols)),
+          std::vector<double>(static_cast<size_t>(cols * cols))};
   for (float& v : l.w) v = 0.05f * normal(rng);
   const int64_t factors = 8;
   std::vector<float> mix(static_cast<size_t>(factors * cols));
