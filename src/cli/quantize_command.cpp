@@ -33,18 +33,21 @@ struct QuantizeOptions {
 
 int run(const QuantizeOptions& options) {
   namespace fs = std::filesystem;
-  if (options.type == "gptq" || options.type == "int4") {
-    Int4QuantizeRequest request{
-        options.input,
-        options.output,
-        options.type == "gptq",
-        quant::Int4Options{
-            .group_size = options.group_size, .symmetric = options.symmetric, .act_order = options.act_order},
-        options.imatrix_text,
-        options.imatrix_tokens,
-        options.threads,
-        options.quiet};
-    if (options.act_order && !request.gptq) {
+  if (options.type == "gptq" || options.type == "awq" || options.type == "int4") {
+    using Method = Int4QuantizeRequest::Method;
+    Int4QuantizeRequest request;
+    request.input = options.input;
+    request.output = options.output;
+    request.method = options.type == "gptq"  ? Method::kGptq
+                     : options.type == "awq" ? Method::kAwq
+                                             : Method::kRoundToNearest;
+    request.options = {
+        .group_size = options.group_size, .symmetric = options.symmetric, .act_order = options.act_order};
+    request.calibration_text = options.imatrix_text;
+    request.calibration_tokens = options.imatrix_tokens;
+    request.threads = options.threads;
+    request.quiet = options.quiet;
+    if (options.act_order && request.method != Method::kGptq) {
       std::fprintf(stderr, "folio quantize: --act-order is GPTQ's (--type gptq)\n");
       return 2;
     }
@@ -128,7 +131,8 @@ CommandRunner add_quantize_command(CLI::App& app) {
   cmd->add_option("--type", options->type,
                   "Block type: " + names +
                       " | gptq (Hugging Face directory in, GPTQ 4-bit directory out; needs --calibration-text) | "
-                      "int4 (the same layout, rounded to nearest)")
+                      "awq (the same, AWQ's layout and activation-aware scales) | int4 (GPTQ's layout, rounded to "
+                      "nearest)")
       ->required();
   cmd->add_option("--group-size", options->group_size, "gptq / int4: inputs per scale and zero (a multiple of 32)")
       ->check(CLI::Range(int64_t{32}, int64_t{1} << 20))

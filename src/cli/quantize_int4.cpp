@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -13,10 +14,12 @@
 #include "backend/cpu/activation_stats.h"
 #include "cli/importance_matrix.h"
 #include "core/fp16.h"
+#include "model/hf_awq_pack.h"
 #include "model/hf_checkpoint.h"
 #include "model/hf_gptq_pack.h"
 #include "model/hf_quantization.h"
 #include "model/safetensors_writer.h"
+#include "quant/awq.h"
 
 namespace folio::cli {
 namespace {
@@ -64,12 +67,104 @@ cpu::MatrixInput input_of(const std::string& linear) {
   return cpu::MatrixInput::kAttention;
 }
 
+using Method = Int4QuantizeRequest::Method;
+using Overrides = std::map<std::string, std::vector<float>>;
+
+// AWQ: per layer, the scales of Q|K|V, gate|up, down (and O when V feeds it head for head, no
+// GQA), applied: the matrices' columns multiplied, the RMSNorm weights and up's rows divided.
+// The changed tensors by name.
+Expected<Overrides> awq_scaled(const HfCheckpoint& in, const cpu::ActivationStats& stats,
+                               const quant::Int4Options& options, bool one_plus_norms, bool quiet) {
+  Overrides out;
+  auto tensor = [&](const std::string& name) -> std::vector<float>& {
+    auto it = out.find(name);
+    if (it == out.end()) {
+      const HfCheckpoint::Entry e = in.find(name);
+      it = out.emplace(name, e.tensor ? to_floats(e) : std::vector<float>{}).first;
+    }
+    return it->second;
+  };
+  static const std::regex kQ(R"(^(.*\blayers\.(\d+)\.)self_attn\.q_proj\.weight$)");
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::string& name : in.tensor_names()) {
+    std::smatch match;
+    if (!std::regex_match(name, match, kQ)) continue;
+    const std::string base = match[1];
+    const int32_t layer = std::stoi(match[2]);
+    // One input's readers; `fold` divides the activation where it is made: a norm's weight
+    // (norm_rows == 0) or rows of a matrix.
+    auto scale_group = [&](cpu::MatrixInput input, const std::vector<std::string>& linears,
+                           const std::string& fold) -> Status {
+      const std::vector<float> ms = stats.mean_squares(input, layer);
+      const std::vector<double>& gram = stats.gram(input, layer);
+      const auto cols = static_cast<int64_t>(ms.size());
+      std::vector<quant::AwqMatrix> matrices;
+      for (const std::string& l : linears) {
+        std::vector<float>& w = tensor(base + l + ".weight");
+        if (w.empty() || static_cast<int64_t>(w.size()) % cols != 0) {
+          return Status::error("AWQ: '" + base + l + ".weight' does not read an input of " + std::to_string(cols));
+        }
+        matrices.push_back({w.data(), static_cast<int64_t>(w.size()) / cols});
+      }
+      std::vector<float> rms(ms.size());
+      for (size_t i = 0; i < ms.size(); ++i) rms[i] = std::sqrt(ms[i]);
+      const quant::AwqScales s = quant::awq_search_scales(matrices, cols, rms, gram.data(), options);
+      for (const std::string& l : linears) {
+        std::vector<float>& w = tensor(base + l + ".weight");
+        for (size_t i = 0; i < w.size(); ++i) w[i] *= s.s[i % static_cast<size_t>(cols)];
+      }
+      std::vector<float>& f = tensor(fold);
+      if (f.size() == static_cast<size_t>(cols)) {  // a norm
+        for (int64_t c = 0; c < cols; ++c) {
+          f[static_cast<size_t>(c)] = one_plus_norms
+                                          ? (1.0f + f[static_cast<size_t>(c)]) / s.s[static_cast<size_t>(c)] - 1.0f
+                                          : f[static_cast<size_t>(c)] / s.s[static_cast<size_t>(c)];
+        }
+      } else {  // rows of a matrix: row c makes channel c
+        const size_t row = f.size() / static_cast<size_t>(cols);
+        for (size_t i = 0; i < f.size(); ++i) f[i] /= s.s[i / row];
+      }
+      if (!quiet) {
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::fprintf(stderr, "awq layer %d %-28s alpha %.2f, output error %.3g of round to nearest's  (%.1f s)\n",
+                     layer, linears.front().c_str(), s.alpha, s.error_unscaled > 0.0 ? s.error / s.error_unscaled : 1.0,
+                     seconds);
+      }
+      return Status::ok();
+    };
+    const std::string ffn_norm = in.find(base + "pre_feedforward_layernorm.weight").tensor != nullptr
+                                     ? base + "pre_feedforward_layernorm.weight"
+                                     : base + "post_attention_layernorm.weight";
+    if (Status st =
+            scale_group(cpu::MatrixInput::kAttention, {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
+                        base + "input_layernorm.weight");
+        !st) {
+      return st;
+    }
+    if (Status st = scale_group(cpu::MatrixInput::kFfn, {"mlp.gate_proj", "mlp.up_proj"}, ffn_norm); !st) return st;
+    if (Status st = scale_group(cpu::MatrixInput::kFfnHidden, {"mlp.down_proj"}, base + "mlp.up_proj.weight"); !st) {
+      return st;
+    }
+    const HfCheckpoint::Entry v = in.find(base + "self_attn.v_proj.weight"),
+                              o = in.find(base + "self_attn.o_proj.weight");
+    if (v.tensor && o.tensor && v.tensor->shape[0] == o.tensor->shape[1]) {
+      if (Status st =
+              scale_group(cpu::MatrixInput::kAttentionOutput, {"self_attn.o_proj"}, base + "self_attn.v_proj.weight");
+          !st) {
+        return st;
+      }
+    }
+  }
+  return out;
+}
+
 Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, const std::string& config_text,
-                        const cpu::ActivationStats* stats, const fs::path& dir) {
+                        const cpu::ActivationStats* stats, const Overrides& overrides, const fs::path& dir) {
   static const std::regex kLinear(
       R"(^(.*\blayers\.(\d+)\.(self_attn\.[qkvo]_proj|mlp\.(?:gate|up|down)_proj))\.weight$)");
   std::vector<SafetensorsEntry> entries;
   std::vector<std::unique_ptr<GptqTensors>> packed;
+  std::vector<std::unique_ptr<AwqTensors>> packed_awq;
   std::vector<std::vector<uint16_t>> converted;
   const std::vector<std::string> names = in.tensor_names();
   const auto start = std::chrono::steady_clock::now();
@@ -79,15 +174,16 @@ Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, co
     ++done;
     const HfCheckpoint::Entry e = in.find(name);
     std::smatch match;
+    const auto overridden = overrides.find(name);
     const bool is_float = e.tensor->dtype == SafetensorsDtype::kF32 || e.tensor->dtype == SafetensorsDtype::kF16 ||
                           e.tensor->dtype == SafetensorsDtype::kBF16;
     if (std::regex_match(name, match, kLinear) && e.tensor->shape.size() == 2 && is_float) {
       const std::string prefix = match[1];
       const int32_t layer = std::stoi(match[2]);
       const int64_t rows = e.tensor->shape[0], cols = e.tensor->shape[1];
-      const std::vector<float> w = to_floats(e);
+      const std::vector<float> w = overridden != overrides.end() ? overridden->second : to_floats(e);
       quant::Int4Matrix m;
-      if (stats != nullptr) {
+      if (r.method == Method::kGptq) {
         const std::vector<double>& gram = stats->gram(input_of(match[3]), layer);
         if (static_cast<int64_t>(gram.size()) != cols * cols) {
           return Status::error("no calibration statistics of the right width for '" + name + "'");
@@ -110,24 +206,38 @@ Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, co
       }
       error_sum += den > 0.0 ? std::sqrt(num / den) : 0.0;
       ++quantized;
-      Expected<GptqTensors> p = pack_gptq(m);
-      if (!p) return Status::error("'" + name + "': " + p.error());
-      packed.push_back(std::make_unique<GptqTensors>(std::move(p).value()));
-      const GptqTensors& t = *packed.back();
       const int64_t groups = m.groups();
-      entries.push_back({prefix + ".qweight", SafetensorsDtype::kI32, {cols / 8, rows}, bytes_of(t.qweight)});
-      entries.push_back({prefix + ".qzeros", SafetensorsDtype::kI32, {groups, rows / 8}, bytes_of(t.qzeros)});
-      entries.push_back({prefix + ".scales", SafetensorsDtype::kF16, {groups, rows}, bytes_of(t.scales)});
-      entries.push_back({prefix + ".g_idx", SafetensorsDtype::kI32, {cols}, bytes_of(t.g_idx)});
+      if (r.method == Method::kAwq) {
+        Expected<AwqTensors> p = pack_awq(m);
+        if (!p) return Status::error("'" + name + "': " + p.error());
+        packed_awq.push_back(std::make_unique<AwqTensors>(std::move(p).value()));
+        const AwqTensors& t = *packed_awq.back();
+        entries.push_back({prefix + ".qweight", SafetensorsDtype::kI32, {cols, rows / 8}, bytes_of(t.qweight)});
+        entries.push_back({prefix + ".qzeros", SafetensorsDtype::kI32, {groups, rows / 8}, bytes_of(t.qzeros)});
+        entries.push_back({prefix + ".scales", SafetensorsDtype::kF16, {groups, rows}, bytes_of(t.scales)});
+      } else {
+        Expected<GptqTensors> p = pack_gptq(m);
+        if (!p) return Status::error("'" + name + "': " + p.error());
+        packed.push_back(std::make_unique<GptqTensors>(std::move(p).value()));
+        const GptqTensors& t = *packed.back();
+        entries.push_back({prefix + ".qweight", SafetensorsDtype::kI32, {cols / 8, rows}, bytes_of(t.qweight)});
+        entries.push_back({prefix + ".qzeros", SafetensorsDtype::kI32, {groups, rows / 8}, bytes_of(t.qzeros)});
+        entries.push_back({prefix + ".scales", SafetensorsDtype::kF16, {groups, rows}, bytes_of(t.scales)});
+        entries.push_back({prefix + ".g_idx", SafetensorsDtype::kI32, {cols}, bytes_of(t.g_idx)});
+      }
       if (!r.quiet) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::fprintf(stderr, "[%zu/%zu] %-48s %s %lld x %lld, weight error %.4f  (%.1f s)\n", done, names.size(),
-                     prefix.c_str(), stats ? "gptq" : "int4", static_cast<long long>(rows),
-                     static_cast<long long>(cols), den > 0.0 ? std::sqrt(num / den) : 0.0, seconds);
+                     prefix.c_str(),
+                     r.method == Method::kGptq  ? "gptq"
+                     : r.method == Method::kAwq ? "awq"
+                                                : "int4",
+                     static_cast<long long>(rows), static_cast<long long>(cols), den > 0.0 ? std::sqrt(num / den) : 0.0,
+                     seconds);
       }
-    } else if (is_float && e.tensor->dtype != SafetensorsDtype::kF16) {
-      // Everything else in fp16, the dtype GPTQ checkpoints carry.
-      const std::vector<float> v = to_floats(e);
+    } else if (is_float && (e.tensor->dtype != SafetensorsDtype::kF16 || overridden != overrides.end())) {
+      // Everything else in fp16, the dtype GPTQ and AWQ checkpoints carry (AWQ's folded norms).
+      const std::vector<float> v = overridden != overrides.end() ? overridden->second : to_floats(e);
       std::vector<uint16_t> h(v.size());
       for (size_t i = 0; i < v.size(); ++i) h[i] = fp32_to_fp16(v[i]);
       converted.push_back(std::move(h));
@@ -142,7 +252,10 @@ Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, co
                  error_sum / static_cast<double>(quantized));
   }
   if (Status s = write_safetensors((dir / "model.safetensors").string(), entries); !s) return s;
-  Expected<std::string> config = gptq_config_json(config_text, r.options, r.gptq ? "gptq" : "round to nearest");
+  Expected<std::string> config =
+      r.method == Method::kAwq
+          ? awq_config_json(config_text, r.options)
+          : gptq_config_json(config_text, r.options, r.method == Method::kGptq ? "gptq" : "round to nearest");
   if (!config) return config.status();
   std::ofstream(dir / "config.json", std::ios::binary) << *config;
   // Tokenizer, chat template, generation config: as they are.
@@ -167,11 +280,15 @@ int quantize_hf_int4(const Int4QuantizeRequest& r) {
     std::fprintf(stderr,
                  "folio quantize: --type %s reads a Hugging Face directory (config.json and safetensors); '%s' is "
                  "not one\n",
-                 r.gptq ? "gptq" : "int4", r.input.c_str());
+                 r.method == Method::kGptq  ? "gptq"
+                 : r.method == Method::kAwq ? "awq"
+                                            : "int4",
+                 r.input.c_str());
     return 2;
   }
-  if (r.gptq && r.calibration_text.empty()) {
-    std::fprintf(stderr, "folio quantize: --type gptq needs --calibration-text (the inputs whose outputs it keeps)\n");
+  if (r.method != Method::kRoundToNearest && r.calibration_text.empty()) {
+    std::fprintf(stderr, "folio quantize: --type %s needs --calibration-text (the inputs whose outputs it keeps)\n",
+                 r.method == Method::kGptq ? "gptq" : "awq");
     return 2;
   }
   const fs::path out(r.output);
@@ -196,7 +313,7 @@ int quantize_hf_int4(const Int4QuantizeRequest& r) {
     return 1;
   }
   std::unique_ptr<cpu::ActivationStats> stats;
-  if (r.gptq) {
+  if (r.method != Method::kRoundToNearest) {
     Expected<std::unique_ptr<cpu::ActivationStats>> collected =
         collect_importance(r.input, r.calibration_text, r.calibration_tokens, r.threads, r.quiet, /*gram=*/true);
     if (!collected) {
@@ -212,7 +329,19 @@ int quantize_hf_int4(const Int4QuantizeRequest& r) {
     std::fprintf(stderr, "folio quantize: cannot create '%s': %s\n", partial.c_str(), ec.message().c_str());
     return 1;
   }
-  Status s = write_checkpoint(r, *checkpoint, config_text, stats.get(), partial);
+  Overrides overrides;
+  Status s = Status::ok();
+  if (r.method == Method::kAwq) {
+    // Gemma's RMSNorm multiplies by (1 + weight): the scale folds into that sum.
+    const bool one_plus = config_text.find("\"gemma") != std::string::npos;
+    Expected<Overrides> scaled = awq_scaled(*checkpoint, *stats, r.options, one_plus, r.quiet);
+    if (scaled) {
+      overrides = std::move(scaled).value();
+    } else {
+      s = scaled.status();
+    }
+  }
+  if (s) s = write_checkpoint(r, *checkpoint, config_text, stats.get(), overrides, partial);
   if (s) {
     fs::rename(partial, out, ec);
     if (ec) s = Status::error("cannot rename '" + partial.string() + "' to '" + out.string() + "': " + ec.message());

@@ -1,9 +1,11 @@
-// `folio quantize DIR OUT --type gptq | int4`: a Hugging Face directory (F32 / F16 / BF16) to a
-// GPTQ 4-bit checkpoint in AutoGPTQ's layout (model/hf_gptq_pack.h), which transformers, vLLM
-// and folio load. The seven matrices of every layer (q, k, v, o, gate, up, down) are quantized,
-// in groups of --group-size inputs; everything else is kept, in fp16. gptq runs the model over
-// a calibration text first (on the CPU, as the importance matrix does) for each matrix input's
-// Gram matrix, then GPTQ (quant/gptq.h); int4 rounds to nearest (the baseline GPTQ must beat).
+// `folio quantize DIR OUT --type gptq | awq | int4`: a Hugging Face directory (F32 / F16 / BF16)
+// to a 4-bit checkpoint in AutoGPTQ's layout (model/hf_gptq_pack.h) or AutoAWQ's
+// (model/hf_awq_pack.h), which transformers, vLLM and folio load. The seven matrices of every
+// layer (q, k, v, o, gate, up, down) are quantized in groups of --group-size inputs; everything
+// else is kept, in fp16. gptq and awq run the model over a calibration text first (on the CPU,
+// as the importance matrix does) for each matrix input's RMS and Gram matrix; then GPTQ
+// (quant/gptq.h), or AWQ's scales (quant/awq.h, folded into the norms and up's rows) and round
+// to nearest; int4 rounds to nearest in GPTQ's layout (the baseline both must beat).
 // Written into OUT.partial and renamed when complete, so a failure leaves no OUT.
 #pragma once
 
@@ -15,7 +17,8 @@ namespace folio::cli {
 
 struct Int4QuantizeRequest {
   std::string input, output;
-  bool gptq = true;  // false: round to nearest
+  enum class Method { kRoundToNearest, kGptq, kAwq };
+  Method method = Method::kGptq;
   quant::Int4Options options;
   std::string calibration_text;
   int32_t calibration_tokens = 4096;

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""`folio quantize DIR OUT --type gptq | int4` (issue 13, item 5), end to end on the default
-model's F32 directory (scripts/hf_test_models.py):
+"""`folio quantize DIR OUT --type gptq | awq | int4` (issue 13, item 5), end to end on the
+default model's F32 directory (scripts/hf_test_models.py):
   - the checkpoints decode with AutoGPTQ's format-v1 unpacking written here in numpy (qweight
     (in / 8, out), nibble i = input 8r + i; qzeros (groups, out / 8) holding zero - 1; fp16
     scales; g_idx), independently of folio's reader: round to nearest lands within half a step
     of every source weight, GPTQ's act-order g_idx is a shuffled grouping of the right sizes;
-  - folio loads both, and GPTQ beats round to nearest on a text it was not calibrated on
-    (perplexity and mean KL against the F32 model, `folio perplexity --kl-reference`);
+  - AWQ's checkpoint decodes with AutoAWQ's GEMM unpacking (qweight (in, out / 8), outputs
+    0, 2, 4, 6, 1, 3, 5, 7 in a word's nibbles; qzeros likewise), and its scales are folded
+    consistently: the quantized Q|K|V and gate|up columns divided by the factor the RMSNorm
+    weights were divided by give back the source weights;
+  - folio loads all three, and GPTQ and AWQ beat round to nearest on a text they were not
+    calibrated on (perplexity and mean KL against the F32 model, `folio perplexity --kl-reference`);
   - bad input (a GGUF, an already quantized directory, an existing output, a calibration text
     shorter than asked) gets a clear error and leaves no partial output.
 
@@ -49,6 +53,20 @@ def unpack_gptq(tensors, prefix):
     z = np.stack([(qzeros >> np.uint32(4 * i)) & np.uint32(15) for i in range(8)], axis=2)
     z = z.reshape(qzeros.shape[0], -1).astype(np.int64) + 1  # v1: stored zero - 1
     return q, z, tensors[prefix + ".scales"].astype(np.float32), tensors[prefix + ".g_idx"].astype(np.int64)
+
+
+def unpack_awq(tensors, prefix):
+    """AutoAWQ WQLinear_GEMM -> (q (out, in), zeros (groups, out), scales (groups, out))."""
+    order = (0, 2, 4, 6, 1, 3, 5, 7)
+
+    def nibbles(words):  # (rows, n / 8) -> (rows, n), output 8c + order[i] in nibble i
+        words = words.view(np.uint32)
+        out = np.zeros((words.shape[0], words.shape[1] * 8), np.int64)
+        for i, o in enumerate(order):
+            out[:, o::8] = (words >> np.uint32(4 * i)) & np.uint32(15)
+        return out
+    return (nibbles(tensors[prefix + ".qweight"]).T, nibbles(tensors[prefix + ".qzeros"]),
+            tensors[prefix + ".scales"].astype(np.float32))
 
 
 def dequantize(q, z, s, g_idx):
@@ -119,11 +137,40 @@ try:
           worst_rtn <= 0.5 + 15 * 2**-11)
     check("act-order shuffles the groups", shuffled > 0)
 
+    awq_dir = os.path.join(work, "awq")
+    done = quantize(source, awq_dir, "--type", "awq", "--group-size", str(GROUP), "--calibration-text", calibration,
+                    "--calibration-tokens", "512", "-q")
+    check("awq succeeds", done.returncode == 0, done.stderr[-500:])
+    q = json.load(open(os.path.join(awq_dir, "config.json"))).get("quantization_config", {})
+    check("config.json says awq 4-bit gemm with zero points",
+          q.get("quant_method") == "awq" and q.get("version") == "gemm" and q.get("zero_point") is True and
+          q.get("group_size") == GROUP, str(q))
+    awq = load_file(os.path.join(awq_dir, "model.safetensors"))
+    worst = 0.0
+    for layer in (0, 14, 29):
+        base = f"model.layers.{layer}."
+        for norm, linears in (("input_layernorm", ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
+                              ("post_attention_layernorm", ("mlp.gate_proj",))):
+            factor = weights[base + norm + ".weight"] / awq[base + norm + ".weight"].astype(np.float32)
+            check(f"{base}{norm}: folded scales are not all 1", float(np.std(np.log(factor))) > 1e-3)
+            for linear in linears:
+                qq, z, s = unpack_awq(awq, base + linear)
+                g_idx = np.arange(qq.shape[1]) // GROUP
+                w = weights[base + linear + ".weight"]
+                back = dequantize(qq, z, s, g_idx) / factor[None, :]
+                worst = max(worst, float(np.linalg.norm(back - w) / np.linalg.norm(w)))
+    check(f"AWQ's columns over the norms' factors give back the source (worst relative error {worst:.3f})",
+          worst < 0.2)
+
     rtn_ppl, rtn_kl = perplexity(rtn_dir)
     gptq_ppl, gptq_kl = perplexity(gptq_dir)
-    print(f"      perplexity / mean KL vs F32: int4 {rtn_ppl:.3f} / {rtn_kl:.4f}, gptq {gptq_ppl:.3f} / {gptq_kl:.4f}")
+    awq_ppl, awq_kl = perplexity(awq_dir)
+    print(f"      perplexity / mean KL vs F32: int4 {rtn_ppl:.3f} / {rtn_kl:.4f}, gptq {gptq_ppl:.3f} / {gptq_kl:.4f}, "
+          f"awq {awq_ppl:.3f} / {awq_kl:.4f}")
     check("GPTQ beats round to nearest (perplexity)", gptq_ppl < rtn_ppl)
     check("GPTQ beats round to nearest (KL)", gptq_kl < rtn_kl)
+    check("AWQ beats round to nearest (perplexity)", awq_ppl < rtn_ppl)
+    check("AWQ beats round to nearest (KL)", awq_kl < rtn_kl)
 
     # Bad input: a clear message, exit 1 or 2, nothing left behind.
     def refused(name, args, said):
@@ -141,6 +188,8 @@ try:
     refused("an existing output", [source, rtn_dir, "--type", "int4", "--group-size", str(GROUP)], "exists")
     refused("a group size that does not divide the widths", [source, os.path.join(work, "z"), "--type", "int4"],
             "not a multiple of --group-size")
+    refused("awq with act-order", [source, os.path.join(work, "u"), "--type", "awq", "--act-order",
+                                   "--calibration-text", calibration], "act-order")
     refused("gptq without a calibration text", [source, os.path.join(work, "w"), "--type", "gptq"],
             "--calibration-text")
     refused("a calibration text too short", [source, os.path.join(work, "v"), "--type", "gptq", "--group-size",

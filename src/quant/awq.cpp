@@ -1,0 +1,82 @@
+#include "quant/awq.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+
+#include "core/thread_pool.h"
+
+namespace folio::quant {
+namespace {
+
+using MatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// ||(W - Q(W diag s) / s) X^T||^2 over the matrices = sum of trace(D H D^T).
+double output_error(std::span<const AwqMatrix> matrices, int64_t cols, const std::vector<float>& s, const MatrixF& h,
+                    const Int4Options& options) {
+  double total = 0.0;
+  std::vector<float> scaled;
+  for (const AwqMatrix& m : matrices) {
+    scaled.resize(static_cast<size_t>(m.rows * cols));
+    for (int64_t r = 0; r < m.rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c)
+        scaled[static_cast<size_t>(r * cols + c)] = m.w[r * cols + c] * s[static_cast<size_t>(c)];
+    }
+    const std::vector<float> q = quantize_int4_rtn(scaled.data(), m.rows, cols, options).dequantize();
+    MatrixF d(m.rows, cols);
+    for (int64_t r = 0; r < m.rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        d(r, c) = m.w[r * cols + c] - q[static_cast<size_t>(r * cols + c)] / s[static_cast<size_t>(c)];
+      }
+    }
+    const MatrixF dh = d * h;
+    total += static_cast<double>((dh.array() * d.array()).sum());
+  }
+  return total;
+}
+
+}  // namespace
+
+AwqScales awq_search_scales(std::span<const AwqMatrix> matrices, int64_t cols, const std::vector<float>& rms,
+                            const double* gram, const Int4Options& options) {
+  MatrixF h(cols, cols);
+  for (int64_t i = 0; i < cols; ++i) {
+    for (int64_t j = 0; j <= i; ++j) h(i, j) = h(j, i) = static_cast<float>(gram[i * cols + j]);
+  }
+  // A common factor of the Gram matrix changes no comparison; keep the sums in float's range.
+  const float norm = h.diagonal().maxCoeff();
+  if (norm > 0.0f) h /= norm;
+  // The grid's points are independent: one per thread at a time.
+  constexpr int kGrid = 20;
+  std::vector<std::vector<float>> scales(kGrid);
+  std::vector<double> errors(kGrid);
+  ThreadPool pool;
+  pool.parallel_for_dynamic(
+      kGrid,
+      [&](int, int64_t begin, int64_t end) {
+        for (int64_t step = begin; step < end; ++step) {
+          const double alpha = static_cast<double>(step) / kGrid;
+          std::vector<float>& s = scales[static_cast<size_t>(step)];
+          s.resize(static_cast<size_t>(cols));
+          double log_sum = 0.0;
+          for (int64_t c = 0; c < cols; ++c) {
+            s[static_cast<size_t>(c)] =
+                static_cast<float>(std::pow(std::max(static_cast<double>(rms[static_cast<size_t>(c)]), 1e-4), alpha));
+            log_sum += std::log(static_cast<double>(s[static_cast<size_t>(c)]));
+          }
+          const auto mean = static_cast<float>(std::exp(log_sum / static_cast<double>(cols)));
+          for (float& v : s) v /= mean;
+          errors[static_cast<size_t>(step)] = output_error(matrices, cols, s, h, options);
+        }
+      },
+      1);
+  AwqScales best;
+  const auto at = static_cast<size_t>(std::min_element(errors.begin(), errors.end()) - errors.begin());
+  best.s = scales[at];
+  best.alpha = static_cast<double>(at) / kGrid;
+  best.error = errors[at];
+  best.error_unscaled = errors[0];
+  return best;
+}
+
+}  // namespace folio::quant
