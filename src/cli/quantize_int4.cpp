@@ -11,11 +11,14 @@
 #include <regex>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "backend/cpu/activation_stats.h"
 #include "cli/importance_matrix.h"
 #include "core/fp16.h"
 #include "model/hf_awq_pack.h"
 #include "model/hf_checkpoint.h"
+#include "model/hf_config.h"
 #include "model/hf_gptq_pack.h"
 #include "model/hf_quantization.h"
 #include "model/safetensors_writer.h"
@@ -314,6 +317,24 @@ int quantize_hf_int4(const Int4QuantizeRequest& r) {
   }
   std::unique_ptr<cpu::ActivationStats> stats;
   if (r.method != Method::kRoundToNearest) {
+    // Every layer's Gram matrices are collected in one pass: width^2 doubles per matrix input.
+    // Calibrating layer by layer (what a 70B model needs) is not built yet.
+    Expected<HfModelConfig> hf = parse_hf_config(config_text);
+    if (hf) {
+      const ModelConfig& c = hf->config;
+      const double bytes = 8.0 * c.num_layers *
+                           (2.0 * c.hidden_dim * c.hidden_dim + static_cast<double>(c.q_dim()) * c.q_dim() +
+                            static_cast<double>(c.ffn_dim) * c.ffn_dim);
+      const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+      if (bytes > 0.5 * memory) {
+        std::fprintf(stderr,
+                     "folio quantize: the calibration statistics of this model need %.1f GiB (every layer's input "
+                     "Gram matrices at once), more than half of this machine's %.1f GiB; layer-by-layer calibration "
+                     "is not built yet\n",
+                     bytes / (1 << 30), memory / (1 << 30));
+        return 1;
+      }
+    }
     Expected<std::unique_ptr<cpu::ActivationStats>> collected =
         collect_importance(r.input, r.calibration_text, r.calibration_tokens, r.threads, r.quiet, /*gram=*/true);
     if (!collected) {
