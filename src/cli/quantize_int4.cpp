@@ -1,5 +1,6 @@
 #include "cli/quantize_int4.h"
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -8,7 +9,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <regex>
+#include <optional>
 #include <sstream>
 
 #include <unistd.h>
@@ -70,6 +71,38 @@ cpu::MatrixInput input_of(const std::string& linear) {
   return cpu::MatrixInput::kAttention;
 }
 
+// "<base>layers.<N>.<linear>.weight" for the seven layer matrices (no std::regex: GCC 12 warns
+// inside its automaton at -O1, which the sanitizer build turns into an error).
+struct LinearName {
+  std::string prefix;  // everything before ".weight"
+  std::string base;    // "<...>layers.<N>."
+  int32_t layer = 0;
+  std::string linear;  // "self_attn.q_proj", ...
+};
+
+std::optional<LinearName> parse_linear(const std::string& name) {
+  static const char* const kLinears[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                         "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+  const std::string suffix = ".weight";
+  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return std::nullopt;
+  }
+  const size_t at = name.rfind("layers.");
+  if (at == std::string::npos || (at > 0 && name[at - 1] != '.')) return std::nullopt;
+  size_t digits = at + 7, end = digits;
+  while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+  if (end == digits || end >= name.size() || name[end] != '.') return std::nullopt;
+  LinearName n;
+  n.prefix = name.substr(0, name.size() - suffix.size());
+  n.base = name.substr(0, end + 1);
+  n.layer = std::stoi(name.substr(digits, end - digits));
+  n.linear = n.prefix.substr(end + 1);
+  for (const char* l : kLinears) {
+    if (n.linear == l) return n;
+  }
+  return std::nullopt;
+}
+
 using Method = Int4QuantizeRequest::Method;
 using Overrides = std::map<std::string, std::vector<float>>;
 
@@ -87,13 +120,12 @@ Expected<Overrides> awq_scaled(const HfCheckpoint& in, const cpu::ActivationStat
     }
     return it->second;
   };
-  static const std::regex kQ(R"(^(.*\blayers\.(\d+)\.)self_attn\.q_proj\.weight$)");
   const auto start = std::chrono::steady_clock::now();
   for (const std::string& name : in.tensor_names()) {
-    std::smatch match;
-    if (!std::regex_match(name, match, kQ)) continue;
-    const std::string base = match[1];
-    const int32_t layer = std::stoi(match[2]);
+    const std::optional<LinearName> q = parse_linear(name);
+    if (!q || q->linear != "self_attn.q_proj") continue;
+    const std::string base = q->base;
+    const int32_t layer = q->layer;
     // One input's readers; `fold` divides the activation where it is made: a norm's weight
     // (norm_rows == 0) or rows of a matrix.
     auto scale_group = [&](cpu::MatrixInput input, const std::vector<std::string>& linears,
@@ -163,8 +195,6 @@ Expected<Overrides> awq_scaled(const HfCheckpoint& in, const cpu::ActivationStat
 
 Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, const std::string& config_text,
                         const cpu::ActivationStats* stats, const Overrides& overrides, const fs::path& dir) {
-  static const std::regex kLinear(
-      R"(^(.*\blayers\.(\d+)\.(self_attn\.[qkvo]_proj|mlp\.(?:gate|up|down)_proj))\.weight$)");
   std::vector<SafetensorsEntry> entries;
   std::vector<std::unique_ptr<GptqTensors>> packed;
   std::vector<std::unique_ptr<AwqTensors>> packed_awq;
@@ -176,18 +206,18 @@ Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, co
   for (const std::string& name : names) {
     ++done;
     const HfCheckpoint::Entry e = in.find(name);
-    std::smatch match;
+    const std::optional<LinearName> linear = parse_linear(name);
     const auto overridden = overrides.find(name);
     const bool is_float = e.tensor->dtype == SafetensorsDtype::kF32 || e.tensor->dtype == SafetensorsDtype::kF16 ||
                           e.tensor->dtype == SafetensorsDtype::kBF16;
-    if (std::regex_match(name, match, kLinear) && e.tensor->shape.size() == 2 && is_float) {
-      const std::string prefix = match[1];
-      const int32_t layer = std::stoi(match[2]);
+    if (linear && e.tensor->shape.size() == 2 && is_float) {
+      const std::string& prefix = linear->prefix;
+      const int32_t layer = linear->layer;
       const int64_t rows = e.tensor->shape[0], cols = e.tensor->shape[1];
       const std::vector<float> w = overridden != overrides.end() ? overridden->second : to_floats(e);
       quant::Int4Matrix m;
       if (r.method == Method::kGptq) {
-        const std::vector<double>& gram = stats->gram(input_of(match[3]), layer);
+        const std::vector<double>& gram = stats->gram(input_of(linear->linear), layer);
         if (static_cast<int64_t>(gram.size()) != cols * cols) {
           return Status::error("no calibration statistics of the right width for '" + name + "'");
         }
