@@ -37,27 +37,6 @@ std::string read_text(const fs::path& path) {
   return buffer.str();
 }
 
-// A tensor of F32 / F16 / BF16 as floats; empty for other dtypes.
-std::vector<float> to_floats(const HfCheckpoint::Entry& e) {
-  const std::span<const uint8_t> bytes = e.file->data(*e.tensor);
-  const auto n = static_cast<size_t>(e.tensor->num_elements());
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    switch (e.tensor->dtype) {
-      case SafetensorsDtype::kF32: std::memcpy(&out[i], bytes.data() + 4 * i, 4); break;
-      case SafetensorsDtype::kF16:
-      case SafetensorsDtype::kBF16: {
-        uint16_t bits;
-        std::memcpy(&bits, bytes.data() + 2 * i, 2);
-        out[i] = e.tensor->dtype == SafetensorsDtype::kF16 ? fp16_to_fp32(bits) : bf16_to_fp32(bits);
-        break;
-      }
-      default: return {};
-    }
-  }
-  return out;
-}
-
 template <typename T>
 std::span<const uint8_t> bytes_of(const std::vector<T>& v) {
   return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
@@ -116,7 +95,7 @@ Expected<Overrides> awq_scaled(const HfCheckpoint& in, const cpu::ActivationStat
     auto it = out.find(name);
     if (it == out.end()) {
       const HfCheckpoint::Entry e = in.find(name);
-      it = out.emplace(name, e.tensor ? to_floats(e) : std::vector<float>{}).first;
+      it = out.emplace(name, e.tensor ? hf_tensor_floats(e) : std::vector<float>{}).first;
     }
     return it->second;
   };
@@ -214,7 +193,7 @@ Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, co
       const std::string& prefix = linear->prefix;
       const int32_t layer = linear->layer;
       const int64_t rows = e.tensor->shape[0], cols = e.tensor->shape[1];
-      const std::vector<float> w = overridden != overrides.end() ? overridden->second : to_floats(e);
+      const std::vector<float> w = overridden != overrides.end() ? overridden->second : hf_tensor_floats(e);
       quant::Int4Matrix m;
       if (r.method == Method::kGptq) {
         const std::vector<double>& gram = stats->gram(input_of(linear->linear), layer);
@@ -270,7 +249,7 @@ Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, co
       }
     } else if (is_float && (e.tensor->dtype != SafetensorsDtype::kF16 || overridden != overrides.end())) {
       // Everything else in fp16, the dtype GPTQ and AWQ checkpoints carry (AWQ's folded norms).
-      const std::vector<float> v = overridden != overrides.end() ? overridden->second : to_floats(e);
+      const std::vector<float> v = overridden != overrides.end() ? overridden->second : hf_tensor_floats(e);
       std::vector<uint16_t> h(v.size());
       for (size_t i = 0; i < v.size(); ++i) h[i] = fp32_to_fp16(v[i]);
       converted.push_back(std::move(h));

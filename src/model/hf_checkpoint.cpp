@@ -1,12 +1,32 @@
 #include "model/hf_checkpoint.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "core/fp16.h"
+
 namespace folio {
+
+std::vector<float> hf_tensor_floats(const HfCheckpoint::Entry& entry) {
+  const SafetensorsDtype dtype = entry.tensor->dtype;
+  if (dtype != SafetensorsDtype::kF32 && dtype != SafetensorsDtype::kF16 && dtype != SafetensorsDtype::kBF16) return {};
+  const uint8_t* data = entry.file->data(*entry.tensor).data();
+  std::vector<float> out(static_cast<size_t>(entry.tensor->num_elements()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (dtype == SafetensorsDtype::kF32) {
+      std::memcpy(&out[i], data + 4 * i, 4);
+      continue;
+    }
+    uint16_t bits;
+    std::memcpy(&bits, data + 2 * i, 2);
+    out[i] = dtype == SafetensorsDtype::kF16 ? fp16_to_fp32(bits) : bf16_to_fp32(bits);
+  }
+  return out;
+}
 
 bool is_hf_model_dir(const std::string& path) {
   std::error_code ec;

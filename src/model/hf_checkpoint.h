@@ -38,6 +38,9 @@ class HfCheckpoint {
   uint64_t total_bytes_ = 0;
 };
 
+// A tensor of F32 / F16 / BF16 as floats (row-major, its shape flattened); empty for other dtypes.
+std::vector<float> hf_tensor_floats(const HfCheckpoint::Entry& entry);
+
 // Whether the folder looks like a Hugging Face model directory (config.json inside).
 bool is_hf_model_dir(const std::string& path);
 

@@ -76,25 +76,7 @@ struct Loader {
   Status vector(const std::string& name, int64_t size, std::vector<float>& out) const {
     Expected<HfCheckpoint::Entry> e = find(name, {size});
     if (!e) return e.status();
-    const uint8_t* data = e->file->data(*e->tensor).data();
-    out.resize(static_cast<size_t>(size));
-    for (int64_t i = 0; i < size; ++i) {
-      switch (e->tensor->dtype) {
-        case SafetensorsDtype::kF32: std::memcpy(&out[i], data + 4 * i, 4); break;
-        case SafetensorsDtype::kF16: {
-          uint16_t bits;
-          std::memcpy(&bits, data + 2 * i, 2);
-          out[i] = fp16_to_fp32(bits);
-          break;
-        }
-        default: {
-          uint16_t bits;
-          std::memcpy(&bits, data + 2 * i, 2);
-          out[i] = bf16_to_fp32(bits);
-          break;
-        }
-      }
-    }
+    out = hf_tensor_floats(*e);  // find() admits only F32 / F16 / BF16
     return Status::ok();
   }
 };

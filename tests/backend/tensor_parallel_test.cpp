@@ -144,33 +144,6 @@ TEST(InProcessAllReduce, EveryRankGetsTheRankOrderSum) {
   }
 }
 
-struct Greedy {
-  std::vector<float> prompt_logits;
-  std::vector<int32_t> tokens;
-  std::vector<double> margins;  // top-1 minus top-2 logit at each generated step
-};
-
-Greedy run_greedy(Executor& executor, const std::vector<int32_t>& prompt, size_t steps, int32_t context) {
-  SequenceRunner runner(executor, context);
-  Greedy run;
-  Expected<std::vector<float>> logits = runner.append(prompt);
-  EXPECT_TRUE(logits) << logits.error();
-  if (!logits) return run;
-  run.prompt_logits = *logits;
-  for (size_t i = 0; i < steps; ++i) {
-    std::vector<float> sorted = *logits;
-    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-    run.margins.push_back(static_cast<double>(sorted[0]) - sorted[1]);
-    const auto token = static_cast<int32_t>(std::max_element(logits->begin(), logits->end()) - logits->begin());
-    run.tokens.push_back(token);
-    const int32_t next[1] = {token};
-    logits = runner.append(next);
-    EXPECT_TRUE(logits) << logits.error();
-    if (!logits) break;
-  }
-  return run;
-}
-
 // Float32 activations: the split changes only the order of float additions. Quantized (8-bit)
 // activations, the default: a sum that rounds differently can move an activation across a
 // quantization step, so TP=N differs from TP=1 as much as llama.cpp's own f16 / f32-KV runs do
@@ -196,19 +169,19 @@ void expect_tp_matches_single(const std::string& path, const std::vector<int32_t
   kv.kv_cache_bytes = kv_bytes_for_tokens((*weights)->config(), kv, kContext);
   cpu::CpuBackend backend(2, cpu::detect_isa(), precision.activations);
   cpu::CpuExecutor single(**weights, backend, kv);
-  const Greedy reference = run_greedy(single, prompt, kSteps, kContext);
+  const testing::GreedyRun reference = testing::run_greedy(single, prompt, kSteps, kContext);
   for (int32_t n : sizes) {
     SCOPED_TRACE("TP=" + std::to_string(n));
     Expected<std::unique_ptr<cpu::TensorParallelExecutor>> tp =
         cpu::TensorParallelExecutor::create(**weights, n, 2, kv, cpu::detect_isa(), precision.activations);
     ASSERT_TRUE(tp) << tp.error();
     EXPECT_EQ((*tp)->kv_pool().num_blocks, single.kv_pool().num_blocks);
-    const Greedy run = run_greedy(**tp, prompt, kSteps, kContext);
-    const double diff = testing::max_abs_difference(run.prompt_logits, reference.prompt_logits);
+    const testing::GreedyRun run = testing::run_greedy(**tp, prompt, kSteps, kContext);
+    const double diff = testing::max_abs_difference(run.last_prompt_logits, reference.last_prompt_logits);
     std::printf("  %s TP=%d: prompt logits within %.2e of TP=1\n", (*weights)->config().name.c_str(), n, diff);
     EXPECT_LT(diff, precision.logit_tolerance);
     EXPECT_GT(diff, 0.0) << "identical bits: is the split really running?";
-    testing::expect_equal_until_near_tie("TP=" + std::to_string(n), "TP=1", run.tokens, reference.tokens,
+    testing::expect_equal_until_near_tie("TP=" + std::to_string(n), "TP=1", run.generated, reference.generated,
                                          reference.margins, precision.near_tie);
   }
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,19 +23,22 @@ namespace folio::testing {
 struct GreedyRun {
   std::vector<float> last_prompt_logits;
   std::vector<int32_t> generated;
+  std::vector<double> margins;  // top-1 minus top-2 logit before each generated token
 };
 
-// Feeds the prompt, then `steps` argmax tokens one at a time, in a pool of `context` tokens.
-inline GreedyRun run_greedy(ModelWeights& model, cpu::CpuBackend& backend, const std::vector<int32_t>& prompt,
-                            size_t steps, int32_t context) {
-  const auto executor = sequence_executor(model, backend, context);
-  SequenceRunner runner(*executor, context);
+// Feeds the prompt, then `steps` argmax tokens one at a time, on any executor whose pool holds
+// `context` tokens.
+inline GreedyRun run_greedy(Executor& executor, const std::vector<int32_t>& prompt, size_t steps, int32_t context) {
+  SequenceRunner runner(executor, context);
   Expected<std::vector<float>> logits = runner.append(prompt);
   EXPECT_TRUE(logits) << logits.error();
   GreedyRun run;
   if (!logits) return run;
   run.last_prompt_logits = *logits;
   for (size_t i = 0; i < steps; ++i) {
+    std::vector<float> top = *logits;
+    std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
+    run.margins.push_back(static_cast<double>(top[0]) - top[1]);
     const int32_t token = static_cast<int32_t>(std::max_element(logits->begin(), logits->end()) - logits->begin());
     run.generated.push_back(token);
     const int32_t next[1] = {token};
@@ -43,6 +47,13 @@ inline GreedyRun run_greedy(ModelWeights& model, cpu::CpuBackend& backend, const
     if (!logits) break;
   }
   return run;
+}
+
+// The same on a CPU executor of the model whose pool holds one sequence of `context` tokens.
+inline GreedyRun run_greedy(ModelWeights& model, cpu::CpuBackend& backend, const std::vector<int32_t>& prompt,
+                            size_t steps, int32_t context) {
+  const auto executor = sequence_executor(model, backend, context);
+  return run_greedy(*executor, prompt, steps, context);
 }
 
 inline double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
