@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cli/byte_size.h"
+#include "executor/decode_graph_buckets.h"
 
 namespace folio::cli {
 namespace {
@@ -87,10 +88,18 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
                      "Token budget of one forward pass (default 512; 8192 with --device cuda)")
           ->check(CLI::Range(1, 1 << 20))
           ->group(group);
-  cmd.add_option("--max-num-seqs", options.max_num_seqs, "Requests running at once")
-      ->check(CLI::Range(1, 1 << 16))
-      ->capture_default_str()
-      ->group(group);
+  options.max_num_seqs_option =
+      cmd.add_option("--max-num-seqs", options.max_num_seqs,
+                     "Requests running at once (default 64; with --device cuda 1024, or fewer when the KV pool holds "
+                     "fewer 512-token sequences)")
+          ->check(CLI::Range(1, 1 << 16))
+          ->group(group);
+  options.prefill_tokens_while_decoding_option =
+      cmd.add_option("--max-prefill-tokens-while-decoding", options.prefill_tokens_while_decoding,
+                     "Most prompt tokens a step carries while other requests decode, so that their next tokens do "
+                     "not wait for a long prefill (default: the whole step budget; 512 with --device cuda)")
+          ->check(CLI::Range(1, 1 << 20))
+          ->group(group);
   cmd.add_flag("--no-prefix-cache", options.no_prefix_cache, "Turn automatic prefix caching off")->group(group);
   cmd.add_flag("--keep-window-blocks", options.keep_window_blocks,
                "Sliding-window layers (Gemma 3) keep every block instead of releasing those out of the window")
@@ -170,9 +179,23 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t ma
       options.max_num_batched_tokens_option != nullptr && options.max_num_batched_tokens_option->count() > 0;
   config.scheduler.max_num_batched_tokens =
       options.device.device == "cuda" && !tokens_given ? kCudaBatchedTokens : options.max_num_batched_tokens;
-  config.scheduler.max_num_seqs = options.max_num_seqs;
+  const bool cuda = options.device.device == "cuda";
+  const bool seqs_given = options.max_num_seqs_option != nullptr && options.max_num_seqs_option->count() > 0;
+  config.scheduler.max_num_seqs = cuda && !seqs_given ? kCudaMaxNumSeqs : options.max_num_seqs;
+  const bool prefill_given = options.prefill_tokens_while_decoding_option != nullptr &&
+                             options.prefill_tokens_while_decoding_option->count() > 0;
+  config.scheduler.max_prefill_tokens_while_decoding = prefill_given ? options.prefill_tokens_while_decoding
+                                                       : cuda        ? kCudaPrefillTokensWhileDecoding
+                                                                     : 0;
   config.scheduler.preemption_mode = options.preemption == "swap" ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
   return config;
+}
+
+int32_t cuda_max_num_seqs(int64_t pool_token_slots) {
+  const int64_t fit = std::clamp<int64_t>(pool_token_slots / kCudaPlannedSeqTokens, 16, kCudaMaxNumSeqs);
+  int32_t seqs = static_cast<int32_t>(fit);
+  while (decode_graph_bucket(seqs) != seqs) --seqs;  // a bucket's graph runs without padding
+  return seqs;
 }
 
 ExecutorRequest to_executor_request(const EngineOptions& options, const EngineConfig& config) {

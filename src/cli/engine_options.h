@@ -55,9 +55,28 @@ struct EngineOptions {
   // Not given: 512 tokens on the CPU, kCudaBatchedTokens with --device cuda (a GPU step of 512
   // tokens leaves the tensor cores mostly idle).
   const CLI::Option* max_num_batched_tokens_option = nullptr;
+  // Not given: 64 on the CPU; with --device cuda what the KV pool holds (cuda_max_num_seqs).
+  const CLI::Option* max_num_seqs_option = nullptr;
+  // Not given: the whole step budget; with --device cuda kCudaPrefillTokensWhileDecoding.
+  const CLI::Option* prefill_tokens_while_decoding_option = nullptr;
+  int32_t prefill_tokens_while_decoding = 0;
 };
 
 inline constexpr int32_t kCudaBatchedTokens = 8192;
+// A GPU engine runs up to this many requests at once unless its KV pool holds fewer
+// sequences of kCudaPlannedSeqTokens tokens (an H200 with the Llama-3-8B shape in BF16 holds
+// ~830k tokens: 1,024; a 70B INT4 model ~280k: 544). vLLM's default on 80 GB GPUs is 1,024.
+inline constexpr int32_t kCudaMaxNumSeqs = 1024;
+inline constexpr int32_t kCudaPlannedSeqTokens = 512;
+// Prefill tokens a GPU step carries beside running decodes (chunked prefill's stall-free
+// batching, Sarathi-Serve): a step of 8,192 prefill tokens takes ~200 ms on the 8B shape, and
+// every running request's next token waits for it; 512 add about one decode step's time.
+inline constexpr int32_t kCudaPrefillTokensWhileDecoding = 512;
+
+// The GPU's max_num_seqs once its KV pool is sized: kCudaMaxNumSeqs, or fewer when the pool
+// holds fewer sequences of kCudaPlannedSeqTokens, at least 16, rounded down to a decode-graph
+// bucket (executor/decode_graph_buckets.h).
+int32_t cuda_max_num_seqs(int64_t pool_token_slots);
 
 inline constexpr int32_t kDefaultSpeculativeTokens = 4;
 

@@ -309,6 +309,16 @@ int open_executor_session(const char* command, const std::string& model_path, in
     return 1;
   }
   out.executor = std::move(executor).value();
+  // A GPU's running requests by default: what its pool holds (cuda_max_num_seqs), at most the
+  // kCudaMaxNumSeqs the executor was built for.
+  const bool seqs_given = options.max_num_seqs_option != nullptr && options.max_num_seqs_option->count() > 0;
+  if (options.device.device == "cuda" && !seqs_given) {
+    out.config.scheduler.max_num_seqs = cuda_max_num_seqs(out.executor->kv_pool().num_token_slots());
+    if (!quiet) {
+      std::fprintf(stderr, "cuda: up to %d requests at once (--max-num-seqs), %d prompt tokens a step beside decodes\n",
+                   out.config.scheduler.max_num_seqs, out.config.scheduler.max_prefill_tokens_while_decoding);
+    }
+  }
   return 0;
 }
 

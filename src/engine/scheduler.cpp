@@ -108,15 +108,16 @@ int32_t Scheduler::committed_sequences() const {
   return total;
 }
 
-void Scheduler::admit_waiting(int32_t& budget, SchedulerOutput& output) {
-  while (budget > 0 && !waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+void Scheduler::admit_waiting(int32_t& budget, int32_t& prefill_budget, SchedulerOutput& output) {
+  while (std::min(budget, prefill_budget) > 0 && !waiting_.empty() &&
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Request* request = waiting_.front();
     // A request with n samples or beams grows to that many sequences: admit it only if they
     // fit under max_num_seqs (or nothing else runs, so that it cannot starve).
     if (!running_.empty() && committed_sequences() + sequences_of(request) > config_.max_num_seqs) return;
     const PrefixMatch prefix = kv_.find_cached_prefix(request->tokens);
     const int32_t computed = prefix.num_computed_tokens;
-    const int32_t num_new = std::min(request->num_tokens() - computed, budget);
+    const int32_t num_new = std::min({request->num_tokens() - computed, budget, prefill_budget});
     if (!kv_.allocate_slots(request->sequence_id(), num_new, prefix)) return;  // wait for room
     waiting_.pop_front();
     request->num_computed_tokens = computed;
@@ -125,6 +126,7 @@ void Scheduler::admit_waiting(int32_t& budget, SchedulerOutput& output) {
     output.chunks.push_back({request, computed, num_new, computed + num_new == request->num_tokens(), {}});
     output.num_batched_tokens += num_new;
     budget -= num_new;
+    prefill_budget -= num_new;
   }
 }
 
@@ -159,12 +161,27 @@ SchedulerOutput Scheduler::schedule() {
   output.kv_residual = kv_.has_residual();
   int32_t budget = config_.max_num_batched_tokens;
   swap_in_what_fits();
+  // Prompt tokens this step may carry: all of the budget, unless some running request decodes
+  // (one uncomputed token) and a limit is set. A chunk of more than one token is prefill (a
+  // prompt, or a recomputed request's tokens).
+  int32_t prefill_budget = budget;
+  if (config_.max_prefill_tokens_while_decoding > 0) {
+    for (const Request* request : running_) {
+      if (request->num_tokens() - request->num_computed_tokens == 1) {
+        prefill_budget = config_.max_prefill_tokens_while_decoding;
+        break;
+      }
+    }
+  }
 
   // Running requests, in priority order; preemption takes from the back of running_.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* request = running_[i];
-    const int32_t num_new = std::min(request->num_tokens() - request->num_computed_tokens, budget);
-    if (num_new == 0) {  // a beam waiting for the rest of its group to be scored
+    const int32_t remaining = request->num_tokens() - request->num_computed_tokens;
+    const bool prefill = remaining > 1;
+    int32_t num_new = std::min(remaining, budget);
+    if (prefill) num_new = std::min(num_new, prefill_budget);
+    if (num_new == 0) {  // a beam waiting for the rest of its group to be scored, or no prefill room
       ++i;
       continue;
     }
@@ -176,11 +193,12 @@ SchedulerOutput Scheduler::schedule() {
                              {}});
     output.num_batched_tokens += num_new;
     budget -= num_new;
+    if (prefill) prefill_budget -= num_new;
     ++i;
   }
   // New requests only when nothing had to give way this step (otherwise they would take the
   // blocks the preempted ones need back).
-  if (output.preempted.empty() && swapped_.empty()) admit_waiting(budget, output);
+  if (output.preempted.empty() && swapped_.empty()) admit_waiting(budget, prefill_budget, output);
   add_proposals(budget, output);
   // Nothing could run, yet work waits: the running set is made of scored beams holding blocks
   // while their siblings wait for room. Free the newest of them (it is recomputed later), or

@@ -25,6 +25,11 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 512;  // tokens per forward pass
   int32_t max_num_seqs = 64;             // running requests at once
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+  // Most prompt tokens (prefill chunks, new admissions) a step carries while some running
+  // request decodes, so that a long prompt does not hold up every running request's next token
+  // (stall-free batching; 0: no limit beyond max_num_batched_tokens). A step without decodes
+  // still fills the whole budget.
+  int32_t max_prefill_tokens_while_decoding = 0;
 };
 
 class Scheduler {
@@ -66,7 +71,7 @@ class Scheduler {
   void preempt(Request* victim, SchedulerOutput& output);
   void add_running(Request* request);
   void swap_in_what_fits();
-  void admit_waiting(int32_t& budget, SchedulerOutput& output);
+  void admit_waiting(int32_t& budget, int32_t& prefill_budget, SchedulerOutput& output);
   void add_proposals(int32_t& budget, SchedulerOutput& output);
   static bool runs_before(const Request* a, const Request* b);
   // Sequences a request will have once its parallel samples or beams are forked.

@@ -232,5 +232,53 @@ TEST_F(SchedulerTest, OutputPrintsWhatItSchedules) {
   EXPECT_NE(text.find("req " + std::to_string(r->id) + " @0 +5 sample"), std::string::npos) << text;
 }
 
+TEST_F(SchedulerTest, WhileRequestsDecodeAStepCarriesAtMostTheCappedPromptTokens) {
+  SchedulerConfig config{64, 8, PreemptionMode::kRecompute};
+  config.max_prefill_tokens_while_decoding = 12;
+  Scheduler scheduler(config, kv(128));
+  Request* a = make(40, 16);
+  scheduler.add(a);
+  // Nothing decodes yet: the prompt takes the whole budget.
+  SchedulerOutput out = step(scheduler);
+  ASSERT_EQ(out.chunks.size(), 1u);
+  EXPECT_EQ(out.chunks[0].num_new_tokens, 40);
+  Request* b = make(30, 4, 100);
+  Request* c = make(30, 4, 200);
+  scheduler.add(b);
+  scheduler.add(c);
+  // a decodes: b's first chunk is cut to the cap and c waits for prompt room.
+  out = step(scheduler);
+  ASSERT_EQ(out.chunks.size(), 2u);
+  EXPECT_EQ(out.chunks[0].request, a);
+  EXPECT_EQ(out.chunks[0].num_new_tokens, 1);
+  EXPECT_EQ(out.chunks[1].request, b);
+  EXPECT_EQ(out.chunks[1].num_new_tokens, 12);
+  EXPECT_EQ(c->status, RequestStatus::kWaiting);
+  // b's unfinished prompt keeps drawing on the cap, a still decodes every step.
+  out = step(scheduler);
+  ASSERT_NE(chunk_of(out, a), nullptr);
+  ASSERT_NE(chunk_of(out, b), nullptr);
+  EXPECT_EQ(chunk_of(out, b)->num_new_tokens, 12);
+  EXPECT_EQ(chunk_of(out, c), nullptr);
+  out = step(scheduler);
+  ASSERT_NE(chunk_of(out, b), nullptr);
+  EXPECT_EQ(chunk_of(out, b)->num_new_tokens, 6);  // b's last 6, then c's first 6
+  ASSERT_NE(chunk_of(out, c), nullptr);
+  EXPECT_EQ(chunk_of(out, c)->num_new_tokens, 6);
+  EXPECT_EQ(out.num_batched_tokens, 1 + 12);
+}
+
+TEST_F(SchedulerTest, WithoutThePrefillCapAPromptTakesTheBudgetBesideDecodes) {
+  Scheduler scheduler(SchedulerConfig{64, 8, PreemptionMode::kRecompute}, kv(128));
+  Request* a = make(10, 16);
+  scheduler.add(a);
+  step(scheduler);
+  Request* b = make(50, 4, 100);
+  scheduler.add(b);
+  const SchedulerOutput out = step(scheduler);
+  ASSERT_NE(chunk_of(out, b), nullptr);
+  EXPECT_EQ(chunk_of(out, b)->num_new_tokens, 50);
+}
+
 }  // namespace
 }  // namespace folio

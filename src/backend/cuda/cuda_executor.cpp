@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_model.h"
+#include "executor/decode_graph_buckets.h"
 #include "executor/kv_pool_sizing.h"
 
 namespace folio::cuda {
@@ -26,8 +27,9 @@ int32_t next_pow2(int32_t v) {
   return p;
 }
 
-// Graph buckets stop here: past 256 sequences a step's GEMMs dwarf its launch overhead.
-constexpr int32_t kMaxGraphSeqs = 256;
+// Decode graphs cover up to this many sequences (vLLM captures up to 512; an H200 runs 1,024
+// by default, and an eager step of that size still pays ~1 ms of launches a step).
+constexpr int32_t kMaxGraphSeqs = 1024;
 // Kept free beyond the utilization budget for cuBLASLt, graphs and the CUDA context's growth.
 constexpr size_t kReserveBytes = size_t{512} << 20;
 
@@ -63,7 +65,8 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
   const ModelConfig& c = weights.config();
   e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : c.context_length;
   e->max_blocks_per_seq_ = (e->max_model_len_ + options.block_size - 1) / options.block_size;
-  e->max_graph_seqs_ = options.cuda_graphs ? std::min(kMaxGraphSeqs, next_pow2(options.max_num_seqs)) : 0;
+  e->max_graph_seqs_ =
+      options.cuda_graphs ? std::min(kMaxGraphSeqs, decode_graph_bucket(std::max(1, options.max_num_seqs))) : 0;
 
   CudaModelLimits limits;
   limits.max_tokens = std::max(options.max_num_batched_tokens, e->max_graph_seqs_);
@@ -551,7 +554,7 @@ int32_t CudaExecutor::run(const ForwardBatch& batch, const RowSampler& sampler) 
   const bool use_graph = decode_only && num_seqs <= max_graph_seqs_ && max_blocks <= max_blocks_per_seq_;
   const auto upload_start = std::chrono::steady_clock::now();
   if (use_graph) {
-    const int32_t seqs = next_pow2(num_seqs);
+    const int32_t seqs = decode_graph_bucket(num_seqs);
     const int32_t width = std::min(next_pow2(max_blocks), max_blocks_per_seq_);
     DeviceBatch d = upload(batch, seqs, width);
     stats_.upload_host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - upload_start).count();

@@ -6,8 +6,8 @@
 // (sample_tokens) and copies back only the tokens.
 //
 // Decode graphs are keyed by (batch bucket, block-table width bucket): batch sizes round up to
-// 1, 2, 4, ..., max_num_seqs and table widths to powers of two, so a handful of graphs cover
-// every decode step. Padding sequences decode token 0 at position 0 against the null block 0
+// 1, 2, 4, 8, 16, 32 and then multiples of 32 up to max_num_seqs (executor/decode_graph_buckets.h)
+// and table widths to powers of two; graphs are captured at a bucket's first use. Padding sequences decode token 0 at position 0 against the null block 0
 // (zeros, never allocated) and write no K/V (slot -1).
 //
 // Plain C++ (CUDA's handle types are only declared), so the CLI and the checks include it; the

@@ -1,0 +1,82 @@
+// The GPU's serving defaults: decode-graph buckets, how many requests run at once for a pool,
+// and what the engine options turn into when the flags are not given.
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/engine_options.h"
+#include "executor/decode_graph_buckets.h"
+
+namespace folio::cli {
+namespace {
+
+TEST(DecodeGraphBucket, PowersOfTwoUpTo32ThenMultiplesOf32) {
+  const int32_t expected[][2] = {{1, 1},   {2, 2},   {3, 4},   {5, 8},    {9, 16},    {17, 32},    {32, 32},
+                                 {33, 64}, {64, 64}, {65, 96}, {97, 128}, {300, 320}, {1000, 1024}};
+  for (const auto& [n, bucket] : expected) EXPECT_EQ(decode_graph_bucket(n), bucket) << n;
+  for (int32_t n = 1; n <= 1024; ++n) {
+    const int32_t b = decode_graph_bucket(n);
+    EXPECT_GE(b, n);
+    EXPECT_EQ(decode_graph_bucket(b), b) << "a bucket is its own bucket";
+    if (n > 32) {
+      EXPECT_LT(b - n, kDecodeGraphStep) << "fewer than 32 padded rows past 32";
+    }
+  }
+}
+
+TEST(CudaMaxNumSeqs, WhatThePoolHoldsAtMost1024InGraphBuckets) {
+  EXPECT_EQ(cuda_max_num_seqs(830'000), 1024);  // Llama-3-8B shape on an H200
+  EXPECT_EQ(cuda_max_num_seqs(280'000), 544);   // 70B INT4 on an H200: 546 sequences fit
+  EXPECT_EQ(cuda_max_num_seqs(int64_t{1} << 40), 1024);
+  EXPECT_EQ(cuda_max_num_seqs(100), 16);       // a tiny pool still runs a few
+  EXPECT_EQ(cuda_max_num_seqs(24 * 512), 16);  // 24 fit: the bucket below
+  EXPECT_EQ(decode_graph_bucket(cuda_max_num_seqs(50'000)), cuda_max_num_seqs(50'000));
+}
+
+struct Parsed {
+  EngineOptions options;
+};
+
+Parsed parse(std::vector<std::string> args) {
+  Parsed p;
+  CLI::App app;
+  add_engine_options(app, p.options);
+  std::vector<std::string> argv{"folio"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<const char*> raw;
+  for (const std::string& a : argv) raw.push_back(a.c_str());
+  app.parse(static_cast<int>(raw.size()), raw.data());
+  p.options.device.device = "cpu";  // to_engine_config refuses cuda in a build without it
+  return p;
+}
+
+TEST(EngineDefaults, CpuKeepsItsDefaultsAndTheFlagsWin) {
+  Parsed p = parse({});
+  Expected<EngineConfig> config = to_engine_config(p.options, 0);
+  ASSERT_TRUE(config) << config.error();
+  EXPECT_EQ(config->scheduler.max_num_seqs, 64);
+  EXPECT_EQ(config->scheduler.max_num_batched_tokens, 512);
+  EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, 0);
+
+  p = parse({"--max-num-seqs", "7", "--max-prefill-tokens-while-decoding", "96"});
+  config = to_engine_config(p.options, 0);
+  ASSERT_TRUE(config) << config.error();
+  EXPECT_EQ(config->scheduler.max_num_seqs, 7);
+  EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, 96);
+}
+
+TEST(EngineDefaults, CudaRunsManyRequestsAndCapsPromptTokensBesideDecodes) {
+  Parsed p = parse({});
+  p.options.device.device = "cuda";
+  if (!check_device(p.options.device)) GTEST_SKIP() << "this folio was built without CUDA";
+  Expected<EngineConfig> config = to_engine_config(p.options, 0);
+  ASSERT_TRUE(config) << config.error();
+  EXPECT_EQ(config->scheduler.max_num_seqs, kCudaMaxNumSeqs);  // the pool may lower it (cuda_max_num_seqs)
+  EXPECT_EQ(config->scheduler.max_num_batched_tokens, kCudaBatchedTokens);
+  EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, kCudaPrefillTokensWhileDecoding);
+  const ExecutorRequest request = to_executor_request(p.options, *config);
+  EXPECT_EQ(request.max_num_seqs, kCudaMaxNumSeqs);  // graphs and buffers for the most it may run
+}
+
+}  // namespace
+}  // namespace folio::cli
