@@ -5,6 +5,7 @@ tok/s on x, TTFT p50 and TPOT p50 (and ITL p99) on y, one series per label.
   python3 bench/plot_serve.py OUT.png LABEL=FILE.json[,FILE.json...] [LABEL=...]
   python3 bench/plot_serve.py OUT.png LABEL=DIR   (every *.json of a bench/serve_shapes.py --out
                                                    directory but summary.json)
+  python3 bench/plot_serve.py OUT.png LABEL=summary.json   (a serve_shapes.py summary: every run)
 
 Needs matplotlib (not a folio dependency; any venv)."""
 
@@ -30,6 +31,12 @@ def runs_of(spec):
     for path in files:
         with open(path) as f:
             r = json.load(f)
+        if "output_throughput" not in r:  # bench/serve_shapes.py's summary.json
+            for shape, shape_runs in r.items():
+                for i, run in enumerate(shape_runs):
+                    tag = shape if shape != "poisson" else ("poisson-sat", "poisson-half")[i % 2]
+                    runs.append((f"{run['server']}-{tag}", run))
+            continue
         name = os.path.splitext(os.path.basename(path))[0]
         runs.append((name, r))
     return sorted(runs, key=lambda nr: nr[1]["output_throughput"])

@@ -97,8 +97,7 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
   options.prefill_tokens_while_decoding_option =
       cmd.add_option("--max-prefill-tokens-while-decoding", options.prefill_tokens_while_decoding,
                      "Most prompt tokens a step carries while other requests decode, so that their next tokens do "
-                     "not wait for a long prefill (default: the whole step budget; with --device cuda 512, or 2 per "
-                     "decoding request when that is more)")
+                     "not wait for a long prefill (default: the whole step budget; 512 with --device cuda)")
           ->check(CLI::Range(1, 1 << 20))
           ->group(group);
   cmd.add_flag("--no-prefix-cache", options.no_prefix_cache, "Turn automatic prefix caching off")->group(group);
@@ -188,7 +187,6 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t ma
   config.scheduler.max_prefill_tokens_while_decoding = prefill_given ? options.prefill_tokens_while_decoding
                                                        : cuda        ? kCudaPrefillTokensWhileDecoding
                                                                      : 0;
-  config.scheduler.prefill_tokens_per_decode = cuda && !prefill_given ? kCudaPrefillTokensPerDecode : 0;
   config.scheduler.preemption_mode = options.preemption == "swap" ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
   return config;
 }

@@ -70,12 +70,10 @@ inline constexpr int32_t kCudaMaxNumSeqs = 1024;
 inline constexpr int32_t kCudaPlannedSeqTokens = 512;
 // Prefill tokens a GPU step carries beside running decodes (chunked prefill's stall-free
 // batching, Sarathi-Serve): a step of 8,192 prefill tokens takes ~200 ms on the 8B shape, and
-// every running request's next token waits for it; 512 add about one decode step's time.
+// every running request's next token waits for it; 512 add about one decode step's time. (Also
+// measured: 2 per decoding request when more, which lengthened steps at 768 decodes without
+// shortening TTFT: docs/BENCHMARKS.md, "GPU serving defaults".)
 inline constexpr int32_t kCudaPrefillTokensWhileDecoding = 512;
-// ... or 2 per decoding request when that is more: a prompt token costs about a third of a
-// decoding row's share of a large step (the 8B shape at 512 decodes: ~27 us against ~90 us), so
-// the step grows by at most ~2/3 while a burst of new requests still gets in.
-inline constexpr int32_t kCudaPrefillTokensPerDecode = 2;
 
 // The GPU's max_num_seqs once its KV pool is sized: kCudaMaxNumSeqs, or fewer when the pool
 // holds fewer sequences of kCudaPlannedSeqTokens, at least 16, rounded down to a decode-graph

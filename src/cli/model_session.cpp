@@ -315,11 +315,8 @@ int open_executor_session(const char* command, const std::string& model_path, in
   if (options.device.device == "cuda" && !seqs_given) {
     out.config.scheduler.max_num_seqs = cuda_max_num_seqs(out.executor->kv_pool().num_token_slots());
     if (!quiet) {
-      std::fprintf(stderr,
-                   "cuda: up to %d requests at once (--max-num-seqs), %d prompt tokens a step beside decodes (or %d "
-                   "per decoding request)\n",
-                   out.config.scheduler.max_num_seqs, out.config.scheduler.max_prefill_tokens_while_decoding,
-                   out.config.scheduler.prefill_tokens_per_decode);
+      std::fprintf(stderr, "cuda: up to %d requests at once (--max-num-seqs), %d prompt tokens a step beside decodes\n",
+                   out.config.scheduler.max_num_seqs, out.config.scheduler.max_prefill_tokens_while_decoding);
     }
   }
   return 0;

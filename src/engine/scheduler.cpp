@@ -166,11 +166,11 @@ SchedulerOutput Scheduler::schedule() {
   // prompt, or a recomputed request's tokens).
   int32_t prefill_budget = budget;
   if (config_.max_prefill_tokens_while_decoding > 0) {
-    int32_t decoding = 0;
-    for (const Request* request : running_) decoding += request->num_tokens() - request->num_computed_tokens == 1;
-    if (decoding > 0) {
-      prefill_budget =
-          std::max(config_.max_prefill_tokens_while_decoding, decoding * config_.prefill_tokens_per_decode);
+    for (const Request* request : running_) {
+      if (request->num_tokens() - request->num_computed_tokens == 1) {
+        prefill_budget = config_.max_prefill_tokens_while_decoding;
+        break;
+      }
     }
   }
 

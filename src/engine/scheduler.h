@@ -27,12 +27,9 @@ struct SchedulerConfig {
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
   // Most prompt tokens (prefill chunks, new admissions) a step carries while some running
   // request decodes, so that a long prompt does not hold up every running request's next token
-  // (stall-free batching; 0: no limit beyond max_num_batched_tokens): this many, or
-  // prefill_tokens_per_decode per decoding request when that is more, since a step of many
-  // decodes is long anyway and its prompt tokens keep new requests from waiting behind it. A
-  // step without decodes still fills the whole budget.
+  // (stall-free batching; 0: no limit beyond max_num_batched_tokens). A step without decodes
+  // still fills the whole budget.
   int32_t max_prefill_tokens_while_decoding = 0;
-  int32_t prefill_tokens_per_decode = 0;
 };
 
 class Scheduler {

@@ -63,7 +63,6 @@ TEST(EngineDefaults, CpuKeepsItsDefaultsAndTheFlagsWin) {
   ASSERT_TRUE(config) << config.error();
   EXPECT_EQ(config->scheduler.max_num_seqs, 7);
   EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, 96);
-  EXPECT_EQ(config->scheduler.prefill_tokens_per_decode, 0);  // a given cap is the cap
 }
 
 TEST(EngineDefaults, CudaRunsManyRequestsAndCapsPromptTokensBesideDecodes) {
@@ -75,7 +74,6 @@ TEST(EngineDefaults, CudaRunsManyRequestsAndCapsPromptTokensBesideDecodes) {
   EXPECT_EQ(config->scheduler.max_num_seqs, kCudaMaxNumSeqs);  // the pool may lower it (cuda_max_num_seqs)
   EXPECT_EQ(config->scheduler.max_num_batched_tokens, kCudaBatchedTokens);
   EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, kCudaPrefillTokensWhileDecoding);
-  EXPECT_EQ(config->scheduler.prefill_tokens_per_decode, kCudaPrefillTokensPerDecode);
   const ExecutorRequest request = to_executor_request(p.options, *config);
   EXPECT_EQ(request.max_num_seqs, kCudaMaxNumSeqs);  // graphs and buffers for the most it may run
 }

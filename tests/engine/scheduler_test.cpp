@@ -280,25 +280,5 @@ TEST_F(SchedulerTest, WithoutThePrefillCapAPromptTakesTheBudgetBesideDecodes) {
   EXPECT_EQ(chunk_of(out, b)->num_new_tokens, 50);
 }
 
-TEST_F(SchedulerTest, ThePrefillCapGrowsWithTheDecodingRequests) {
-  SchedulerConfig config{256, 16, PreemptionMode::kRecompute};
-  config.max_prefill_tokens_while_decoding = 8;
-  config.prefill_tokens_per_decode = 3;
-  Scheduler scheduler(config, kv(256));
-  std::vector<Request*> decoding;
-  for (int i = 0; i < 5; ++i) {
-    decoding.push_back(make(4, 32, 10 * i));
-    scheduler.add(decoding.back());
-  }
-  step(scheduler);  // five short prompts, nothing decoding yet
-  Request* big = make(100, 4, 100);
-  scheduler.add(big);
-  // Five decode: max(8, 5 * 3) = 15 prompt tokens.
-  SchedulerOutput out = step(scheduler);
-  ASSERT_NE(chunk_of(out, big), nullptr);
-  EXPECT_EQ(chunk_of(out, big)->num_new_tokens, 15);
-  EXPECT_EQ(out.num_batched_tokens, 5 + 15);
-}
-
 }  // namespace
 }  // namespace folio
