@@ -77,9 +77,10 @@ void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, co
   const int64_t cols = first.cols;
   const size_t act_row_bytes = row_bytes(kernels->activation_type, cols);
   const uint8_t* acts = convert_activations(*kernels, x, n, cols);
-  // The panels on AMX (tiles + VNNI) and on AVX-512 (VNNI rows: one pass over a packed panel for
-  // every row, and decode streaming the panels, with prefetch, at the stored size).
-  bool panels = isa_ >= Isa::kAvx512;
+  // The panels on AMX (tiles + VNNI), on AVX-512 (VNNI rows: one pass over a packed panel for
+  // every row, and decode streaming the panels, with prefetch, at the stored size) and on AVX2
+  // (four rows at a time per loaded block).
+  bool panels = isa_ >= Isa::kAvx2;
   for (const WeightTensor* w : ws) panels = panels && amx_panel_gemm_supports(w->type, w->rows, w->cols);
   if (panels) return matmul_panels(ws, acts, act_row_bytes, ys, n);
 
@@ -149,12 +150,17 @@ void CpuBackend::matmul_swiglu(const WeightTensor& gate, const WeightTensor& up,
 
 void CpuBackend::prepare_activation_terms(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, int64_t n) {
   activation_terms_.resize(amx_terms_floats(n, w.cols));
-  amx_activation_terms(w.type, acts, act_row_bytes, n, w.cols, activation_terms_.data());
+  if (isa_ >= Isa::kAvx512) {
+    amx_activation_terms(w.type, acts, act_row_bytes, n, w.cols, activation_terms_.data());
+  } else {
+    avx2_activation_terms(w.type, acts, act_row_bytes, n, w.cols, activation_terms_.data());
+  }
 }
 
-// AMX and AVX-512: the weights go by in panels of 16 rows, repacked at load (w.packed) or packed
+// AMX, AVX-512 and AVX2: the weights go by in panels of 16 rows, repacked at load (w.packed) or packed
 // as each is reached, and met by every activation row (panel_gemm.h: tiles where there is AMX,
-// VNNI rows elsewhere); the threads take the matrices' panels as one run.
+// VNNI rows on AVX-512, four rows a block on AVX2); the threads take the matrices' panels as
+// one run.
 void CpuBackend::matmul_panels(std::span<const WeightTensor* const> ws, const uint8_t* acts, size_t act_row_bytes,
                                std::span<float* const> ys, int64_t n) {
   constexpr int64_t kPanelRows = 16;
@@ -173,20 +179,35 @@ void CpuBackend::matmul_panels(std::span<const WeightTensor* const> ws, const ui
           const int64_t lo = std::max(begin, offset) - offset,
                         hi = std::min(end, offset + w.rows / kPanelRows) - offset;
           if (lo >= hi) continue;
-          amx_panel_gemm(w.type, w.cols, static_cast<const uint8_t*>(w.data), static_cast<const uint8_t*>(w.packed),
-                         acts, act_row_bytes, activation_terms_.data(), n, lo, hi, ys[i], w.rows, isa_ == Isa::kAmx);
+          const auto* data = static_cast<const uint8_t*>(w.data);
+          const auto* packed = static_cast<const uint8_t*>(w.packed);
+          if (isa_ >= Isa::kAvx512) {
+            amx_panel_gemm(w.type, w.cols, data, packed, acts, act_row_bytes, activation_terms_.data(), n, lo, hi,
+                           ys[i], w.rows, isa_ == Isa::kAmx);
+          } else {
+            avx2_panel_gemm(w.type, w.cols, data, packed, acts, act_row_bytes, activation_terms_.data(), n, lo, hi,
+                            ys[i], w.rows);
+          }
         }
       },
       4);
 }
 
 AlignedBytes CpuBackend::pack_for_matmul(const WeightTensor& w) {
-  if (isa_ < Isa::kAvx512 || !amx_panel_gemm_supports(w.type, w.rows, w.cols)) return {};
+  if (isa_ < Isa::kAvx2 || !amx_panel_gemm_supports(w.type, w.rows, w.cols)) return {};
   AlignedBytes packed(amx_packed_bytes(w.type, w.rows, w.cols));
   const auto* weights = static_cast<const uint8_t*>(w.data);
+  const bool avx512 = isa_ >= Isa::kAvx512;
   pool_.parallel_for(
       w.rows / 16,
-      [&](int, int64_t begin, int64_t end) { amx_pack_panels(w.type, w.cols, weights, begin, end, packed.data()); }, 4);
+      [&](int, int64_t begin, int64_t end) {
+        if (avx512) {
+          amx_pack_panels(w.type, w.cols, weights, begin, end, packed.data());
+        } else {
+          avx2_pack_panels(w.type, w.cols, weights, begin, end, packed.data());
+        }
+      },
+      4);
   return packed;
 }
 

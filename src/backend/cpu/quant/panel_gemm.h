@@ -59,4 +59,15 @@ void amx_panel_gemm_swiglu(DType weight_type, int64_t cols, const uint8_t* gate,
                            size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
                            float* out, int64_t out_stride, bool use_tiles);
 
+// AVX2 (+ FMA, F16C; panel_gemm_avx2.cpp): the same panels, terms and results, bit for bit,
+// with the dot products made from vpmaddubsw / vpmaddwd instead of VNNI. Call only when
+// detect_isa() is at least Isa::kAvx2. Packing makes amx_pack_panels' bytes.
+void avx2_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
+                           float* terms);
+void avx2_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, int64_t panel_begin, int64_t panel_end,
+                      uint8_t* packed);
+void avx2_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed,
+                     const uint8_t* acts, size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin,
+                     int64_t panel_end, float* y, int64_t y_stride);
+
 }  // namespace folio::cpu

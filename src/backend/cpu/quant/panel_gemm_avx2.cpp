@@ -1,0 +1,262 @@
+// panel_gemm.h on AVX2 (with FMA and F16C): the same packed panels, activation terms and float
+// folds as the AVX-512 / AMX file, so a row's result has the same bits on every ISA that runs
+// panels. Compiled with -mavx2 -mfma -mf16c (CMake, by the _avx2 suffix). Intrinsics and
+// internal-linkage helpers only (quant/README.md).
+//
+// AVX2 has no VNNI: a block's integer dot products come from vpmaddubsw (unsigned code x signed
+// activation, adjacent pairs summed to 16 bits) and vpmaddwd (pairs of those to 32 bits). A pair
+// of 4-bit codes times activations in [-127, 127] stays under 2 x 15 x 127 = 3,810, so nothing
+// saturates; Q8_0's 8-bit codes (c = q + 128, up to 255) would, so they go in as two nibbles,
+// dot(c, a) = 16 dot(c >> 4, a) + dot(c & 15, a). Every sum is exact, so the integers are
+// vpdpbusd's and the folds that follow are the same operations in the same order.
+//
+// Register blocking: four activation rows share each loaded block of codes (the panel's 16
+// weight rows, two 8-lane halves); their 32-bit block sums live in registers and their float
+// sums in a small L1 array, folded once a block (the scales change every 32 inputs).
+#include <immintrin.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/quant/panel_gemm.h"
+#include "quant/block_formats.h"
+
+namespace folio::cpu {
+namespace {
+
+constexpr int kPanelRows = 16;
+constexpr int kTileRows = 16;  // the terms' layout (terms_index) groups rows by 16, as the AMX file does
+constexpr int kBlock = 32;
+constexpr int kRowsAtOnce = 4;
+constexpr int kPrefetchBlocks = 12;
+
+struct Layout {
+  size_t weight_block_bytes;
+  size_t weight_codes_offset;
+  size_t act_block_bytes;
+  size_t act_codes_offset;
+  int offset;  // subtracted from the stored unsigned codes (0: affine, Q4_1)
+  bool four_bit;
+};
+
+Layout layout_of(DType type) {
+  switch (type) {
+    case DType::Q4_0: return {sizeof(quant::BlockQ4_0), 2, sizeof(quant::BlockQ8_0), 2, 8, true};
+    case DType::Q4_1: return {sizeof(quant::BlockQ4_1), 4, sizeof(quant::BlockQ8_1), 4, 0, true};
+    default: return {sizeof(quant::BlockQ8_0), 2, sizeof(quant::BlockQ8_0), 2, 128, false};  // Q8_0
+  }
+}
+
+size_t packed_codes_bytes(const Layout& l) {
+  return l.four_bit ? 256 : 512;
+}
+
+size_t packed_block_bytes(const Layout& l) {
+  return packed_codes_bytes(l) + kPanelRows * sizeof(uint16_t) * (l.offset == 0 ? 2 : 1);
+}
+
+size_t terms_index(int64_t blocks, int64_t m, int64_t b) {
+  return static_cast<size_t>(((m / kTileRows) * blocks + b) * 2 * kTileRows + (m % kTileRows) * 2);
+}
+
+float half_to_float(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// Panel rows [r0, r0 + 16), every block, into the packed layout (panel_gemm_amx.cpp's comment):
+// dword j of the 16 rows side by side, 64 bytes a j; then the rows' fp16 scales (and minimums).
+void pack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64_t r0, int64_t blocks, uint8_t* out) {
+  const size_t stride = packed_block_bytes(l), codes = packed_codes_bytes(l);
+  const int dwords = l.four_bit ? 4 : 8;
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* block = out + b * stride;
+    for (int n = 0; n < kPanelRows; ++n) {
+      const uint8_t* src = weights + (r0 + n) * row_bytes + b * l.weight_block_bytes;
+      for (int j = 0; j < dwords; ++j) {
+        uint8_t* dst = block + 64 * j + 4 * n;
+        std::memcpy(dst, src + l.weight_codes_offset + 4 * j, 4);
+        if (!l.four_bit) {
+          for (int k = 0; k < 4; ++k) dst[k] ^= 0x80;  // signed bytes + 128 = unsigned codes
+        }
+      }
+      std::memcpy(block + codes + 2 * n, src, 2);
+      if (l.offset == 0) std::memcpy(block + codes + 2 * kPanelRows + 2 * n, src + 2, 2);
+    }
+  }
+}
+
+// The 16 lanes' exact dot products of one block for R activation rows: sums[r][half], half 0
+// the panel's rows 0-7. a[r]: row r's block codes.
+template <int R>
+__attribute__((always_inline)) inline void block_dots(const Layout& l, const uint8_t* block, const uint8_t* const* a,
+                                                      __m256i (&sums)[R][2]) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i sixteens = _mm256_set1_epi16(16);
+  for (int r = 0; r < R; ++r) sums[r][0] = sums[r][1] = _mm256_setzero_si256();
+  for (int j = 0; j < (l.four_bit ? 4 : 8); ++j) {
+    const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * j));
+    const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * j + 32));
+    const __m256i lo0 = _mm256_and_si256(v0, low), lo1 = _mm256_and_si256(v1, low);
+    const __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low);
+    const __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low);
+    for (int r = 0; r < R; ++r) {
+      int32_t word;
+      if (l.four_bit) {
+        // Low nibbles are inputs 4j..4j+3, high nibbles 4(j + 4)..: two activation words.
+        std::memcpy(&word, a[r] + 4 * j, 4);
+        const __m256i x = _mm256_set1_epi32(word);
+        std::memcpy(&word, a[r] + 4 * (j + 4), 4);
+        const __m256i y = _mm256_set1_epi32(word);
+        sums[r][0] = _mm256_add_epi32(sums[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo0, x), ones));
+        sums[r][1] = _mm256_add_epi32(sums[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(lo1, x), ones));
+        sums[r][0] = _mm256_add_epi32(sums[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(hi0, y), ones));
+        sums[r][1] = _mm256_add_epi32(sums[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(hi1, y), ones));
+      } else {
+        std::memcpy(&word, a[r] + 4 * j, 4);
+        const __m256i x = _mm256_set1_epi32(word);
+        sums[r][0] = _mm256_add_epi32(sums[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo0, x), ones));
+        sums[r][1] = _mm256_add_epi32(sums[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(lo1, x), ones));
+        sums[r][0] = _mm256_add_epi32(sums[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(hi0, x), sixteens));
+        sums[r][1] = _mm256_add_epi32(sums[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(hi1, x), sixteens));
+      }
+    }
+  }
+}
+
+// One block's exact dots into 8 lanes of a row's float sums: the AVX-512 file's `accumulate`,
+// lane for lane. scales: the 8 rows' fp16 scales (minimums 2 x kPanelRows bytes on).
+__attribute__((always_inline)) inline __m256 accumulate(__m256 acc, __m256i dots, bool affine, const uint8_t* scales,
+                                                        const float* terms) {
+  __m256 t = _mm256_cvtepi32_ps(dots);
+  if (!affine) t = _mm256_sub_ps(t, _mm256_set1_ps(terms[1]));
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+  acc = _mm256_fmadd_ps(t, _mm256_mul_ps(d, _mm256_set1_ps(terms[0])), acc);
+  if (affine) {
+    const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 2 * kPanelRows)));
+    acc = _mm256_fmadd_ps(m, _mm256_set1_ps(terms[1]), acc);
+  }
+  return acc;
+}
+
+// R activation rows (m0..m0 + R - 1 of the call, rows act_stride apart) against one packed
+// panel; y: row m0's first output of the panel. stream: decode, prefetch the panel ahead.
+template <int R>
+void panel_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, size_t act_stride,
+                const float* terms, int64_t m0, float* y, int64_t y_stride, bool stream) {
+  const size_t stride = packed_block_bytes(l), codes = packed_codes_bytes(l);
+  const bool affine = l.offset == 0;
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const float* row_terms[R];
+  for (int r = 0; r < R; ++r) row_terms[r] = terms + terms_index(blocks, m0 + r, 0);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = panel + b * stride;
+    if (stream) {
+      for (size_t line = 0; line <= stride; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBlocks * stride + line), _MM_HINT_T1);
+      }
+    }
+    const uint8_t* a[R];
+    for (int r = 0; r < R; ++r) a[r] = act + r * act_stride + b * l.act_block_bytes + l.act_codes_offset;
+    __m256i sums[R][2];
+    block_dots<R>(l, block, a, sums);
+    const uint8_t* scales = block + codes;
+    for (int r = 0; r < R; ++r) {
+      const float* t = row_terms[r] + b * 2 * kTileRows;
+      acc[r][0] = accumulate(acc[r][0], sums[r][0], affine, scales, t);
+      acc[r][1] = accumulate(acc[r][1], sums[r][1], affine, scales + 16, t);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm256_storeu_ps(y + r * y_stride, acc[r][0]);
+    _mm256_storeu_ps(y + r * y_stride + 8, acc[r][1]);
+  }
+}
+
+// Packed panels made on the fly (a matrix not packed at load), one per thread, kept.
+struct PanelScratch {
+  uint8_t* bytes = nullptr;
+  size_t capacity = 0;
+  ~PanelScratch() { std::free(bytes); }
+};
+
+uint8_t* panel_scratch(size_t bytes) {
+  static thread_local PanelScratch scratch;
+  if (bytes > scratch.capacity) {
+    std::free(scratch.bytes);
+    scratch.capacity = (bytes + 4095) / 4096 * 4096;
+    scratch.bytes = static_cast<uint8_t*>(std::aligned_alloc(64, scratch.capacity));
+  }
+  return scratch.bytes;
+}
+
+}  // namespace
+
+void avx2_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
+                           float* terms) {
+  const Layout l = layout_of(weight_type);
+  const int64_t blocks = cols / kBlock;
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  for (int64_t m = 0; m < n; ++m) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = acts + m * act_row_bytes + b * l.act_block_bytes;
+      float* out = terms + terms_index(blocks, m, b);
+      out[0] = half_to_float(block);
+      if (l.offset == 0) {
+        out[1] = half_to_float(block + 2);  // Q8_1's s = d sum(q)
+        continue;
+      }
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + l.act_codes_offset));
+      const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+      __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+      t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+      t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+      out[1] = static_cast<float>(l.offset * _mm_cvtsi128_si32(t));
+    }
+  }
+}
+
+void avx2_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, int64_t panel_begin, int64_t panel_end,
+                      uint8_t* packed) {
+  const Layout l = layout_of(weight_type);
+  const int64_t blocks = cols / kBlock;
+  const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
+  for (int64_t p = panel_begin; p < panel_end; ++p) {
+    pack_panel(l, weights, static_cast<size_t>(blocks) * l.weight_block_bytes, p * kPanelRows, blocks,
+               packed + static_cast<size_t>(p) * panel_bytes);
+  }
+}
+
+void avx2_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed,
+                     const uint8_t* acts, size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin,
+                     int64_t panel_end, float* y, int64_t y_stride) {
+  const Layout l = layout_of(weight_type);
+  const int64_t blocks = cols / kBlock;
+  const size_t row_bytes = static_cast<size_t>(blocks) * l.weight_block_bytes;
+  const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
+  uint8_t* own = packed == nullptr ? panel_scratch(panel_bytes) : nullptr;
+  const bool stream = n < kRowsAtOnce;  // decode: one pass over the panels, read ahead
+  for (int64_t p = panel_begin; p < panel_end; ++p) {
+    const uint8_t* panel = packed + static_cast<size_t>(p) * panel_bytes;
+    if (packed == nullptr) {
+      pack_panel(l, weights, row_bytes, p * kPanelRows, blocks, own);
+      panel = own;
+    }
+    float* out = y + p * kPanelRows;
+    int64_t m = 0;
+    for (; m + kRowsAtOnce <= n; m += kRowsAtOnce) {
+      panel_rows<kRowsAtOnce>(l, panel, blocks, acts + m * act_row_bytes, act_row_bytes, terms, m, out + m * y_stride,
+                              y_stride, false);
+    }
+    for (; m < n; ++m) {
+      panel_rows<1>(l, panel, blocks, acts + m * act_row_bytes, act_row_bytes, terms, m, out + m * y_stride, y_stride,
+                    stream);
+    }
+  }
+}
+
+}  // namespace folio::cpu
