@@ -81,7 +81,7 @@ void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, co
   // every row, and decode streaming the panels, with prefetch, at the stored size) and on AVX2
   // (four rows at a time per loaded block).
   bool panels = isa_ >= Isa::kAvx2;
-  for (const WeightTensor* w : ws) panels = panels && amx_panel_gemm_supports(w->type, w->rows, w->cols);
+  for (const WeightTensor* w : ws) panels = panels && panel_gemm_supports(w->type, w->rows, w->cols);
   if (panels) return matmul_panels(ws, acts, act_row_bytes, ys, n);
 
   // Each thread takes a run of the matrices' rows (one after another, as one matrix).
@@ -131,7 +131,7 @@ void CpuBackend::matmul_swiglu(const WeightTensor& gate, const WeightTensor& up,
                                float* up_scratch, int64_t n) {
   const bool fused = isa_ >= Isa::kAvx512 && precision_ == ActivationPrecision::kQuantized && n > 0 &&
                      gate.packed != nullptr && up.packed != nullptr && gate.type == up.type && gate.rows == up.rows &&
-                     gate.cols == up.cols && amx_panel_gemm_supports(gate.type, gate.rows, gate.cols);
+                     gate.cols == up.cols && panel_gemm_supports(gate.type, gate.rows, gate.cols);
   if (!fused) return Backend::matmul_swiglu(gate, up, x, out, up_scratch, n);
   const QuantKernels* kernels = quant_kernels(gate.type, isa_);
   const size_t act_row_bytes = row_bytes(kernels->activation_type, gate.cols);
@@ -149,12 +149,8 @@ void CpuBackend::matmul_swiglu(const WeightTensor& gate, const WeightTensor& up,
 }
 
 void CpuBackend::prepare_activation_terms(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, int64_t n) {
-  activation_terms_.resize(amx_terms_floats(n, w.cols));
-  if (isa_ >= Isa::kAvx512) {
-    amx_activation_terms(w.type, acts, act_row_bytes, n, w.cols, activation_terms_.data());
-  } else {
-    avx2_activation_terms(w.type, acts, act_row_bytes, n, w.cols, activation_terms_.data());
-  }
+  activation_terms_.resize(panel_terms_floats(n, w.cols));
+  panel_activation_terms(w.type, acts, act_row_bytes, n, w.cols, activation_terms_.data());
 }
 
 // AMX, AVX-512 and AVX2: the weights go by in panels of 16 rows, repacked at load (w.packed) or packed
@@ -194,8 +190,8 @@ void CpuBackend::matmul_panels(std::span<const WeightTensor* const> ws, const ui
 }
 
 AlignedBytes CpuBackend::pack_for_matmul(const WeightTensor& w) {
-  if (isa_ < Isa::kAvx2 || !amx_panel_gemm_supports(w.type, w.rows, w.cols)) return {};
-  AlignedBytes packed(amx_packed_bytes(w.type, w.rows, w.cols));
+  if (isa_ < Isa::kAvx2 || !panel_gemm_supports(w.type, w.rows, w.cols)) return {};
+  AlignedBytes packed(panel_packed_bytes(w.type, w.rows, w.cols));
   const auto* weights = static_cast<const uint8_t*>(w.data);
   const bool avx512 = isa_ >= Isa::kAvx512;
   pool_.parallel_for(

@@ -55,7 +55,7 @@ class CpuBackend final : public Backend {
   void matmul_float_activations(const WeightTensor& w, const float* x, float* y, int64_t n);
   // x converted into converted_activations_ for the kernels' activation format.
   const uint8_t* convert_activations(const QuantKernels& kernels, const float* x, int64_t n, int64_t cols);
-  // activation_terms_ for panels of w's type and width (amx_activation_terms).
+  // activation_terms_ for panels of w's type and width (panel_activation_terms).
   void prepare_activation_terms(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, int64_t n);
   void matmul_panels(std::span<const WeightTensor* const> ws, const uint8_t* acts, size_t act_row_bytes,
                      std::span<float* const> ys, int64_t n);
@@ -64,7 +64,7 @@ class CpuBackend final : public Backend {
   Isa isa_;
   ActivationPrecision precision_;
   std::vector<uint8_t> converted_activations_;  // (n, row_bytes(activation_type, cols))
-  std::vector<float> activation_terms_;         // panels: amx_activation_terms
+  std::vector<float> activation_terms_;         // panels: panel_activation_terms
 };
 
 }  // namespace folio::cpu

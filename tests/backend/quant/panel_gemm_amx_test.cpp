@@ -23,6 +23,7 @@
 namespace folio::cpu {
 namespace {
 
+using test::expect_near_float64;
 using test::make_problem;
 using test::Problem;
 
@@ -30,9 +31,9 @@ using test::Problem;
 // panels packed beforehand (as executors do), else unpacked panel by panel.
 std::vector<float> amx_matmul(const Problem& p, const uint8_t* acts, int64_t n, bool packed = false,
                               bool tiles = true) {
-  std::vector<float> terms(amx_terms_floats(n, p.cols));
-  amx_activation_terms(p.type, acts, p.act_row_bytes, n, p.cols, terms.data());
-  AlignedBytes panels(packed ? amx_packed_bytes(p.type, p.rows, p.cols) : 0);
+  std::vector<float> terms(panel_terms_floats(n, p.cols));
+  panel_activation_terms(p.type, acts, p.act_row_bytes, n, p.cols, terms.data());
+  AlignedBytes panels(packed ? panel_packed_bytes(p.type, p.rows, p.cols) : 0);
   if (packed) amx_pack_panels(p.type, p.cols, p.weights.data(), 0, p.rows / 16, panels.data());
   std::vector<float> y(static_cast<size_t>(n * p.rows), NAN);
   amx_panel_gemm(p.type, p.cols, p.weights.data(), packed ? panels.data() : nullptr, acts, p.act_row_bytes,
@@ -49,7 +50,6 @@ class AmxPanelGemm : public ::testing::TestWithParam<DType> {
 
 TEST_P(AmxPanelGemm, MatchesFloat64Reference) {
   const DType type = GetParam();
-  const QuantKernels* scalar = quant_kernels(type, Isa::kScalar);
   const QuantKernels* avx512 = quant_kernels(type, Isa::kAvx512);
   std::mt19937 rng(7);
   for (const auto& [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{16, 32, 1},
@@ -61,28 +61,7 @@ TEST_P(AmxPanelGemm, MatchesFloat64Reference) {
     for (bool raw : {false, true}) {
       const Problem p = make_problem(rng, type, rows, cols, n, raw);
       const std::vector<float> y = amx_matmul(p, p.acts.data(), n);
-      std::vector<float> w(static_cast<size_t>(cols)), a(static_cast<size_t>(cols));
-      for (int64_t m = 0; m < n; ++m) {
-        const uint8_t* act = p.acts.data() + m * p.act_row_bytes;
-        ASSERT_TRUE(quant::dequantize_row(scalar->activation_type, act, a.data(), cols));
-        for (int64_t r = 0; r < rows; ++r) {
-          scalar->dequantize_row(p.weights.data() + r * row_bytes(type, cols), w.data(), cols);
-          double exact = 0.0, magnitude = 0.0;
-          for (int64_t k = 0; k < cols; ++k) {
-            exact += static_cast<double>(w[k]) * a[k];
-            magnitude += std::fabs(static_cast<double>(w[k]) * a[k]);
-          }
-          // Q4_1's minimum rides on the activation's fp16 sum (s = d sum(q)), as on every path:
-          // the AVX-512 dot product carries the same rounding, so the bound is its distance.
-          float simd = 0.0f;
-          avx512->dot_rows(cols, p.weights.data() + r * row_bytes(type, cols), act, p.act_row_bytes, 1, &simd);
-          const double got = y[m * rows + r];
-          const double bound = 1e-5 * magnitude + 2.0 * std::fabs(static_cast<double>(simd) - exact) + 1e-30;
-          ASSERT_LE(std::fabs(got - exact), bound)
-              << dtype_info(type).name << " " << rows << "x" << cols << " n=" << n << " raw=" << raw << " row " << m
-              << " col " << r << ": amx " << got << ", float64 " << exact << ", avx512 " << simd;
-        }
-      }
+      expect_near_float64(p, y, avx512, std::string("amx raw=") + (raw ? "1" : "0"));
     }
   }
 }
@@ -121,12 +100,12 @@ TEST_P(AmxPanelGemm, SwigluEpilogueEqualsProductsThenSwiglu) {
   const Problem gate = make_problem(rng, type, 48, 576, 53, false);
   Problem up = make_problem(rng, type, 48, 576, 53, false);
   up.acts = gate.acts;  // one input for both
-  AlignedBytes gate_packed(amx_packed_bytes(type, 48, 576)), up_packed(amx_packed_bytes(type, 48, 576));
+  AlignedBytes gate_packed(panel_packed_bytes(type, 48, 576)), up_packed(panel_packed_bytes(type, 48, 576));
   amx_pack_panels(type, 576, gate.weights.data(), 0, 3, gate_packed.data());
   amx_pack_panels(type, 576, up.weights.data(), 0, 3, up_packed.data());
   auto fused = [&](const uint8_t* acts, int64_t n, bool tiles = true) {
-    std::vector<float> terms(amx_terms_floats(n, 576)), out(static_cast<size_t>(n * 48), NAN);
-    amx_activation_terms(type, acts, gate.act_row_bytes, n, 576, terms.data());
+    std::vector<float> terms(panel_terms_floats(n, 576)), out(static_cast<size_t>(n * 48), NAN);
+    panel_activation_terms(type, acts, gate.act_row_bytes, n, 576, terms.data());
     amx_panel_gemm_swiglu(type, 576, gate_packed.data(), up_packed.data(), acts, gate.act_row_bytes, terms.data(), n, 0,
                           3, out.data(), 48, tiles);
     return out;
@@ -149,10 +128,10 @@ INSTANTIATE_TEST_SUITE_P(Types, AmxPanelGemm, ::testing::Values(DType::Q4_0, DTy
                          [](const auto& info) { return std::string(dtype_info(info.param).name); });
 
 TEST(AmxPanelGemmShapes, TakesWhatItComputes) {
-  EXPECT_TRUE(amx_panel_gemm_supports(DType::Q4_1, 576, 576));
-  EXPECT_FALSE(amx_panel_gemm_supports(DType::Q4_1, 570, 576));  // rows not in panels of 16
-  EXPECT_FALSE(amx_panel_gemm_supports(DType::Q4_K, 576, 576));
-  EXPECT_FALSE(amx_panel_gemm_supports(DType::F16, 576, 576));
+  EXPECT_TRUE(panel_gemm_supports(DType::Q4_1, 576, 576));
+  EXPECT_FALSE(panel_gemm_supports(DType::Q4_1, 570, 576));  // rows not in panels of 16
+  EXPECT_FALSE(panel_gemm_supports(DType::Q4_K, 576, 576));
+  EXPECT_FALSE(panel_gemm_supports(DType::F16, 576, 576));
 }
 
 }  // namespace

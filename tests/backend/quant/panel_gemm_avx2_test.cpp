@@ -20,14 +20,15 @@
 namespace folio::cpu {
 namespace {
 
+using test::expect_near_float64;
 using test::make_problem;
 using test::Problem;
 
 // y (n, rows) through the AVX2 path, all panels on this thread.
 std::vector<float> avx2_matmul(const Problem& p, const uint8_t* acts, int64_t n, bool packed) {
-  std::vector<float> terms(amx_terms_floats(n, p.cols));
-  avx2_activation_terms(p.type, acts, p.act_row_bytes, n, p.cols, terms.data());
-  AlignedBytes panels(packed ? amx_packed_bytes(p.type, p.rows, p.cols) : 0);
+  std::vector<float> terms(panel_terms_floats(n, p.cols));
+  panel_activation_terms(p.type, acts, p.act_row_bytes, n, p.cols, terms.data());
+  AlignedBytes panels(packed ? panel_packed_bytes(p.type, p.rows, p.cols) : 0);
   if (packed) avx2_pack_panels(p.type, p.cols, p.weights.data(), 0, p.rows / 16, panels.data());
   std::vector<float> y(static_cast<size_t>(n * p.rows), NAN);
   avx2_panel_gemm(p.type, p.cols, p.weights.data(), packed ? panels.data() : nullptr, acts, p.act_row_bytes,
@@ -51,27 +52,7 @@ TEST_P(Avx2PanelGemm, MatchesFloat64Reference) {
     for (bool raw : {false, true}) {
       const Problem p = make_problem(rng, type, rows, cols, n, raw);
       const std::vector<float> y = avx2_matmul(p, p.acts.data(), n, /*packed=*/raw);
-      std::vector<float> w(static_cast<size_t>(cols)), a(static_cast<size_t>(cols));
-      for (int64_t m = 0; m < n; ++m) {
-        const uint8_t* act = p.acts.data() + m * p.act_row_bytes;
-        ASSERT_TRUE(quant::dequantize_row(scalar->activation_type, act, a.data(), cols));
-        for (int64_t r = 0; r < rows; ++r) {
-          scalar->dequantize_row(p.weights.data() + r * row_bytes(type, cols), w.data(), cols);
-          double exact = 0.0, magnitude = 0.0;
-          for (int64_t k = 0; k < cols; ++k) {
-            exact += static_cast<double>(w[k]) * a[k];
-            magnitude += std::fabs(static_cast<double>(w[k]) * a[k]);
-          }
-          // The scalar dot product carries Q4_1's fp16 activation sum as every path does.
-          float reference = 0.0f;
-          scalar->dot_rows(cols, p.weights.data() + r * row_bytes(type, cols), act, p.act_row_bytes, 1, &reference);
-          const double got = y[m * rows + r];
-          const double bound = 1e-5 * magnitude + 2.0 * std::fabs(static_cast<double>(reference) - exact) + 1e-30;
-          ASSERT_LE(std::fabs(got - exact), bound)
-              << dtype_info(type).name << " " << rows << "x" << cols << " n=" << n << " raw=" << raw << " row " << m
-              << " col " << r << ": avx2 " << got << ", float64 " << exact << ", scalar " << reference;
-        }
-      }
+      expect_near_float64(p, y, scalar, std::string("avx2 raw=") + (raw ? "1" : "0"));
     }
   }
 }
@@ -92,26 +73,24 @@ TEST_P(Avx2PanelGemm, ARowsBitsDoNotDependOnItsBatch) {
   EXPECT_EQ(std::memcmp(unpacked.data(), batch.data(), batch.size() * sizeof(float)), 0);
 }
 
-// The AVX2 and AVX-512 paths are one computation: same packed bytes, same terms, same results.
+// The AVX2 and AVX-512 paths are one computation: same packed bytes, same results.
 TEST_P(Avx2PanelGemm, EqualsTheAvx512PathBitForBit) {
   if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "skipped: no AVX-512 VNNI to compare with";
   const DType type = GetParam();
   std::mt19937 rng(23);
   for (bool raw : {false, true}) {
     const Problem p = make_problem(rng, type, 64, 1536, 21, raw);
-    AlignedBytes a(amx_packed_bytes(type, 64, 1536)), b(amx_packed_bytes(type, 64, 1536));
+    AlignedBytes a(panel_packed_bytes(type, 64, 1536)), b(panel_packed_bytes(type, 64, 1536));
     amx_pack_panels(type, 1536, p.weights.data(), 0, 4, a.data());
     avx2_pack_panels(type, 1536, p.weights.data(), 0, 4, b.data());
     ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size()), 0) << "packed panels";
-    std::vector<float> ta(amx_terms_floats(p.n, p.cols)), tb(ta.size());
-    amx_activation_terms(type, p.acts.data(), p.act_row_bytes, p.n, p.cols, ta.data());
-    avx2_activation_terms(type, p.acts.data(), p.act_row_bytes, p.n, p.cols, tb.data());
-    ASSERT_EQ(std::memcmp(ta.data(), tb.data(), ta.size() * sizeof(float)), 0) << "activation terms";
+    std::vector<float> terms(panel_terms_floats(p.n, p.cols));
+    panel_activation_terms(type, p.acts.data(), p.act_row_bytes, p.n, p.cols, terms.data());
     for (int64_t n : {p.n, int64_t{1}}) {
       std::vector<float> ya(static_cast<size_t>(n * p.rows), NAN), yb(ya.size(), NAN);
-      amx_panel_gemm(type, p.cols, p.weights.data(), a.data(), p.acts.data(), p.act_row_bytes, ta.data(), n, 0, 4,
+      amx_panel_gemm(type, p.cols, p.weights.data(), a.data(), p.acts.data(), p.act_row_bytes, terms.data(), n, 0, 4,
                      ya.data(), p.rows, /*use_tiles=*/false);
-      avx2_panel_gemm(type, p.cols, p.weights.data(), b.data(), p.acts.data(), p.act_row_bytes, tb.data(), n, 0, 4,
+      avx2_panel_gemm(type, p.cols, p.weights.data(), b.data(), p.acts.data(), p.act_row_bytes, terms.data(), n, 0, 4,
                       yb.data(), p.rows);
       ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)), 0)
           << dtype_info(type).name << " n=" << n << " raw=" << raw;

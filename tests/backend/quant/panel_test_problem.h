@@ -3,8 +3,12 @@
 // with a row stride wider than a row.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/quant/quant_kernels.h"
@@ -39,6 +43,35 @@ inline Problem make_problem(std::mt19937& rng, DType type, int64_t rows, int64_t
     scalar->convert_activation_row(x.data(), p.acts.data() + m * p.act_row_bytes, cols);
   }
   return p;
+}
+
+// y (n, rows) from a panel path against float64 over the scalar path's dequantized weights and
+// activations: within 1e-5 of the terms' magnitude plus twice `dot`'s own distance from float64
+// (Q4_1's minimum rides on the activation's fp16 sum, s = d sum(q), on every path).
+inline void expect_near_float64(const Problem& p, const std::vector<float>& y, const QuantKernels* dot,
+                                const std::string& label) {
+  const QuantKernels* scalar = quant_kernels(p.type, Isa::kScalar);
+  std::vector<float> w(static_cast<size_t>(p.cols)), a(static_cast<size_t>(p.cols));
+  const size_t weight_row_bytes = row_bytes(p.type, p.cols);
+  for (int64_t m = 0; m < p.n; ++m) {
+    const uint8_t* act = p.acts.data() + m * p.act_row_bytes;
+    ASSERT_TRUE(quant::dequantize_row(scalar->activation_type, act, a.data(), p.cols));
+    for (int64_t r = 0; r < p.rows; ++r) {
+      scalar->dequantize_row(p.weights.data() + r * weight_row_bytes, w.data(), p.cols);
+      double exact = 0.0, magnitude = 0.0;
+      for (int64_t k = 0; k < p.cols; ++k) {
+        exact += static_cast<double>(w[k]) * a[k];
+        magnitude += std::fabs(static_cast<double>(w[k]) * a[k]);
+      }
+      float reference = 0.0f;
+      dot->dot_rows(p.cols, p.weights.data() + r * weight_row_bytes, act, p.act_row_bytes, 1, &reference);
+      const double got = y[m * p.rows + r];
+      const double bound = 1e-5 * magnitude + 2.0 * std::fabs(static_cast<double>(reference) - exact) + 1e-30;
+      ASSERT_LE(std::fabs(got - exact), bound)
+          << label << " " << dtype_info(p.type).name << " " << p.rows << "x" << p.cols << " n=" << p.n << " row " << m
+          << " col " << r << ": " << got << ", float64 " << exact << ", dot_rows " << reference;
+    }
+  }
 }
 
 }  // namespace folio::cpu::test

@@ -3,9 +3,10 @@
 // the dot-product instructions read (codes as unsigned bytes, 4 consecutive inputs of each row
 // side by side: AMX's and VNNI's "B" layout, with each row's block scales as floats beside
 // them), then runs every activation row past the panel: 16 rows at a time on AMX tiles, the
-// rest on AVX-512 VNNI. Both give each block's exact integer dot product, and both fold it into
-// a row's float sums by the same operations in the same order, so a row's result does not
-// depend on which of the two computed it, nor on the batch it came in (batch invariance).
+// rest on AVX-512 VNNI; on AVX2 CPUs four rows at a time. Each gives each block's exact integer
+// dot product, and each folds it into a row's float sums by the same operations in the same
+// order, so a row's result does not depend on which path computed it, nor on the batch it came
+// in (batch invariance). The layout they share is in panel_layout.h.
 //
 // Weight types: Q4_0, Q4_1 and Q8_0 whose row count is a multiple of 16; activations in their
 // usual partner formats (Q8_0, Q8_1). A block's contribution to output (m, r):
@@ -20,25 +21,25 @@
 
 namespace folio::cpu {
 
-// Whether the AMX path computes matmuls with weights of this type and shape.
-bool amx_panel_gemm_supports(DType weight_type, int64_t rows, int64_t cols);
-
-// The rest runs AVX-512 VNNI code, and AMX tiles where use_tiles is set: call it only when
-// detect_isa() is Isa::kAvx512 or Isa::kAmx, with use_tiles only for kAmx. (The panels were
-// laid out for AMX's tiles; VNNI rows read them as well, on any AVX-512 VNNI CPU.)
+// Whether the panel paths compute matmuls with weights of this type and shape.
+bool panel_gemm_supports(DType weight_type, int64_t rows, int64_t cols);
 
 // What each activation block contributes besides its codes, once per matmul: row m's block b
 // scale d_a as a float, then o * sum(q_a) (Q4_0, Q8_0) or s_a (Q4_1), laid out by tiles of 16
 // rows (a tile's terms for one block side by side). acts as in amx_panel_gemm; terms holds
-// amx_terms_floats(n, cols).
-void amx_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
-                          float* terms);
-size_t amx_terms_floats(int64_t n, int64_t cols);
+// panel_terms_floats(n, cols).
+void panel_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
+                            float* terms);
+size_t panel_terms_floats(int64_t n, int64_t cols);
 
 // Bytes of a matrix's panels, unpacked once for good (amx_pack_panels).
-size_t amx_packed_bytes(DType weight_type, int64_t rows, int64_t cols);
+size_t panel_packed_bytes(DType weight_type, int64_t rows, int64_t cols);
+
+// The rest of the amx_ functions run AVX-512 VNNI code, and AMX tiles where use_tiles is set:
+// call them only when detect_isa() is Isa::kAvx512 or Isa::kAmx, with use_tiles only for kAmx.
+// (The panels were laid out for AMX's tiles; VNNI rows read them as well.)
 // Panels [panel_begin, panel_end) of the matrix at `weights` (rows of row_bytes(type, cols)
-// bytes) into `packed`, the whole matrix's amx_packed_bytes.
+// bytes) into `packed`, the whole matrix's panel_packed_bytes.
 void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, int64_t panel_begin, int64_t panel_end,
                      uint8_t* packed);
 
@@ -46,7 +47,7 @@ void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, in
 // [panel_begin, panel_end) (16 rows each) and every m < n. packed: amx_pack_panels' copy of the
 // matrix, or null to unpack each panel from `weights` as it is reached (the same bits); acts: n
 // rows of act_row_bytes, converted to the type's activation format; terms:
-// amx_activation_terms' of those rows.
+// panel_activation_terms' of those rows.
 void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed, const uint8_t* acts,
                     size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
                     float* y, int64_t y_stride, bool use_tiles);
@@ -62,8 +63,6 @@ void amx_panel_gemm_swiglu(DType weight_type, int64_t cols, const uint8_t* gate,
 // AVX2 (+ FMA, F16C; panel_gemm_avx2.cpp): the same panels, terms and results, bit for bit,
 // with the dot products made from vpmaddubsw / vpmaddwd instead of VNNI. Call only when
 // detect_isa() is at least Isa::kAvx2. Packing makes amx_pack_panels' bytes.
-void avx2_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
-                           float* terms);
 void avx2_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, int64_t panel_begin, int64_t panel_end,
                       uint8_t* packed);
 void avx2_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed,

@@ -30,46 +30,22 @@
 
 #include <immintrin.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/quant/panel_gemm.h"
+#include "backend/cpu/quant/panel_layout.h"
 #include "backend/cpu/vector_exp_avx512.h"
-#include "quant/block_formats.h"
 
 namespace folio::cpu {
 namespace {
 
-constexpr int kPanelRows = 16;       // weight rows per panel (the tiles' N)
-constexpr int kTileRows = 16;        // activation rows per AMX tile (M)
-constexpr int kBlock = 32;           // inputs per block (the tiles' K)
+constexpr int kPanelRows = kPanelWeightRows;
+constexpr int kTileRows = kPanelTermRows;  // activation rows per AMX tile (M)
+constexpr int kBlock = kPanelBlock;
 constexpr int kCodeBytes = 512;      // one block's codes as bytes (a B tile)
 constexpr int kPrefetchBlocks = 12;  // how far ahead VNNI rows prefetch (into L2): ~4-6 KiB
 
-struct Layout {
-  size_t weight_block_bytes;  // GGUF block
-  size_t weight_codes_offset;
-  size_t act_block_bytes;  // activation block (Q8_0: d, q[32]; Q8_1: d, s, q[32])
-  size_t act_codes_offset;
-  int offset;  // subtracted from the stored unsigned codes (0: affine, Q4_1)
-  bool four_bit;
-};
-
-Layout layout_of(DType type) {
-  switch (type) {
-    case DType::Q4_0: return {sizeof(quant::BlockQ4_0), 2, sizeof(quant::BlockQ8_0), 2, 8, true};
-    case DType::Q4_1: return {sizeof(quant::BlockQ4_1), 4, sizeof(quant::BlockQ8_1), 4, 0, true};
-    default: return {sizeof(quant::BlockQ8_0), 2, sizeof(quant::BlockQ8_0), 2, 128, false};  // Q8_0
-  }
-}
-
-size_t packed_codes_bytes(const Layout& l) {
-  return l.four_bit ? kCodeBytes / 2 : kCodeBytes;
-}
-
-size_t packed_block_bytes(const Layout& l) {
-  return packed_codes_bytes(l) + kPanelRows * sizeof(uint16_t) * (l.offset == 0 ? 2 : 1);
-}
+using Layout = PanelLayout;
 
 // Where a tile loop finds a panel's codes (as bytes) and scales, block by block.
 struct PanelView {
@@ -78,24 +54,6 @@ struct PanelView {
   const uint8_t* scales;
   size_t scales_stride;
 };
-
-// The thread's scratch (panels expanded to bytes, panels packed on the fly), grown on demand
-// and freed when the thread ends.
-struct PanelScratch {
-  uint8_t* bytes = nullptr;
-  size_t capacity = 0;
-  ~PanelScratch() { std::free(bytes); }
-};
-
-uint8_t* panel_scratch(size_t bytes) {
-  static thread_local PanelScratch scratch;
-  if (bytes > scratch.capacity) {
-    std::free(scratch.bytes);
-    scratch.capacity = (bytes + 4095) / 4096 * 4096;
-    scratch.bytes = static_cast<uint8_t*>(std::aligned_alloc(64, scratch.capacity));
-  }
-  return scratch.bytes;
-}
 
 // The tile shapes above, loaded once per thread. ldtilecfg through inline assembly: GCC 12's
 // _tile_loadconfig lets the stores that fill the configuration be optimised away.
@@ -148,7 +106,7 @@ __m512 load_halves(const uint8_t* p) {
 
 // Panel rows [r0, r0 + 16) of `weights`, every block, into the packed layout at `out`.
 void pack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64_t r0, int64_t blocks, uint8_t* out) {
-  const size_t stride = packed_block_bytes(l), codes = packed_codes_bytes(l);
+  const size_t stride = panel_packed_block_bytes(l), codes = panel_packed_codes_bytes(l);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const uint8_t* rows[kPanelRows];
   for (int64_t b = 0; b < blocks; ++b) {
@@ -182,13 +140,13 @@ __attribute__((always_inline)) inline void nibbles_to_bytes(const uint8_t* packe
 
 // A packed panel read in place (4-bit codes as nibbles).
 PanelView packed_view(const Layout& l, const uint8_t* packed) {
-  const size_t stride = packed_block_bytes(l);
-  return {packed, stride, packed + packed_codes_bytes(l), stride};
+  const size_t stride = panel_packed_block_bytes(l);
+  return {packed, stride, packed + panel_packed_codes_bytes(l), stride};
 }
 
 // A packed panel as the tile loops read it: 4-bit codes expanded into `bytes` (blocks x 512).
 PanelView panel_view(const Layout& l, const uint8_t* packed, int64_t blocks, uint8_t* bytes) {
-  const size_t stride = packed_block_bytes(l), codes = packed_codes_bytes(l);
+  const size_t stride = panel_packed_block_bytes(l), codes = panel_packed_codes_bytes(l);
   if (!l.four_bit) return packed_view(l, packed);
   for (int64_t b = 0; b < blocks; ++b) {
     __m512i v[8];
@@ -198,15 +156,9 @@ PanelView panel_view(const Layout& l, const uint8_t* packed, int64_t blocks, uin
   return {bytes, kCodeBytes, packed + codes, stride};
 }
 
-float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
 // One block's exact integer dot products (16 lanes: the panel's rows) into a row's sums: the
 // one sequence of float operations every path uses. terms: the row's block terms
-// (amx_activation_terms): d_a, then o sum(a) (an integer below 2^24, so the subtraction in
+// (panel_activation_terms): d_a, then o sum(a) (an integer below 2^24, so the subtraction in
 // float is exact) or Q4_1's s_a.
 __attribute__((always_inline)) inline __m512 accumulate(__m512 acc, __m512i dots, bool affine, const uint8_t* scales,
                                                         const float* terms) {
@@ -215,12 +167,6 @@ __attribute__((always_inline)) inline __m512 accumulate(__m512 acc, __m512i dots
   acc = _mm512_fmadd_ps(t, _mm512_mul_ps(load_halves(scales), _mm512_set1_ps(terms[0])), acc);
   if (affine) acc = _mm512_fmadd_ps(load_halves(scales + 2 * kPanelRows), _mm512_set1_ps(terms[1]), acc);
   return acc;
-}
-
-// Where row m's block b terms are: tiles of 16 rows, block by block, so that a tile's terms for
-// one block are 128 contiguous bytes.
-size_t terms_index(int64_t blocks, int64_t m, int64_t b) {
-  return static_cast<size_t>(((m / kTileRows) * blocks + b) * 2 * kTileRows + (m % kTileRows) * 2);
 }
 
 // A stored C tile (16 x 16 int32) into the 16 rows' sums; terms: the tile's for the block.
@@ -248,7 +194,7 @@ __attribute__((always_inline)) inline void fold_in_memory(float* acc, const int3
 // product of block b - 1 (the other set, whose multiply has had a whole fold to finish), fold
 // block b - 2's stored product (its store an iteration old, so the vector loads do not wait on
 // a tile store in flight). Folds go in block order: the same float sums as vnni_row's.
-// terms: the tile's (terms_index(blocks, m0, 0) onward).
+// terms: the tile's (panel_terms_index(blocks, m0, 0) onward).
 void tile_rows(const Layout& l, const PanelView& panel, int64_t blocks, const uint8_t* act, size_t stride,
                const float* terms, float* y, int64_t y_stride) {
   __m512 acc[kTileRows];
@@ -409,44 +355,11 @@ bool expand_codes(const Layout& l, bool tiles, int64_t n) {
 
 }  // namespace
 
-void amx_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
-                          float* terms) {
-  const Layout l = layout_of(weight_type);
-  const int64_t blocks = cols / kBlock;
-  const __m256i ones = _mm256_set1_epi8(1);
-  for (int64_t m = 0; m < n; ++m) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* block = acts + m * act_row_bytes + b * l.act_block_bytes;
-      float* out = terms + terms_index(blocks, m, b);
-      out[0] = half_at(block);
-      if (l.offset == 0) {
-        out[1] = half_at(block + 2);  // Q8_1's s = d sum(q)
-        continue;
-      }
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + l.act_codes_offset));
-      const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q);
-      __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-      t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
-      t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-      out[1] = static_cast<float>(l.offset * _mm_cvtsi128_si32(t));
-    }
-  }
-}
-
-size_t amx_terms_floats(int64_t n, int64_t cols) {
-  return static_cast<size_t>((n + kTileRows - 1) / kTileRows * kTileRows * (cols / kBlock) * 2);
-}
-
-size_t amx_packed_bytes(DType weight_type, int64_t rows, int64_t cols) {
-  return static_cast<size_t>(rows / kPanelRows) * static_cast<size_t>(cols / kBlock) *
-         packed_block_bytes(layout_of(weight_type));
-}
-
 void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, int64_t panel_begin, int64_t panel_end,
                      uint8_t* packed) {
-  const Layout l = layout_of(weight_type);
+  const Layout l = panel_layout_of(weight_type);
   const int64_t blocks = cols / kBlock;
-  const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
+  const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     pack_panel(l, weights, static_cast<size_t>(blocks) * l.weight_block_bytes, p * kPanelRows, blocks,
                packed + static_cast<size_t>(p) * panel_bytes);
@@ -456,10 +369,10 @@ void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, in
 void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed, const uint8_t* acts,
                     size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
                     float* y, int64_t y_stride, bool use_tiles) {
-  const Layout l = layout_of(weight_type);
+  const Layout l = panel_layout_of(weight_type);
   const int64_t blocks = cols / kBlock;
   const size_t row_bytes = static_cast<size_t>(blocks) * l.weight_block_bytes;
-  const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
+  const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
   const size_t bytes_per_panel = static_cast<size_t>(blocks) * kCodeBytes;
   // Scratch: two panels' codes as bytes (4-bit types read by several rows), then two packed
   // panels (when the matrix was not packed beforehand).
@@ -487,19 +400,19 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
     if (count == 2) {
       for (; m + 2 * kTileRows <= n; m += 2 * kTileRows) {
         tile_2x2(l, view[0], view[1], blocks, acts + m * act_row_bytes, act_row_bytes,
-                 terms + terms_index(blocks, m, 0), y + m * y_stride + r0, y_stride, false);
+                 terms + panel_terms_index(blocks, m, 0), y + m * y_stride + r0, y_stride, false);
       }
     }
     for (int64_t i = 0; i < count; ++i) {
       float* out = y + r0 + i * kPanelRows;
       int64_t row = m;
       for (; tiles && row + kTileRows <= n; row += kTileRows) {
-        tile_rows(l, view[i], blocks, acts + row * act_row_bytes, act_row_bytes, terms + terms_index(blocks, row, 0),
-                  out + row * y_stride, y_stride);
+        tile_rows(l, view[i], blocks, acts + row * act_row_bytes, act_row_bytes,
+                  terms + panel_terms_index(blocks, row, 0), out + row * y_stride, y_stride);
       }
       for (; row < n; ++row) {
         vnni_row(l, view[i], l.four_bit && !expand, blocks, acts + row * act_row_bytes,
-                 terms + terms_index(blocks, row, 0), out + row * y_stride);
+                 terms + panel_terms_index(blocks, row, 0), out + row * y_stride);
       }
     }
     p += count;
@@ -509,9 +422,9 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
 void amx_panel_gemm_swiglu(DType weight_type, int64_t cols, const uint8_t* gate, const uint8_t* up, const uint8_t* acts,
                            size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
                            float* out, int64_t out_stride, bool use_tiles) {
-  const Layout l = layout_of(weight_type);
+  const Layout l = panel_layout_of(weight_type);
   const int64_t blocks = cols / kBlock;
-  const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
+  const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
   const size_t bytes_per_panel = static_cast<size_t>(blocks) * kCodeBytes;
   const bool tiles = use_tiles && n >= kTileRows;
   const bool expand = expand_codes(l, use_tiles, n);
@@ -527,12 +440,12 @@ void amx_panel_gemm_swiglu(DType weight_type, int64_t cols, const uint8_t* gate,
     float* y = out + p * kPanelRows;
     int64_t m = 0;
     for (; tiles && m + 2 * kTileRows <= n; m += 2 * kTileRows) {
-      tile_2x2(l, view[0], view[1], blocks, acts + m * act_row_bytes, act_row_bytes, terms + terms_index(blocks, m, 0),
-               y + m * out_stride, out_stride, true);
+      tile_2x2(l, view[0], view[1], blocks, acts + m * act_row_bytes, act_row_bytes,
+               terms + panel_terms_index(blocks, m, 0), y + m * out_stride, out_stride, true);
     }
     // What is left: gate and up apart into 16 x 16 scratch, then the same epilogue.
     for (; tiles && m + kTileRows <= n; m += kTileRows) {
-      const float* t = terms + terms_index(blocks, m, 0);
+      const float* t = terms + panel_terms_index(blocks, m, 0);
       tile_rows(l, view[0], blocks, acts + m * act_row_bytes, act_row_bytes, t, gate_rows, kPanelRows);
       tile_rows(l, view[1], blocks, acts + m * act_row_bytes, act_row_bytes, t, up_rows, kPanelRows);
       for (int r = 0; r < kTileRows; ++r) {
@@ -541,7 +454,7 @@ void amx_panel_gemm_swiglu(DType weight_type, int64_t cols, const uint8_t* gate,
       }
     }
     for (; m < n; ++m) {
-      const float* t = terms + terms_index(blocks, m, 0);
+      const float* t = terms + panel_terms_index(blocks, m, 0);
       vnni_row(l, view[0], l.four_bit && !expand, blocks, acts + m * act_row_bytes, t, gate_rows);
       vnni_row(l, view[1], l.four_bit && !expand, blocks, acts + m * act_row_bytes, t, up_rows);
       _mm512_storeu_ps(y + m * out_stride, silu_mul_avx512(_mm512_load_ps(gate_rows), _mm512_load_ps(up_rows)));

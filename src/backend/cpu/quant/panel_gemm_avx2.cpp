@@ -15,60 +15,26 @@
 // sums in a small L1 array, folded once a block (the scales change every 32 inputs).
 #include <immintrin.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/quant/panel_gemm.h"
-#include "quant/block_formats.h"
+#include "backend/cpu/quant/panel_layout.h"
 
 namespace folio::cpu {
 namespace {
 
-constexpr int kPanelRows = 16;
-constexpr int kTileRows = 16;  // the terms' layout (terms_index) groups rows by 16, as the AMX file does
-constexpr int kBlock = 32;
+constexpr int kPanelRows = kPanelWeightRows;
+constexpr int kTileRows = kPanelTermRows;
+constexpr int kBlock = kPanelBlock;
 constexpr int kRowsAtOnce = 4;
 constexpr int kPrefetchBlocks = 12;
 
-struct Layout {
-  size_t weight_block_bytes;
-  size_t weight_codes_offset;
-  size_t act_block_bytes;
-  size_t act_codes_offset;
-  int offset;  // subtracted from the stored unsigned codes (0: affine, Q4_1)
-  bool four_bit;
-};
-
-Layout layout_of(DType type) {
-  switch (type) {
-    case DType::Q4_0: return {sizeof(quant::BlockQ4_0), 2, sizeof(quant::BlockQ8_0), 2, 8, true};
-    case DType::Q4_1: return {sizeof(quant::BlockQ4_1), 4, sizeof(quant::BlockQ8_1), 4, 0, true};
-    default: return {sizeof(quant::BlockQ8_0), 2, sizeof(quant::BlockQ8_0), 2, 128, false};  // Q8_0
-  }
-}
-
-size_t packed_codes_bytes(const Layout& l) {
-  return l.four_bit ? 256 : 512;
-}
-
-size_t packed_block_bytes(const Layout& l) {
-  return packed_codes_bytes(l) + kPanelRows * sizeof(uint16_t) * (l.offset == 0 ? 2 : 1);
-}
-
-size_t terms_index(int64_t blocks, int64_t m, int64_t b) {
-  return static_cast<size_t>(((m / kTileRows) * blocks + b) * 2 * kTileRows + (m % kTileRows) * 2);
-}
-
-float half_to_float(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
+using Layout = PanelLayout;
 
 // Panel rows [r0, r0 + 16), every block, into the packed layout (panel_gemm_amx.cpp's comment):
 // dword j of the 16 rows side by side, 64 bytes a j; then the rows' fp16 scales (and minimums).
 void pack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64_t r0, int64_t blocks, uint8_t* out) {
-  const size_t stride = packed_block_bytes(l), codes = packed_codes_bytes(l);
+  const size_t stride = panel_packed_block_bytes(l), codes = panel_packed_codes_bytes(l);
   const int dwords = l.four_bit ? 4 : 8;
   for (int64_t b = 0; b < blocks; ++b) {
     uint8_t* block = out + b * stride;
@@ -146,12 +112,12 @@ __attribute__((always_inline)) inline __m256 accumulate(__m256 acc, __m256i dots
 template <int R>
 void panel_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, size_t act_stride,
                 const float* terms, int64_t m0, float* y, int64_t y_stride, bool stream) {
-  const size_t stride = packed_block_bytes(l), codes = packed_codes_bytes(l);
+  const size_t stride = panel_packed_block_bytes(l), codes = panel_packed_codes_bytes(l);
   const bool affine = l.offset == 0;
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   const float* row_terms[R];
-  for (int r = 0; r < R; ++r) row_terms[r] = terms + terms_index(blocks, m0 + r, 0);
+  for (int r = 0; r < R; ++r) row_terms[r] = terms + panel_terms_index(blocks, m0 + r, 0);
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = panel + b * stride;
     if (stream) {
@@ -176,55 +142,13 @@ void panel_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uin
   }
 }
 
-// Packed panels made on the fly (a matrix not packed at load), one per thread, kept.
-struct PanelScratch {
-  uint8_t* bytes = nullptr;
-  size_t capacity = 0;
-  ~PanelScratch() { std::free(bytes); }
-};
-
-uint8_t* panel_scratch(size_t bytes) {
-  static thread_local PanelScratch scratch;
-  if (bytes > scratch.capacity) {
-    std::free(scratch.bytes);
-    scratch.capacity = (bytes + 4095) / 4096 * 4096;
-    scratch.bytes = static_cast<uint8_t*>(std::aligned_alloc(64, scratch.capacity));
-  }
-  return scratch.bytes;
-}
-
 }  // namespace
-
-void avx2_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
-                           float* terms) {
-  const Layout l = layout_of(weight_type);
-  const int64_t blocks = cols / kBlock;
-  const __m256i ones8 = _mm256_set1_epi8(1);
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  for (int64_t m = 0; m < n; ++m) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* block = acts + m * act_row_bytes + b * l.act_block_bytes;
-      float* out = terms + terms_index(blocks, m, b);
-      out[0] = half_to_float(block);
-      if (l.offset == 0) {
-        out[1] = half_to_float(block + 2);  // Q8_1's s = d sum(q)
-        continue;
-      }
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + l.act_codes_offset));
-      const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
-      __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-      t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
-      t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-      out[1] = static_cast<float>(l.offset * _mm_cvtsi128_si32(t));
-    }
-  }
-}
 
 void avx2_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, int64_t panel_begin, int64_t panel_end,
                       uint8_t* packed) {
-  const Layout l = layout_of(weight_type);
+  const Layout l = panel_layout_of(weight_type);
   const int64_t blocks = cols / kBlock;
-  const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
+  const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     pack_panel(l, weights, static_cast<size_t>(blocks) * l.weight_block_bytes, p * kPanelRows, blocks,
                packed + static_cast<size_t>(p) * panel_bytes);
@@ -234,10 +158,10 @@ void avx2_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, i
 void avx2_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, const uint8_t* packed,
                      const uint8_t* acts, size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin,
                      int64_t panel_end, float* y, int64_t y_stride) {
-  const Layout l = layout_of(weight_type);
+  const Layout l = panel_layout_of(weight_type);
   const int64_t blocks = cols / kBlock;
   const size_t row_bytes = static_cast<size_t>(blocks) * l.weight_block_bytes;
-  const size_t panel_bytes = static_cast<size_t>(blocks) * packed_block_bytes(l);
+  const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
   uint8_t* own = packed == nullptr ? panel_scratch(panel_bytes) : nullptr;
   const bool stream = n < kRowsAtOnce;  // decode: one pass over the panels, read ahead
   for (int64_t p = panel_begin; p < panel_end; ++p) {

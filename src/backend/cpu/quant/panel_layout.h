@@ -1,0 +1,39 @@
+// What every panel path (panel_gemm_amx.cpp, panel_gemm_avx2.cpp) agrees on, as plain functions
+// compiled without SIMD flags (panel_gemm.cpp), so the files built with -m flags share no inline
+// code (quant/README.md): a weight type's block and activation layout, the packed block's size,
+// where a row's activation terms are, and the thread's scratch for panels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace folio::cpu {
+
+inline constexpr int kPanelWeightRows = 16;  // weight rows per panel (the tiles' N)
+inline constexpr int kPanelTermRows = 16;    // the terms' layout groups activation rows by 16 (AMX's M)
+inline constexpr int kPanelBlock = 32;       // inputs per block (the tiles' K)
+
+struct PanelLayout {
+  size_t weight_block_bytes;  // GGUF block
+  size_t weight_codes_offset;
+  size_t act_block_bytes;  // activation block (Q8_0: d, q[32]; Q8_1: d, s, q[32])
+  size_t act_codes_offset;
+  int offset;  // subtracted from the stored unsigned codes (0: affine, Q4_1)
+  bool four_bit;
+};
+
+// Q4_0, Q4_1 or Q8_0 (panel_gemm_supports' types).
+PanelLayout panel_layout_of(DType type);
+// A packed block: its codes (256 bytes of nibbles, or 512 bytes), then fp16 scales (and minimums).
+size_t panel_packed_codes_bytes(const PanelLayout& l);
+size_t panel_packed_block_bytes(const PanelLayout& l);
+// Where row m's block b terms are: tiles of 16 rows, block by block, so that a tile's terms for
+// one block are 128 contiguous bytes (row m's next block is 2 x 16 floats on).
+size_t panel_terms_index(int64_t blocks, int64_t m, int64_t b);
+// The calling thread's scratch of at least `bytes` (64-byte aligned), grown on demand and freed
+// when the thread ends.
+uint8_t* panel_scratch(size_t bytes);
+
+}  // namespace folio::cpu
