@@ -9,7 +9,7 @@ PreparedWeights::PreparedWeights(const ModelWeights& weights, CpuBackend& backen
   // A tied output is the embedding table too: its pages go back all the same, and the few rows
   // a step looks up fault back in from the page cache.
   pack(backend, output_);
-  if (backend.isa() < Isa::kAvx512) return;  // the panels' paths (quant/panel_gemm.h)
+  if (backend.isa() < Isa::kAvx2) return;  // the panels' paths (quant/panel_gemm.h)
   layers_ = weights.layers();
   for (LayerWeights& layer : layers_) {
     for (WeightTensor* w : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down}) {

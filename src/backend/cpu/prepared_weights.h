@@ -1,6 +1,6 @@
 // A model's weights as one CPU backend computes with them: the model's own views, except that
-// each matrix the backend repacks (CpuBackend::pack_for_matmul: panels for AMX and AVX-512 VNNI) carries its packed
-// copy, owned here. Below AVX-512 nothing is packed and the layers are the model's.
+// each matrix the backend repacks (CpuBackend::pack_for_matmul: panels for AMX, AVX-512 VNNI and AVX2) carries its packed
+// copy, owned here. Below AVX2 nothing is packed and the layers are the model's.
 //
 // Once a matrix is packed its stored pages are only read again for the embedding rows (a tied
 // output is the embedding table), so they are handed back to the OS (madvise MADV_PAGEOUT:
