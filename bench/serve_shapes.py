@@ -13,7 +13,8 @@ defaults (plus --serve-args) unless --folio-url names a running one. Shapes:
   single     128 in / 256 out, 16 requests one at a time
   128x128    2,048 requests at once;  1000x1000: 768 at once;  2048x2048: 512 at once
   poisson    ShareGPT-like lengths: all at once (the saturation request rate), then Poisson
-             arrivals at half that rate (issue 15: ITL P99 within 3x its median there)
+             arrivals at half the first server's saturation rate, the same rate for every server
+             (issue 15: ITL P99 within 3x its median there)
 Per shape and server it prints output tok/s, TTFT, TPOT and ITL percentiles, and the ratio to the
 first server; with --bound, the workload's physical bound (bound_tok_s below) and the share of it
 reached. Every run's JSON (`folio bench serve --json`) goes to --out; bench/plot_serve.py draws
@@ -90,7 +91,9 @@ def bench(folio, url, tokenizer_model, out_json, shape, rate="inf", scale=1.0, n
     if shape.get("max_concurrency"):
         cmd += ["--max-concurrency", str(shape["max_concurrency"])]
     print(f"  {name}: {' '.join(cmd[1:])}", flush=True)
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    if subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode != 0:
+        print(f"  {name}: folio bench serve failed; the shape is left out", flush=True)
+        return None
     with open(out_json) as f:
         r = json.load(f)
     r.pop("requests", None)
@@ -99,7 +102,9 @@ def bench(folio, url, tokenizer_model, out_json, shape, rate="inf", scale=1.0, n
 
 def row(label, name, r, first=None, bound=None):
     itl_ratio = r["itl"]["p99_ms"] / r["itl"]["median_ms"] if r["itl"]["median_ms"] > 0 else float("nan")
-    ratio = f"{r['output_throughput'] / first['output_throughput']:.2f}x" if first else "1.00x"
+    ratio = "1.00x"
+    if first:
+        ratio = f"{r['output_throughput'] / first['output_throughput']:.2f}x" if first["output_throughput"] > 0 else "-"
     share = f"{100 * r['output_throughput'] / bound:.0f}%" if bound else "-"
     return (f"| {label} | {name} | {r['completed']}/{r['completed'] + r['failed']} | {r['output_throughput']:,.0f} | "
             f"{ratio} | {share} | {r['ttft']['median_ms']:.0f} / {r['ttft']['p99_ms']:.0f} | "
@@ -153,21 +158,27 @@ def main():
             if shape_name == "poisson":
                 n = max(16, int(POISSON_PROMPTS * args.prompt_scale))
                 base = dict(dataset="sharegpt-like", num_prompts=n)
+                # Every server at one offered load: half of the first server's saturation rate.
+                rate = None
                 for name, url in servers:
                     sat = bench(args.folio, url, tokenizer_model, f"{args.out}/{name}-poisson-sat.json", base, name=name)
-                    rate = round(sat["request_throughput"] / 2, 2)
+                    if sat is None:
+                        continue
+                    runs.append(("sharegpt-like, all at once", name, sat))
+                    if rate is None:
+                        rate = round(sat["request_throughput"] / 2, 2)
                     half = bench(args.folio, url, tokenizer_model, f"{args.out}/{name}-poisson-half.json", base,
                                  rate=rate, name=name)
-                    runs.append((f"sharegpt-like, all at once ({sat['request_throughput']:.1f} req/s)", name, sat))
-                    runs.append((f"sharegpt-like, Poisson {rate} req/s (half)", name, half))
+                    if half is not None:
+                        runs.append((f"sharegpt-like, Poisson {rate} req/s", name, half))
             else:
                 shape = dict(SHAPES[shape_name])
                 if shape_name != "single":
                     shape["num_prompts"] = max(8, int(shape["num_prompts"] * args.prompt_scale))
                 for name, url in servers:
-                    runs.append((shape_name, name,
-                                 bench(args.folio, url, tokenizer_model, f"{args.out}/{name}-{shape_name}.json", shape,
-                                       name=name)))
+                    r = bench(args.folio, url, tokenizer_model, f"{args.out}/{name}-{shape_name}.json", shape, name=name)
+                    if r is not None:
+                        runs.append((shape_name, name, r))
             results[shape_name] = runs
             print("| shape | server | done | output tok/s | vs first | of bound | TTFT p50 / p99 ms | TPOT p50 ms | "
                   "ITL p50 / p99 ms (p99/p50) |")

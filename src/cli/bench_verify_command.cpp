@@ -122,6 +122,7 @@ int run(BenchVerifyOptions options) {
   options.engine.speculative.fixed = true;
   options.engine.max_num_seqs =
       std::max(options.engine.max_num_seqs, *std::max_element(options.batches.begin(), options.batches.end()));
+  options.engine.max_num_seqs_set = true;  // not the GPU's default: every batch must fit
   ExecutorSession session;
   if (const int rc = open_executor_session("bench verify", options.model, options.threads, 0, options.json,
                                            options.engine, session);

@@ -180,7 +180,7 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t ma
   config.scheduler.max_num_batched_tokens =
       options.device.device == "cuda" && !tokens_given ? kCudaBatchedTokens : options.max_num_batched_tokens;
   const bool cuda = options.device.device == "cuda";
-  const bool seqs_given = options.max_num_seqs_option != nullptr && options.max_num_seqs_option->count() > 0;
+  const bool seqs_given = options.max_num_seqs_given();
   config.scheduler.max_num_seqs = cuda && !seqs_given ? kCudaMaxNumSeqs : options.max_num_seqs;
   const bool prefill_given = options.prefill_tokens_while_decoding_option != nullptr &&
                              options.prefill_tokens_while_decoding_option->count() > 0;

@@ -56,7 +56,13 @@ struct EngineOptions {
   // tokens leaves the tensor cores mostly idle).
   const CLI::Option* max_num_batched_tokens_option = nullptr;
   // Not given: 64 on the CPU; with --device cuda what the KV pool holds (cuda_max_num_seqs).
+  // A command that needs exactly max_num_seqs (bench verify's largest batch) sets it and
+  // max_num_seqs_set.
   const CLI::Option* max_num_seqs_option = nullptr;
+  bool max_num_seqs_set = false;
+  bool max_num_seqs_given() const {
+    return max_num_seqs_set || (max_num_seqs_option != nullptr && max_num_seqs_option->count() > 0);
+  }
   // Not given: the whole step budget; with --device cuda kCudaPrefillTokensWhileDecoding.
   const CLI::Option* prefill_tokens_while_decoding_option = nullptr;
   int32_t prefill_tokens_while_decoding = 0;

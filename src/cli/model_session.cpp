@@ -242,7 +242,9 @@ Expected<std::unique_ptr<Executor>> make_draft_executor(ModelSession& draft, con
                                                      /*release_window_blocks=*/false)) *
              target_request.kv.block_size;
   } else {
-    tokens = static_cast<int64_t>(request.max_num_seqs) * 2048;  // the target's pool is not sized yet
+    // The target's pool is not sized yet: room for its requests at the GPU's planning length
+    // (engine_options.h), and at least 64 of 2,048 tokens.
+    tokens = std::max<int64_t>(int64_t{64} * 2048, static_cast<int64_t>(request.max_num_seqs) * kCudaPlannedSeqTokens);
   }
   const int64_t draft_block = kv_bytes_per_block(d, 16, KvFormat::kFp16, /*release_window_blocks=*/false);
   request.kv.kv_cache_bytes = std::min<int64_t>((tokens + 15) / 16 + 1, (int64_t{8} << 30) / draft_block) * draft_block;
@@ -311,7 +313,7 @@ int open_executor_session(const char* command, const std::string& model_path, in
   out.executor = std::move(executor).value();
   // A GPU's running requests by default: what its pool holds (cuda_max_num_seqs), at most the
   // kCudaMaxNumSeqs the executor was built for.
-  const bool seqs_given = options.max_num_seqs_option != nullptr && options.max_num_seqs_option->count() > 0;
+  const bool seqs_given = options.max_num_seqs_given();
   if (options.device.device == "cuda" && !seqs_given) {
     out.config.scheduler.max_num_seqs = cuda_max_num_seqs(out.executor->kv_pool().num_token_slots());
     if (!quiet) {

@@ -12,7 +12,7 @@ void fp16_to_fp32_row_f16c(const uint16_t* src, float* dst, int64_t n) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
   }
-  for (; i < n; ++i) dst[i] = fp16_to_fp32(src[i]);
+  for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);  // not core/fp16.h's inline (this file has -m flags)
 }
 
 void fp32_to_fp16_row_f16c(const float* src, uint16_t* dst, int64_t n) {
@@ -21,7 +21,7 @@ void fp32_to_fp16_row_f16c(const float* src, uint16_t* dst, int64_t n) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
   }
-  for (; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
+  for (; i < n; ++i) dst[i] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
 }  // namespace folio::detail

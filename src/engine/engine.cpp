@@ -258,8 +258,14 @@ void Engine::propose() {
     candidate_requests_.push_back(request);
   }
   if (candidates_.empty()) return;
-  if (scheduler_.num_waiting() > 0) prefill_tokens += scheduler_.config().max_num_batched_tokens;
-  const int32_t base = std::min(num_decoding + prefill_tokens, scheduler_.config().max_num_batched_tokens);
+  const SchedulerConfig& config = scheduler_.config();
+  if (scheduler_.num_waiting() > 0) prefill_tokens += config.max_num_batched_tokens;
+  // The scheduler carries at most max_prefill_tokens_while_decoding prompt tokens beside decodes
+  // (candidates decode, so that cap holds this step).
+  if (config.max_prefill_tokens_while_decoding > 0) {
+    prefill_tokens = std::min(prefill_tokens, config.max_prefill_tokens_while_decoding);
+  }
+  const int32_t base = std::min(num_decoding + prefill_tokens, config.max_num_batched_tokens);
   controller_.choose(candidates_, base, proposal_sizes_);
   slots_.clear();
   // Each proposal is a logit row of the step, and the executor returns at most so many; the

@@ -59,7 +59,7 @@ struct CudaExecutorOptions {
   int32_t max_num_batched_tokens = 512;  // activations are sized for this many tokens
   int32_t max_num_seqs = 64;             // decode graphs are captured up to this batch
   int32_t max_model_len = 0;             // 0: the model's trained context
-  // Rows of logits one step returns at most (0: one per sequence, max_num_seqs capped at 256);
+  // Rows of logits one step returns at most (0: one per sequence, max_num_seqs capped at 1,024);
   // `folio perplexity` asks for a whole chunk's.
   int32_t max_logit_rows = 0;
   bool cuda_graphs = true;  // decode-only steps replay captured graphs
