@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/engine_options.h"
 #include "executor/decode_graph_buckets.h"
@@ -33,48 +36,49 @@ TEST(CudaMaxNumSeqs, WhatThePoolHoldsAtMost1024InGraphBuckets) {
   EXPECT_EQ(decode_graph_bucket(cuda_max_num_seqs(50'000)), cuda_max_num_seqs(50'000));
 }
 
+// The options keep pointers into the App (to tell given flags from defaults): it lives as long.
 struct Parsed {
+  std::unique_ptr<CLI::App> app = std::make_unique<CLI::App>();
   EngineOptions options;
 };
 
-Parsed parse(std::vector<std::string> args) {
-  Parsed p;
-  CLI::App app;
-  add_engine_options(app, p.options);
+std::unique_ptr<Parsed> parse(std::vector<std::string> args) {
+  auto p = std::make_unique<Parsed>();
+  add_engine_options(*p->app, p->options);
   std::vector<std::string> argv{"folio"};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<const char*> raw;
   for (const std::string& a : argv) raw.push_back(a.c_str());
-  app.parse(static_cast<int>(raw.size()), raw.data());
-  p.options.device.device = "cpu";  // to_engine_config refuses cuda in a build without it
+  p->app->parse(static_cast<int>(raw.size()), raw.data());
+  p->options.device.device = "cpu";  // to_engine_config refuses cuda in a build without it
   return p;
 }
 
 TEST(EngineDefaults, CpuKeepsItsDefaultsAndTheFlagsWin) {
-  Parsed p = parse({});
-  Expected<EngineConfig> config = to_engine_config(p.options, 0);
+  std::unique_ptr<Parsed> p = parse({});
+  Expected<EngineConfig> config = to_engine_config(p->options, 0);
   ASSERT_TRUE(config) << config.error();
   EXPECT_EQ(config->scheduler.max_num_seqs, 64);
   EXPECT_EQ(config->scheduler.max_num_batched_tokens, 512);
   EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, 0);
 
   p = parse({"--max-num-seqs", "7", "--max-prefill-tokens-while-decoding", "96"});
-  config = to_engine_config(p.options, 0);
+  config = to_engine_config(p->options, 0);
   ASSERT_TRUE(config) << config.error();
   EXPECT_EQ(config->scheduler.max_num_seqs, 7);
   EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, 96);
 }
 
 TEST(EngineDefaults, CudaRunsManyRequestsAndCapsPromptTokensBesideDecodes) {
-  Parsed p = parse({});
-  p.options.device.device = "cuda";
-  if (!check_device(p.options.device)) GTEST_SKIP() << "this folio was built without CUDA";
-  Expected<EngineConfig> config = to_engine_config(p.options, 0);
+  std::unique_ptr<Parsed> p = parse({});
+  p->options.device.device = "cuda";
+  if (!check_device(p->options.device)) GTEST_SKIP() << "this folio was built without CUDA";
+  Expected<EngineConfig> config = to_engine_config(p->options, 0);
   ASSERT_TRUE(config) << config.error();
   EXPECT_EQ(config->scheduler.max_num_seqs, kCudaMaxNumSeqs);  // the pool may lower it (cuda_max_num_seqs)
   EXPECT_EQ(config->scheduler.max_num_batched_tokens, kCudaBatchedTokens);
   EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, kCudaPrefillTokensWhileDecoding);
-  const ExecutorRequest request = to_executor_request(p.options, *config);
+  const ExecutorRequest request = to_executor_request(p->options, *config);
   EXPECT_EQ(request.max_num_seqs, kCudaMaxNumSeqs);  // graphs and buffers for the most it may run
 }
 
