@@ -77,8 +77,12 @@ void EngineWorker::loop() {
     for (Command& command : commands) apply(command);
     // step() also reports (and forgets) requests aborted since the last one, so it runs even
     // when nothing is left to schedule.
-    deliver(engine_.step());
+    const std::vector<RequestOutput> outputs = engine_.step();
+    // The metrics show the step before its outputs reach a client: whoever has read a token
+    // finds its request in /metrics (a stale snapshot read "idle" beside a running request).
     publish_metrics();
+    deliver(outputs);
+    publish_counters();  // what deliver() just counted; the engine state is the same
   }
   // Shutting down: everything in flight is aborted and its blocks freed; sinks hear nothing.
   for (auto& [ticket, live] : live_) {
@@ -158,6 +162,12 @@ void EngineWorker::publish_metrics() {
   snapshot.num_queued_submissions = num_queued_submissions_;
   num_applying_prompts_ = 0;
   metrics_ = snapshot;
+}
+
+void EngineWorker::publish_counters() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  metrics_.counters = counters_;
+  metrics_.latencies = latencies_;
 }
 
 }  // namespace folio::server

@@ -106,7 +106,8 @@ class EngineWorker {
   void loop();
   void apply(Command& command);
   void deliver(const std::vector<RequestOutput>& outputs);
-  void publish_metrics();
+  void publish_metrics();   // the engine after a step, the counters and the latencies
+  void publish_counters();  // the counters and latencies alone, after deliver()
 
   Engine& engine_;
   const int32_t max_waiting_;

@@ -62,8 +62,12 @@ class FolioServer:
         """Until nothing runs or waits; returns the KV cache usage then."""
         deadline = time.time() + timeout
         while time.time() < deadline:
-            if self.metric("folio:num_requests_running") == 0 and self.metric("folio:num_requests_waiting") == 0:
-                return self.metric("folio:kv_cache_usage_perc")
+            # One scrape: the three values come from one snapshot of the engine.
+            running, waiting, swapped, usage = self.metrics(
+                "folio:num_requests_running", "folio:num_requests_waiting", "folio:num_requests_swapped",
+                "folio:kv_cache_usage_perc")
+            if running == 0 and waiting == 0 and swapped == 0:
+                return usage
             time.sleep(0.1)
         return None
 
