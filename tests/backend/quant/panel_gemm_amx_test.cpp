@@ -124,7 +124,8 @@ TEST_P(AmxPanelGemm, SwigluEpilogueEqualsProductsThenSwiglu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, AmxPanelGemm, ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q8_0),
+INSTANTIATE_TEST_SUITE_P(Types, AmxPanelGemm,
+                         ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0),
                          [](const auto& info) { return std::string(dtype_info(info.param).name); });
 
 TEST(AmxPanelGemmShapes, TakesWhatItComputes) {

@@ -12,20 +12,34 @@
 namespace folio::cpu {
 
 bool panel_gemm_supports(DType weight_type, int64_t rows, int64_t cols) {
-  const bool type = weight_type == DType::Q4_0 || weight_type == DType::Q4_1 || weight_type == DType::Q8_0;
+  const bool type = weight_type == DType::Q4_0 || weight_type == DType::Q4_1 || weight_type == DType::Q5_0 ||
+                    weight_type == DType::Q5_1 || weight_type == DType::Q8_0;
   return type && rows > 0 && rows % 16 == 0 && cols > 0 && cols % 32 == 0;
 }
 
 PanelLayout panel_layout_of(DType type) {
   switch (type) {
-    case DType::Q4_0: return {sizeof(quant::BlockQ4_0), 2, sizeof(quant::BlockQ8_0), 2, 8, true};
-    case DType::Q4_1: return {sizeof(quant::BlockQ4_1), 4, sizeof(quant::BlockQ8_1), 4, 0, true};
-    default: return {sizeof(quant::BlockQ8_0), 2, sizeof(quant::BlockQ8_0), 2, 128, false};  // Q8_0
+    case DType::Q4_0: return {sizeof(quant::BlockQ4_0), 2, sizeof(quant::BlockQ8_0), 2, 8, true, -1};
+    case DType::Q4_1: return {sizeof(quant::BlockQ4_1), 4, sizeof(quant::BlockQ8_1), 4, 0, true, -1};
+    // Five bits: the low four packed as Q4's nibbles, the fifth in a plane of bits beside them.
+    case DType::Q5_0: return {sizeof(quant::BlockQ5_0), 6, sizeof(quant::BlockQ8_0), 2, 16, true, 2};
+    case DType::Q5_1: return {sizeof(quant::BlockQ5_1), 8, sizeof(quant::BlockQ8_1), 4, 0, true, 4};
+    default: return {sizeof(quant::BlockQ8_0), 2, sizeof(quant::BlockQ8_0), 2, 128, false, -1};  // Q8_0
   }
 }
 
+void panel_high_bits(const PanelLayout& l, const uint8_t* const* rows, uint8_t out[64]) {
+  uint64_t words[8] = {};
+  for (int n = 0; n < kPanelWeightRows; ++n) {
+    uint32_t high;
+    std::memcpy(&high, rows[n] + l.high_bits_offset, 4);
+    for (int j = 0; j < 8; ++j) words[j] |= static_cast<uint64_t>((high >> (4 * j)) & 0x0F) << (4 * n);
+  }
+  std::memcpy(out, words, sizeof words);
+}
+
 size_t panel_packed_codes_bytes(const PanelLayout& l) {
-  return l.four_bit ? 256 : 512;
+  return l.four_bit ? 256 + (l.high_bits_offset >= 0 ? 64 : 0) : 512;
 }
 
 size_t panel_packed_block_bytes(const PanelLayout& l) {

@@ -8,10 +8,10 @@
 // order, so a row's result does not depend on which path computed it, nor on the batch it came
 // in (batch invariance). The layout they share is in panel_layout.h.
 //
-// Weight types: Q4_0, Q4_1 and Q8_0 whose row count is a multiple of 16; activations in their
-// usual partner formats (Q8_0, Q8_1). A block's contribution to output (m, r):
-//   Q4_0 / Q8_0: d_w d_a (dot(c, a) - o sum(a)), c = q + o the stored unsigned code (o = 8, 128)
-//   Q4_1:        d_w d_a dot(q, a) + m_w s_a
+// Weight types: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 whose row count is a multiple of 16; activations
+// in their usual partner formats (Q8_0, Q8_1). A block's contribution to output (m, r):
+//   Q4_0 / Q5_0 / Q8_0: d_w d_a (dot(c, a) - o sum(a)), c = q + o the unsigned code (o = 8, 16, 128)
+//   Q4_1 / Q5_1:        d_w d_a dot(q, a) + m_w s_a
 #pragma once
 
 #include <cstddef>

@@ -7,13 +7,15 @@
 // A packed panel's block b (what decode streams, so exactly the stored bytes, reordered):
 //   codes  the 16 rows' codes for inputs 4j..4j+3 side by side, j = 0..7 (the tile B of K = 32,
 //          N = 16, and what vpdpbusd reads as 16 lanes): 8 x 64 bytes for Q8_0 (as unsigned
-//          bytes); for Q4_0 / Q4_1, 4 x 64 bytes whose low nibbles are j = 0..3 and high
-//          nibbles j = 4..7 (a GGUF byte holds inputs i and i + 16)
+//          bytes); for Q4_0 / Q4_1 / Q5_0 / Q5_1, 4 x 64 bytes whose low nibbles are j = 0..3
+//          and high nibbles j = 4..7 (a GGUF byte holds inputs i and i + 16)
+//   high   Q5_0 / Q5_1: 8 x 8 bytes, the fifth bits of code vector j's 64 bytes (panel_layout.h)
 //   d      [16] fp16: each weight row's block scale
-//   m      [16] fp16: Q4_1's block minimum (absent for Q4_0 / Q8_0)
-// Q4_0 288 bytes, Q4_1 320, Q8_0 544: blocks are 32-byte aligned, codes read unaligned. AMX
-// needs a tile's codes as bytes, so 4-bit panels are expanded into the thread's scratch once
-// per call (and met there by every tile of activation rows); VNNI rows read the nibbles.
+//   m      [16] fp16: Q4_1's and Q5_1's block minimum (absent for Q4_0 / Q5_0 / Q8_0)
+// Q4_0 288 bytes, Q4_1 320, Q5_0 352, Q5_1 384, Q8_0 544 (each the 16 rows' stored size):
+// blocks are 32-byte aligned, codes read unaligned. AMX needs a tile's codes as bytes, so
+// nibble panels are expanded into the thread's scratch once per call (and met there by every
+// tile of activation rows); VNNI rows read the nibbles.
 // Tiles: A = 16 activation rows x 32 int8 (read in place, the activation rows' stride), B the
 // codes as bytes, C = 16 x 16 int32. Two arrangements: 2 x 2 (A0 A1 for 32 activation rows, B0
 // B1 for two panels, C4..C7: each A and B load serves two products), and 1 x 1 for what is left
@@ -116,6 +118,7 @@ void pack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64
     if (l.four_bit) {
       transpose_16x4(rows, l.weight_codes_offset, d);
       for (int j = 0; j < 4; ++j) _mm512_storeu_si512(block + 64 * j, d[j]);
+      if (l.high_bits_offset >= 0) panel_high_bits(l, rows, block + 256);
     } else {
       // Signed bytes + 128 = unsigned codes.
       for (int half = 0; half < 2; ++half) {
@@ -128,13 +131,21 @@ void pack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64
   }
 }
 
-// A 4-bit packed block's codes as the bytes a B tile reads.
-__attribute__((always_inline)) inline void nibbles_to_bytes(const uint8_t* packed, __m512i out[8]) {
+// A nibble-packed block's codes as the bytes a B tile reads; with `high`, Q5's fifth bits
+// (the plane after the nibbles: one mask register a code vector) added as 16s.
+__attribute__((always_inline)) inline void nibbles_to_bytes(const uint8_t* packed, bool high, __m512i out[8]) {
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (int j = 0; j < 4; ++j) {
     const __m512i v = _mm512_loadu_si512(packed + 64 * j);
     out[j] = _mm512_and_si512(v, low);
     out[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+  }
+  if (!high) return;
+  const __m512i sixteen = _mm512_set1_epi8(16);
+  for (int j = 0; j < 8; ++j) {
+    uint64_t bits;
+    std::memcpy(&bits, packed + 256 + 8 * j, 8);
+    out[j] = _mm512_mask_add_epi8(out[j], _cvtu64_mask64(bits), out[j], sixteen);
   }
 }
 
@@ -150,7 +161,7 @@ PanelView panel_view(const Layout& l, const uint8_t* packed, int64_t blocks, uin
   if (!l.four_bit) return packed_view(l, packed);
   for (int64_t b = 0; b < blocks; ++b) {
     __m512i v[8];
-    nibbles_to_bytes(packed + b * stride, v);
+    nibbles_to_bytes(packed + b * stride, l.high_bits_offset >= 0, v);
     for (int j = 0; j < 8; ++j) _mm512_store_si512(bytes + b * kCodeBytes + 64 * j, v[j]);
   }
   return {bytes, kCodeBytes, packed + codes, stride};
@@ -327,7 +338,7 @@ void vnni_row(const Layout& l, const PanelView& panel, bool nibbles, int64_t blo
     const uint8_t* a = act + b * l.act_block_bytes + l.act_codes_offset;
     __m512i codes[8];
     if (nibbles) {
-      nibbles_to_bytes(block, codes);
+      nibbles_to_bytes(block, l.high_bits_offset >= 0, codes);
     } else {
       for (int j = 0; j < 8; ++j) codes[j] = _mm512_loadu_si512(block + 64 * j);
     }

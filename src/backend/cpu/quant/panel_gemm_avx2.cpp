@@ -50,7 +50,26 @@ void pack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64
       std::memcpy(block + codes + 2 * n, src, 2);
       if (l.offset == 0) std::memcpy(block + codes + 2 * kPanelRows + 2 * n, src + 2, 2);
     }
+    if (l.high_bits_offset >= 0) {
+      const uint8_t* rows[kPanelRows];
+      for (int n = 0; n < kPanelRows; ++n) rows[n] = weights + (r0 + n) * row_bytes + b * l.weight_block_bytes;
+      panel_high_bits(l, rows, block + 256);
+    }
   }
+}
+
+// 32 bits of Q5's plane of fifth bits -> 32 bytes, 16 where the bit is set: byte i of the
+// broadcast word goes to lanes 8i..8i+7 (vpshufb stays within 128-bit halves, each of which
+// holds the whole word), and each lane tests its own bit.
+__attribute__((always_inline)) inline __m256i fifth_bits(const uint8_t* bits) {
+  int32_t word;
+  std::memcpy(&word, bits, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(word),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(16));
 }
 
 // The 16 lanes' exact dot products of one block for R activation rows: sums[r][half], half 0
@@ -65,9 +84,18 @@ __attribute__((always_inline)) inline void block_dots(const Layout& l, const uin
   for (int j = 0; j < (l.four_bit ? 4 : 8); ++j) {
     const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * j));
     const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * j + 32));
-    const __m256i lo0 = _mm256_and_si256(v0, low), lo1 = _mm256_and_si256(v1, low);
-    const __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low);
-    const __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low);
+    __m256i lo0 = _mm256_and_si256(v0, low), lo1 = _mm256_and_si256(v1, low);
+    __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low);
+    __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low);
+    if (l.high_bits_offset >= 0) {
+      // Q5: code vectors j (low nibbles) and j + 4 (high nibbles) get their fifth bits; codes
+      // up to 31 keep vpmaddubsw's pairs below 2 x 31 x 127, so nothing saturates.
+      const uint8_t* plane = block + 256;
+      lo0 = _mm256_or_si256(lo0, fifth_bits(plane + 8 * j));
+      lo1 = _mm256_or_si256(lo1, fifth_bits(plane + 8 * j + 4));
+      hi0 = _mm256_or_si256(hi0, fifth_bits(plane + 8 * (j + 4)));
+      hi1 = _mm256_or_si256(hi1, fifth_bits(plane + 8 * (j + 4) + 4));
+    }
     for (int r = 0; r < R; ++r) {
       int32_t word;
       if (l.four_bit) {

@@ -20,13 +20,19 @@ struct PanelLayout {
   size_t weight_codes_offset;
   size_t act_block_bytes;  // activation block (Q8_0: d, q[32]; Q8_1: d, s, q[32])
   size_t act_codes_offset;
-  int offset;  // subtracted from the stored unsigned codes (0: affine, Q4_1)
-  bool four_bit;
+  int offset;            // subtracted from the packed unsigned codes (0: affine, Q4_1 and Q5_1)
+  bool four_bit;         // packed as nibbles (Q4_0, Q4_1, Q5_0, Q5_1); Q8_0's as bytes
+  int high_bits_offset;  // Q5_0 / Q5_1: where the block's 32 fifth bits are (qh); -1 for the others
 };
 
-// Q4_0, Q4_1 or Q8_0 (panel_gemm_supports' types).
+// Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0 (panel_gemm_supports' types).
 PanelLayout panel_layout_of(DType type);
-// A packed block: its codes (256 bytes of nibbles, or 512 bytes), then fp16 scales (and minimums).
+// Q5_0 / Q5_1: a packed block's plane of fifth bits, beside its nibbles. Word j (8 bytes) has
+// bit 4n + i set when input 4j + i of the panel's row n has its fifth bit: the bits of code
+// vector j's 64 bytes, in order. rows[n]: row n's stored block.
+void panel_high_bits(const PanelLayout& l, const uint8_t* const* rows, uint8_t out[64]);
+// A packed block: its codes (256 bytes of nibbles and Q5's 64 bytes of fifth bits, or 512
+// bytes), then fp16 scales (and minimums).
 size_t panel_packed_codes_bytes(const PanelLayout& l);
 size_t panel_packed_block_bytes(const PanelLayout& l);
 // Where row m's block b terms are: tiles of 16 rows, block by block, so that a tile's terms for
