@@ -189,21 +189,29 @@ void CpuBackend::matmul_panels(std::span<const WeightTensor* const> ws, const ui
       4);
 }
 
-AlignedBytes CpuBackend::pack_for_matmul(const WeightTensor& w) {
+AlignedBytes CpuBackend::pack_for_matmul(const WeightTensor& w, const PackedRows& packed_rows) {
   if (isa_ < Isa::kAvx2 || !panel_gemm_supports(w.type, w.rows, w.cols)) return {};
   AlignedBytes packed(panel_packed_bytes(w.type, w.rows, w.cols));
   const auto* weights = static_cast<const uint8_t*>(w.data);
   const bool avx512 = isa_ >= Isa::kAvx512;
-  pool_.parallel_for(
-      w.rows / 16,
-      [&](int, int64_t begin, int64_t end) {
-        if (avx512) {
-          amx_pack_panels(w.type, w.cols, weights, begin, end, packed.data());
-        } else {
-          avx2_pack_panels(w.type, w.cols, weights, begin, end, packed.data());
-        }
-      },
-      4);
+  // In chunks of panels, each reported when done: the caller may let go of those stored rows
+  // before the next chunk is read, so a large matrix is never resident twice.
+  constexpr int64_t kChunkPanels = 256;
+  const int64_t panels = w.rows / 16;
+  for (int64_t chunk = 0; chunk < panels; chunk += kChunkPanels) {
+    const int64_t chunk_end = std::min(panels, chunk + kChunkPanels);
+    pool_.parallel_for(
+        chunk_end - chunk,
+        [&](int, int64_t begin, int64_t end) {
+          if (avx512) {
+            amx_pack_panels(w.type, w.cols, weights, chunk + begin, chunk + end, packed.data());
+          } else {
+            avx2_pack_panels(w.type, w.cols, weights, chunk + begin, chunk + end, packed.data());
+          }
+        },
+        4);
+    if (packed_rows) packed_rows(chunk * 16, chunk_end * 16);
+  }
   return packed;
 }
 
