@@ -75,14 +75,21 @@ void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, co
     return;
   }
   const int64_t cols = first.cols;
-  const size_t act_row_bytes = row_bytes(kernels->activation_type, cols);
-  const uint8_t* acts = convert_activations(*kernels, x, n, cols);
   // The panels on AMX (tiles + VNNI), on AVX-512 (VNNI rows: one pass over a packed panel for
   // every row, and decode streaming the panels, with prefetch, at the stored size) and on AVX2
-  // (four rows at a time per loaded block).
+  // (four rows at a time per loaded block). They read their own activation format.
   bool panels = isa_ >= Isa::kAvx2;
-  for (const WeightTensor* w : ws) panels = panels && panel_gemm_supports(w->type, w->rows, w->cols);
-  if (panels) return matmul_panels(ws, acts, act_row_bytes, ys, n);
+  for (const WeightTensor* w : ws) {
+    panels = panels && panel_gemm_supports(w->type, w->rows, w->cols) &&
+             (w->packed != nullptr || !panel_needs_packing(w->type));
+  }
+  if (panels) {
+    const QuantKernels* partner = quant_kernels(panel_activation_partner(first.type), isa_);
+    const uint8_t* acts = convert_activations(*partner, x, n, cols);
+    return matmul_panels(ws, acts, row_bytes(partner->activation_type, cols), ys, n);
+  }
+  const size_t act_row_bytes = row_bytes(kernels->activation_type, cols);
+  const uint8_t* acts = convert_activations(*kernels, x, n, cols);
 
   // Each thread takes a run of the matrices' rows (one after another, as one matrix).
   // Activations go by in panels of kPanelRows rows small enough to stay in L1 while the thread's
@@ -133,7 +140,7 @@ void CpuBackend::matmul_swiglu(const WeightTensor& gate, const WeightTensor& up,
                      gate.packed != nullptr && up.packed != nullptr && gate.type == up.type && gate.rows == up.rows &&
                      gate.cols == up.cols && panel_gemm_supports(gate.type, gate.rows, gate.cols);
   if (!fused) return Backend::matmul_swiglu(gate, up, x, out, up_scratch, n);
-  const QuantKernels* kernels = quant_kernels(gate.type, isa_);
+  const QuantKernels* kernels = quant_kernels(panel_activation_partner(gate.type), isa_);
   const size_t act_row_bytes = row_bytes(kernels->activation_type, gate.cols);
   const uint8_t* acts = convert_activations(*kernels, x, n, gate.cols);
   prepare_activation_terms(gate, acts, act_row_bytes, n);

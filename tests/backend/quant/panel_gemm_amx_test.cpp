@@ -100,14 +100,15 @@ TEST_P(AmxPanelGemm, SwigluEpilogueEqualsProductsThenSwiglu) {
   const Problem gate = make_problem(rng, type, 48, 576, 53, false);
   Problem up = make_problem(rng, type, 48, 576, 53, false);
   up.acts = gate.acts;  // one input for both
-  AlignedBytes gate_packed(panel_packed_bytes(type, 48, 576)), up_packed(panel_packed_bytes(type, 48, 576));
-  amx_pack_panels(type, 576, gate.weights.data(), 0, 3, gate_packed.data());
-  amx_pack_panels(type, 576, up.weights.data(), 0, 3, up_packed.data());
+  const int64_t cols = gate.cols;
+  AlignedBytes gate_packed(panel_packed_bytes(type, 48, cols)), up_packed(panel_packed_bytes(type, 48, cols));
+  amx_pack_panels(type, cols, gate.weights.data(), 0, 3, gate_packed.data());
+  amx_pack_panels(type, cols, up.weights.data(), 0, 3, up_packed.data());
   auto fused = [&](const uint8_t* acts, int64_t n, bool tiles = true) {
-    std::vector<float> terms(panel_terms_floats(n, 576)), out(static_cast<size_t>(n * 48), NAN);
-    panel_activation_terms(type, acts, gate.act_row_bytes, n, 576, terms.data());
-    amx_panel_gemm_swiglu(type, 576, gate_packed.data(), up_packed.data(), acts, gate.act_row_bytes, terms.data(), n, 0,
-                          3, out.data(), 48, tiles);
+    std::vector<float> terms(panel_terms_floats(n, cols)), out(static_cast<size_t>(n * 48), NAN);
+    panel_activation_terms(type, acts, gate.act_row_bytes, n, cols, terms.data());
+    amx_panel_gemm_swiglu(type, cols, gate_packed.data(), up_packed.data(), acts, gate.act_row_bytes, terms.data(), n,
+                          0, 3, out.data(), 48, tiles);
     return out;
   };
   const std::vector<float> g = amx_matmul(gate, gate.acts.data(), 53, true);
@@ -125,13 +126,16 @@ TEST_P(AmxPanelGemm, SwigluEpilogueEqualsProductsThenSwiglu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, AmxPanelGemm,
-                         ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0),
+                         ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K,
+                                           DType::Q5_K),
                          [](const auto& info) { return std::string(dtype_info(info.param).name); });
 
 TEST(AmxPanelGemmShapes, TakesWhatItComputes) {
   EXPECT_TRUE(panel_gemm_supports(DType::Q4_1, 576, 576));
   EXPECT_FALSE(panel_gemm_supports(DType::Q4_1, 570, 576));  // rows not in panels of 16
-  EXPECT_FALSE(panel_gemm_supports(DType::Q4_K, 576, 576));
+  EXPECT_TRUE(panel_gemm_supports(DType::Q4_K, 576, 512));
+  EXPECT_FALSE(panel_gemm_supports(DType::Q4_K, 576, 576));  // columns not in super-blocks of 256
+  EXPECT_FALSE(panel_gemm_supports(DType::Q6_K, 576, 512));  // sub-blocks of 16: not yet
   EXPECT_FALSE(panel_gemm_supports(DType::F16, 576, 576));
 }
 

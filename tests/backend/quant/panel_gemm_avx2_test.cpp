@@ -99,7 +99,8 @@ TEST_P(Avx2PanelGemm, EqualsTheAvx512PathBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, Avx2PanelGemm,
-                         ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0),
+                         ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K,
+                                           DType::Q5_K),
                          [](const auto& info) { return std::string(dtype_info(info.param).name); });
 
 }  // namespace

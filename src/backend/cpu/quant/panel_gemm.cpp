@@ -12,19 +12,22 @@
 namespace folio::cpu {
 
 bool panel_gemm_supports(DType weight_type, int64_t rows, int64_t cols) {
-  const bool type = weight_type == DType::Q4_0 || weight_type == DType::Q4_1 || weight_type == DType::Q5_0 ||
+  const bool k_quant = weight_type == DType::Q4_K || weight_type == DType::Q5_K;
+  const bool type = k_quant || weight_type == DType::Q4_0 || weight_type == DType::Q4_1 || weight_type == DType::Q5_0 ||
                     weight_type == DType::Q5_1 || weight_type == DType::Q8_0;
-  return type && rows > 0 && rows % 16 == 0 && cols > 0 && cols % 32 == 0;
+  return type && rows > 0 && rows % 16 == 0 && cols > 0 && cols % (k_quant ? 256 : 32) == 0;
 }
 
 PanelLayout panel_layout_of(DType type) {
   switch (type) {
-    case DType::Q4_0: return {sizeof(quant::BlockQ4_0), 2, sizeof(quant::BlockQ8_0), 2, 8, true, -1};
-    case DType::Q4_1: return {sizeof(quant::BlockQ4_1), 4, sizeof(quant::BlockQ8_1), 4, 0, true, -1};
+    case DType::Q4_0: return {sizeof(quant::BlockQ4_0), 2, sizeof(quant::BlockQ8_0), 2, 8, true, -1, false};
+    case DType::Q4_1: return {sizeof(quant::BlockQ4_1), 4, sizeof(quant::BlockQ8_1), 4, 0, true, -1, false};
+    case DType::Q4_K: return {sizeof(quant::BlockQ4_K) / 8, 0, sizeof(quant::BlockQ8_0), 2, 0, true, -1, true};
+    case DType::Q5_K: return {sizeof(quant::BlockQ5_K) / 8, 0, sizeof(quant::BlockQ8_0), 2, 0, true, 0, true};
     // Five bits: the low four packed as Q4's nibbles, the fifth in a plane of bits beside them.
-    case DType::Q5_0: return {sizeof(quant::BlockQ5_0), 6, sizeof(quant::BlockQ8_0), 2, 16, true, 2};
-    case DType::Q5_1: return {sizeof(quant::BlockQ5_1), 8, sizeof(quant::BlockQ8_1), 4, 0, true, 4};
-    default: return {sizeof(quant::BlockQ8_0), 2, sizeof(quant::BlockQ8_0), 2, 128, false, -1};  // Q8_0
+    case DType::Q5_0: return {sizeof(quant::BlockQ5_0), 6, sizeof(quant::BlockQ8_0), 2, 16, true, 2, false};
+    case DType::Q5_1: return {sizeof(quant::BlockQ5_1), 8, sizeof(quant::BlockQ8_1), 4, 0, true, 4, false};
+    default: return {sizeof(quant::BlockQ8_0), 2, sizeof(quant::BlockQ8_0), 2, 128, false, -1, false};  // Q8_0
   }
 }
 
@@ -43,7 +46,66 @@ size_t panel_packed_codes_bytes(const PanelLayout& l) {
 }
 
 size_t panel_packed_block_bytes(const PanelLayout& l) {
-  return panel_packed_codes_bytes(l) + kPanelWeightRows * sizeof(uint16_t) * (l.offset == 0 ? 2 : 1);
+  const size_t scale_bytes = l.k_quant ? sizeof(float) : sizeof(uint16_t);
+  return panel_packed_codes_bytes(l) + kPanelWeightRows * scale_bytes * (l.offset == 0 ? 2 : 1);
+}
+
+DType panel_activation_partner(DType weight_type) {
+  return panel_needs_packing(weight_type) ? DType::Q4_0 : weight_type;
+}
+
+bool panel_needs_packing(DType weight_type) {
+  return weight_type == DType::Q4_K || weight_type == DType::Q5_K;
+}
+
+void panel_pack_k_quant(const PanelLayout& l, int64_t cols, const uint8_t* weights, int64_t r0, uint8_t* panel) {
+  const int64_t supers = cols / 256;
+  const size_t super_bytes = 8 * l.weight_block_bytes, row_bytes = static_cast<size_t>(supers) * super_bytes;
+  const size_t stride = panel_packed_block_bytes(l), codes_bytes = panel_packed_codes_bytes(l);
+  const bool five = l.high_bits_offset >= 0;
+  {
+    for (int n = 0; n < kPanelWeightRows; ++n) {
+      const uint8_t* row = weights + static_cast<size_t>(r0 + n) * row_bytes;
+      for (int64_t s = 0; s < supers; ++s) {
+        const uint8_t* block = row + s * super_bytes;
+        uint8_t q[256], sc[8], m[8];
+        uint16_t d_bits, dmin_bits;
+        std::memcpy(&d_bits, block, 2);
+        std::memcpy(&dmin_bits, block + 2, 2);
+        quant::unpack_q4k_scales(block + 4, sc, m);
+        if (five) {
+          const auto* x = reinterpret_cast<const quant::BlockQ5_K*>(block);
+          quant::unpack_q45k(x->qs, x->qh, q);
+        } else {
+          quant::unpack_q45k(reinterpret_cast<const quant::BlockQ4_K*>(block)->qs, nullptr, q);
+        }
+        const float d = fp16_to_fp32(d_bits), dmin = fp16_to_fp32(dmin_bits);
+        for (int j = 0; j < 8; ++j) {
+          uint8_t* out = panel + (s * 8 + j) * stride;
+          const uint8_t* c = q + 32 * j;
+          // The nibbles as transposed Q4_0 blocks: byte 64 v + 4 n + i holds input 4 v + i
+          // (low nibble) and 16 + 4 v + i (high nibble) of row n, v = 0..3.
+          for (int v = 0; v < 4; ++v) {
+            for (int i = 0; i < 4; ++i) {
+              out[64 * v + 4 * n + i] = static_cast<uint8_t>((c[4 * v + i] & 0x0F) | ((c[16 + 4 * v + i] & 0x0F) << 4));
+            }
+          }
+          if (five) {  // panel_high_bits' plane: word v, bit 4 n + i = input 4 v + i's fifth bit
+            for (int v = 0; v < 8; ++v) {
+              uint64_t word = 0;  // row 0 starts the word; the others add their bits
+              if (n > 0) std::memcpy(&word, out + 256 + 8 * v, 8);
+              for (int i = 0; i < 4; ++i) word |= static_cast<uint64_t>((c[4 * v + i] >> 4) & 1) << (4 * n + i);
+              std::memcpy(out + 256 + 8 * v, &word, 8);
+            }
+          }
+          // Exact in float32: an fp16 times an integer below 64.
+          const float scale = d * static_cast<float>(sc[j]), minimum = -dmin * static_cast<float>(m[j]);
+          std::memcpy(out + codes_bytes + 4 * n, &scale, 4);
+          std::memcpy(out + codes_bytes + 4 * kPanelWeightRows + 4 * n, &minimum, 4);
+        }
+      }
+    }
+  }
 }
 
 size_t panel_terms_index(int64_t blocks, int64_t m, int64_t b) {
@@ -87,14 +149,15 @@ void panel_activation_terms(DType weight_type, const uint8_t* acts, size_t act_r
       const uint8_t* block = acts + m * act_row_bytes + b * l.act_block_bytes;
       float* out = terms + panel_terms_index(blocks, m, b);
       out[0] = half_to_float(block);
-      if (l.offset == 0) {
+      if (l.offset == 0 && !l.k_quant) {
         out[1] = half_to_float(block + 2);  // Q8_1's s = d sum(q)
         continue;
       }
       const auto* q = reinterpret_cast<const int8_t*>(block + l.act_codes_offset);
       int32_t sum = 0;
       for (int k = 0; k < kPanelBlock; ++k) sum += q[k];
-      out[1] = static_cast<float>(l.offset * sum);
+      // The K-quants' minimum meets d sum(q) from Q8_0's codes: one rounding, not Q8_1's fp16.
+      out[1] = l.k_quant ? out[0] * static_cast<float>(sum) : static_cast<float>(l.offset * sum);
     }
   }
 }

@@ -8,10 +8,12 @@
 // order, so a row's result does not depend on which path computed it, nor on the batch it came
 // in (batch invariance). The layout they share is in panel_layout.h.
 //
-// Weight types: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 whose row count is a multiple of 16; activations
-// in their usual partner formats (Q8_0, Q8_1). A block's contribution to output (m, r):
+// Weight types: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 whose row count is a multiple of 16, and Q4_K /
+// Q5_K whose column count is also a multiple of 256; activations in Q8_0 or Q8_1
+// (panel_activation_partner). A block's (or K sub-block's) contribution to output (m, r):
 //   Q4_0 / Q5_0 / Q8_0: d_w d_a (dot(c, a) - o sum(a)), c = q + o the unsigned code (o = 8, 16, 128)
-//   Q4_1 / Q5_1:        d_w d_a dot(q, a) + m_w s_a
+//   Q4_1 / Q5_1:        d_w d_a dot(q, a) + m_w s_a        (s_a: Q8_1's fp16 d_a sum(a))
+//   Q4_K / Q5_K:        (d sc) d_a dot(q, a) - (dmin m) d_a sum(a)
 #pragma once
 
 #include <cstddef>
@@ -23,9 +25,16 @@ namespace folio::cpu {
 
 // Whether the panel paths compute matmuls with weights of this type and shape.
 bool panel_gemm_supports(DType weight_type, int64_t rows, int64_t cols);
+// The weight type whose activation format (Q8_0 or Q8_1) the panels read: the type itself, or
+// Q4_0 for the K-quants (Q8_0 activations in place of their dot kernels' Q8_K).
+DType panel_activation_partner(DType weight_type);
+// Whether a panel matmul of this type needs the matrix packed beforehand (the K-quants: their
+// packing is plain C++, too slow to repeat per call).
+bool panel_needs_packing(DType weight_type);
 
 // What each activation block contributes besides its codes, once per matmul: row m's block b
-// scale d_a as a float, then o * sum(q_a) (Q4_0, Q8_0) or s_a (Q4_1), laid out by tiles of 16
+// scale d_a as a float, then o * sum(q_a) (Q4_0, Q5_0, Q8_0), s_a (Q4_1, Q5_1) or d_a * sum(q_a)
+// (Q4_K, Q5_K), laid out by tiles of 16
 // rows (a tile's terms for one block side by side). acts as in amx_panel_gemm; terms holds
 // panel_terms_floats(n, cols).
 void panel_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,

@@ -170,33 +170,38 @@ PanelView panel_view(const Layout& l, const uint8_t* packed, int64_t blocks, uin
 // One block's exact integer dot products (16 lanes: the panel's rows) into a row's sums: the
 // one sequence of float operations every path uses. terms: the row's block terms
 // (panel_activation_terms): d_a, then o sum(a) (an integer below 2^24, so the subtraction in
-// float is exact) or Q4_1's s_a.
-__attribute__((always_inline)) inline __m512 accumulate(__m512 acc, __m512i dots, bool affine, const uint8_t* scales,
-                                                        const float* terms) {
+// float is exact), or Q4_1's s_a, or the K-quants' d_a sum(a). wide: the scales and minimums
+// are float32 (the K-quants), not fp16.
+__attribute__((always_inline)) inline __m512 accumulate(__m512 acc, __m512i dots, bool affine, bool wide,
+                                                        const uint8_t* scales, const float* terms) {
   __m512 t = _mm512_cvtepi32_ps(dots);
   if (!affine) t = _mm512_sub_ps(t, _mm512_set1_ps(terms[1]));
-  acc = _mm512_fmadd_ps(t, _mm512_mul_ps(load_halves(scales), _mm512_set1_ps(terms[0])), acc);
-  if (affine) acc = _mm512_fmadd_ps(load_halves(scales + 2 * kPanelRows), _mm512_set1_ps(terms[1]), acc);
+  const __m512 d = wide ? _mm512_loadu_ps(scales) : load_halves(scales);
+  acc = _mm512_fmadd_ps(t, _mm512_mul_ps(d, _mm512_set1_ps(terms[0])), acc);
+  if (affine) {
+    const __m512 m = wide ? _mm512_loadu_ps(scales + 4 * kPanelRows) : load_halves(scales + 2 * kPanelRows);
+    acc = _mm512_fmadd_ps(m, _mm512_set1_ps(terms[1]), acc);
+  }
   return acc;
 }
 
 // A stored C tile (16 x 16 int32) into the 16 rows' sums; terms: the tile's for the block.
-__attribute__((always_inline)) inline void fold(__m512 (&acc)[kTileRows], const int32_t* c, bool affine,
+__attribute__((always_inline)) inline void fold(__m512 (&acc)[kTileRows], const int32_t* c, bool affine, bool wide,
                                                 const uint8_t* scales, const float* terms) {
 #pragma GCC unroll 16
   for (int m = 0; m < kTileRows; ++m) {
-    acc[m] = accumulate(acc[m], _mm512_load_si512(c + m * kPanelRows), affine, scales, terms + 2 * m);
+    acc[m] = accumulate(acc[m], _mm512_load_si512(c + m * kPanelRows), affine, wide, scales, terms + 2 * m);
   }
 }
 
 // The same, with the sums in memory (16 rows of 16 floats).
-__attribute__((always_inline)) inline void fold_in_memory(float* acc, const int32_t* c, bool affine,
+__attribute__((always_inline)) inline void fold_in_memory(float* acc, const int32_t* c, bool affine, bool wide,
                                                           const uint8_t* scales, const float* terms) {
 #pragma GCC unroll 16
   for (int m = 0; m < kTileRows; ++m) {
     const __m512 sum = _mm512_load_ps(acc + m * kPanelRows);
     _mm512_store_ps(acc + m * kPanelRows,
-                    accumulate(sum, _mm512_load_si512(c + m * kPanelRows), affine, scales, terms + 2 * m));
+                    accumulate(sum, _mm512_load_si512(c + m * kPanelRows), affine, wide, scales, terms + 2 * m));
   }
 }
 
@@ -237,7 +242,8 @@ void tile_rows(const Layout& l, const PanelView& panel, int64_t blocks, const ui
     if (b < blocks) multiply(b);
     if (b >= 1 && b <= blocks) store(b - 1);
     if (b >= 2) {
-      fold(acc, c[(b - 2) % 3], affine, panel.scales + (b - 2) * panel.scales_stride, terms + (b - 2) * 2 * kTileRows);
+      fold(acc, c[(b - 2) % 3], affine, l.k_quant, panel.scales + (b - 2) * panel.scales_stride,
+           terms + (b - 2) * 2 * kTileRows);
     }
   }
   for (int m = 0; m < kTileRows; ++m) _mm512_storeu_ps(y + m * y_stride, acc[m]);
@@ -262,7 +268,8 @@ void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1,
   auto fold_previous = [&](int q, int64_t b) {
     const PanelView& panel = q < 2 ? panel0 : panel1;
     const uint8_t* scales = panel.scales + (b - 1) * panel.scales_stride;
-    fold_in_memory(acc[q], c[(b - 1) & 1][q], affine, scales, terms + (q & 1) * tile_terms + (b - 1) * 2 * kTileRows);
+    fold_in_memory(acc[q], c[(b - 1) & 1][q], affine, l.k_quant, scales,
+                   terms + (q & 1) * tile_terms + (b - 1) * 2 * kTileRows);
   };
   for (int64_t b = 0; b <= blocks; ++b) {
     // Tile numbers are immediates in these instructions, hence the four spelled-out products.
@@ -353,7 +360,7 @@ void vnni_row(const Layout& l, const PanelView& panel, bool nibbles, int64_t blo
       part[j] = _mm512_dpbusd_epi32(part[j], codes[j + 4], _mm512_set1_epi32(hi));
     }
     const __m512i dots = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
-    acc = accumulate(acc, dots, affine, panel.scales + b * panel.scales_stride, terms + b * 2 * kTileRows);
+    acc = accumulate(acc, dots, affine, l.k_quant, panel.scales + b * panel.scales_stride, terms + b * 2 * kTileRows);
   }
   _mm512_storeu_ps(y, acc);
 }
@@ -372,8 +379,12 @@ void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, in
   const int64_t blocks = cols / kBlock;
   const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
   for (int64_t p = panel_begin; p < panel_end; ++p) {
-    pack_panel(l, weights, static_cast<size_t>(blocks) * l.weight_block_bytes, p * kPanelRows, blocks,
-               packed + static_cast<size_t>(p) * panel_bytes);
+    uint8_t* out = packed + static_cast<size_t>(p) * panel_bytes;
+    if (l.k_quant) {
+      panel_pack_k_quant(l, cols, weights, p * kPanelRows, out);
+    } else {
+      pack_panel(l, weights, static_cast<size_t>(blocks) * l.weight_block_bytes, p * kPanelRows, blocks, out);
+    }
   }
 }
 
@@ -401,7 +412,11 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
         panel[i] = packed + static_cast<size_t>(p + i) * panel_bytes;
       } else {
         uint8_t* own = scratch + 2 * bytes_per_panel + i * panel_bytes;
-        pack_panel(l, weights, row_bytes, (p + i) * kPanelRows, blocks, own);
+        if (l.k_quant) {
+          panel_pack_k_quant(l, cols, weights, (p + i) * kPanelRows, own);
+        } else {
+          pack_panel(l, weights, row_bytes, (p + i) * kPanelRows, blocks, own);
+        }
         panel[i] = own;
       }
       view[i] = expand ? panel_view(l, panel[i], blocks, scratch + i * bytes_per_panel) : packed_view(l, panel[i]);

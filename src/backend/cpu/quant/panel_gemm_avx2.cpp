@@ -121,17 +121,18 @@ __attribute__((always_inline)) inline void block_dots(const Layout& l, const uin
 }
 
 // One block's exact dots into 8 lanes of a row's float sums: the AVX-512 file's `accumulate`,
-// lane for lane. scales: the 8 rows' fp16 scales (minimums 2 x kPanelRows bytes on).
-__attribute__((always_inline)) inline __m256 accumulate(__m256 acc, __m256i dots, bool affine, const uint8_t* scales,
-                                                        const float* terms) {
+// lane for lane. scales: the block's 16 rows' fp16 scales (minimums 2 x kPanelRows bytes on),
+// or with `wide` float32 ones (the K-quants; minimums 4 x kPanelRows bytes on); half: which 8.
+__attribute__((always_inline)) inline __m256 accumulate(__m256 acc, __m256i dots, bool affine, bool wide,
+                                                        const uint8_t* scales, int half, const float* terms) {
   __m256 t = _mm256_cvtepi32_ps(dots);
   if (!affine) t = _mm256_sub_ps(t, _mm256_set1_ps(terms[1]));
-  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
-  acc = _mm256_fmadd_ps(t, _mm256_mul_ps(d, _mm256_set1_ps(terms[0])), acc);
-  if (affine) {
-    const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 2 * kPanelRows)));
-    acc = _mm256_fmadd_ps(m, _mm256_set1_ps(terms[1]), acc);
-  }
+  const auto load = [&](size_t offset) {
+    return wide ? _mm256_loadu_ps(reinterpret_cast<const float*>(scales + offset) + 8 * half)
+                : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + offset) + half));
+  };
+  acc = _mm256_fmadd_ps(t, _mm256_mul_ps(load(0), _mm256_set1_ps(terms[0])), acc);
+  if (affine) acc = _mm256_fmadd_ps(load((wide ? 4 : 2) * kPanelRows), _mm256_set1_ps(terms[1]), acc);
   return acc;
 }
 
@@ -160,8 +161,8 @@ void panel_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uin
     const uint8_t* scales = block + codes;
     for (int r = 0; r < R; ++r) {
       const float* t = row_terms[r] + b * 2 * kTileRows;
-      acc[r][0] = accumulate(acc[r][0], sums[r][0], affine, scales, t);
-      acc[r][1] = accumulate(acc[r][1], sums[r][1], affine, scales + 16, t);
+      acc[r][0] = accumulate(acc[r][0], sums[r][0], affine, l.k_quant, scales, 0, t);
+      acc[r][1] = accumulate(acc[r][1], sums[r][1], affine, l.k_quant, scales, 1, t);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -178,8 +179,12 @@ void avx2_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, i
   const int64_t blocks = cols / kBlock;
   const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
   for (int64_t p = panel_begin; p < panel_end; ++p) {
-    pack_panel(l, weights, static_cast<size_t>(blocks) * l.weight_block_bytes, p * kPanelRows, blocks,
-               packed + static_cast<size_t>(p) * panel_bytes);
+    uint8_t* out = packed + static_cast<size_t>(p) * panel_bytes;
+    if (l.k_quant) {
+      panel_pack_k_quant(l, cols, weights, p * kPanelRows, out);
+    } else {
+      pack_panel(l, weights, static_cast<size_t>(blocks) * l.weight_block_bytes, p * kPanelRows, blocks, out);
+    }
   }
 }
 
@@ -195,7 +200,11 @@ void avx2_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, co
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     const uint8_t* panel = packed + static_cast<size_t>(p) * panel_bytes;
     if (packed == nullptr) {
-      pack_panel(l, weights, row_bytes, p * kPanelRows, blocks, own);
+      if (l.k_quant) {
+        panel_pack_k_quant(l, cols, weights, p * kPanelRows, own);
+      } else {
+        pack_panel(l, weights, row_bytes, p * kPanelRows, blocks, own);
+      }
       panel = own;
     }
     float* out = y + p * kPanelRows;

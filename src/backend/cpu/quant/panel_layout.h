@@ -22,17 +22,25 @@ struct PanelLayout {
   size_t act_codes_offset;
   int offset;            // subtracted from the packed unsigned codes (0: affine, Q4_1 and Q5_1)
   bool four_bit;         // packed as nibbles (Q4_0, Q4_1, Q5_0, Q5_1); Q8_0's as bytes
-  int high_bits_offset;  // Q5_0 / Q5_1: where the block's 32 fifth bits are (qh); -1 for the others
+  int high_bits_offset;  // Q5_0 / Q5_1: where the block's 32 fifth bits are (qh); Q5_K: 0; -1 others
+  // Q4_K / Q5_K: 256-input super-blocks whose 32-input sub-blocks are the panel's blocks, each
+  // with its exact scale d * sc and minimum -dmin * m as float32 (fp16 would round them); the
+  // activations are Q8_0 (per 32 inputs), not the Q8_K of the K-quants' dot kernels.
+  bool k_quant;
 };
 
-// Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0 (panel_gemm_supports' types).
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K or Q5_K (panel_gemm_supports' types). For the K-quants,
+// weight_block_bytes is an eighth of a super-block (its bytes per 32 inputs).
 PanelLayout panel_layout_of(DType type);
+// A Q4_K / Q5_K panel (rows [r0, r0 + 16) of the matrix at `weights`) into the packed layout
+// at `panel`, in plain C++ (load time): the same bytes on every ISA.
+void panel_pack_k_quant(const PanelLayout& l, int64_t cols, const uint8_t* weights, int64_t r0, uint8_t* panel);
 // Q5_0 / Q5_1: a packed block's plane of fifth bits, beside its nibbles. Word j (8 bytes) has
 // bit 4n + i set when input 4j + i of the panel's row n has its fifth bit: the bits of code
 // vector j's 64 bytes, in order. rows[n]: row n's stored block.
 void panel_high_bits(const PanelLayout& l, const uint8_t* const* rows, uint8_t out[64]);
 // A packed block: its codes (256 bytes of nibbles and Q5's 64 bytes of fifth bits, or 512
-// bytes), then fp16 scales (and minimums).
+// bytes), then the 16 rows' scales (and minimums): fp16, or float32 for the K-quants.
 size_t panel_packed_codes_bytes(const PanelLayout& l);
 size_t panel_packed_block_bytes(const PanelLayout& l);
 // Where row m's block b terms are: tiles of 16 rows, block by block, so that a tile's terms for
