@@ -343,10 +343,12 @@ void CpuBackend::geglu_tanh(const float* gate, const float* up, float* out, int6
   const bool avx512 = isa_ >= Isa::kAvx512;
   const auto run = [&](int, int64_t begin, int64_t end) {
     if (avx512) return geglu_tanh_avx512(gate + begin, up + begin, out + begin, end - begin);
+    // The AVX-512 path's form, 0.5 g (1 + tanh(z)) = g / (1 + exp(-2z)): no cancellation in
+    // 1 + tanh(z) for negative gates, and one formula on every ISA.
     constexpr float kSqrt2OverPi = 0.7978845608028654f;
     for (int64_t i = begin; i < end; ++i) {
       const float g = gate[i];
-      out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+      out[i] = g / (1.0f + std::exp(-2.0f * kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
     }
   };
   // As swiglu: a prompt's worth across the threads, a decode token's on this thread.
