@@ -525,6 +525,10 @@ Expected<GgufFile> GgufFile::open(const std::string& path) {
   return file;
 }
 
+void GgufFile::release(std::string_view key) {
+  if (auto it = metadata_.find(key); it != metadata_.end()) metadata_.erase(it);
+}
+
 const GgufValue* GgufFile::find(std::string_view key) const {
   auto it = metadata_.find(key);
   return it == metadata_.end() ? nullptr : &it->second;

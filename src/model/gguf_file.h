@@ -80,6 +80,10 @@ class GgufFile {
 
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
   const GgufValue* find(std::string_view key) const;
+  // Forgets a metadata entry (find() is null for it afterwards), giving its memory back: a
+  // 262k-token vocabulary's three arrays hold ~38 MB as parsed values, needed only until the
+  // tokenizer is built.
+  void release(std::string_view key);
   std::optional<int64_t> get_int(std::string_view key) const;
   std::optional<double> get_float(std::string_view key) const;
   std::optional<bool> get_bool(std::string_view key) const;

@@ -150,6 +150,22 @@ TEST(GgufFile, ReadsArraysAndNestedArrays) {
   }
 }
 
+// release() forgets one entry (a session drops the vocabulary arrays once its tokenizer has
+// them) and leaves the others alone; releasing a missing key is a no-op.
+TEST(GgufFile, ReleaseForgetsOneEntry) {
+  const std::vector<uint8_t> bytes = rich_writer().build();
+  Expected<GgufFile> file = GgufFile::parse(bytes);
+  ASSERT_TRUE(file.has_value()) << file.error();
+  const size_t entries = file->metadata().size();
+  file->release("tokenizer.ggml.tokens");
+  EXPECT_EQ(file->find("tokenizer.ggml.tokens"), nullptr);
+  EXPECT_EQ(file->get_string_array("tokenizer.ggml.tokens"), std::nullopt);
+  EXPECT_EQ(file->metadata().size(), entries - 1);
+  EXPECT_EQ(file->get_float_array("tokenizer.ggml.scores"), (std::vector<float>{0.0f, -1.0f, 2.5f}));
+  file->release("no.such.key");
+  EXPECT_EQ(file->metadata().size(), entries - 1);
+}
+
 TEST(GgufFile, IntArrayWithHugeUnsignedIsNotAnIntArray) {
   ByteWriter value;
   value.u32(gt::kUint64).u64(2).u64(7).u64(std::numeric_limits<uint64_t>::max());
