@@ -26,7 +26,7 @@ class CpuBackend final : public Backend {
 
   std::string_view name() const override { return "cpu"; }
   // This backend's repacked copy of a matrix (WeightTensor::packed), or empty where it computes
-  // from the stored blocks: AMX panels (quant/panel_gemm.h) of Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 matrices.
+  // from the stored blocks: the panels (quant/panel_gemm.h: panel_gemm_supports' types).
   // packed_rows(begin, end) hears of each run of rows packed, in order, as it is done.
   using PackedRows = std::function<void(int64_t row_begin, int64_t row_end)>;
   AlignedBytes pack_for_matmul(const WeightTensor& w, const PackedRows& packed_rows = {});

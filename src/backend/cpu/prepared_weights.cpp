@@ -18,18 +18,26 @@ PreparedWeights::PreparedWeights(const ModelWeights& weights, CpuBackend& backen
   }
 }
 
+namespace {
+
+// madvise over the whole pages inside [begin, end): a hint, so errors are fine.
+void advise_pages(uintptr_t begin, uintptr_t end, int advice) {
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t first = (begin + kPage - 1) / kPage * kPage, last = end / kPage * kPage;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, advice);
+}
+
+}  // namespace
+
 void PreparedWeights::pack(CpuBackend& backend, WeightTensor& w) {
   if (w.empty() || w.interleave_heads != 0) return;
-  // The stored rows go back as soon as their panels are packed (the whole pages inside them),
-  // so a matrix is not resident twice: Gemma 3's 178 MB tied embedding would be, at the peak.
+  const auto base = reinterpret_cast<uintptr_t>(w.data);
+  const auto row_address = [&](int64_t row) { return base + static_cast<uintptr_t>(row) * w.row_stride_bytes(); };
+  // The stored rows go back as soon as their panels are packed, so a matrix is not resident
+  // twice: Gemma 3's 178 MB tied embedding would be, at the peak.
   const auto page_out = [&](int64_t row_begin, int64_t row_end) {
-    constexpr uintptr_t kPage = 4096;
-    const auto base = reinterpret_cast<uintptr_t>(w.data);
-    const uintptr_t begin = base + static_cast<uintptr_t>(row_begin) * w.row_stride_bytes();
-    const uintptr_t end = base + static_cast<uintptr_t>(row_end) * w.row_stride_bytes();
-    const uintptr_t first = (begin + kPage - 1) / kPage * kPage, last = end / kPage * kPage;
 #ifdef MADV_PAGEOUT
-    if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_PAGEOUT);  // a hint: errors are fine
+    advise_pages(row_address(row_begin), row_address(row_end), MADV_PAGEOUT);
 #endif
   };
   AlignedBytes packed = backend.pack_for_matmul(w, page_out);
@@ -37,11 +45,7 @@ void PreparedWeights::pack(CpuBackend& backend, WeightTensor& w) {
   // A tied embedding's rows are still looked up from the stored pages: without this, each
   // lookup's fault reads ahead ~128 KiB around its 4 KiB, and a 512-token prompt of Gemma 3
   // brought 64 MiB of its table back.
-  const auto base = reinterpret_cast<uintptr_t>(w.data);
-  constexpr uintptr_t kPage = 4096;
-  const uintptr_t first = base / kPage * kPage;
-  const uintptr_t end = base + static_cast<uintptr_t>(w.rows) * w.row_stride_bytes();
-  madvise(reinterpret_cast<void*>(first), end - first, MADV_RANDOM);  // a hint: errors are fine
+  advise_pages(base, row_address(w.rows), MADV_RANDOM);
   w.packed = packed.data();
   packed_bytes_ += static_cast<int64_t>(packed.size());
   buffers_.push_back(std::move(packed));

@@ -63,46 +63,44 @@ void panel_pack_k_quant(const PanelLayout& l, int64_t cols, const uint8_t* weigh
   const size_t super_bytes = 8 * l.weight_block_bytes, row_bytes = static_cast<size_t>(supers) * super_bytes;
   const size_t stride = panel_packed_block_bytes(l), codes_bytes = panel_packed_codes_bytes(l);
   const bool five = l.high_bits_offset >= 0;
-  {
-    for (int n = 0; n < kPanelWeightRows; ++n) {
-      const uint8_t* row = weights + static_cast<size_t>(r0 + n) * row_bytes;
-      for (int64_t s = 0; s < supers; ++s) {
-        const uint8_t* block = row + s * super_bytes;
-        uint8_t q[256], sc[8], m[8];
-        uint16_t d_bits, dmin_bits;
-        std::memcpy(&d_bits, block, 2);
-        std::memcpy(&dmin_bits, block + 2, 2);
-        quant::unpack_q4k_scales(block + 4, sc, m);
-        if (five) {
-          const auto* x = reinterpret_cast<const quant::BlockQ5_K*>(block);
-          quant::unpack_q45k(x->qs, x->qh, q);
-        } else {
-          quant::unpack_q45k(reinterpret_cast<const quant::BlockQ4_K*>(block)->qs, nullptr, q);
-        }
-        const float d = fp16_to_fp32(d_bits), dmin = fp16_to_fp32(dmin_bits);
-        for (int j = 0; j < 8; ++j) {
-          uint8_t* out = panel + (s * 8 + j) * stride;
-          const uint8_t* c = q + 32 * j;
-          // The nibbles as transposed Q4_0 blocks: byte 64 v + 4 n + i holds input 4 v + i
-          // (low nibble) and 16 + 4 v + i (high nibble) of row n, v = 0..3.
-          for (int v = 0; v < 4; ++v) {
-            for (int i = 0; i < 4; ++i) {
-              out[64 * v + 4 * n + i] = static_cast<uint8_t>((c[4 * v + i] & 0x0F) | ((c[16 + 4 * v + i] & 0x0F) << 4));
-            }
+  for (int n = 0; n < kPanelWeightRows; ++n) {
+    const uint8_t* row = weights + static_cast<size_t>(r0 + n) * row_bytes;
+    for (int64_t s = 0; s < supers; ++s) {
+      const uint8_t* block = row + s * super_bytes;
+      uint8_t q[256], sc[8], m[8];
+      uint16_t d_bits, dmin_bits;
+      std::memcpy(&d_bits, block, 2);
+      std::memcpy(&dmin_bits, block + 2, 2);
+      quant::unpack_q4k_scales(block + 4, sc, m);
+      if (five) {
+        const auto* x = reinterpret_cast<const quant::BlockQ5_K*>(block);
+        quant::unpack_q45k(x->qs, x->qh, q);
+      } else {
+        quant::unpack_q45k(reinterpret_cast<const quant::BlockQ4_K*>(block)->qs, nullptr, q);
+      }
+      const float d = fp16_to_fp32(d_bits), dmin = fp16_to_fp32(dmin_bits);
+      for (int j = 0; j < 8; ++j) {
+        uint8_t* out = panel + (s * 8 + j) * stride;
+        const uint8_t* c = q + 32 * j;
+        // The nibbles as transposed Q4_0 blocks: byte 64 v + 4 n + i holds input 4 v + i
+        // (low nibble) and 16 + 4 v + i (high nibble) of row n, v = 0..3.
+        for (int v = 0; v < 4; ++v) {
+          for (int i = 0; i < 4; ++i) {
+            out[64 * v + 4 * n + i] = static_cast<uint8_t>((c[4 * v + i] & 0x0F) | ((c[16 + 4 * v + i] & 0x0F) << 4));
           }
-          if (five) {  // panel_high_bits' plane: word v, bit 4 n + i = input 4 v + i's fifth bit
-            for (int v = 0; v < 8; ++v) {
-              uint64_t word = 0;  // row 0 starts the word; the others add their bits
-              if (n > 0) std::memcpy(&word, out + 256 + 8 * v, 8);
-              for (int i = 0; i < 4; ++i) word |= static_cast<uint64_t>((c[4 * v + i] >> 4) & 1) << (4 * n + i);
-              std::memcpy(out + 256 + 8 * v, &word, 8);
-            }
-          }
-          // Exact in float32: an fp16 times an integer below 64.
-          const float scale = d * static_cast<float>(sc[j]), minimum = -dmin * static_cast<float>(m[j]);
-          std::memcpy(out + codes_bytes + 4 * n, &scale, 4);
-          std::memcpy(out + codes_bytes + 4 * kPanelWeightRows + 4 * n, &minimum, 4);
         }
+        if (five) {  // panel_high_bits' plane: word v, bit 4 n + i = input 4 v + i's fifth bit
+          for (int v = 0; v < 8; ++v) {
+            uint64_t word = 0;  // row 0 starts the word; the others add their bits
+            if (n > 0) std::memcpy(&word, out + 256 + 8 * v, 8);
+            for (int i = 0; i < 4; ++i) word |= static_cast<uint64_t>((c[4 * v + i] >> 4) & 1) << (4 * n + i);
+            std::memcpy(out + 256 + 8 * v, &word, 8);
+          }
+        }
+        // Exact in float32: an fp16 times an integer below 64.
+        const float scale = d * static_cast<float>(sc[j]), minimum = -dmin * static_cast<float>(m[j]);
+        std::memcpy(out + codes_bytes + 4 * n, &scale, 4);
+        std::memcpy(out + codes_bytes + 4 * kPanelWeightRows + 4 * n, &minimum, 4);
       }
     }
   }
