@@ -29,10 +29,15 @@ std::optional<KvFormat> parse_kv_format(std::string_view name, std::string* erro
 }
 
 int32_t kv_default_block_size(KvFormat f) {
-  return kv_format_is_kivi(f) ? 128 : 16;
+  return kv_format_has_residual(f) ? 128 : 16;
 }
 
 std::string kv_format_shape_error(KvFormat f, int32_t block_size, int32_t head_dim) {
+  if (f == KvFormat::kFp8E4M3 && block_size % 16 != 0) {
+    return "--kv-cache-dtype fp8 needs a block size that is a multiple of 16 (the block is its fp16 residual "
+           "window; got " +
+           std::to_string(block_size) + ")";
+  }
   if (!kv_format_is_kivi(f)) return {};
   if (block_size % kKiviGroup != 0) {
     return "--kv-cache-dtype " + std::string(kv_format_name(f)) + " needs a block size that is a multiple of " +

@@ -19,11 +19,11 @@
 // and an outlier in one head or token cannot spoil any other row. Everything a block needs is
 // inside it, so copy-on-write, swap and prefix caching move blocks as opaque bytes.
 //
-// The KIVI formats keep a residual in full precision: a block is quantized ("sealed") when it
-// fills, and until then its tokens live in an fp16 staging block (kv_layer_view.h). A query
-// sees the blocks before its own quantized and its own block in fp16, so the residual is the
-// newest 0..block_size-1 tokens (KIVI's key residual behaves the same way: it flushes a full
-// group of R tokens at once), and block_size is KIVI's residual length R.
+// The KIVI formats and fp8 keep a residual in full precision: a block is quantized ("sealed")
+// when it fills, and until then its tokens live in an fp16 staging block (kv_layer_view.h). A
+// query sees the blocks before its own quantized and its own block in fp16, so the residual is
+// the newest 0..block_size-1 tokens (KIVI's key residual behaves the same way: it flushes a full
+// group of R tokens at once), and block_size is the residual length R (128 by default).
 #pragma once
 
 #include <cstddef>
@@ -59,9 +59,12 @@ inline constexpr int32_t kKiviGroup = 32;
 FOLIO_KV_HD constexpr bool kv_format_is_kivi(KvFormat f) {
   return f == KvFormat::kKivi4 || f == KvFormat::kKivi2;
 }
-// Formats whose newest tokens wait in fp16 staging blocks until their block is sealed.
+// Formats whose newest tokens wait in fp16 staging blocks until their block is sealed: KIVI, as
+// its paper defines it, and fp8, whose 3-bit mantissa costs the keys a relative error of up to
+// 1/16 that no scale can fix; an fp16 residual of the newest block took the default model's
+// perplexity loss at 4k context from +2.2% to +0.5% (docs/BENCHMARKS.md).
 FOLIO_KV_HD constexpr bool kv_format_has_residual(KvFormat f) {
-  return kv_format_is_kivi(f);
+  return kv_format_is_kivi(f) || f == KvFormat::kFp8E4M3;
 }
 // The fp8/int8 layout: one byte per value, a float scale per (token, head).
 FOLIO_KV_HD constexpr bool kv_format_has_scales(KvFormat f) {
@@ -99,12 +102,14 @@ std::string_view kv_format_name(KvFormat f);
 // int8 -> kInt8, kivi4, kivi2; anything else -> nullopt with `error` set.
 std::optional<KvFormat> parse_kv_format(std::string_view name, std::string* error);
 
-// The block size a format uses when none is given: KIVI's residual length of 128 tokens for
-// the KIVI formats, 16 otherwise.
+// The block size a format uses when none is given: the residual length of 128 tokens (KIVI's
+// default) for the residual formats, 16 otherwise.
 int32_t kv_default_block_size(KvFormat f);
 
 // Whether a model's head size and a block size suit the format: KIVI groups 32 tokens and 32
-// channels, so both must be multiples of 32. Empty when they do, else the reason.
+// channels, so both must be multiples of 32; fp8's blocks hold whole 16-key steps of the GPU's
+// decode kernel (a step is sealed or staged, never both), so its block size is a multiple of 16.
+// Empty when they do, else the reason.
 std::string kv_format_shape_error(KvFormat f, int32_t block_size, int32_t head_dim);
 
 }  // namespace folio

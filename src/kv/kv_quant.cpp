@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
 #include "core/fp16_rows.h"
@@ -54,6 +55,24 @@ void kv_store_row(const KvLayerView& cache, int which, int64_t slot, int32_t hea
   float scale = 0.0f;
   kv_quantize_row(cache.format, x, cache.head_dim, values, &scale);
   std::memcpy(base + cache.scale_offset(slot, head), &scale, sizeof scale);
+}
+
+void kv_seal_block(const KvLayerView& cache, int32_t block, int32_t staging) {
+  assert(kv_format_has_residual(cache.format) && staging >= 0 && staging < cache.num_staging);
+  if (kv_format_is_kivi(cache.format)) {
+    kivi_seal_block(cache, block, staging);
+    return;
+  }
+  std::vector<float> row(static_cast<size_t>(cache.head_dim));
+  for (int32_t t = 0; t < cache.block_size; ++t) {
+    const int64_t slot = static_cast<int64_t>(block) * cache.block_size + t;
+    for (int32_t head = 0; head < cache.num_kv_heads; ++head) {
+      for (int which = 0; which < 2; ++which) {
+        fp16_to_fp32_row(cache.staging_row(which, staging, t, head), row.data(), cache.head_dim);
+        kv_store_row(cache, which, slot, head, row.data());
+      }
+    }
+  }
 }
 
 void kv_load_row(const KvLayerView& cache, int which, int64_t slot, int32_t head, float* out) {

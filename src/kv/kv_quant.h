@@ -22,6 +22,10 @@ void kv_dequantize_row(KvFormat format, const uint8_t* values, float scale, int3
 
 // Stores one row (slot, head) of K (which = 0) or V (which = 1) in the view's format.
 void kv_store_row(const KvLayerView& cache, int which, int64_t slot, int32_t head, const float* x);
+// Quantizes staging block `staging` (K and V, every head) into block `block`'s bytes, in the
+// view's residual format (kv_format_has_residual): KIVI's groups (kivi_seal_block) or fp8's
+// rows, each row as kv_store_row stores it. The staging block is left as it was.
+void kv_seal_block(const KvLayerView& cache, int32_t block, int32_t staging);
 // Reads one row back as floats (what attention computes with); for KIVI, from a sealed block.
 void kv_load_row(const KvLayerView& cache, int which, int64_t slot, int32_t head, float* out);
 

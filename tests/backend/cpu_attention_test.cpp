@@ -43,7 +43,7 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format 
   const size_t bytes =
       static_cast<size_t>(total_blocks) * kv_block_bytes(format, c.block_size, c.num_kv_heads, c.head_dim);
   std::vector<uint8_t> k(bytes), v(bytes);
-  // KIVI: one staging block per block (the test can afford it), staging id = block id.
+  // Residual formats: one staging block per block (the test can afford it), staging id = block id.
   const size_t staging_halves =
       residual ? static_cast<size_t>(total_blocks) * c.block_size * c.num_kv_heads * c.head_dim : 0;
   std::vector<uint16_t> staging_k(staging_halves), staging_v(staging_halves);
@@ -89,8 +89,7 @@ void check_case(const Case& c, uint32_t seed, ThreadPool& pool, KvFormat format 
     std::vector<int32_t> staging;
     for (int32_t index = 0; index < static_cast<int32_t>(table.size()); ++index) {
       // Blocks before the last are whole: sealed (those from first_staged on keep staging too).
-      if (residual && index + 1 < static_cast<int32_t>(table.size()))
-        kivi_seal_block(cache, table[index], table[index]);
+      if (residual && index + 1 < static_cast<int32_t>(table.size())) kv_seal_block(cache, table[index], table[index]);
       if (index >= first_staged) staging.push_back(table[index]);
     }
     if (c.window > 0) {

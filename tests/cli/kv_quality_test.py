@@ -7,8 +7,9 @@ CI's two cores afford), and checks the perplexity increase of each format agains
   kivi4  +1.5% (issue 12's bar)
   int8   +1.0% (issue 12's bar is +0.3%: met on the H200, +0.088%; the CPU measures +0.35% on
          the whole text and more on two chunks, see docs/BENCHMARKS.md)
-  fp8    +3.0% (issue 12 asks +1%: not met yet, on either device; two chunks measure +1.7% with
-         the AVX2 kernels and +2.57% with the AVX-512 ones, whose fp16 baseline differs)
+  fp8    +1.0% (issue 12's bar; fp8 keeps its newest block in fp16, as KIVI does: two chunks
+         measure +0.72% with the AMX/AVX-512 kernels and +0.20% with the AVX2 ones, whose fp16
+         baseline differs; without the residual they measured +2.57% and +1.7%)
   kivi2  +35% (no bar in the issue: a 135M model loses much more at 2 bits than KIVI's 7B ones)
   bf16   +1.5% (no bar in the issue: bf16 keeps 8 bits of mantissa to fp16's 11; two chunks
          measure +0.84%)
@@ -22,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-THRESHOLDS = {"int8": 1.0, "fp8": 3.0, "kivi4": 1.5, "kivi2": 35.0, "bf16": 1.5}
+THRESHOLDS = {"int8": 1.0, "fp8": 1.0, "kivi4": 1.5, "kivi2": 35.0, "bf16": 1.5}
 LINE = re.compile(r"perplexity: fp16 KV ([0-9.]+), (\w+) KV ([0-9.]+) \(([-+0-9.]+)%\); mean KL ([0-9.]+) nats")
 
 

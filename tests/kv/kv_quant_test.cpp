@@ -5,6 +5,7 @@
 // block reads back what was stored, with no two rows' bytes or scales overlapping.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -196,6 +197,53 @@ TEST(KvQuant, EveryRowOfABlockReadsBackWithoutOverlap) {
       }
     }
   }
+}
+
+// fp8 keeps its newest block in fp16 staging; the seal stores each staged row as kv_store_row
+// would have stored it, into the block's own bytes, and leaves the other blocks alone.
+TEST(KvQuant, Fp8SealStoresEachStagedRowAsAStoreWould) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const KvCacheShape shape{1, 3, 16, 2, 64, KvFormat::kFp8E4M3, 2};
+  KvCacheStorage storage(shape);
+  const KvLayerView view = storage.layer(0);
+  ASSERT_TRUE(kv_format_has_residual(view.format));
+  ASSERT_EQ(view.num_staging, 2);
+  for (int which = 0; which < 2; ++which) {
+    for (int32_t t = 0; t < 16; ++t) {
+      for (int32_t h = 0; h < 2; ++h) {
+        uint16_t* row = view.staging_row(which, 1, t, h);
+        for (int32_t d = 0; d < 64; ++d) row[d] = fp32_to_fp16(normal(rng) * (d == 5 ? 30.0f : 1.0f));
+      }
+    }
+  }
+  const std::vector<uint8_t> k_before(view.k, view.k + 3 * shape.half_block_bytes());
+  kv_seal_block(view, 2, 1);
+  // Block 2 holds what storing the staged rows gives; blocks 0 and 1 are untouched.
+  EXPECT_TRUE(std::equal(k_before.begin(), k_before.begin() + 2 * shape.half_block_bytes(), view.k));
+  const KvCacheShape ref_shape{1, 3, 16, 2, 64, KvFormat::kFp8E4M3, 0};
+  KvCacheStorage ref(ref_shape);
+  const KvLayerView expected = ref.layer(0);
+  std::vector<float> x(64), got(64), want(64);
+  for (int which = 0; which < 2; ++which) {
+    for (int32_t t = 0; t < 16; ++t) {
+      for (int32_t h = 0; h < 2; ++h) {
+        for (int32_t d = 0; d < 64; ++d) x[d] = fp16_to_fp32(view.staging_row(which, 1, t, h)[d]);
+        kv_store_row(expected, which, 2 * 16 + t, h, x.data());
+        kv_load_row(view, which, 2 * 16 + t, h, got.data());
+        kv_load_row(expected, which, 2 * 16 + t, h, want.data());
+        ASSERT_EQ(got, want) << "which " << which << " token " << t << " head " << h;
+      }
+    }
+  }
+  const size_t half = shape.half_block_bytes();
+  EXPECT_TRUE(std::equal(view.k + 2 * half, view.k + 3 * half, expected.k + 2 * half));
+  EXPECT_TRUE(std::equal(view.v + 2 * half, view.v + 3 * half, expected.v + 2 * half));
+  // The residual's default length and the block-size rule of the GPU's 16-key decode steps.
+  EXPECT_EQ(kv_default_block_size(KvFormat::kFp8E4M3), 128);
+  EXPECT_EQ(kv_default_block_size(KvFormat::kInt8), 16);
+  EXPECT_TRUE(kv_format_shape_error(KvFormat::kFp8E4M3, 32, 64).empty());
+  EXPECT_NE(kv_format_shape_error(KvFormat::kFp8E4M3, 24, 64).find("multiple of 16"), std::string::npos);
 }
 
 TEST(KvFormat, NamesParseAndUnknownOnesSayWhatIsKnown) {

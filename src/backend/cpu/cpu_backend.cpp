@@ -10,7 +10,6 @@
 #include "backend/cpu/elementwise_avx512.h"
 #include "backend/cpu/quant/panel_gemm.h"
 #include "core/fp16_rows.h"
-#include "kv/kivi.h"
 #include "kv/kv_quant.h"
 
 namespace folio::cpu {
@@ -313,7 +312,7 @@ void CpuBackend::write_kv(const KvLayerView& cache, const float* k, const float*
 void CpuBackend::seal_kv(const KvLayerView& cache, std::span<const KvSeal> seals) {
   if (seals.empty()) return;
   pool_.parallel_for(static_cast<int64_t>(seals.size()), [&](int, int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) kivi_seal_block(cache, seals[i].block, seals[i].staging);
+    for (int64_t i = begin; i < end; ++i) kv_seal_block(cache, seals[i].block, seals[i].staging);
   });
 }
 
