@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "backend/cpu/cpu_attention.h"
-#include "kv/kivi.h"
 #include "kv/kv_quant.h"
 
 namespace folio::cuda::check {
@@ -90,8 +89,8 @@ void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
     if (format == KvFormat::kFp16) {
       d_k = DeviceBuffer<uint16_t>(k);
       d_v = DeviceBuffer<uint16_t>(v);
-    } else if (kv_format_is_kivi(format)) {
-      build_kivi(true);
+    } else if (kv_format_has_residual(format)) {
+      build_residual(true);
     } else {
       // 0xff bytes everywhere no context lives: E4M3 NaN values and NaN scales (int8 too).
       const size_t bytes = static_cast<size_t>(num_blocks) * kv_block_bytes(format, block_size, num_kv_heads, head_dim);
@@ -120,8 +119,8 @@ void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
       FOLIO_CUDA_OK(cudaMemcpy(d_k.get(), kq.data(), bytes, cudaMemcpyHostToDevice));
       FOLIO_CUDA_OK(cudaMemcpy(d_v.get(), vq.data(), bytes, cudaMemcpyHostToDevice));
     }
-  } else if (kv_format_is_kivi(format)) {
-    build_kivi(false);
+  } else if (kv_format_has_residual(format)) {
+    build_residual(false);
     d_q = DeviceBuffer<uint16_t>(static_cast<size_t>(num_tokens) * num_heads * head_dim);
     FOLIO_CUDA_OK(cudaMemset(d_q.get(), 0x11, d_q.size() * 2));
   } else {
@@ -139,7 +138,7 @@ void AttentionProblem::build(std::mt19937_64& rng, bool fill_values) {
   d_tables = DeviceBuffer<int32_t>(block_tables);
 }
 
-void AttentionProblem::build_kivi(bool fill_values) {
+void AttentionProblem::build_residual(bool fill_values) {
   const int32_t num_seqs = static_cast<int32_t>(seqs.size());
   const size_t token_elems = static_cast<size_t>(num_kv_heads) * head_dim;
   first_staged.assign(num_seqs, 0);
@@ -188,7 +187,7 @@ void AttentionProblem::build_kivi(bool fill_values) {
           std::copy(k.begin() + src, k.begin() + src + token_elems, sk.begin() + dst);
           std::copy(v.begin() + src, v.begin() + src + token_elems, sv.begin() + dst);
         }
-        if ((b + 1) * block_size <= seqs[s].context_len) kivi_seal_block(host, block, id);
+        if ((b + 1) * block_size <= seqs[s].context_len) kv_seal_block(host, block, id);
       }
     }
     std::fill(sk.begin(), sk.begin() + block_size * token_elems, 0xffff);
@@ -267,7 +266,7 @@ std::vector<double> reference_rows(const AttentionProblem& p, const std::vector<
     seq.context_len = position + 1;
     seq.block_table = std::span<const int32_t>(p.block_tables.data() + static_cast<size_t>(s) * p.max_blocks_per_seq,
                                                (position + p.block_size) / p.block_size);
-    if (kv_format_is_kivi(p.format)) {
+    if (kv_format_has_residual(p.format)) {
       seq.first_staged_block = p.first_staged[s];
       seq.staging = std::span<const int32_t>(
           p.staging_tables.data() + static_cast<size_t>(s) * p.max_blocks_per_seq + p.first_staged[s],

@@ -31,9 +31,9 @@ struct AttentionProblem {
   int32_t num_tokens = 0, num_blocks = 0, max_blocks_per_seq = 0, max_query_len = 0, max_context_len = 0;
   std::vector<uint16_t> q, k, v;  // fp16 bits
   std::vector<uint8_t> kq, vq;    // quantized formats: the cache's bytes
-  // KIVI: each sequence's blocks from the one holding its first query row on are staged (their
-  // fp16 rows in staging blocks, ids in staging_tables, -1 elsewhere); every full block is
-  // sealed from its rows (kivi.h), so a chunk's queries see the blocks it filled sealed, as in
+  // Residual formats (KIVI, fp8): each sequence's blocks from the one holding its first query
+  // row on are staged (their fp16 rows in staging blocks, ids in staging_tables, -1 elsewhere);
+  // every full block is sealed from its rows (kv_seal_block), so a chunk's queries see the blocks it filled sealed, as in
   // the engine. Partial blocks' bytes and staging block 0 stay 0xff (NaN scales, NaN halves).
   std::vector<uint16_t> sk, sv;
   std::vector<int32_t> first_staged, staging_tables, slots;
@@ -47,7 +47,7 @@ struct AttentionProblem {
   std::string describe() const;
   // Fills host data, uploads it; fill_values = false leaves K/V values unspecified (benchmarks).
   void build(std::mt19937_64& rng, bool fill_values = true);
-  void build_kivi(bool fill_values);  // build()'s KIVI part, once q/k/v and the block tables exist
+  void build_residual(bool fill_values);  // build()'s residual-format part, once q/k/v and the block tables exist
   PagedAttentionArgs args() const;
   size_t kv_bytes_read() const;  // K and V bytes attention must read (each token once per kv head)
 };

@@ -456,9 +456,11 @@ void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
   for (KvFormat format :
        {KvFormat::kFp16, KvFormat::kBf16, KvFormat::kFp8E4M3, KvFormat::kInt8, KvFormat::kKivi4, KvFormat::kKivi2}) {
     for (int hi : {0, 1, 4}) {
-      // KIVI groups 32 tokens: its blocks are multiples of 32 (128, its residual length, by default).
-      const std::vector<int32_t> block_sizes =
-          kv_format_is_kivi(format) ? std::vector<int32_t>{32, 128} : std::vector<int32_t>{16, 32};
+      // KIVI groups 32 tokens: its blocks are multiples of 32 (128, its residual length, by
+      // default); fp8's residual is a block too (multiples of 16, 128 by default).
+      const std::vector<int32_t> block_sizes = kv_format_is_kivi(format)      ? std::vector<int32_t>{32, 128}
+                                               : format == KvFormat::kFp8E4M3 ? std::vector<int32_t>{16, 128}
+                                                                              : std::vector<int32_t>{16, 32};
       for (int32_t bs : block_sizes) {
         for (const std::vector<SeqSpec>& seqs : batches) {
           AttentionProblem p = problem_for(kHeads[hi], bs);
@@ -486,8 +488,9 @@ void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
               outcome_of("kv_formats.dispatch", p.describe(), rows_of(out, p, sampled), ref, kAtolRef, kRtolRef, ms);
           o.note = "vs float64 on the dequantized cache (" + std::to_string(sampled.size()) + " rows)";
           report(o);
-          // The format's other decode kernel, on CUDA cores (bf16 has only that one).
-          if (format != KvFormat::kBf16) {
+          // The format's other decode kernel, on CUDA cores (bf16 has only that one; fp8, whose
+          // own block is staged, only the tensor-core one).
+          if (format != KvFormat::kBf16 && format != KvFormat::kFp8E4M3) {
             p.d_out.poison();
             paged_attention_prefill(args, nullptr, PrefillRows::kMultiTokenOnly);
             paged_attention_decode_policy(args, Workspace{workspace.get(), workspace.size()}, DecodeSplitPolicy{},

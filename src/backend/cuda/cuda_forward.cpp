@@ -24,9 +24,9 @@ void CudaForward::rope_and_store_kv(int32_t l, const RopeSpec& spec) {
   // The bias of the Q|K|V GEMM is added here, in the same pass.
   rope_write_kv(a_.qkv, layer(l).qkv_bias, batch_.positions, batch_.slots_of(l), batch_.num_tokens, c_.num_heads, rope,
                 a_.q, kv_[static_cast<size_t>(l)], stream_);
-  // KIVI: the blocks this pass filled are quantized before attention reads them sealed.
+  // Residual formats: the blocks this pass filled are quantized before attention reads them sealed.
   if (batch_.max_seals > 0) {
-    kivi_seal_blocks(kv_[static_cast<size_t>(l)], batch_.seals, batch_.num_seals, batch_.max_seals, stream_);
+    kv_seal_blocks(kv_[static_cast<size_t>(l)], batch_.seals, batch_.num_seals, batch_.max_seals, stream_);
   }
 }
 

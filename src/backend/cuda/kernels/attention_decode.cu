@@ -65,8 +65,8 @@ void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int
       return launch_decode_kernels<KvFormat::kFp16>(args, policy, grid_splits, partial_out, partial_stats, stream);
     case KvFormat::kBf16:
       return launch_decode_kernels<KvFormat::kBf16>(args, policy, grid_splits, partial_out, partial_stats, stream);
-    case KvFormat::kFp8E4M3:
-      return launch_decode_kernels<KvFormat::kFp8E4M3>(args, policy, grid_splits, partial_out, partial_stats, stream);
+    case KvFormat::kFp8E4M3:  // its residual (the query's own block, staged) is read by the tensor-core kernel only
+      return launch_decode_tc_direct<KvFormat::kFp8E4M3>(args, policy, grid_splits, partial_out, partial_stats, stream);
     case KvFormat::kInt8:
       return launch_decode_kernels<KvFormat::kInt8>(args, policy, grid_splits, partial_out, partial_stats, stream);
     case KvFormat::kKivi4:

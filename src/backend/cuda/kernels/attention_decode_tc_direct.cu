@@ -21,7 +21,8 @@
 //
 // Grid and splits as the other decode kernels (attention_plan.h); 4 warps, each with its own
 // 16 keys of every 64-key tile and its own ring of raw K/V stages filled by cp.async; the
-// per-key K scale multiplies S's rows and the V scale rides in P.
+// per-key K scale multiplies S's rows and the V scale rides in P. fp8 keeps the query's own
+// block in fp16 staging (its residual): those keys come last, read from global memory.
 #include <cassert>
 #include <cmath>
 
@@ -84,6 +85,19 @@ __device__ __forceinline__ void key_pair(const uint32_t* words, int sub, uint32_
   }
 }
 
+// O^T += V^T P^T for fp16 values: vw[r][mb] holds the thread's dims 2mb, 2mb + 1 of key row r
+// (rows 2q, 2q + 1, 2q + 8, 2q + 9); b is P^T's B fragment.
+template <int kHeadDim>
+__device__ __forceinline__ void mma_fp16_values(float (&o)[kHeadDim / 16][4], const uint32_t (&vw)[4][kHeadDim / 16],
+                                                const uint32_t (&b)[2]) {
+#pragma unroll
+  for (int mb = 0; mb < kHeadDim / 16; ++mb) {
+    const uint32_t a[4] = {__byte_perm(vw[0][mb], vw[1][mb], 0x5410u), __byte_perm(vw[0][mb], vw[1][mb], 0x7632u),
+                           __byte_perm(vw[2][mb], vw[3][mb], 0x5410u), __byte_perm(vw[2][mb], vw[3][mb], 0x7632u)};
+    mma_16816(o[mb], a, b[0], b[1]);
+  }
+}
+
 // d = the 8x8 b16 matrix whose fragment a is, transposed (fragments: thread (g, q) holds row g,
 // columns 2q and 2q + 1).
 __device__ __forceinline__ uint32_t transpose8x8(uint32_t a) {
@@ -125,7 +139,24 @@ __global__ void __launch_bounds__(kThreads)
   const BlockIndexer indexer(cache.block_size);
   // The warp's keys are [key0(j), key0(j) + 16) of tile j, while key0 < end.
   const int warp_begin = begin + warp * kWarpKeys;
-  const int num_steps = warp_begin < end ? (end - warp_begin + kTile - 1) / kTile : 0;
+  // fp8 keeps the query's own block in fp16 (kv_format_has_residual): keys from own_start on are
+  // read from the staging block the query's K/V went to. The ring takes the sealed keys
+  // [begin, sealed_end); the staged ones [sealed_end, end), at most block_size of a sequence,
+  // come after it straight from global memory. Blocks are multiples of 16 keys, so each warp
+  // step of 16 is wholly sealed or wholly staged.
+  constexpr bool kResidual = kv_format_has_residual(kFormat);
+  int own_start = context_len, sealed_end = end;
+  const uint16_t* own_k = nullptr;
+  const uint16_t* own_v = nullptr;
+  if constexpr (kResidual) {
+    own_start = (context_len - 1) / cache.block_size * cache.block_size;
+    sealed_end = max(begin, min(end, own_start));
+    const int slot = args.slot_mapping[token];
+    const int own_staging = slot >= 0 ? slot / cache.block_size : 0;  // padding rows read any staging block
+    own_k = cache.staging_row(0, own_staging, 0, kv_head);
+    own_v = cache.staging_row(1, own_staging, 0, kv_head);
+  }
+  const int num_steps = warp_begin < sealed_end ? (sealed_end - warp_begin + kTile - 1) / kTile : 0;
 
   // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero), then each thread's B
   // fragments of Q^T for head g in the dim order its key loads use: k-step ks reads the 4 dims
@@ -150,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // Raw rows of step `step` into ring stage `stage`: K rows, K scales, V rows, V scales. Rows
-  // past `end` are zero-filled (their scores are masked; their V rows and scales are zero).
+  // past `sealed_end` are zero-filled (their scores are masked; their V rows and scales are zero).
   auto load_raw = [&](int step, int stage) {
     unsigned char* k_dst = warp_smem + stage * 2 * S::kHalfStageBytes;
     unsigned char* v_dst = k_dst + S::kHalfStageBytes;
@@ -159,7 +190,7 @@ __global__ void __launch_bounds__(kThreads)
       const int row = i / S::kRowChunks;
       const int chunk = i % S::kRowChunks;
       const int pos = key0 + row;
-      const bool valid = pos < end;
+      const bool valid = pos < sealed_end;
       size_t values = 0, scale = 0;
       if (valid) {
         const int block = block_table[indexer.block(pos)];
@@ -188,6 +219,36 @@ __global__ void __launch_bounds__(kThreads)
   float head_max[2] = {-INFINITY, -INFINITY};
   float head_sum[2] = {0.0f, 0.0f};  // this thread's keys only; summed over g at the end
   const float score_scale = args.scale * kLog2e;
+
+  // The online softmax of one 16-key step, per head (column): s holds this thread's scores
+  // (scaled, masked to -inf), key g of the step is valid so each head's max is finite. Rescales
+  // O^T and the sums and turns P^T (each key's V scale folded in) into the B fragment of
+  // O^T += V^T P^T: b[0] holds keys 2q, 2q + 1 of head g, b[1] keys 2q + 8, 2q + 9.
+  auto softmax_step = [&](float(&s)[4], const float(&v_scale)[2], uint32_t(&b)[2]) {
+    float alpha[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float tile_max = fmaxf(s[i], s[2 + i]);
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
+      const float new_max = fmaxf(head_max[i], tile_max);
+      alpha[i] = exp2f(head_max[i] - new_max);
+      head_max[i] = new_max;
+      s[i] = exp2f(s[i] - new_max);
+      s[2 + i] = exp2f(s[2 + i] - new_max);
+      head_sum[i] = head_sum[i] * alpha[i] + s[i] + s[2 + i];
+    }
+#pragma unroll
+    for (int mb = 0; mb < kHeadDim / 16; ++mb) {
+      o[mb][0] *= alpha[0];
+      o[mb][1] *= alpha[1];
+      o[mb][2] *= alpha[0];
+      o[mb][3] *= alpha[1];
+    }
+    b[0] = transpose8x8(pack_half2(s[0] * v_scale[0], s[1] * v_scale[0]));
+    b[1] = transpose8x8(pack_half2(s[2] * v_scale[1], s[3] * v_scale[1]));
+  };
 
 #pragma unroll
   for (int s = 0; s < S::kStages - 1; ++s) {
@@ -222,8 +283,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     // s[0], s[1]: key g, heads 2q, 2q + 1; s[2], s[3]: key g + 8.
-    const bool valid_lo = key0 + g < end;
-    const bool valid_hi = key0 + g + 8 < end;
+    const bool valid_lo = key0 + g < sealed_end;
+    const bool valid_hi = key0 + g + 8 < sealed_end;
     float k_scale[2] = {1.0f, 1.0f}, v_scale[2] = {1.0f, 1.0f};
     if constexpr (S::kScaled) {
       const float* k_scales = reinterpret_cast<const float*>(k_raw + kWarpKeys * S::kRowBytes);
@@ -238,33 +299,8 @@ __global__ void __launch_bounds__(kThreads)
       const bool valid = e < 2 ? valid_lo : valid_hi;
       s[e] = valid ? s[e] * score_scale * k_scale[e / 2] : -INFINITY;
     }
-    // Online softmax per head (column): the 16 keys are this thread's 2 and the other 7 g's.
-    // Key g of the step's first is valid, so each head's max is finite.
-    float alpha[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float tile_max = fmaxf(s[i], s[2 + i]);
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
-      const float new_max = fmaxf(head_max[i], tile_max);
-      alpha[i] = exp2f(head_max[i] - new_max);
-      head_max[i] = new_max;
-      s[i] = exp2f(s[i] - new_max);
-      s[2 + i] = exp2f(s[2 + i] - new_max);
-      head_sum[i] = head_sum[i] * alpha[i] + s[i] + s[2 + i];
-    }
-#pragma unroll
-    for (int mb = 0; mb < kHeadDim / 16; ++mb) {
-      o[mb][0] *= alpha[0];
-      o[mb][1] *= alpha[1];
-      o[mb][2] *= alpha[0];
-      o[mb][3] *= alpha[1];
-    }
-    // P^T (keys x heads, V scale of each key folded in) transposed into the B fragment of
-    // O^T += V^T P^T: b0 holds keys 2q, 2q + 1 of head g, b1 keys 2q + 8, 2q + 9.
-    const uint32_t b0 = transpose8x8(pack_half2(s[0] * v_scale[0], s[1] * v_scale[0]));
-    const uint32_t b1 = transpose8x8(pack_half2(s[2] * v_scale[1], s[3] * v_scale[1]));
+    uint32_t b[2];
+    softmax_step(s, v_scale, b);
 
     // V^T's A fragment for m-block mb: keys 2q, 2q + 1 (a0, a1) and 2q + 8, 2q + 9 (a2, a3) at
     // head dims dim_of(mb, g) (a0, a2) and dim_of(mb, g + 8) (a1, a3): consecutive dims 2mb and
@@ -293,14 +329,8 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    const uint32_t b[2] = {b0, b1};
     if constexpr (kFormat == KvFormat::kFp16) {
-#pragma unroll
-      for (int mb = 0; mb < kHeadDim / 16; ++mb) {  // word mb holds the thread's dims 2mb, 2mb + 1
-        const uint32_t a[4] = {__byte_perm(vw[0][mb], vw[1][mb], 0x5410u), __byte_perm(vw[0][mb], vw[1][mb], 0x7632u),
-                               __byte_perm(vw[2][mb], vw[3][mb], 0x5410u), __byte_perm(vw[2][mb], vw[3][mb], 0x7632u)};
-        mma_16816(o[mb], a, b[0], b[1]);
-      }
+      mma_fp16_values<kHeadDim>(o, vw, b);  // word mb holds the thread's dims 2mb, 2mb + 1
     } else {
 #pragma unroll
       for (int w = 0; w < kWords; ++w) {  // word w holds the thread's dims 4w .. 4w + 3: m-blocks 2w, 2w + 1
@@ -312,6 +342,48 @@ __global__ void __launch_bounds__(kThreads)
         mma_16816(o[2 * w], even, b[0], b[1]);
         mma_16816(o[2 * w + 1], odd, b[0], b[1]);
       }
+    }
+  }
+
+  // The staged keys (residual formats): fp16 rows of the query's own block, read from global
+  // memory into the fragments the ring's fp16 path builds in shared memory, in the same dim
+  // order (the K words of k-step ks are dims p .. p + 3; V words are the thread's dims).
+  if constexpr (kResidual) {
+    const size_t stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;  // halves between staged tokens
+    for (int key0 = warp_begin + num_steps * kTile; key0 < end; key0 += kTile) {
+      const bool valid_lo = key0 + g < end;
+      const bool valid_hi = key0 + g + 8 < end;
+      const uint16_t* k_lo = own_k + static_cast<size_t>(key0 + g - own_start) * stride;
+      float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+        const int p = ((ks / S::kStepsPerChunk) * 4 + q) * S::kValuesPerChunk + 4 * (ks % S::kStepsPerChunk);
+        const uint2 lo = valid_lo ? *reinterpret_cast<const uint2*>(k_lo + p) : make_uint2(0, 0);
+        const uint2 hi = valid_hi ? *reinterpret_cast<const uint2*>(k_lo + 8 * stride + p) : make_uint2(0, 0);
+        const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
+        mma_16816(s, a, q_frag[ks][0], q_frag[ks][1]);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[e] = (e < 2 ? valid_lo : valid_hi) ? s[e] * score_scale : -INFINITY;
+      const float v_scale[2] = {1.0f, 1.0f};
+      uint32_t b[2];
+      softmax_step(s, v_scale, b);
+      uint32_t vw[4][kHeadDim / 16];
+      const int key_rows[4] = {2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9};
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int pos = key0 + key_rows[r];
+        const uint16_t* row = own_v + static_cast<size_t>(pos - own_start) * stride + g * (kHeadDim / 8);
+#pragma unroll
+        for (int c = 0; c < kHeadDim / 64; ++c) {  // 8 halves a load, kHeadDim / 8 halves a thread
+          const uint4 w = pos < end ? *reinterpret_cast<const uint4*>(row + 8 * c) : make_uint4(0, 0, 0, 0);
+          vw[r][4 * c] = w.x;
+          vw[r][4 * c + 1] = w.y;
+          vw[r][4 * c + 2] = w.z;
+          vw[r][4 * c + 3] = w.w;
+        }
+      }
+      mma_fp16_values<kHeadDim>(o, vw, b);
     }
   }
 

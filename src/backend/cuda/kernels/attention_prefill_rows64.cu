@@ -76,6 +76,23 @@ __device__ __forceinline__ void kivi_dequantize8(const KvLayerView& cache, int b
   v_half8 = make_uint4(pack_half2(v[0], v[1]), pack_half2(v[2], v[3]), pack_half2(v[4], v[5]), pack_half2(v[6], v[7]));
 }
 
+// fp8 / int8: 8 dims (chunk) of the key and the value of one token, dequantized to fp16.
+template <KvFormat kFormat>
+__device__ __forceinline__ void scaled_dequantize8(const KvLayerView& cache, int block, int in_block, int kv_head,
+                                                   int chunk, uint4& k_half8, uint4& v_half8) {
+  const size_t values = cache.value_offset(block, in_block, kv_head) + chunk * 8;
+  const size_t scale = cache.scale_offset(block, in_block, kv_head);
+  float k[8], v[8];
+  kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(cache.k + values), k);
+  kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(cache.v + values), v);
+  const float k_scale = *reinterpret_cast<const float*>(cache.k + scale);
+  const float v_scale = *reinterpret_cast<const float*>(cache.v + scale);
+  k_half8 = make_uint4(pack_half2(k[0] * k_scale, k[1] * k_scale), pack_half2(k[2] * k_scale, k[3] * k_scale),
+                       pack_half2(k[4] * k_scale, k[5] * k_scale), pack_half2(k[6] * k_scale, k[7] * k_scale));
+  v_half8 = make_uint4(pack_half2(v[0] * v_scale, v[1] * v_scale), pack_half2(v[2] * v_scale, v[3] * v_scale),
+                       pack_half2(v[4] * v_scale, v[5] * v_scale), pack_half2(v[6] * v_scale, v[7] * v_scale));
+}
+
 template <int kHeadDim, KvFormat kFormat = KvFormat::kFp16>
 __global__ void __launch_bounds__(kPrefillThreads)
     prefill_kernel(const PagedAttentionArgs args, bool skip_single_query) {
@@ -98,16 +115,16 @@ __global__ void __launch_bounds__(kPrefillThreads)
   const int kv_head = head / (args.num_heads / cache.num_kv_heads);
   const int kv_end = min(context_len, pos0 + kBlockM);  // keys the last row can see
   const int num_tiles = (kv_end + kBlockN - 1) / kBlockN;
-  // KIVI: a row sees the blocks before its own sealed and its own block in fp16 from that
-  // block's staging block. The CTA's rows lie in blocks [qb_min, qb_max], so a tile of keys in
+  // Residual formats (KIVI, fp8): a row sees the blocks before its own sealed and its own block
+  // in fp16 from that block's staging block. The CTA's rows lie in blocks [qb_min, qb_max], so a tile of keys in
   // that range is read twice: once sealed (pass 0, rows of later blocks see it) and once staged
   // (pass 1, the rows of its own block see it); tiles wholly before qb_min are read sealed
   // only, tiles wholly in qb_max staged only. The steps are the pass-0 tiles [0, sealed_tiles)
   // then the pass-1 tiles [staged_first, num_tiles); a row's state is untouched by a step that
   // masks all its keys, so each row's result depends on its own position alone.
-  constexpr bool kKivi = kv_format_is_kivi(kFormat);
+  constexpr bool kResidual = kv_format_has_residual(kFormat);
   int qb_min = 0, qb_max = 0, sealed_tiles = num_tiles, staged_first = num_tiles;
-  if constexpr (kKivi) {
+  if constexpr (kResidual) {
     qb_min = pos0 / cache.block_size;
     qb_max = (kv_end - 1) / cache.block_size;
     sealed_tiles = min(num_tiles, (qb_max * cache.block_size + kBlockN - 1) / kBlockN);
@@ -143,7 +160,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
     const int kv_tile = step_tile(step);
     uint16_t* k_dst = kv_smem + stage * 2 * S::kKvHalfs;
     uint16_t* v_dst = k_dst + S::kKvHalfs;
-    if constexpr (kKivi) {
+    if constexpr (kResidual) {
       const bool staged_pass = step >= sealed_tiles;
 #pragma unroll
       for (int i = 0; i < S::kKvHalfs / 8 / kPrefillThreads; ++i) {
@@ -161,8 +178,13 @@ __global__ void __launch_bounds__(kPrefillThreads)
           k_half8 = *reinterpret_cast<const uint4*>(cache.staging_row(0, staging, in_block, kv_head) + chunk * 8);
           v_half8 = *reinterpret_cast<const uint4*>(cache.staging_row(1, staging, in_block, kv_head) + chunk * 8);
         } else if (key < kv_end && !staged_pass && key_block < qb_max) {
-          kivi_dequantize8<kHeadDim, kivi_bits(kFormat)>(cache, block_table[key_block], indexer.offset(key), kv_head,
-                                                         chunk, k_half8, v_half8);
+          if constexpr (kv_format_is_kivi(kFormat)) {
+            kivi_dequantize8<kHeadDim, kivi_bits(kFormat)>(cache, block_table[key_block], indexer.offset(key), kv_head,
+                                                           chunk, k_half8, v_half8);
+          } else {
+            scaled_dequantize8<kFormat>(cache, block_table[key_block], indexer.offset(key), kv_head, chunk, k_half8,
+                                        v_half8);
+          }
         }
         const int dst = swizzled<kHeadDim>(row, chunk);
         *reinterpret_cast<uint4*>(k_dst + dst) = k_half8;
@@ -205,21 +227,8 @@ __global__ void __launch_bounds__(kPrefillThreads)
         } else if constexpr (kFormat != KvFormat::kFp16) {
           uint4 k_half8 = make_uint4(0, 0, 0, 0), v_half8 = k_half8;
           if (valid) {
-            const int block = block_table[indexer.block(key)];
-            const int in_block = indexer.offset(key);
-            const size_t values = cache.value_offset(block, in_block, kv_head) + chunk * 8;
-            const size_t scale = cache.scale_offset(block, in_block, kv_head);
-            float k[8], v[8];
-            kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(cache.k + values), k);
-            kv_unpack8(kFormat, *reinterpret_cast<const uint2*>(cache.v + values), v);
-            const float k_scale = *reinterpret_cast<const float*>(cache.k + scale);
-            const float v_scale = *reinterpret_cast<const float*>(cache.v + scale);
-            k_half8 =
-                make_uint4(pack_half2(k[0] * k_scale, k[1] * k_scale), pack_half2(k[2] * k_scale, k[3] * k_scale),
-                           pack_half2(k[4] * k_scale, k[5] * k_scale), pack_half2(k[6] * k_scale, k[7] * k_scale));
-            v_half8 =
-                make_uint4(pack_half2(v[0] * v_scale, v[1] * v_scale), pack_half2(v[2] * v_scale, v[3] * v_scale),
-                           pack_half2(v[4] * v_scale, v[5] * v_scale), pack_half2(v[6] * v_scale, v[7] * v_scale));
+            scaled_dequantize8<kFormat>(cache, block_table[indexer.block(key)], indexer.offset(key), kv_head, chunk,
+                                        k_half8, v_half8);
           }
           *reinterpret_cast<uint4*>(k_dst + dst) = k_half8;
           *reinterpret_cast<uint4*>(v_dst + dst) = v_half8;
@@ -284,7 +293,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
     // Scale, mask, online softmax.
     const int key0 = step_tile(j) * kBlockN;
     const bool staged_pass = j >= sealed_tiles;
-    const bool needs_mask = kKivi || key0 + kBlockN - 1 > pos0;
+    const bool needs_mask = kResidual || key0 + kBlockN - 1 > pos0;
 #pragma unroll
     for (int nb = 0; nb < kBlockN / 8; ++nb) {
 #pragma unroll
@@ -294,7 +303,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
           const int key = key0 + nb * 8 + 2 * quad_lane + (e & 1);
           const int position = pos0 + row_lo + (e >= 2 ? 8 : 0);
           if (key > position || key >= context_len) value = -INFINITY;
-          if constexpr (kKivi) {
+          if constexpr (kResidual) {
             const bool own_block = indexer.block(key) == indexer.block(position);
             if (own_block != staged_pass) value = -INFINITY;
           }
@@ -311,13 +320,13 @@ __global__ void __launch_bounds__(kPrefillThreads)
       }
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      // Finite: key 0 is visible to every row in tile 0, and row_max carries it afterwards.
-      // Not so with KIVI's passes (a row of block 0 sees nothing sealed): there a max still at
-      // -inf exponentiates against 0, which leaves the row's state at zero.
+      // Finite: key 0 is visible to every row in tile 0, and row_max carries it afterwards. Not
+      // so with the residual formats' passes (a row of block 0 sees nothing sealed): there a max
+      // still at -inf exponentiates against 0, which leaves the row's state at zero.
       float new_max = fmaxf(row_max[half], tile_max);
-      if constexpr (kKivi) new_max = new_max == -INFINITY ? 0.0f : new_max;
+      if constexpr (kResidual) new_max = new_max == -INFINITY ? 0.0f : new_max;
       const float alpha = exp2f(row_max[half] - new_max);
-      row_max[half] = kKivi && tile_max == -INFINITY && row_max[half] == -INFINITY ? -INFINITY : new_max;
+      row_max[half] = kResidual && tile_max == -INFINITY && row_max[half] == -INFINITY ? -INFINITY : new_max;
       float sum = 0.0f;
 #pragma unroll
       for (int nb = 0; nb < kBlockN / 8; ++nb) {

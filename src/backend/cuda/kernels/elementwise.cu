@@ -113,8 +113,8 @@ __global__ void rope_write_kv_kernel(const float* qkv, const float* bias, const 
                                      KvLayerView cache) {
   __shared__ float inv_freq[kMaxHeadDim / 2];
   extern __shared__ float kv_rows[];  // quantized formats: (2 * num_kv_heads, head_dim) rotated K, then V
-  const bool quantized = kv_format_has_scales(cache.format);
   const bool residual = kv_format_has_residual(cache.format);
+  const bool quantized = kv_format_has_scales(cache.format) && !residual;  // fp8's rows wait in staging
   const bool bf16 = cache.format == KvFormat::kBf16;
   const int t = blockIdx.x;
   const int head_dim = cache.head_dim;
@@ -256,8 +256,9 @@ void rope_write_kv(const float* qkv, const float* bias, const int32_t* positions
   assert(rope.rotary_dim % 2 == 0 && rope.rotary_dim <= cache.head_dim);
   assert(num_heads % cache.num_kv_heads == 0);
   if (n == 0) return;
-  const size_t staged_bytes =
-      kv_format_has_scales(cache.format) ? 2 * sizeof(float) * cache.num_kv_heads * cache.head_dim : 0;
+  const size_t staged_bytes = kv_format_has_scales(cache.format) && !kv_format_has_residual(cache.format)
+                                  ? 2 * sizeof(float) * cache.num_kv_heads * cache.head_dim
+                                  : 0;
   assert(staged_bytes <= 48 * 1024);  // 2 x 48 heads of 128: more than any model folio runs
   rope_write_kv_kernel<<<n, kRopeThreads, staged_bytes, stream>>>(qkv, bias, positions, slot_mapping, num_heads, rope,
                                                                   q_out, cache);

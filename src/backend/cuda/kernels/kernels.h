@@ -73,12 +73,13 @@ void rope_write_kv(const float* qkv, const float* bias, const int32_t* positions
                    int32_t n, int32_t num_heads, const DeviceRope& rope, uint16_t* q_out, const KvLayerView& cache,
                    Stream stream);
 
-// KIVI: quantizes each listed block from its fp16 staging block into the block's bytes
-// (kv/kivi.h, the bytes kivi_seal_block writes). seals: (max_seals, 2) int32 (block, staging)
-// pairs, the first *num_seals valid (both device memory, so a graph replays any count up to
-// max_seals). Runs after rope_write_kv and before the layer's attention.
-void kivi_seal_blocks(const KvLayerView& cache, const int32_t* seals, const int32_t* num_seals, int32_t max_seals,
-                      Stream stream);
+// Residual formats (KIVI, fp8): quantizes each listed block from its fp16 staging block into the
+// block's bytes (the bytes kv_seal_block writes: kv/kivi.h's groups, kv/kv_quant.h's rows).
+// seals: (max_seals, 2) int32 (block, staging) pairs, the first *num_seals valid (both device
+// memory, so a graph replays any count up to max_seals). Runs after rope_write_kv and before
+// the layer's attention.
+void kv_seal_blocks(const KvLayerView& cache, const int32_t* seals, const int32_t* num_seals, int32_t max_seals,
+                    Stream stream);
 
 // out = silu(gate) * up.  gate_up: (n, 2 * ffn) fp32 = [gate | up] per row;
 // out: (n, ffn) bf16. ffn % 4 == 0.

@@ -1,16 +1,20 @@
-// Sealing KIVI blocks on the device: a block that filled is quantized from its fp16 staging
-// block into its own bytes, the bytes kivi_seal_block writes on the CPU.
+// Sealing blocks of the residual formats on the device: a block that filled is quantized from
+// its fp16 staging block into its own bytes, the bytes kv_seal_block writes on the CPU (KIVI's
+// groups, kv/kivi.h; fp8's rows, kv/kv_quant.h).
 //
 // Grid: (max_seals, num_kv_heads); CTAs past *num_seals exit, so a captured decode graph
 // launches the grid of its batch size and each replay seals only the blocks its step filled.
-// A CTA quantizes one head of one block: first the keys (a thread per (token group, channel):
-// 32 tokens of one channel), then the values (a thread per (token, channel group): 32 channels
-// of one row). Sealing happens once per block_size tokens of a sequence, so this kernel is
-// written to be plainly the CPU's arithmetic, not to be fast.
+// A CTA quantizes one head of one block. KIVI: first the keys (a thread per (token group,
+// channel): 32 tokens of one channel), then the values (a thread per (token, channel group): 32
+// channels of one row). fp8: a warp per row of K or V (absmax, scale, bytes), as rope_write_kv
+// quantizes the rows of a format without a residual. Sealing happens once per block_size tokens
+// of a sequence, so these kernels are written to be plainly the CPU's arithmetic, not to be fast.
 #include <cassert>
 
+#include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
 #include "backend/cuda/kernels/kivi.cuh"
+#include "backend/cuda/kernels/kv_quant.cuh"
 
 namespace folio::cuda {
 namespace {
@@ -67,14 +71,44 @@ __global__ void __launch_bounds__(kSealThreads)
   }
 }
 
+__global__ void __launch_bounds__(kSealThreads)
+    row_seal_kernel(const KvLayerView cache, const int32_t* seals, const int32_t* num_seals) {
+  const int seal = blockIdx.x;
+  if (seal >= *num_seals) return;
+  const int head = blockIdx.y;
+  const int32_t block = seals[2 * seal];
+  const int32_t staging = seals[2 * seal + 1];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < 2 * cache.block_size; r += kSealThreads / 32) {
+    const int which = r / cache.block_size;  // K rows, then V rows
+    const int t = r % cache.block_size;
+    const uint16_t* x = cache.staging_row(which, staging, t, head);
+    float amax = 0.0f;
+    for (int d = lane; d < cache.head_dim; d += 32) amax = fmaxf(amax, fabsf(half_bits_to_float(x[d])));
+    amax = warp_max(amax);
+    const float2 scale = kv_row_scale(cache.format, amax);
+    uint8_t* base = which == 0 ? cache.k : cache.v;
+    const int64_t slot = static_cast<int64_t>(block) * cache.block_size + t;
+    uint8_t* values = base + cache.value_offset(slot, head);
+    for (int d = lane; d < cache.head_dim; d += 32) {
+      values[d] = kv_quantize_value(cache.format, half_bits_to_float(x[d]), scale.y);
+    }
+    if (lane == 0) *reinterpret_cast<float*>(base + cache.scale_offset(slot, head)) = scale.x;
+  }
+}
+
 }  // namespace
 
-void kivi_seal_blocks(const KvLayerView& cache, const int32_t* seals, const int32_t* num_seals, int32_t max_seals,
-                      Stream stream) {
-  assert(kv_format_is_kivi(cache.format));
-  assert(cache.block_size % kKiviGroup == 0 && cache.head_dim % kKiviGroup == 0);
+void kv_seal_blocks(const KvLayerView& cache, const int32_t* seals, const int32_t* num_seals, int32_t max_seals,
+                    Stream stream) {
+  assert(kv_format_has_residual(cache.format));
   if (max_seals <= 0) return;
   const dim3 grid(max_seals, cache.num_kv_heads);
+  if (!kv_format_is_kivi(cache.format)) {
+    row_seal_kernel<<<grid, kSealThreads, 0, stream>>>(cache, seals, num_seals);
+    return;
+  }
+  assert(cache.block_size % kKiviGroup == 0 && cache.head_dim % kKiviGroup == 0);
   if (cache.format == KvFormat::kKivi2) {
     kivi_seal_kernel<2><<<grid, kSealThreads, 0, stream>>>(cache, seals, num_seals);
   } else {
