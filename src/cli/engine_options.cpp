@@ -56,8 +56,9 @@ void add_device_options(CLI::App& cmd, DeviceOptions& options) {
       ->group(group);
   cmd.add_option(
          "--kv-cache-dtype", options.kv_cache_dtype,
-         "How K/V are stored: auto | fp16 | bf16 | fp8 (E4M3) | int8 (a float scale per token and head) | kivi4 | "
-         "kivi2 (KIVI: keys per channel, values per token, the newest block in fp16); "
+         "How K/V are stored: auto | fp16 | bf16 | fp8 (E4M3, a float scale per token and head, the newest block in "
+         "fp16) | int8 (a float scale per token and head) | kivi4 | kivi2 (KIVI: keys per channel, values per token, "
+         "the newest block in fp16); "
          "src/kv/README.md. auto is fp16")
       ->check(kKvFormat)
       ->capture_default_str()
