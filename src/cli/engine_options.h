@@ -66,6 +66,7 @@ struct EngineOptions {
   // Not given: the whole step budget; with --device cuda kCudaPrefillTokensWhileDecoding.
   const CLI::Option* prefill_tokens_while_decoding_option = nullptr;
   int32_t prefill_tokens_while_decoding = 0;
+  double admission_reserve = 0.0;  // SchedulerConfig::admission_reserve (floor: a seventh of it)
 };
 
 inline constexpr int32_t kCudaBatchedTokens = 8192;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <sstream>
 
 namespace folio {
@@ -17,7 +18,8 @@ std::string SchedulerOutput::to_string() const {
   return s.str();
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config, const KvCacheConfig& kv) : config_(config), kv_(kv) {}
+Scheduler::Scheduler(const SchedulerConfig& config, const KvCacheConfig& kv)
+    : config_(config), kv_(kv), reserve_ratio_(config.admission_reserve) {}
 
 bool Scheduler::runs_before(const Request* a, const Request* b) {
   if (a->params().priority != b->params().priority) return a->params().priority < b->params().priority;
@@ -108,6 +110,28 @@ int32_t Scheduler::committed_sequences() const {
   return total;
 }
 
+bool Scheduler::leaves_room_to_grow(const Request* request, int32_t cached) const {
+  // Every group's table grows with a request, so a group's share of the free blocks bounds it.
+  const int64_t free_slots = static_cast<int64_t>(kv_.num_free_blocks()) / kv_.num_groups() * kv_.block_size();
+  auto growth = [&](const Request* r) {
+    const int32_t left = std::max(0, r->params().max_tokens - r->num_output_tokens());
+    return static_cast<int64_t>(std::ceil(reserve_ratio_ * left)) * sequences_of(r);
+  };
+  int64_t reserved = 0;
+  for (const Request* r : running_) reserved += growth(r) + (r->num_tokens() - r->num_computed_tokens);
+  return free_slots - reserved >= static_cast<int64_t>(request->num_tokens() - cached) + growth(request);
+}
+
+void Scheduler::update_reserve_ratio(bool preempted) {
+  if (config_.admission_reserve <= 0.0) return;
+  const double floor = std::min(config_.admission_reserve_floor, config_.admission_reserve);
+  if (preempted) {
+    reserve_ratio_ = config_.admission_reserve;
+  } else {
+    reserve_ratio_ = std::max(floor, reserve_ratio_ - (config_.admission_reserve - floor) / 600.0);
+  }
+}
+
 void Scheduler::admit_waiting(int32_t& budget, int32_t& prefill_budget, SchedulerOutput& output) {
   while (std::min(budget, prefill_budget) > 0 && !waiting_.empty() &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
@@ -117,6 +141,7 @@ void Scheduler::admit_waiting(int32_t& budget, int32_t& prefill_budget, Schedule
     if (!running_.empty() && committed_sequences() + sequences_of(request) > config_.max_num_seqs) return;
     const PrefixMatch prefix = kv_.find_cached_prefix(request->tokens);
     const int32_t computed = prefix.num_computed_tokens;
+    if (reserve_ratio_ > 0.0 && !running_.empty() && !leaves_room_to_grow(request, computed)) return;
     const int32_t num_new = std::min({request->num_tokens() - computed, budget, prefill_budget});
     if (!kv_.allocate_slots(request->sequence_id(), num_new, prefix)) return;  // wait for room
     waiting_.pop_front();
@@ -211,6 +236,7 @@ SchedulerOutput Scheduler::schedule() {
       }
     }
   }
+  update_reserve_ratio(!output.preempted.empty());
   // Tables are read once every allocation of the step is done (copy-on-write may have replaced
   // an entry), and the copies leave the KV manager with the step that runs them.
   for (ScheduledChunk& chunk : output.chunks) {

@@ -30,6 +30,15 @@ struct SchedulerConfig {
   // (stall-free batching; 0: no limit beyond max_num_batched_tokens). A step without decodes
   // still fills the whole budget.
   int32_t max_prefill_tokens_while_decoding = 0;
+  // Admission that keeps room for the running requests' growth (SGLang's new-token ratio): a
+  // waiting request is admitted only while the free KV slots cover its uncached prompt and, for
+  // it and for every running request, `ratio` of the output tokens each may still write
+  // (max_tokens less what it wrote) plus their prompt tokens not yet computed. The ratio starts
+  // at admission_reserve, falls linearly to admission_reserve_floor over 600 steps without a
+  // preemption and goes back up after one. 0: admit whatever fits now and preempt later if the
+  // pool runs out (each preemption by recompute redoes the victim's whole prefill).
+  double admission_reserve = 0.0;
+  double admission_reserve_floor = 0.0;
 };
 
 class Scheduler {
@@ -77,6 +86,10 @@ class Scheduler {
   // Sequences a request will have once its parallel samples or beams are forked.
   static int32_t sequences_of(const Request* request);
   int32_t committed_sequences() const;
+  // admission_reserve: whether the free slots cover `request` (its first `cached` tokens found
+  // in the prefix cache) beside the room kept for every running request's growth.
+  bool leaves_room_to_grow(const Request* request, int32_t cached) const;
+  void update_reserve_ratio(bool preempted);
 
   SchedulerConfig config_;
   KvCacheManager kv_;
@@ -84,6 +97,7 @@ class Scheduler {
   std::vector<Request*> running_;  // in priority, then arrival, order
   std::deque<Request*> swapped_;
   int64_t num_preemptions_ = 0;
+  double reserve_ratio_ = 0.0;  // admission_reserve's current ratio
 };
 
 }  // namespace folio

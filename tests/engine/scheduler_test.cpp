@@ -209,6 +209,43 @@ TEST_F(SchedulerTest, AForkSharesBlocksAndCopiesTheSharedPartialBlockOnItsFirstW
   EXPECT_EQ(chunk_of(out, parent)->block_table.front(), chunk_of(out, child)->block_table.front());
 }
 
+// Admission that keeps room for growth (SchedulerConfig::admission_reserve): 8 requests of 8
+// prompt tokens and 24 outputs each need 64 blocks at full length, the pool has 24. Admitting
+// whatever fits now preempts (and redoes prefills); keeping every running request's remaining
+// output free (ratio 1, no decay) admits fewer at once and never preempts. Both finish all 8.
+TEST_F(SchedulerTest, AdmissionThatKeepsRoomToGrowDoesNotPreempt) {
+  for (const double reserve : {0.0, 1.0}) {
+    SchedulerConfig config{64, 16, PreemptionMode::kRecompute};
+    config.admission_reserve = reserve;
+    config.admission_reserve_floor = reserve;
+    Scheduler scheduler(config, kv(24));
+    std::vector<Request*> requests;
+    for (int32_t i = 0; i < 8; ++i) {
+      requests.push_back(make(8, 24, 1 + 30 * i));
+      scheduler.add(requests.back());
+    }
+    int32_t finished = 0, most_running = 0;
+    for (int steps = 0; scheduler.has_work() && steps < 2000; ++steps) {
+      step(scheduler);
+      most_running = std::max(most_running, scheduler.num_running());
+      for (Request* r : requests) {
+        if (r->status == RequestStatus::kRunning && r->num_output_tokens() >= r->params().max_tokens) {
+          scheduler.finish(r, FinishReason::kLength);
+          ++finished;
+        }
+      }
+    }
+    EXPECT_EQ(finished, 8) << "reserve " << reserve;
+    EXPECT_EQ(scheduler.kv().metrics().num_used_blocks, 0);
+    if (reserve == 0.0) {
+      EXPECT_GT(scheduler.num_preemptions(), 0) << "the workload must need preemption without the reserve";
+    } else {
+      EXPECT_EQ(scheduler.num_preemptions(), 0);
+      EXPECT_LE(most_running, 3);  // 32 tokens = 8 blocks each at full length: 3 fit in 24
+    }
+  }
+}
+
 TEST_F(SchedulerTest, FinishFreesAtOnceFromAnyQueue) {
   Scheduler scheduler(SchedulerConfig{8, 8, PreemptionMode::kRecompute}, kv(64));
   Request* running = make(4, 8);
