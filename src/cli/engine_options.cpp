@@ -101,12 +101,14 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
                      "not wait for a long prefill (default: the whole step budget; 512 with --device cuda)")
           ->check(CLI::Range(1, 1 << 20))
           ->group(group);
-  cmd.add_option("--admission-reserve", options.admission_reserve,
-                 "Admit a waiting request only while the free KV slots also cover this fraction of every running "
-                 "request's remaining max_tokens (SGLang's new-token ratio; it eases to a seventh of the value while "
-                 "nothing is preempted and comes back after a preemption). 0 (default): admit what fits now")
-      ->check(CLI::Range(0.0, 1.0))
-      ->group(group);
+  options.admission_reserve_option =
+      cmd.add_option("--admission-reserve", options.admission_reserve,
+                     "Admit a waiting request only while the free KV slots also cover this fraction of every running "
+                     "request's remaining max_tokens (SGLang's new-token ratio; it eases to a seventh of the value "
+                     "while nothing is preempted and comes back after a preemption). 0: admit what fits now "
+                     "(default; 0.7 with --device cuda)")
+          ->check(CLI::Range(0.0, 1.0))
+          ->group(group);
   cmd.add_flag("--no-prefix-cache", options.no_prefix_cache, "Turn automatic prefix caching off")->group(group);
   cmd.add_flag("--keep-window-blocks", options.keep_window_blocks,
                "Sliding-window layers (Gemma 3) keep every block instead of releasing those out of the window")
@@ -195,8 +197,11 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t ma
                                                        : cuda        ? kCudaPrefillTokensWhileDecoding
                                                                      : 0;
   config.scheduler.preemption_mode = options.preemption == "swap" ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
-  config.scheduler.admission_reserve = options.admission_reserve;
-  config.scheduler.admission_reserve_floor = options.admission_reserve / 7.0;
+  const bool reserve_given =
+      options.admission_reserve_option != nullptr && options.admission_reserve_option->count() > 0;
+  const double reserve = cuda && !reserve_given ? kCudaAdmissionReserve : options.admission_reserve;
+  config.scheduler.admission_reserve = reserve;
+  config.scheduler.admission_reserve_floor = reserve / 7.0;
   return config;
 }
 

@@ -61,12 +61,15 @@ TEST(EngineDefaults, CpuKeepsItsDefaultsAndTheFlagsWin) {
   EXPECT_EQ(config->scheduler.max_num_seqs, 64);
   EXPECT_EQ(config->scheduler.max_num_batched_tokens, 512);
   EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, 0);
+  EXPECT_EQ(config->scheduler.admission_reserve, 0.0);
 
-  p = parse({"--max-num-seqs", "7", "--max-prefill-tokens-while-decoding", "96"});
+  p = parse({"--max-num-seqs", "7", "--max-prefill-tokens-while-decoding", "96", "--admission-reserve", "0.35"});
   config = to_engine_config(p->options, 0);
   ASSERT_TRUE(config) << config.error();
   EXPECT_EQ(config->scheduler.max_num_seqs, 7);
   EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, 96);
+  EXPECT_DOUBLE_EQ(config->scheduler.admission_reserve, 0.35);
+  EXPECT_DOUBLE_EQ(config->scheduler.admission_reserve_floor, 0.05);
 }
 
 TEST(EngineDefaults, CudaRunsManyRequestsAndCapsPromptTokensBesideDecodes) {
@@ -78,6 +81,13 @@ TEST(EngineDefaults, CudaRunsManyRequestsAndCapsPromptTokensBesideDecodes) {
   EXPECT_EQ(config->scheduler.max_num_seqs, kCudaMaxNumSeqs);  // the pool may lower it (cuda_max_num_seqs)
   EXPECT_EQ(config->scheduler.max_num_batched_tokens, kCudaBatchedTokens);
   EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, kCudaPrefillTokensWhileDecoding);
+  EXPECT_EQ(config->scheduler.admission_reserve, kCudaAdmissionReserve);
+  // Given explicitly, 0 turns it off on the GPU too.
+  std::unique_ptr<Parsed> off = parse({"--admission-reserve", "0"});
+  off->options.device.device = "cuda";
+  Expected<EngineConfig> off_config = to_engine_config(off->options, 0);
+  ASSERT_TRUE(off_config) << off_config.error();
+  EXPECT_EQ(off_config->scheduler.admission_reserve, 0.0);
   const ExecutorRequest request = to_executor_request(p->options, *config);
   EXPECT_EQ(request.max_num_seqs, kCudaMaxNumSeqs);  // graphs and buffers for the most it may run
 }
