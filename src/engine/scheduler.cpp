@@ -114,7 +114,7 @@ bool Scheduler::leaves_room_to_grow(const Request* request, int32_t cached) cons
   // Every group's table grows with a request, so a group's share of the free blocks bounds it.
   const int64_t free_slots = static_cast<int64_t>(kv_.num_free_blocks()) / kv_.num_groups() * kv_.block_size();
   auto growth = [&](const Request* r) {
-    const int32_t left = std::max(0, r->params().max_tokens - r->num_output_tokens());
+    const int32_t left = std::clamp(r->params().max_tokens - r->num_output_tokens(), 0, kGrowthEstimateCap);
     return static_cast<int64_t>(std::ceil(reserve_ratio_ * left)) * sequences_of(r);
   };
   int64_t reserved = 0;

@@ -21,6 +21,10 @@ namespace folio {
 
 enum class PreemptionMode { kRecompute, kSwap };
 
+// The most output tokens admission_reserve counts for one request (SGLang clips its estimate the
+// same way), so that requests whose max_tokens is the whole context do not shut admission.
+inline constexpr int32_t kGrowthEstimateCap = 4096;
+
 struct SchedulerConfig {
   int32_t max_num_batched_tokens = 512;  // tokens per forward pass
   int32_t max_num_seqs = 64;             // running requests at once
@@ -33,7 +37,8 @@ struct SchedulerConfig {
   // Admission that keeps room for the running requests' growth (SGLang's new-token ratio): a
   // waiting request is admitted only while the free KV slots cover its uncached prompt and, for
   // it and for every running request, `ratio` of the output tokens each may still write
-  // (max_tokens less what it wrote) plus their prompt tokens not yet computed. The ratio starts
+  // (max_tokens less what it wrote, counted up to kGrowthEstimateCap: a request without a limit
+  // gets the whole context as max_tokens) plus their prompt tokens not yet computed. The ratio starts
   // at admission_reserve, falls linearly to admission_reserve_floor over 600 steps without a
   // preemption and goes back up after one. 0: admit whatever fits now and preempt later if the
   // pool runs out (each preemption by recompute redoes the victim's whole prefill).

@@ -246,6 +246,31 @@ TEST_F(SchedulerTest, AdmissionThatKeepsRoomToGrowDoesNotPreempt) {
   }
 }
 
+// A request without a limit has the whole context as max_tokens; admission counts at most
+// kGrowthEstimateCap of it, so it does not keep the next request out of a pool with room.
+TEST_F(SchedulerTest, AdmissionCountsAtMostTheCapOfARequestsGrowth) {
+  SchedulerConfig config{64, 16, PreemptionMode::kRecompute};
+  config.admission_reserve = 1.0;
+  config.admission_reserve_floor = 1.0;
+  Scheduler scheduler(config, kv(2048));  // 8,192 slots
+  Request* unbounded = make(8, 100000);
+  Request* small = make(8, 8, 100);
+  scheduler.add(unbounded);
+  step(scheduler);
+  scheduler.add(small);
+  const SchedulerOutput out = step(scheduler);
+  ASSERT_NE(chunk_of(out, small), nullptr) << "4,096 reserved for the first leaves room for the second";
+  EXPECT_EQ(scheduler.num_running(), 2);
+  // The capped reserve still counts: a request that needs 8 + 4,096 does not fit beside the
+  // first one's 4,096 in what is left of 8,192.
+  Request* big = make(8, 4096, 200);
+  Request* bigger = make(8, 4096, 300);
+  scheduler.add(big);
+  scheduler.add(bigger);
+  step(scheduler);
+  EXPECT_EQ(scheduler.num_running(), 2) << "8,192 slots do not hold two reserves of 4,096 and the running tokens";
+}
+
 TEST_F(SchedulerTest, FinishFreesAtOnceFromAnyQueue) {
   Scheduler scheduler(SchedulerConfig{8, 8, PreemptionMode::kRecompute}, kv(64));
   Request* running = make(4, 8);
