@@ -80,8 +80,9 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
                                        ->check(kByteSize)
                                        ->capture_default_str()
                                        ->group(group);
-  cmd.add_option("--block-size", options.block_size,
-                 "Tokens per KV block (default 16; 128 with kivi4/kivi2, whose residual window is one block)")
+  cmd.add_option(
+         "--block-size", options.block_size,
+         "Tokens per KV block (default 16; 128 with fp8, kivi4 and kivi2, whose fp16 residual window is one block)")
       ->check(CLI::Range(1, 1024))
       ->group(group);
   options.max_num_batched_tokens_option =

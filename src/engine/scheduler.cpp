@@ -110,14 +110,16 @@ int32_t Scheduler::committed_sequences() const {
   return total;
 }
 
-bool Scheduler::leaves_room_to_grow(const Request* request, int32_t cached) const {
+bool Scheduler::leaves_room_to_grow(const Request* request, int32_t cached, int32_t scheduled) const {
   // Every group's table grows with a request, so a group's share of the free blocks bounds it.
   const int64_t free_slots = static_cast<int64_t>(kv_.num_free_blocks()) / kv_.num_groups() * kv_.block_size();
   auto growth = [&](const Request* r) {
     const int32_t left = std::clamp(r->params().max_tokens - r->num_output_tokens(), 0, kGrowthEstimateCap);
     return static_cast<int64_t>(std::ceil(reserve_ratio_ * left)) * sequences_of(r);
   };
-  int64_t reserved = 0;
+  // Running requests' uncomputed tokens, less those this step's chunks already took slots for
+  // (every chunk so far is a running request's, admitted ones included).
+  int64_t reserved = -static_cast<int64_t>(scheduled);
   for (const Request* r : running_) reserved += growth(r) + (r->num_tokens() - r->num_computed_tokens);
   return free_slots - reserved >= static_cast<int64_t>(request->num_tokens() - cached) + growth(request);
 }
@@ -141,7 +143,10 @@ void Scheduler::admit_waiting(int32_t& budget, int32_t& prefill_budget, Schedule
     if (!running_.empty() && committed_sequences() + sequences_of(request) > config_.max_num_seqs) return;
     const PrefixMatch prefix = kv_.find_cached_prefix(request->tokens);
     const int32_t computed = prefix.num_computed_tokens;
-    if (reserve_ratio_ > 0.0 && !running_.empty() && !leaves_room_to_grow(request, computed)) return;
+    if (reserve_ratio_ > 0.0 && !running_.empty() &&
+        !leaves_room_to_grow(request, computed, output.num_batched_tokens)) {
+      return;
+    }
     const int32_t num_new = std::min({request->num_tokens() - computed, budget, prefill_budget});
     if (!kv_.allocate_slots(request->sequence_id(), num_new, prefix)) return;  // wait for room
     waiting_.pop_front();

@@ -92,8 +92,10 @@ class Scheduler {
   static int32_t sequences_of(const Request* request);
   int32_t committed_sequences() const;
   // admission_reserve: whether the free slots cover `request` (its first `cached` tokens found
-  // in the prefix cache) beside the room kept for every running request's growth.
-  bool leaves_room_to_grow(const Request* request, int32_t cached) const;
+  // in the prefix cache) beside the room kept for every running request's growth. scheduled:
+  // the tokens this step's chunks already hold slots for (not yet computed, not to be counted
+  // again).
+  bool leaves_room_to_grow(const Request* request, int32_t cached, int32_t scheduled) const;
   void update_reserve_ratio(bool preempted);
 
   SchedulerConfig config_;

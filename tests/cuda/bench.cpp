@@ -44,7 +44,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     p.head_dim = dim;
     p.num_heads = heads;
     p.num_kv_heads = kv_heads;
-    p.block_size = kv_format_is_kivi(format) ? kv_default_block_size(format) : 16;
+    p.block_size = kv_default_block_size(format);  // the residual formats' 128-token windows
     for (int s = 0; s < batch; ++s) p.seqs.push_back({1, ctx});
     p.build(rng, /*fill_values=*/false);
     const PagedAttentionArgs args = p.args();
@@ -87,8 +87,9 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   decode("attn_decode_b64_ctx4k_bf16", 64, 4096, 32, 8, 128, nullptr, KvFormat::kBf16);
   decode("attn_decode_b256_ctx1k_fp8", 256, 1024, 32, 8, 128, nullptr, KvFormat::kFp8E4M3);
   decode("attn_decode_b1_ctx32k_fp8", 1, 32768, 32, 8, 128, nullptr, KvFormat::kFp8E4M3);
-  // The same on the CUDA-core kernel the quantized formats used before the tensor-core one.
-  decode("attn_decode_b64_ctx4k_fp8_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kFp8E4M3,
+  // The same on the CUDA-core kernel the quantized formats used before the tensor-core one
+  // (fp8 has none since its residual).
+  decode("attn_decode_b64_ctx4k_int8_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kInt8,
          DecodeKernel::kCudaCores);
   decode("attn_decode_b64_ctx4k_kivi2_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2,
          DecodeKernel::kCudaCores);
@@ -131,7 +132,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     p.head_dim = dim;
     p.num_heads = heads;
     p.num_kv_heads = kv_heads;
-    p.block_size = kv_format_is_kivi(format) ? kv_default_block_size(format) : 16;
+    p.block_size = kv_default_block_size(format);  // the residual formats' 128-token windows
     for (int s = 0; s < batch; ++s) p.seqs.push_back({seq_len, seq_len});
     p.build(rng, false);
     const PagedAttentionArgs args = p.args();

@@ -437,6 +437,8 @@ void launch_direct_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy pol
 template <KvFormat kFormat>
 void launch_decode_tc_direct(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
                              float* partial_out, float2* partial_stats, Stream stream) {
+  // A warp's 16-key step is wholly sealed or wholly staged (kv_format_shape_error's rule).
+  assert(!kv_format_has_residual(kFormat) || args.cache.block_size % 16 == 0);
   if (args.cache.head_dim == 64) {
     launch_direct_for_dim<64, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
   } else {

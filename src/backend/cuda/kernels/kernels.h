@@ -160,8 +160,8 @@ void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
 // decode_grid_splits(max_context_len, policy)).total_bytes when that grid is > 1.
 // kernel: every format but bf16 decodes on tensor cores by default (attention_decode_tc_direct.cu
 // for fp16, fp8 and int8, attention_decode_tc_kivi.cu for KIVI), bf16 on CUDA cores
-// (attention_decode_kernel.cuh); kCudaCores runs the CUDA-core kernel for every format (checks,
-// benchmarks).
+// (attention_decode_kernel.cuh); kCudaCores runs the CUDA-core kernel for every format but fp8,
+// whose staged block only the tensor-core kernel reads (checks, benchmarks).
 enum class DecodeKernel { kDefault, kCudaCores };
 void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace, DecodeSplitPolicy policy,
                                    Stream stream, DecodeKernel kernel = DecodeKernel::kDefault);
