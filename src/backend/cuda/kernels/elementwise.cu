@@ -197,16 +197,9 @@ __global__ void rope_write_kv_kernel(const float* qkv, const float* bias, const 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int r = warp; r < 2 * num_kv_heads; r += blockDim.x / 32) {
     const float* staged = kv_rows + r * head_dim;
-    float amax = 0.0f;
-    for (int d = lane; d < head_dim; d += 32) amax = fmaxf(amax, fabsf(staged[d]));
-    amax = warp_max(amax);
-    const float2 scale = kv_row_scale(cache.format, amax);
     const bool is_k = r < num_kv_heads;
-    uint8_t* base = is_k ? cache.k : cache.v;
-    const int kv_head = is_k ? r : r - num_kv_heads;
-    uint8_t* values = base + cache.value_offset(slot, kv_head);
-    for (int d = lane; d < head_dim; d += 32) values[d] = kv_quantize_value(cache.format, staged[d], scale.y);
-    if (lane == 0) *reinterpret_cast<float*>(base + cache.scale_offset(slot, kv_head)) = scale.x;
+    warp_store_row(cache, is_k ? cache.k : cache.v, slot, is_k ? r : r - num_kv_heads, lane,
+                   [&](int d) { return staged[d]; });
   }
 }
 

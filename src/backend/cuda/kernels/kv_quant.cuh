@@ -10,7 +10,9 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/common.cuh"
 #include "kv/kv_format.h"
+#include "kv/kv_layer_view.h"
 
 namespace folio::cuda::detail {
 
@@ -28,6 +30,21 @@ __device__ __forceinline__ uint8_t kv_quantize_value(KvFormat format, float x, f
   }
   const int q = min(127, max(-127, __float2int_rn(y)));
   return static_cast<uint8_t>(static_cast<int8_t>(q));
+}
+
+// One warp stores a row of head_dim values (value(d) is value d) at (slot, head) of K or V
+// (base: cache.k or cache.v): absmax, scale, then the bytes and the scale at kv_layer_view.h's
+// offsets. Used where rows are written (rope_write_kv) and where staged blocks are sealed.
+template <class Value>
+__device__ __forceinline__ void warp_store_row(const KvLayerView& cache, uint8_t* base, int64_t slot, int head,
+                                               int lane, Value value) {
+  float amax = 0.0f;
+  for (int d = lane; d < cache.head_dim; d += 32) amax = fmaxf(amax, fabsf(value(d)));
+  amax = warp_max(amax);
+  const float2 scale = kv_row_scale(cache.format, amax);
+  uint8_t* values = base + cache.value_offset(slot, head);
+  for (int d = lane; d < cache.head_dim; d += 32) values[d] = kv_quantize_value(cache.format, value(d), scale.y);
+  if (lane == 0) *reinterpret_cast<float*>(base + cache.scale_offset(slot, head)) = scale.x;
 }
 
 // Eight stored values (one 8-byte word) -> eight floats of the format's values (not yet scaled;

@@ -83,17 +83,8 @@ __global__ void __launch_bounds__(kSealThreads)
     const int which = r / cache.block_size;  // K rows, then V rows
     const int t = r % cache.block_size;
     const uint16_t* x = cache.staging_row(which, staging, t, head);
-    float amax = 0.0f;
-    for (int d = lane; d < cache.head_dim; d += 32) amax = fmaxf(amax, fabsf(half_bits_to_float(x[d])));
-    amax = warp_max(amax);
-    const float2 scale = kv_row_scale(cache.format, amax);
-    uint8_t* base = which == 0 ? cache.k : cache.v;
-    const int64_t slot = static_cast<int64_t>(block) * cache.block_size + t;
-    uint8_t* values = base + cache.value_offset(slot, head);
-    for (int d = lane; d < cache.head_dim; d += 32) {
-      values[d] = kv_quantize_value(cache.format, half_bits_to_float(x[d]), scale.y);
-    }
-    if (lane == 0) *reinterpret_cast<float*>(base + cache.scale_offset(slot, head)) = scale.x;
+    warp_store_row(cache, which == 0 ? cache.k : cache.v, static_cast<int64_t>(block) * cache.block_size + t, head,
+                   lane, [&](int d) { return half_bits_to_float(x[d]); });
   }
 }
 
