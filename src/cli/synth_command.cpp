@@ -26,7 +26,10 @@ DType parse_dtype(const std::string& name) {
   if (name == "q8_0") return DType::Q8_0;
   if (name == "q4_0") return DType::Q4_0;
   if (name == "q4_1") return DType::Q4_1;
-  if (name == "q4_k") return DType::Q4_K;
+  if (name == "q5_0") return DType::Q5_0;
+  if (name == "q4_k" || name == "q4_k_m") return DType::Q4_K;
+  if (name == "q5_k") return DType::Q5_K;
+  if (name == "q6_k") return DType::Q6_K;
   return DType::BF16;
 }
 
@@ -36,7 +39,7 @@ int run_synth(const SynthCommandOptions& options) {
     std::fprintf(stderr, "folio: error: %s\n", config.error().c_str());
     return 1;
   }
-  SynthOptions synth{parse_dtype(options.dtype), options.seed, options.layers};
+  SynthOptions synth{parse_dtype(options.dtype), options.seed, options.layers, options.dtype == "q4_k_m"};
   const auto start = std::chrono::steady_clock::now();
   int last_percent = -1;
   auto progress = [&](uint64_t done, uint64_t total) {
@@ -67,8 +70,9 @@ CommandRunner add_synth_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight GGUF model of a known shape");
   std::vector<std::string> configs = synth_config_names();
   cmd->add_option("--config", options->config, "Model shape")->check(CLI::IsMember(configs))->capture_default_str();
-  cmd->add_option("--dtype", options->dtype, "Type of the 2-D weights")
-      ->check(CLI::IsMember({"bf16", "f16", "f32", "q8_0", "q4_0", "q4_1", "q4_k"}))
+  cmd->add_option("--dtype", options->dtype,
+                  "Type of the 2-D weights (q4_k_m: Q4_K with attn_v, ffn_down and output in Q6_K)")
+      ->check(CLI::IsMember({"bf16", "f16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q4_k", "q5_k", "q6_k", "q4_k_m"}))
       ->capture_default_str();
   cmd->add_option("-o,--output", options->output, "Output GGUF file")->required();
   cmd->add_option("--seed", options->seed, "Random seed")->capture_default_str();

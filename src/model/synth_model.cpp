@@ -149,7 +149,8 @@ Vocabulary make_vocabulary(const SynthConfig& c) {
 }  // namespace
 
 std::vector<std::string> synth_config_names() {
-  return {"smollm2-135m", "llama3-8b", "llama3-70b", "llama3-70b-1layer", "tiny", "gemma3-tiny", "gemma3-270m"};
+  return {"smollm2-135m", "llama3-8b", "llama3-70b",  "llama3-70b-1layer",
+          "tiny",         "tiny-k256", "gemma3-tiny", "gemma3-270m"};
 }
 
 Expected<SynthConfig> synth_config(std::string_view name) {
@@ -171,6 +172,11 @@ Expected<SynthConfig> synth_config(std::string_view name) {
     c.llama3_vocab = true;
   } else if (name == "tiny") {
     c.num_layers = 2, c.hidden_dim = 64, c.ffn_dim = 128, c.num_heads = 4, c.num_kv_heads = 2;
+    c.vocab_size = 1024, c.context_length = 2048, c.rope_freq_base = 500000.0f;
+    c.llama3_rope_scaling = true;
+  } else if (name == "tiny-k256") {
+    // tiny with every width a multiple of 256: the K-quants' super-block (Q4_K_M files, tests).
+    c.num_layers = 2, c.hidden_dim = 256, c.ffn_dim = 512, c.num_heads = 4, c.num_kv_heads = 2;
     c.vocab_size = 1024, c.context_length = 2048, c.rope_freq_base = 500000.0f;
     c.llama3_rope_scaling = true;
   } else if (name == "gemma3-tiny") {
@@ -199,12 +205,21 @@ Expected<SynthConfig> synth_config(std::string_view name) {
 Status write_synth_model(const SynthConfig& c, const SynthOptions& options, const std::string& path,
                          const std::function<void(uint64_t, uint64_t)>& progress) {
   const DType w = options.weight_type;
-  if (w != DType::BF16 && w != DType::F16 && w != DType::F32 && w != DType::Q8_0 && w != DType::Q4_0 &&
-      w != DType::Q4_1 && w != DType::Q4_K) {
-    return Status::error("synth: weight type must be bf16, f16, f32, q8_0, q4_0, q4_1 or q4_k");
+  const DType allowed[] = {DType::BF16, DType::F16,  DType::F32,  DType::Q8_0, DType::Q4_0,
+                           DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  if (std::find(std::begin(allowed), std::end(allowed), w) == std::end(allowed)) {
+    return Status::error("synth: weight type must be bf16, f16, f32, q8_0, q4_0, q4_1, q5_0, q4_k, q5_k or q6_k");
   }
+  if (options.q4_k_m && w != DType::Q4_K) return Status::error("synth: the Q4_K_M mix is Q4_K's");
   const int32_t layers = options.num_layers > 0 ? options.num_layers : c.num_layers;
   const int32_t head_dim = c.head_dim > 0 ? c.head_dim : c.hidden_dim / c.num_heads;
+  const bool k_quant = w == DType::Q4_K || w == DType::Q5_K || w == DType::Q6_K;
+  const int64_t widths[] = {c.hidden_dim, static_cast<int64_t>(head_dim) * c.num_heads, c.ffn_dim};
+  if (k_quant && std::any_of(std::begin(widths), std::end(widths), [](int64_t n) { return n % 256 != 0; })) {
+    return Status::error("synth: " + std::string(dtype_name(w)) + " needs every matrix width a multiple of 256 (" +
+                         c.name + ": hidden " + std::to_string(c.hidden_dim) + ", ffn " + std::to_string(c.ffn_dim) +
+                         ")");
+  }
   const bool gemma = c.architecture == "gemma3";
   const std::string a = c.architecture + ".";
   const uint64_t hidden = static_cast<uint64_t>(c.hidden_dim);
@@ -243,14 +258,15 @@ Status write_synth_model(const SynthConfig& c, const SynthOptions& options, cons
 
   uint64_t tensor_index = 0;
   auto seed = [&] { return mix(options.seed * 0x100000001B3ull + ++tensor_index); };
-  auto matrix = [&](const std::string& name, uint64_t rows, uint64_t cols) {
-    writer.add_tensor(name, {cols, rows}, w, random_rows(w, static_cast<int64_t>(cols), 0.02f, seed()));
+  auto matrix = [&](const std::string& name, uint64_t rows, uint64_t cols, DType type) {
+    writer.add_tensor(name, {cols, rows}, type, random_rows(type, static_cast<int64_t>(cols), 0.02f, seed()));
   };
+  const DType mixed = options.q4_k_m ? DType::Q6_K : w;  // attn_v, ffn_down, output
   auto norm = [&](const std::string& name, uint64_t size = 0) {
     if (size == 0) size = hidden;
     writer.add_tensor(name, {size}, DType::F32, random_rows(DType::F32, static_cast<int64_t>(size), 0.0f, 0, 1.0f));
   };
-  matrix("token_embd.weight", vocab, hidden);
+  matrix("token_embd.weight", vocab, hidden, w);
   if (c.llama3_rope_scaling) {
     writer.add_tensor("rope_freqs.weight", {static_cast<uint64_t>(head_dim / 2)}, DType::F32,
                       float_values(llama3_rope_freq_factors(head_dim, c.rope_freq_base)));  // Llama 3.1's scaling
@@ -258,14 +274,14 @@ Status write_synth_model(const SynthConfig& c, const SynthOptions& options, cons
   for (int32_t layer = 0; layer < layers; ++layer) {
     const std::string p = "blk." + std::to_string(layer) + ".";
     norm(p + "attn_norm.weight");
-    matrix(p + "attn_q.weight", q_dim, hidden);
-    matrix(p + "attn_k.weight", kv_dim, hidden);
-    matrix(p + "attn_v.weight", kv_dim, hidden);
-    matrix(p + "attn_output.weight", hidden, q_dim);
+    matrix(p + "attn_q.weight", q_dim, hidden, w);
+    matrix(p + "attn_k.weight", kv_dim, hidden, w);
+    matrix(p + "attn_v.weight", kv_dim, hidden, mixed);
+    matrix(p + "attn_output.weight", hidden, q_dim, w);
     norm(p + "ffn_norm.weight");
-    matrix(p + "ffn_gate.weight", ffn, hidden);
-    matrix(p + "ffn_up.weight", ffn, hidden);
-    matrix(p + "ffn_down.weight", hidden, ffn);
+    matrix(p + "ffn_gate.weight", ffn, hidden, w);
+    matrix(p + "ffn_up.weight", ffn, hidden, w);
+    matrix(p + "ffn_down.weight", hidden, ffn, mixed);
     if (gemma) {
       norm(p + "attn_q_norm.weight", static_cast<uint64_t>(head_dim));
       norm(p + "attn_k_norm.weight", static_cast<uint64_t>(head_dim));
@@ -274,7 +290,7 @@ Status write_synth_model(const SynthConfig& c, const SynthOptions& options, cons
     }
   }
   norm("output_norm.weight");
-  if (!c.tied_embeddings) matrix("output.weight", vocab, hidden);
+  if (!c.tied_embeddings) matrix("output.weight", vocab, hidden, mixed);
   return writer.write(path, progress);
 }
 

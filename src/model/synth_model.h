@@ -17,7 +17,7 @@
 namespace folio {
 
 struct SynthConfig {
-  std::string name;  // smollm2-135m, llama3-8b, llama3-70b-1layer, tiny, gemma3-tiny, gemma3-270m
+  std::string name;  // smollm2-135m, llama3-8b, llama3-70b(-1layer), tiny, tiny-k256, gemma3-tiny, gemma3-270m
   int32_t num_layers = 0;
   int32_t hidden_dim = 0;
   int32_t ffn_dim = 0;
@@ -40,9 +40,14 @@ Expected<SynthConfig> synth_config(std::string_view name);
 std::vector<std::string> synth_config_names();
 
 struct SynthOptions {
-  DType weight_type = DType::BF16;  // 2-D weights: BF16, F16, F32 or Q8_0
+  // 2-D weights: BF16, F16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K or Q6_K (K-quants need
+  // every matrix's width a multiple of 256).
+  DType weight_type = DType::BF16;
   uint64_t seed = 1;
   int32_t num_layers = 0;  // 0: the config's
+  // With Q4_K: attn_v, ffn_down and the output matrix in Q6_K, as llama.cpp's Q4_K_M mix
+  // gives them (it does so in about half the layers; here in every one).
+  bool q4_k_m = false;
 };
 
 // Writes the model to path, streaming (memory stays flat), filling rows on all cores.

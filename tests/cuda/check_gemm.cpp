@@ -1,9 +1,9 @@
 // Checks of the weight products: the BF16 -> E4M3 row quantizer against the CPU's conversion
 // (byte for byte), the weight-streaming GEMV (BF16 and FP8 weights) and the FP8 cuBLASLt GEMM
 // against float64 products of the same quantized values, accumulation into y (beta 1), and the
-// batch invariance of the pinned policy with FP8 weights; the INT4 (W4A16) kernels against
-// float64 products of the repacked weights (quant/int4_groups.h), their dequantization bit for
-// bit against the host's.
+// batch invariance of the pinned policy with FP8 weights; the INT4 and INT8 (W4A16, W8A16)
+// kernels against float64 products of the repacked weights (quant/int4_groups.h,
+// int8_groups.h), their dequantization bit for bit against the host's.
 //
 // Tolerances: errors are divided by sum_i |w_i x_i| of their output (the scale of an fp32
 // rounding error of the sum), so one bound covers every k. An fp32 sum of k terms in any order
@@ -22,10 +22,12 @@
 #include "backend/cuda/fp8_rows.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/int4_gemm.h"
+#include "backend/cuda/int8_gemm.h"
 #include "check_util.h"
 #include "core/fp8.h"
 #include "quant/formats.h"
 #include "quant/int4_groups.h"
+#include "quant/int8_groups.h"
 
 namespace folio::cuda::check {
 namespace {
@@ -287,17 +289,21 @@ void check_fp8_gemm(const Options& opt, std::mt19937_64& rng) {
   }
 }
 
-// A 4-bit weight (m, k) from random normal rows quantized to a 4-bit GGUF type and repacked,
-// and the values its kernels compute with (float64).
-struct Int4Weight {
+// A grouped weight (m, k) from random normal rows quantized to a GGUF block type and repacked
+// (kInt4: 4-bit types; kInt8: any, 2^group_shift columns a group), and the values its kernels
+// compute with (float64).
+struct GroupedWeight {
   std::vector<uint8_t> codes;
   std::vector<uint32_t> groups;
   std::vector<double> values;
 };
-Int4Weight random_int4(std::mt19937_64& rng, DType type, int64_t m, int64_t k) {
-  Int4Weight w;
-  w.codes.resize(static_cast<size_t>(m * k / 2));
-  w.groups.resize(static_cast<size_t>(m * k / quant::kInt4Group));
+GroupedWeight random_grouped(std::mt19937_64& rng, DType type, WeightFormat format, int group_shift, int64_t m,
+                             int64_t k) {
+  const bool int4 = format == WeightFormat::kInt4;
+  const int64_t row_code_bytes = int4 ? k / 2 : k, row_groups = k >> group_shift;
+  GroupedWeight w;
+  w.codes.resize(static_cast<size_t>(m * row_code_bytes));
+  w.groups.resize(static_cast<size_t>(m * row_groups));
   w.values.resize(static_cast<size_t>(m * k));
   std::normal_distribution<float> dist(0.0f, 0.05f);
   std::vector<float> row(static_cast<size_t>(k)), out(static_cast<size_t>(k));
@@ -305,56 +311,87 @@ Int4Weight random_int4(std::mt19937_64& rng, DType type, int64_t m, int64_t k) {
   for (int64_t r = 0; r < m; ++r) {
     for (float& v : row) v = dist(rng);
     quant::quantize_row_reference(type, row.data(), block.data(), k);
-    uint8_t* codes = &w.codes[static_cast<size_t>(r * k / 2)];
-    uint32_t* groups = &w.groups[static_cast<size_t>(r * k / quant::kInt4Group)];
-    quant::repack_int4_row(type, block.data(), k, codes, groups);
-    quant::dequantize_int4_row(codes, groups, k, out.data());
+    uint8_t* codes = &w.codes[static_cast<size_t>(r * row_code_bytes)];
+    uint32_t* groups = &w.groups[static_cast<size_t>(r * row_groups)];
+    if (int4) {
+      quant::repack_int4_row(type, block.data(), k, codes, groups);
+      quant::dequantize_int4_row(codes, groups, k, out.data());
+    } else {
+      quant::repack_int8_row(type, block.data(), k, int64_t{1} << group_shift, codes, groups);
+      quant::dequantize_int8_row(codes, groups, k, int64_t{1} << group_shift, out.data());
+    }
     for (int64_t c = 0; c < k; ++c) w.values[static_cast<size_t>(r * k + c)] = out[c];
   }
   return w;
 }
 
-// CublasLtGemm::matmul with INT4 weights: int4_small_gemm up to 64 rows, dequantize_int4 then
-// the BF16 GEMM above (and at every n under --batch-invariant, which must stay invariant).
-void check_int4_gemm(const Options& opt, std::mt19937_64& rng) {
+// CublasLtGemm::matmul with INT4 and INT8 weights: the small GEMMs up to 64 rows, the
+// dequantization then the BF16 GEMM above (and at every n under --batch-invariant, which must
+// stay invariant).
+void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
   struct Case {
     int64_t m, k;
     DType type;
+    WeightFormat format = WeightFormat::kInt4;
+    int group_shift = 5;
   };
-  const Case cases[] = {{576, 576, DType::Q4_1},   {960, 576, DType::Q4_0},    {576, 1536, DType::Q4_K},
-                        {6144, 4096, DType::Q4_K}, {4096, 14336, DType::Q4_K}, {64, 64, DType::Q4_0},
-                        {256, 768, DType::Q4_1},   {48, 576, DType::Q4_1}};  // 48: one 16-row group past 16 tokens
+  constexpr WeightFormat kInt8 = WeightFormat::kInt8;
+  const Case cases[] = {{576, 576, DType::Q4_1},
+                        {960, 576, DType::Q4_0},
+                        {576, 1536, DType::Q4_K},
+                        {6144, 4096, DType::Q4_K},
+                        {4096, 14336, DType::Q4_K},
+                        {64, 64, DType::Q4_0},
+                        {256, 768, DType::Q4_1},
+                        {48, 576, DType::Q4_1},  // 48: one 16-row group past 16 tokens
+                        {576, 576, DType::Q8_0, kInt8},
+                        {960, 576, DType::Q5_0, kInt8},
+                        {576, 1536, DType::Q6_K, kInt8, 4},
+                        {6144, 4096, DType::Q6_K, kInt8, 4},
+                        {4096, 14336, DType::Q8_0, kInt8},
+                        {64, 64, DType::Q8_0, kInt8},
+                        {256, 768, DType::Q5_K, kInt8},
+                        {48, 576, DType::Q5_1, kInt8},
+                        {640, 1536, DType::Q4_K, kInt8, 4}};  // a 4-bit part in a Q6_K matrix
   const int64_t rows_list[] = {1, 2, 5, 8, 9, 16, 17, 33, 64, 65, 300, 1024, 1100};
   for (bool invariant : {false, true}) {
     GemmPolicy policy;
     policy.batch_invariant = invariant;
     Expected<std::unique_ptr<CublasLtGemm>> made = CublasLtGemm::create(size_t{32} << 20, policy);
     if (!made) {
-      report_flag("int4_gemm", "create", false, made.error());
+      report_flag("grouped_gemm", "create", false, made.error());
       return;
     }
     CublasLtGemm& gemm = **made;
     for (const Case& wc : cases) {
       if (opt.quick && wc.k == 14336) continue;
-      const Int4Weight w = random_int4(rng, wc.type, wc.m, wc.k);
+      const bool int4 = wc.format == WeightFormat::kInt4;
+      const char* name = int4 ? "int4_gemm" : "int8_gemm";
+      const GroupedWeight w = random_grouped(rng, wc.type, wc.format, wc.group_shift, wc.m, wc.k);
       DeviceBuffer<uint8_t> d_codes(w.codes);
       DeviceBuffer<uint32_t> d_groups(w.groups);
-      const DeviceMatrix matrix{WeightFormat::kInt4, d_codes.get(), nullptr, d_groups.get()};
-      const std::string type = std::string(dtype_name(wc.type));
-      if (Status s = gemm.reserve_int4_scratch(wc.m * wc.k); !s) {
-        report_flag("int4_gemm", "reserve", false, s.message());
+      const DeviceMatrix matrix{wc.format, d_codes.get(), nullptr, d_groups.get(), wc.group_shift};
+      const std::string type =
+          std::string(dtype_name(wc.type)) + (int4 ? "" : " g" + std::to_string(1 << wc.group_shift));
+      if (Status s = gemm.reserve_dequantize_scratch(wc.m * wc.k); !s) {
+        report_flag(name, "reserve", false, s.message());
         return;
       }
       if (!invariant) {
         // The dequantized weights are the host's, bit for bit.
         DeviceBuffer<uint16_t> d_out(static_cast<size_t>(wc.m * wc.k));
-        dequantize_int4(d_codes.get(), d_groups.get(), wc.m, wc.k, d_out.get(), nullptr);
-        sync_or_die("dequantize_int4");
+        if (int4) {
+          dequantize_int4(d_codes.get(), d_groups.get(), wc.m, wc.k, d_out.get(), nullptr);
+        } else {
+          dequantize_int8(d_codes.get(), d_groups.get(), wc.group_shift, wc.m, wc.k, d_out.get(), nullptr);
+        }
+        sync_or_die("dequantize");
         const std::vector<uint16_t> got = d_out.download();
         size_t mismatches = 0;
         for (size_t i = 0; i < got.size(); ++i) mismatches += from_bf16(got[i]) != w.values[i];
-        report_flag("dequantize_int4", type + " m=" + std::to_string(wc.m) + " k=" + std::to_string(wc.k),
-                    mismatches == 0, std::to_string(mismatches) + " of " + std::to_string(got.size()) + " differ");
+        report_flag(int4 ? "dequantize_int4" : "dequantize_int8",
+                    type + " m=" + std::to_string(wc.m) + " k=" + std::to_string(wc.k), mismatches == 0,
+                    std::to_string(mismatches) + " of " + std::to_string(got.size()) + " differ");
       }
       const int64_t big_n = 1100;
       const std::vector<uint16_t> x_all = random_bf16(rng, static_cast<size_t>(big_n * wc.k), 1.0f);
@@ -363,13 +400,14 @@ void check_int4_gemm(const Options& opt, std::mt19937_64& rng) {
       std::vector<float> y_big;
       for (int64_t n : rows_list) {
         if (opt.quick && n != 1 && n != 9 && n != 300) continue;
-        const bool small = !invariant && n <= policy.int4_small_gemm_max_rows;
+        const bool small =
+            !invariant && n <= (int4 ? policy.int4_small_gemm_max_rows : policy.int8_small_gemm_max_rows);
         const std::string shape = std::string(invariant ? "pinned " : "default ") + (small ? "(small) " : "(gemm) ") +
                                   type + " n=" + std::to_string(n) + " m=" + std::to_string(wc.m) +
                                   " k=" + std::to_string(wc.k);
         if (!small) {
           if (Status s = gemm.prepare(n, wc.m, wc.k, WeightFormat::kInt4); !s) {
-            report_flag("int4_gemm", shape, false, s.message());
+            report_flag(name, shape, false, s.message());
             continue;
           }
         }
@@ -381,21 +419,21 @@ void check_int4_gemm(const Options& opt, std::mt19937_64& rng) {
           if (beta == 0.0f) d_y.poison();
           const double ms =
               time_ms([&] { gemm.matmul(d_x_all.get(), matrix, d_y.get(), n, wc.m, wc.k, beta, nullptr); }, 0, 1);
-          sync_or_die("int4 matmul");
+          sync_or_die(name);
           const std::vector<size_t> outputs = sampled_outputs(n, wc.m, wc.k);
           const Reference ref = reference_product(x_wide, w.values, y0, beta, wc.m, wc.k, outputs);
           const std::vector<float> got = d_y.download();
-          report(scaled_outcome("int4_gemm", shape + " beta=" + std::to_string(static_cast<int>(beta)), got, outputs,
-                                ref, 0x1p-14, ms));
+          report(scaled_outcome(name, shape + " beta=" + std::to_string(static_cast<int>(beta)), got, outputs, ref,
+                                0x1p-14, ms));
           if (invariant && beta == 0.0f) {
             if (y_big.empty()) {
               DeviceBuffer<float> d_big(static_cast<size_t>(big_n * wc.m));
               gemm.matmul(d_x_all.get(), matrix, d_big.get(), big_n, wc.m, wc.k, 0.0f, nullptr);
-              sync_or_die("int4 matmul");
+              sync_or_die(name);
               y_big = d_big.download();
             }
             const bool same = std::memcmp(got.data(), y_big.data(), got.size() * sizeof(float)) == 0;
-            report_flag("int4_gemm.invariant", shape, same,
+            report_flag(int4 ? "int4_gemm.invariant" : "int8_gemm.invariant", shape, same,
                         same ? "rows equal those of n=1100 bit for bit" : "rows differ from n=1100's");
           }
         }
@@ -472,7 +510,7 @@ Register r_probe("fp8_probe", probe_fp8_configurations);
 Register r0("quantize_rows_e4m3", check_fp8_rows);
 Register r1("gemv", check_gemv);
 Register r2("fp8_gemm", check_fp8_gemm);
-Register r3("int4_gemm", check_int4_gemm);
+Register r3("grouped_gemm", check_grouped_gemm);
 
 }  // namespace
 }  // namespace folio::cuda::check

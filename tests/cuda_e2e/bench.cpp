@@ -10,6 +10,7 @@
 //   bound tok/s = measured copy bandwidth / (weight bytes + KV bytes read per token)
 #include <cuda_runtime.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -19,6 +20,7 @@
 #include "backend/cuda/fp8_small_gemm.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/int4_gemm.h"
+#include "backend/cuda/int8_gemm.h"
 #include "e2e_common.h"
 #include "engine/engine.h"
 
@@ -206,6 +208,7 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       worst_error = std::max(worst_error, error_vs_reference(s));
       const double bytes_per_weight = weight.format == cuda::WeightFormat::kFp8E4M3 ? 1.0
                                       : weight.format == cuda::WeightFormat::kInt4  ? 0.625
+                                      : weight.format == cuda::WeightFormat::kInt8  ? 1.25
                                                                                     : 2.0;
       const double weight_gb = static_cast<double>(s.m * s.k) * bytes_per_weight / 1e9;
       const double flop = 2.0 * static_cast<double>(max_n * s.m * s.k);
@@ -312,30 +315,40 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
     cudaFree(w8);
     cudaFree(w8_scales);
   }
-  {  // INT4 (W4A16, what 4-bit GGUF files keep on the GPU): random codes with a realistic scale
-     // and min per 32 (the kernels' speed does not depend on the values), side by side with BF16.
+  // INT4 and INT8 (W4A16 / W8A16, what GGUF block files keep on the GPU): random codes with a
+  // realistic scale and min per group (the kernels' speed does not depend on the values), side
+  // by side with BF16.
+  for (const cuda::WeightFormat format : {cuda::WeightFormat::kInt4, cuda::WeightFormat::kInt8}) {
+    const bool int4 = format == cuda::WeightFormat::kInt4;
+    const char* name = int4 ? "int4" : "int8";
+    const int group_shift = int4 ? 5 : 4;  // int8: Q6_K's 16-column groups, the larger of its two
+    const int64_t code_bytes = int4 ? max_mk / 2 : max_mk;
     uint8_t* codes = nullptr;
     uint32_t* groups = nullptr;
-    if (cudaMalloc(&codes, static_cast<size_t>(max_mk / 2)) == cudaSuccess &&
-        cudaMalloc(&groups, static_cast<size_t>(max_mk / 32) * 4) == cudaSuccess &&
-        gemm->reserve_int4_scratch(max_mk)) {
+    if (cudaMalloc(&codes, static_cast<size_t>(code_bytes)) == cudaSuccess &&
+        cudaMalloc(&groups, static_cast<size_t>(max_mk >> group_shift) * 4) == cudaSuccess &&
+        gemm->reserve_dequantize_scratch(max_mk)) {
       std::mt19937 bytes_rng(11);
-      std::vector<uint8_t> host_codes(static_cast<size_t>(max_mk / 2));
+      std::vector<uint8_t> host_codes(static_cast<size_t>(code_bytes));
       for (uint8_t& b : host_codes) b = static_cast<uint8_t>(bytes_rng());
       cudaMemcpy(codes, host_codes.data(), host_codes.size(), cudaMemcpyHostToDevice);
-      const uint32_t group = 0x3c00u | (0xbe80u << 16);  // scale 2^-7, min -0.25 (bf16)
-      std::vector<uint32_t> host_groups(static_cast<size_t>(max_mk / 32), group);
+      // int4: scale 2^-7, min -0.25; int8: scale 2^-11, min -2^-4 (bf16).
+      const uint32_t group = int4 ? (0x3c00u | (0xbe80u << 16)) : (0x3a00u | (0xbd80u << 16));
+      std::vector<uint32_t> host_groups(static_cast<size_t>(max_mk >> group_shift), group);
       cudaMemcpy(groups, host_groups.data(), host_groups.size() * 4, cudaMemcpyHostToDevice);
       const cuda::GemmPolicy fast_policy{};
       const cuda::DeviceMatrix bf16_weight{cuda::WeightFormat::kBf16, w, nullptr};
-      const cuda::DeviceMatrix int4_weight{cuda::WeightFormat::kInt4, codes, nullptr, groups};
+      const cuda::DeviceMatrix grouped_weight{format, codes, nullptr, groups, group_shift};
+      const double bytes_per_weight = int4 ? 0.625 : 1.25;
       gemm->set_policy(fast_policy);
-      weight = int4_weight;
-      measure("int4", true);
-      // The bar: INT4 never below BF16 at any batch size. Each INT4 path alone (the
+      weight = grouped_weight;
+      measure(name, true);
+      // The bar: quantized never below BF16 at any batch size. Each path alone (the
       // small-batch kernel, dequantize + cuBLASLt) beside BF16's default policy: what
-      // GemmPolicy::int4_small_gemm_max_rows is set from.
-      const cuda::GemmPolicy int4_paths[2] = {{.int4_small_gemm_max_rows = 64}, {.int4_small_gemm_max_rows = 0}};
+      // GemmPolicy::int4_small_gemm_max_rows / int8_small_gemm_max_rows are set from.
+      cuda::GemmPolicy paths[2];
+      paths[1].int4_small_gemm_max_rows = 0;
+      paths[1].int8_small_gemm_max_rows = 0;
       for (const Shape& s : shapes) {
         std::string line;
         double worst = 1e9;
@@ -346,28 +359,28 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
           double us[2];
           for (int i = 0; i < 2; ++i) {
             us[i] = 0.0;
-            if (i == 0 && n > cuda::kInt4SmallGemmMaxRows) continue;
-            gemm->set_policy(int4_paths[i]);
-            weight = int4_weight;
+            if (i == 0 && n > (int4 ? cuda::kInt4SmallGemmMaxRows : cuda::kInt8SmallGemmMaxRows)) continue;
+            gemm->set_policy(paths[i]);
+            weight = grouped_weight;
             us[i] = time_us(s, n);
           }
           gemm->set_policy(fast_policy);
           const double default_us = time_us(s, n);
           char cell[200];
           std::snprintf(cell, sizeof cell,
-                        "\n    n=%-4lld bf16 %8.1f | int4 small %8.1f dequant+gemm %8.1f | default %8.1f "
+                        "\n    n=%-4lld bf16 %8.1f | %s small %8.1f dequant+gemm %8.1f | default %8.1f "
                         "(%5.0f GB/s) %.2fx",
-                        static_cast<long long>(n), bf16_us, us[0], us[1], default_us,
-                        static_cast<double>(s.m * s.k) * 0.625 / (default_us * 1e3), bf16_us / default_us);
+                        static_cast<long long>(n), bf16_us, name, us[0], us[1], default_us,
+                        static_cast<double>(s.m * s.k) * bytes_per_weight / (default_us * 1e3), bf16_us / default_us);
           line += cell;
           worst = std::min(worst, bf16_us / default_us);
         }
-        std::printf("bench: gemm int4 vs bf16 %s (us; 0: not run; default policy worst %.2fx)%s\n", s.name, worst,
+        std::printf("bench: gemm %s vs bf16 %s (us; 0: not run; default policy worst %.2fx)%s\n", name, s.name, worst,
                     line.c_str());
       }
       std::fflush(stdout);
     } else {
-      std::printf("bench: gemm int4: not enough device memory, skipped\n");
+      std::printf("bench: gemm %s: not enough device memory, skipped\n", name);
     }
     cudaFree(codes);
     cudaFree(groups);
@@ -551,33 +564,46 @@ int run_bench(const std::vector<std::string>& args) {
     offline(executor, tokenizer, config, rng, requests, prompt_len, output_len, "offline_throughput_fast_gemm");
   }
   std::fflush(stdout);
-  if (const std::string int4_path = arg_value(args, "--int4-model", ""); !int4_path.empty()) {
-    // A 4-bit GGUF of the same shape (folio synth --dtype q4_k), kept 4-bit on the device.
+  // GGUF block files of the same shape (folio synth --dtype q4_k, q8_0, q4_k_m ...), kept as the
+  // file is on the device (--quantization auto): --int4-model's RESULT lines are named _int4,
+  // each of --quant-models' (comma-separated) after its file name.
+  std::vector<std::pair<std::string, std::string>> quantized;  // (path, tag)
+  if (const std::string path = arg_value(args, "--int4-model", ""); !path.empty()) quantized.emplace_back(path, "int4");
+  for (std::string list = arg_value(args, "--quant-models", ""); !list.empty();) {
+    const size_t comma = list.find(',');
+    const std::string path = list.substr(0, comma);
+    list = comma == std::string::npos ? "" : list.substr(comma + 1);
+    std::string tag = path.substr(path.find_last_of('/') + 1);
+    tag = tag.substr(0, tag.rfind(".gguf"));
+    for (char& ch : tag) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    quantized.emplace_back(path, tag);
+  }
+  for (const auto& [path, tag] : quantized) {
     made->reset();
-    Expected<LoadedModel> loaded4 = load_model(int4_path);
-    if (!loaded4) {
-      std::fprintf(stderr, "bench: int4: %s\n", loaded4.error().c_str());
+    Expected<LoadedModel> loaded_q = load_model(path);
+    if (!loaded_q) {
+      std::fprintf(stderr, "bench: %s: %s\n", tag.c_str(), loaded_q.error().c_str());
       return 2;
     }
     start = std::chrono::steady_clock::now();
-    cuda::CudaExecutorOptions options4 = options;
-    options4.weight_format = cuda::WeightFormat::kInt4;
-    options4.gemm = fast;
-    Expected<std::unique_ptr<cuda::CudaExecutor>> made4 = cuda::CudaExecutor::create(*loaded4->model, options4);
-    if (!made4) {
-      std::fprintf(stderr, "bench: int4: %s\n", made4.error().c_str());
+    cuda::CudaExecutorOptions options_q = options;
+    options_q.weight_format = cuda::WeightFormat::kInt4;  // as the file is
+    options_q.gemm = fast;
+    Expected<std::unique_ptr<cuda::CudaExecutor>> made_q = cuda::CudaExecutor::create(*loaded_q->model, options_q);
+    if (!made_q) {
+      std::fprintf(stderr, "bench: %s: %s\n", tag.c_str(), made_q.error().c_str());
       return 2;
     }
-    cuda::CudaExecutor& int4 = **made4;
-    std::printf("bench: int4 executor ready in %.1f s (weights %.2f GB, %d KV blocks)\n", seconds_since(start),
-                int4.stats().weight_bytes / 1e9, int4.kv_pool().num_blocks);
-    print_decode("decode_single_stream_int4", single_stream(int4, tokenizer, config, rng, 128, 256, bandwidth),
-                 "int4 small GEMM");
-    print_decode("decode_single_stream_ctx4k_int4", single_stream(int4, tokenizer, config, rng, 3968, 128, bandwidth),
-                 "int4 small GEMM");
-    offline(int4, tokenizer, config, rng, requests, prompt_len, output_len, "offline_throughput_int4");
+    cuda::CudaExecutor& q = **made_q;
+    std::printf("bench: %s executor ready in %.1f s (weights %.2f GB, %d KV blocks)\n", tag.c_str(),
+                seconds_since(start), q.stats().weight_bytes / 1e9, q.kv_pool().num_blocks);
+    const std::string single = "decode_single_stream_" + tag, ctx4k = "decode_single_stream_ctx4k_" + tag;
+    const std::string offline_name = "offline_throughput_" + tag;
+    print_decode(single.c_str(), single_stream(q, tokenizer, config, rng, 128, 256, bandwidth), "small GEMM");
+    print_decode(ctx4k.c_str(), single_stream(q, tokenizer, config, rng, 3968, 128, bandwidth), "small GEMM");
+    offline(q, tokenizer, config, rng, requests, prompt_len, output_len, offline_name.c_str());
     std::fflush(stdout);
-    made4->reset();
+    made_q->reset();
   }
   if (arg_value(args, "--fp8", "1") != "1") return 0;
 

@@ -40,9 +40,11 @@ struct PoolFormat {
   int32_t num_staging = 0;
   bool release_window_blocks = false;
 };
+// weights: kInt4 keeps a GGUF block file's matrices quantized as the file is (--quantization auto).
 std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, const PoolFormat& pool, int32_t kv_blocks,
                                                   int32_t swap_blocks, int32_t max_num_seqs, int32_t max_batched_tokens,
-                                                  bool graphs, const cuda::GemmPolicy& gemm);
+                                                  bool graphs, const cuda::GemmPolicy& gemm,
+                                                  cuda::WeightFormat weights = cuda::WeightFormat::kBf16);
 
 // Counts failures; each check prints one PASS/FAIL line.
 struct Tally {

@@ -46,7 +46,8 @@ std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, int
 
 std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, const PoolFormat& pool, int32_t kv_blocks,
                                                   int32_t swap_blocks, int32_t max_num_seqs, int32_t max_batched_tokens,
-                                                  bool graphs, const cuda::GemmPolicy& gemm) {
+                                                  bool graphs, const cuda::GemmPolicy& gemm,
+                                                  cuda::WeightFormat weights) {
   // kv_blocks blocks of every layer's K/V, whatever the grouping (the same memory either way).
   const int64_t block_bytes = kv_bytes_per_block(model.config(), pool.block_size, pool.format, false);
   const int64_t staging_bytes =
@@ -64,6 +65,7 @@ std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, con
   options.max_num_batched_tokens = max_batched_tokens;
   options.cuda_graphs = graphs;
   options.gemm = gemm;
+  options.weight_format = weights;
   options.quiet = true;
   Expected<std::unique_ptr<cuda::CudaExecutor>> executor = cuda::CudaExecutor::create(model, options);
   if (!executor) {

@@ -1,4 +1,5 @@
-// CUDA vs CPU (float32 activations, the closest CPU path to exact) on the golden prompts of
+// CUDA vs CPU (float32 activations, the closest CPU path to exact; --weights auto: the GPU keeps
+// the file's block types quantized) on the golden prompts of
 // tests/golden/model/smollm2_q4_1.json (or, --prompt-lengths 9,700, random prompts for synth models): relative error of the last prompt position's logits, and
 // 32 greedy tokens each; where they part, the CPU's top-2 margin at that step says whether it
 // was a near-tie (BF16 weights and activations move logits by ~1e-2).
@@ -52,6 +53,10 @@ int run_golden(const std::vector<std::string>& args) {
   const std::string goldens =
       arg_value(args, "--goldens", std::string(FOLIO_SOURCE_DIR) + "/tests/golden/model/smollm2_q4_1.json");
   const int32_t steps = std::stoi(arg_value(args, "--tokens", "32"));
+  // --weights auto: the file's block types kept quantized on the device (INT4 / INT8), against
+  // the CPU's own kernels on the same file; bf16 (the default): dequantized at upload.
+  const std::string weight_arg = arg_value(args, "--weights", "bf16");
+  const cuda::WeightFormat weights = weight_arg == "auto" ? cuda::WeightFormat::kInt4 : cuda::WeightFormat::kBf16;
   Expected<LoadedModel> loaded = load_model(path);
   if (!loaded) {
     std::fprintf(stderr, "golden: %s\n", loaded.error().c_str());
@@ -90,10 +95,17 @@ int run_golden(const std::vector<std::string>& args) {
     // Sized for the whole prompt in one forward (the longest golden prompt has 1,184 tokens),
     // as the check feeds the executor directly, not through the engine's chunked prefill.
     const int32_t max_tokens = std::max<int32_t>(512, static_cast<int32_t>(prompt.size()));
-    std::unique_ptr<cuda::CudaExecutor> gpu = cuda_executor(*loaded->model, blocks + 4, 0, 64, max_tokens);
+    auto make_gpu = [&] {
+      return cuda_executor(*loaded->model, PoolFormat{}, blocks + 4, 0, 64, max_tokens, true, {}, weights);
+    };
+    std::unique_ptr<cuda::CudaExecutor> gpu = make_gpu();
+    if (&c == &cases.front()) {
+      std::printf("golden: GPU weights %s (%.1f MB)\n", gpu->weight_format_description().c_str(),
+                  gpu->stats().weight_bytes / 1e6);
+    }
     const Greedy ref = run_greedy(cpu_executor, prompt, steps);
     const Greedy got = run_greedy(*gpu, prompt, steps);
-    std::unique_ptr<cuda::CudaExecutor> sampler_gpu = cuda_executor(*loaded->model, blocks + 4, 0, 64, max_tokens);
+    std::unique_ptr<cuda::CudaExecutor> sampler_gpu = make_gpu();
     const std::vector<SampledToken> sampled = run_device_greedy(*sampler_gpu, prompt, steps);
     double diff = 0, norm = 0;
     for (size_t i = 0; i < ref.last_prompt_logits.size(); ++i) {

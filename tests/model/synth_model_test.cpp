@@ -66,6 +66,37 @@ TEST(SynthModel, TinyLoadsAndRunsWithFiniteLogits) {
   }
 }
 
+// Every block type synth offers loads with the types asked for; the Q4_K_M mix puts attn_v,
+// ffn_down and the output matrix in Q6_K; K-quants refuse widths that are not multiples of 256.
+TEST(SynthModel, BlockTypesAndTheQ4KMMix) {
+  const std::string path = (std::filesystem::temp_directory_path() / "folio-synth-types.gguf").string();
+  Expected<SynthConfig> config = synth_config("tiny-k256");
+  ASSERT_TRUE(config) << config.error();
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (bool mix : {false, true}) {
+      if (mix && type != DType::Q4_K) continue;
+      Status s = write_synth_model(*config, SynthOptions{type, 3, 0, mix}, path);
+      ASSERT_TRUE(s) << dtype_name(type) << ": " << s.message();
+      Expected<GgufFile> file = GgufFile::open(path);
+      ASSERT_TRUE(file) << file.error();
+      Expected<std::unique_ptr<ModelWeights>> model = ModelWeights::load(*file);
+      ASSERT_TRUE(model) << model.error();
+      const LayerWeights& layer = (*model)->layers()[0];
+      const DType mixed = mix ? DType::Q6_K : type;
+      EXPECT_EQ(layer.q.type, type) << dtype_name(type);
+      EXPECT_EQ(layer.gate.type, type) << dtype_name(type);
+      EXPECT_EQ(layer.v.type, mixed) << dtype_name(type);
+      EXPECT_EQ(layer.down.type, mixed) << dtype_name(type);
+      EXPECT_EQ((*model)->output().type, mixed) << dtype_name(type);
+    }
+  }
+  Status narrow = write_synth_model(synth_config("tiny").value(), SynthOptions{DType::Q6_K, 3, 0}, path);
+  ASSERT_FALSE(narrow);
+  EXPECT_NE(narrow.message().find("multiple of 256"), std::string::npos) << narrow.message();
+  EXPECT_FALSE(write_synth_model(*config, SynthOptions{DType::Q8_0, 3, 0, true}, path));
+  std::filesystem::remove(path);
+}
+
 TEST(SynthModel, Llama3RopeFactorsFollowTheScalingBands) {
   const std::vector<float> f = llama3_rope_freq_factors(128, 500000.0f);
   ASSERT_EQ(f.size(), 64u);

@@ -12,6 +12,7 @@
 #include "backend/cuda/fp8_small_gemm.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/int4_gemm.h"
+#include "backend/cuda/int8_gemm.h"
 
 namespace folio::cuda {
 namespace {
@@ -233,11 +234,13 @@ Expected<const CublasLtGemm::Plan*> CublasLtGemm::plan(WeightFormat format, int6
 
 Expected<PinnedTuning> CublasLtGemm::tune_pinned(const void* x, const DeviceMatrix& w, float* y, int64_t max_n,
                                                  int64_t m, int64_t k, float beta, cudaStream_t stream) {
-  if (w.format == WeightFormat::kInt4) {
-    // INT4 products under this policy are the BF16 GEMM on the dequantized weights.
-    if (m * k > int4_scratch_elems_) return Status::error("cublasLt: INT4 tuning past the reserved scratch");
-    dequantize_int4(static_cast<const uint8_t*>(w.data), w.groups, m, k, int4_scratch_.get<uint16_t>(), stream);
-    return tune_pinned(x, DeviceMatrix{WeightFormat::kBf16, int4_scratch_.get(), nullptr}, y, max_n, m, k, beta,
+  if (w.grouped()) {
+    // INT4 / INT8 products under this policy are the BF16 GEMM on the dequantized weights.
+    if (m * k > dequantize_scratch_elems_) {
+      return Status::error("cublasLt: INT4 / INT8 tuning past the reserved scratch");
+    }
+    dequantize_grouped(w, m, k, stream);
+    return tune_pinned(x, DeviceMatrix{WeightFormat::kBf16, dequantize_scratch_.get(), nullptr}, y, max_n, m, k, beta,
                        stream);
   }
   const auto start = std::chrono::steady_clock::now();
@@ -373,7 +376,8 @@ std::string CublasLtGemm::describe_pinned() const {
 }
 
 Status CublasLtGemm::prepare(int64_t n, int64_t m, int64_t k, WeightFormat format) {
-  if (format == WeightFormat::kInt4) format = WeightFormat::kBf16;  // past the small GEMM: dequantized
+  // Past the small GEMMs INT4 and INT8 are dequantized: the BF16 GEMM.
+  if (format == WeightFormat::kInt4 || format == WeightFormat::kInt8) format = WeightFormat::kBf16;
   Expected<const Plan*> p = plan(format, n, m, k);
   return p ? Status::ok() : p.status();
 }
@@ -386,10 +390,19 @@ Status CublasLtGemm::reserve_fp8_activations(int64_t max_rows, int64_t max_k) {
   return fp8_scales_.allocate(static_cast<size_t>(fp8_rows_) * sizeof(float), "FP8 activation scales");
 }
 
-Status CublasLtGemm::reserve_int4_scratch(int64_t max_elems) {
-  if (max_elems <= int4_scratch_elems_) return Status::ok();
-  int4_scratch_elems_ = max_elems;
-  return int4_scratch_.allocate(static_cast<size_t>(max_elems) * 2, "INT4 dequantization scratch");
+void CublasLtGemm::dequantize_grouped(const DeviceMatrix& w, int64_t m, int64_t k, cudaStream_t stream) {
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+  if (w.format == WeightFormat::kInt4) {
+    dequantize_int4(codes, w.groups, m, k, dequantize_scratch_.get<uint16_t>(), stream);
+  } else {
+    dequantize_int8(codes, w.groups, w.group_shift, m, k, dequantize_scratch_.get<uint16_t>(), stream);
+  }
+}
+
+Status CublasLtGemm::reserve_dequantize_scratch(int64_t max_elems) {
+  if (max_elems <= dequantize_scratch_elems_) return Status::ok();
+  dequantize_scratch_elems_ = max_elems;
+  return dequantize_scratch_.allocate(static_cast<size_t>(max_elems) * 2, "INT4 dequantization scratch");
 }
 
 cublasStatus_t CublasLtGemm::launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x,
@@ -414,19 +427,27 @@ void CublasLtGemm::matmul(const void* x, const void* w, float* y, int64_t n, int
 
 void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_t n, int64_t m, int64_t k, float beta,
                           cudaStream_t stream) {
-  if (w.format == WeightFormat::kInt4) {
+  if (w.grouped()) {
     const auto* codes = static_cast<const uint8_t*>(w.data);
-    if (!policy_.batch_invariant && n <= policy_.int4_small_gemm_max_rows && int4_small_gemm_supports(x, n, m, k)) {
-      int4_small_gemm(x, codes, w.groups, y, n, m, k, beta, stream);
-      return;
+    if (!policy_.batch_invariant) {
+      if (w.format == WeightFormat::kInt4 && n <= policy_.int4_small_gemm_max_rows &&
+          int4_small_gemm_supports(x, n, m, k)) {
+        int4_small_gemm(x, codes, w.groups, y, n, m, k, beta, stream);
+        return;
+      }
+      if (w.format == WeightFormat::kInt8 && n <= policy_.int8_small_gemm_max_rows &&
+          int8_small_gemm_supports(x, n, m, k)) {
+        int8_small_gemm(x, codes, w.groups, w.group_shift, y, n, m, k, beta, stream);
+        return;
+      }
     }
     // Larger n (and the invariant policy: a deterministic dequantization, then one pinned
     // algorithm): the BF16 weights into scratch, then the BF16 GEMM.
-    if (m * k > int4_scratch_elems_) {
-      cuda_fail("CublasLtGemm::matmul", __FILE__, __LINE__, "INT4 dequantization scratch not reserved");
+    if (m * k > dequantize_scratch_elems_) {
+      cuda_fail("CublasLtGemm::matmul", __FILE__, __LINE__, "INT4 / INT8 dequantization scratch not reserved");
     }
-    dequantize_int4(codes, w.groups, m, k, int4_scratch_.get<uint16_t>(), stream);
-    matmul(x, DeviceMatrix{WeightFormat::kBf16, int4_scratch_.get(), nullptr}, y, n, m, k, beta, stream);
+    dequantize_grouped(w, m, k, stream);
+    matmul(x, DeviceMatrix{WeightFormat::kBf16, dequantize_scratch_.get(), nullptr}, y, n, m, k, beta, stream);
     return;
   }
   const bool fp8 = w.format == WeightFormat::kFp8E4M3;
@@ -465,6 +486,7 @@ const char* weight_format_name(WeightFormat format) {
   switch (format) {
     case WeightFormat::kFp8E4M3: return "fp8";
     case WeightFormat::kInt4: return "int4";
+    case WeightFormat::kInt8: return "int8";
     default: return "bf16";
   }
 }

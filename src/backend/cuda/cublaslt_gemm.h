@@ -2,8 +2,9 @@
 // FP32 output, so the residual stream stays FP32. Weights in BF16 take BF16 activations; FP8
 // weights (device_matrix.h) take the activations quantized to E4M3 per token on the fly
 // (fp8_rows.h), and the FP8 tensor cores apply both scale vectors (cuBLASLt's outer-vector
-// scaling: element (i, j) times w_scale[i] * x_scale[j]). INT4 weights (W4A16) go to folio's
-// tensor-core kernel for small n and are dequantized to BF16 for cuBLASLt beyond (int4_gemm.h). Descriptors are cached per
+// scaling: element (i, j) times w_scale[i] * x_scale[j]). INT4 and INT8 weights (W4A16, W8A16)
+// go to folio's tensor-core kernels for small n and are dequantized to BF16 for cuBLASLt beyond
+// (int4_gemm.h, int8_gemm.h). Descriptors are cached per
 // shape; a workspace is allocated once, so a call allocates nothing and can be captured in a
 // CUDA graph.
 //
@@ -68,9 +69,9 @@ class CublasLtGemm {
   // FP8 weights: the E4M3 copy of the activations (max_rows, max_k) and their scales, allocated
   // once so that matmul allocates nothing.
   Status reserve_fp8_activations(int64_t max_rows, int64_t max_k);
-  // INT4 weights: the BF16 copy of the largest matrix (max_elems = rows * cols) that products
-  // past the small GEMM dequantize into (int4_gemm.h).
-  Status reserve_int4_scratch(int64_t max_elems);
+  // INT4 / INT8 weights: the BF16 copy of the largest matrix (max_elems = rows * cols) that
+  // products past the small GEMMs dequantize into (int4_gemm.h, int8_gemm.h).
+  Status reserve_dequantize_scratch(int64_t max_elems);
 
   // Picks and caches the algorithm for a shape ahead of time (before graph capture).
   Status prepare(int64_t n, int64_t m, int64_t k, WeightFormat format = WeightFormat::kBf16);
@@ -109,6 +110,8 @@ class CublasLtGemm {
   Expected<cublasLtMatmulAlgo_t> heuristic_algo(const Plan& p, int64_t n, int64_t m, int64_t k, bool no_split,
                                                 int32_t candidate = 0);
   // One cublasLtMatmul of plan p with algo; x is what B reads (bf16, or the E4M3 buffer).
+  // w (kInt4 / kInt8, m * k within the reserve) as BF16 into dequantize_scratch_.
+  void dequantize_grouped(const DeviceMatrix& w, int64_t m, int64_t k, cudaStream_t stream);
   cublasStatus_t launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x, const DeviceMatrix& w, float* y,
                         float beta, cudaStream_t stream);
 
@@ -121,8 +124,8 @@ class CublasLtGemm {
   DeviceBuffer fp8_x_;       // (max_rows, max_k) E4M3 activations
   DeviceBuffer fp8_scales_;  // (max_rows,) their per-token scales
   int64_t fp8_rows_ = 0, fp8_k_ = 0;
-  DeviceBuffer int4_scratch_;  // (int4_scratch_elems_,) bf16: one dequantized INT4 weight
-  int64_t int4_scratch_elems_ = 0;
+  DeviceBuffer dequantize_scratch_;  // (dequantize_scratch_elems_,) bf16: one dequantized INT4 / INT8 weight
+  int64_t dequantize_scratch_elems_ = 0;
 };
 
 }  // namespace folio::cuda

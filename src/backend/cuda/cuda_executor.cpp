@@ -317,6 +317,10 @@ std::string CudaExecutor::gemm_description() const {
   return model_->gemm().describe_pinned();
 }
 
+std::string CudaExecutor::weight_format_description() const {
+  return model_->describe_weight_format();
+}
+
 Status CudaExecutor::tune_gemms() {
   GemmPolicy& policy = options_.gemm;
   if (!policy.batch_invariant || !policy.tune_pinned) return Status::ok();

@@ -99,7 +99,7 @@ struct DeviceBatch;
 
 class CudaExecutor final : public Executor {
  public:
-  // Uploads the weights (dequantized to BF16) and sizes the KV pool. The weights (and their
+  // Uploads the weights (options.weight_format) and sizes the KV pool. The weights (and their
   // GgufFile) must outlive this call only.
   static Expected<std::unique_ptr<CudaExecutor>> create(const ModelWeights& weights,
                                                         const CudaExecutorOptions& options);
@@ -121,6 +121,9 @@ class CudaExecutor final : public Executor {
   const GemmPolicy& gemm_policy() const { return options_.gemm; }
   // The pinned GEMM algorithms, one line per weight shape (empty before the first forward).
   std::string gemm_description() const;
+  // What the layers' weights are on the device ("bf16", "fp8", or how many matrices are int4,
+  // int8 and bf16), as the startup line says.
+  std::string weight_format_description() const;
   // Copies one layer's K (or V) block to the host, for checks: (block_size, kv_heads, head_dim);
   // with block-table groups the block is one of that layer's group.
   std::vector<uint8_t> read_block(int32_t layer, bool values, int32_t block);

@@ -44,8 +44,8 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
     const int64_t widest = std::max<int64_t>({c.hidden_dim, c.q_dim(), c.ffn_dim});
     if (Status s = m->gemm_->reserve_fp8_activations(limits.max_tokens, widest); !s) return s;
   }
-  if (m->weights_.int4_matrices > 0) {
-    if (Status s = m->gemm_->reserve_int4_scratch(m->weights_.largest_int4_elems); !s) return s;
+  if (m->weights_.int4_matrices + m->weights_.int8_matrices > 0) {
+    if (Status s = m->gemm_->reserve_dequantize_scratch(m->weights_.largest_grouped_elems); !s) return s;
   }
 
   const size_t t = static_cast<size_t>(limits.max_tokens);
@@ -138,8 +138,10 @@ void CudaModel::logits(const DeviceBatch& batch, int32_t first, int32_t count, c
 
 std::string CudaModel::describe_weight_format() const {
   if (weights_.layer_format != WeightFormat::kInt4) return weight_format_name(weights_.layer_format);
-  return "int4 where the file is 4-bit: " + std::to_string(weights_.int4_matrices) + " of " +
-         std::to_string(weights_.num_matrices) + " layer matrices, the rest bf16";
+  const int32_t bf16 = weights_.num_matrices - weights_.int4_matrices - weights_.int8_matrices;
+  return "quantized as the file is: " + std::to_string(weights_.int4_matrices) + " int4, " +
+         std::to_string(weights_.int8_matrices) + " int8, " + std::to_string(bf16) + " bf16 of " +
+         std::to_string(weights_.num_matrices) + " layer matrices";
 }
 
 }  // namespace folio::cuda

@@ -38,7 +38,7 @@ class CudaModel {
   const CudaModelLimits& limits() const { return limits_; }
   uint64_t weight_bytes() const { return weights_.bytes; }
   WeightFormat weight_format() const { return weights_.layer_format; }
-  // "bf16", "fp8", or for kInt4 "int4 (N of M matrices 4-bit)", for logs.
+  // "bf16", "fp8", or for kInt4 (auto) how many layer matrices are int4, int8 and bf16, for logs.
   std::string describe_weight_format() const;
   uint64_t activation_bytes() const { return activation_memory_.bytes(); }
   CublasLtGemm& gemm() { return *gemm_; }

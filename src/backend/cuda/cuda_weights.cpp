@@ -11,6 +11,7 @@
 #include "core/fp16.h"
 #include "quant/formats.h"
 #include "quant/int4_groups.h"
+#include "quant/int8_groups.h"
 
 namespace folio::cuda {
 namespace {
@@ -31,11 +32,12 @@ void rows_to_bf16(const WeightTensor& w, int64_t begin, int64_t end, uint16_t* d
 }
 
 // Where one matrix (or one part of Q|K|V, gate|up) goes: its data and, by format, its scales
-// (FP8) or groups (INT4).
+// (FP8) or groups (INT4, INT8: 2^group_shift columns each).
 struct MatrixPart {
   uint8_t* data = nullptr;
   float* scales = nullptr;
   uint32_t* groups = nullptr;
+  int32_t group_shift = 5;
 };
 
 class Uploader {
@@ -127,10 +129,10 @@ class Uploader {
 
   // Matrix w in format: BF16 as matrix() copies it, FP8 quantized on the device from a BF16
   // copy in scratch_ (rows are independent, so the parts of Q|K|V are quantized one by one), or
-  // INT4 repacked on the host (int4()).
+  // INT4 / INT8 repacked on the host (grouped()).
   Status matrix_as(const WeightTensor& w, WeightFormat format, const MatrixPart& to) {
     if (format == WeightFormat::kBf16) return matrix(w, reinterpret_cast<uint16_t*>(to.data));
-    if (format == WeightFormat::kInt4) return int4(w, to.data, to.groups);
+    if (format == WeightFormat::kInt4 || format == WeightFormat::kInt8) return grouped(w, format, to);
     const size_t bytes = static_cast<size_t>(w.rows * w.cols) * 2;
     if (scratch_.bytes() < bytes) {
       if (Status s = scratch_.allocate(bytes, "FP8 quantization buffer"); !s) return s;
@@ -140,13 +142,19 @@ class Uploader {
     return cuda_status(cudaGetLastError(), "FP8 weight quantization");
   }
 
-  // A 4-bit GGUF matrix into the INT4 layout (quant/int4_groups.h), rows in computing order,
-  // repacked on all cores in chunks through the pinned staging buffer: codes first, then groups.
-  Status int4(const WeightTensor& w, uint8_t* codes, uint32_t* groups) {
+  // A GGUF block matrix into the INT4 or INT8 layout (quant/int4_groups.h, int8_groups.h),
+  // rows in computing order, repacked on all cores in chunks through the pinned staging buffer:
+  // codes first, then groups.
+  Status grouped(const WeightTensor& w, WeightFormat format, const MatrixPart& to) {
     if (staging_.bytes() == 0) {
       if (Status s = staging_.allocate(kChunk, "pinned staging"); !s) return s;
     }
-    const size_t code_bytes = static_cast<size_t>(w.cols) / 2, group_words = static_cast<size_t>(w.cols) / 32;
+    const bool int4 = format == WeightFormat::kInt4;
+    const int64_t group_cols = int64_t{1} << to.group_shift;
+    uint8_t* codes = to.data;
+    uint32_t* groups = to.groups;
+    const size_t code_bytes = static_cast<size_t>(int4 ? w.cols / 2 : w.cols);
+    const size_t group_words = static_cast<size_t>(w.cols / group_cols);
     // The groups start 256-aligned after the codes: leave room for that padding.
     const int64_t rows_per_chunk =
         std::max<int64_t>(1, static_cast<int64_t>((kChunk - 256) / (code_bytes + 4 * group_words)));
@@ -162,8 +170,13 @@ class Uploader {
         const int64_t e = std::min(r1, b + per);
         pool.emplace_back([&, b, e] {
           for (int64_t r = b; r < e; ++r) {
-            quant::repack_int4_row(w.type, w.row(w.stored_row(r)), w.cols, stage_codes + (r - r0) * code_bytes,
-                                   stage_groups + (r - r0) * group_words);
+            uint8_t* row_codes = stage_codes + (r - r0) * code_bytes;
+            uint32_t* row_groups = stage_groups + (r - r0) * group_words;
+            if (int4) {
+              quant::repack_int4_row(w.type, w.row(w.stored_row(r)), w.cols, row_codes, row_groups);
+            } else {
+              quant::repack_int8_row(w.type, w.row(w.stored_row(r)), w.cols, group_cols, row_codes, row_groups);
+            }
           }
         });
       }
@@ -221,14 +234,24 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
         "of 16 (hidden " +
         std::to_string(hidden) + ", ffn " + std::to_string(ffn) + ")");
   }
-  // What each matrix becomes: the request, except that kInt4 (keep 4-bit files 4-bit) applies
-  // to matrices whose parts are all 4-bit GGUF types; the rest stay BF16.
+  // What each matrix becomes: the request, except that kInt4 (quantized as the file is) gives
+  // INT4 where every part is a 4-bit GGUF type, INT8 where every part is a block type of 4 to
+  // 8 bits (16 columns a group if one is Q6_K), BF16 otherwise.
+  struct Choice {
+    WeightFormat format;
+    int32_t group_shift = 5;
+  };
   auto format_of = [&](std::initializer_list<const WeightTensor*> parts) {
-    if (format != WeightFormat::kInt4) return format;
+    if (format != WeightFormat::kInt4) return Choice{format};
+    bool all_int4 = true;
+    int64_t group_cols = 32;
     for (const WeightTensor* w : parts) {
-      if (!quant::int4_repackable(w->type) || w->cols % 64 != 0) return WeightFormat::kBf16;
+      if (!quant::int8_repackable(w->type) || w->cols % 64 != 0) return Choice{WeightFormat::kBf16};
+      all_int4 = all_int4 && quant::int4_repackable(w->type);
+      group_cols = std::min(group_cols, quant::int8_group_cols(w->type));
     }
-    return WeightFormat::kInt4;
+    if (all_int4) return Choice{WeightFormat::kInt4};
+    return Choice{WeightFormat::kInt8, group_cols == 16 ? 4 : 5};
   };
 
   // Lay out the arena: offsets first, one allocation, then the copies. uploaded counts the
@@ -250,19 +273,24 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   };
   struct MatrixOffsets {
     WeightFormat format = WeightFormat::kBf16;
+    int32_t group_shift = 5;
     size_t cols = 0;
     size_t data = 0, scales = SIZE_MAX, groups = SIZE_MAX;
   };
-  auto take_matrix = [&](size_t rows, size_t cols, WeightFormat f) {
+  auto take_matrix = [&](size_t rows, size_t cols, Choice choice) {
+    const WeightFormat f = choice.format;
     MatrixOffsets at;
     at.format = f;
+    at.group_shift = choice.group_shift;
     at.cols = cols;
-    if (f == WeightFormat::kInt4) {
-      uploaded += rows * cols / 2 + rows * cols / 8;
-      at.data = take(rows * cols / 2);
-      at.groups = take(rows * cols / 8);
-      out.int4_matrices += 1;
-      out.largest_int4_elems = std::max(out.largest_int4_elems, static_cast<int64_t>(rows * cols));
+    if (f == WeightFormat::kInt4 || f == WeightFormat::kInt8) {
+      const size_t code_bytes = f == WeightFormat::kInt4 ? rows * cols / 2 : rows * cols;
+      const size_t group_bytes = 4 * (rows * cols >> choice.group_shift);
+      uploaded += code_bytes + group_bytes;
+      at.data = take(code_bytes);
+      at.groups = take(group_bytes);
+      (f == WeightFormat::kInt4 ? out.int4_matrices : out.int8_matrices) += 1;
+      out.largest_grouped_elems = std::max(out.largest_grouped_elems, static_cast<int64_t>(rows * cols));
       return at;
     }
     uploaded += rows * cols * 2;
@@ -272,7 +300,8 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   };
   out.num_matrices = 0;
   out.int4_matrices = 0;
-  out.largest_int4_elems = 0;
+  out.int8_matrices = 0;
+  out.largest_grouped_elems = 0;
   const size_t embedding_at = take_bf16(vocab, hidden);
   const size_t output_at = tied ? embedding_at : take_bf16(vocab, hidden);
   const size_t output_norm_at = take_floats(hidden);
@@ -309,14 +338,15 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   auto u32_at = [&](size_t at) { return reinterpret_cast<uint32_t*>(base + at); };
   auto matrix_at = [&](const MatrixOffsets& at) {
     return DeviceMatrix{at.format, base + at.data, at.scales == SIZE_MAX ? nullptr : f32_at(at.scales),
-                        at.groups == SIZE_MAX ? nullptr : u32_at(at.groups)};
+                        at.groups == SIZE_MAX ? nullptr : u32_at(at.groups), at.group_shift};
   };
   // Rows [row, ...) of matrix m: the start of one part of Q|K|V or gate|up.
   auto part = [&](const MatrixOffsets& at, size_t row) {
     MatrixPart p;
-    if (at.format == WeightFormat::kInt4) {
-      p.data = base + at.data + row * at.cols / 2;
-      p.groups = u32_at(at.groups) + row * at.cols / 32;
+    if (at.format == WeightFormat::kInt4 || at.format == WeightFormat::kInt8) {
+      p.data = base + at.data + row * (at.format == WeightFormat::kInt4 ? at.cols / 2 : at.cols);
+      p.groups = u32_at(at.groups) + (row * at.cols >> at.group_shift);
+      p.group_shift = at.group_shift;
       return p;
     }
     p.data = base + at.data + row * at.cols * (at.format == WeightFormat::kFp8E4M3 ? 1 : 2);

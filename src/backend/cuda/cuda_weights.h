@@ -4,8 +4,10 @@
 // each is one GEMM, norms and biases as FP32. With WeightFormat::kFp8E4M3 the layers' four
 // matrices are quantized on the device after their BF16 upload (a scale per output row,
 // fp8_rows.h); the embedding and the vocabulary projection stay BF16 (as vLLM's FP8 keeps
-// them: the LM head is where FP8's error would reach the logits unfiltered). With kInt4, 4-bit
-// GGUF matrices keep 4 bits (plus a BF16 scale and min per 32) on the device. Rows stored in Hugging Face's Q / K order
+// them: the LM head is where FP8's error would reach the logits unfiltered). With kInt4
+// ("quantized as the file is", --quantization auto), GGUF block types keep their bits on the
+// device: 4-bit ones 4 bits (plus a BF16 scale and min per 32), 5- to 8-bit ones 8 bits (plus
+// a BF16 scale and min per 16 or 32). Rows stored in Hugging Face's Q / K order
 // (WeightTensor::interleave_heads) are put in computing order by the copies themselves.
 #pragma once
 
@@ -45,15 +47,18 @@ struct DeviceWeights {
   WeightFormat layer_format = WeightFormat::kBf16;  // what was asked for the layers' matrices
   int32_t num_matrices = 0;                         // 4 per layer
   int32_t int4_matrices = 0;                        // of those, kept 4-bit (kInt4 asked)
-  int64_t largest_int4_elems = 0;                   // rows * cols of the largest of them
+  int32_t int8_matrices = 0;                        // of those, kept 8-bit (kInt4 asked)
+  int64_t largest_grouped_elems = 0;                // rows * cols of the largest of those two kinds
   uint64_t bytes = 0;
 };
 
 // progress(bytes uploaded, bytes total).
-// format: what the layers' matrices become on the device; kInt4 means "4-bit where the file is":
-// a matrix whose parts are all Q4_0 / Q4_1 / Q4_K (and 64-column multiples) is repacked into
-// the INT4 layout (quant/int4_groups.h), any other stays BF16 (a Q4_K_M file's Q6_K tensors, so
-// far).
+// format: what the layers' matrices become on the device; kInt4 means "quantized as the file
+// is": a matrix (64-column multiples) whose parts are all Q4_0 / Q4_1 / Q4_K is repacked into
+// the INT4 layout (quant/int4_groups.h); one whose parts are all GGUF block types of 4 to 8 bits
+// (Q8_0, Q5_0, Q5_1, Q5_K, Q6_K, and 4-bit ones beside them, as a Q4_K_M file's Q|K|V mixes Q4_K
+// and Q6_K) into the INT8 layout (quant/int8_groups.h), 16 columns a group where a part is Q6_K;
+// any other stays BF16.
 Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightFormat format = WeightFormat::kBf16,
                       const std::function<void(uint64_t, uint64_t)>& progress = {});
 

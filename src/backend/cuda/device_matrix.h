@@ -1,6 +1,7 @@
 // A weight matrix on the GPU as the GEMMs read it: BF16, FP8 E4M3 with one FP32 scale per
-// output row (W8A8), or 4-bit codes with a (scale, min) per row and 32 columns (W4A16, the
-// 4-bit GGUF types repacked). Plain C++, no CUDA header.
+// output row (W8A8), 4-bit codes with a (scale, min) per row and 32 columns (W4A16, the 4-bit
+// GGUF types repacked) or 8-bit codes with a (scale, min) per row and 16 or 32 columns (W8A16,
+// the 5- to 8-bit GGUF types repacked). Plain C++, no CUDA header.
 #pragma once
 
 #include <cstdint>
@@ -15,16 +16,22 @@ enum class WeightFormat : uint8_t {
   // w[r][c] = bf16(scale * q + min) from 4-bit codes and a BF16 (scale, min) per row and 32
   // columns (quant/int4_groups.h); products on int4_gemm.h's kernels.
   kInt4,
+  // w[r][c] = bf16(fmaf(q, scale, min)) from 8-bit codes and a BF16 (scale, min) per row and
+  // 2^group_shift columns (quant/int8_groups.h); products on int8_gemm.h's kernels.
+  kInt8,
 };
 
-// "bf16", "fp8" or "int4", for logs.
+// "bf16", "fp8", "int4" or "int8", for logs.
 const char* weight_format_name(WeightFormat format);
 
 struct DeviceMatrix {
   WeightFormat format = WeightFormat::kBf16;
-  const void* data = nullptr;        // (rows, cols) row-major: bf16 bits or E4M3 bytes; kInt4: (rows, cols / 2) codes
+  const void* data = nullptr;  // (rows, cols) row-major: bf16 bits, E4M3 bytes or kInt8 codes; kInt4: (rows, cols / 2)
   const float* scales = nullptr;     // kFp8E4M3: (rows,)
-  const uint32_t* groups = nullptr;  // kInt4: (rows, cols / 32) (scale, min) words
+  const uint32_t* groups = nullptr;  // kInt4 / kInt8: (rows, cols >> group_shift) (scale, min) words
+  int32_t group_shift = 5;           // kInt4: 5; kInt8: 4 (a Q6_K part) or 5
+
+  bool grouped() const { return format == WeightFormat::kInt4 || format == WeightFormat::kInt8; }
 };
 
 }  // namespace folio::cuda

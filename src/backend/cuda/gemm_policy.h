@@ -48,6 +48,8 @@ struct GemmPolicy {
   // cuBLASLt (2.5 bytes per weight more traffic than a BF16 model: 0.3-0.9x BF16 from n = 96
   // to 2048, even at 8192; docs/BENCHMARKS.md, issue 13). 0: always dequantize.
   int32_t int4_small_gemm_max_rows = 64;
+  // The same for INT8 weights (int8_gemm.h: the 5- to 8-bit GGUF types).
+  int32_t int8_small_gemm_max_rows = 64;
   // Invariant policy: the executor times the split-free candidates of each weight shape at
   // n = 1, 256 and 8192 when it starts (CublasLtGemm::tune_pinned) and pins the best.
   bool tune_pinned = true;

@@ -1,12 +1,10 @@
 // W4A16 products: y = x w^T + beta y with w in the 4-bit grouped layout (quant/int4_groups.h:
 // codes, and a BF16 (scale, min) per row and 32 columns) and x in BF16, FP32 accumulation.
 //
-// int4_small_gemm (n <= kInt4SmallGemmMaxRows tokens, decode): the weights stream from memory
-// once, are dequantized in registers (a mask, a subtraction and one BF16 fma per pair of
-// weights) and multiplied on the BF16 tensor cores (mma.sync m16n8k16), the weight rows as the
-// MMA's M (16 per block) and the tokens as its N. No shared-memory staging: a dot product's
-// order over k is free, so each thread's fragment slots take the 16 columns whose 8 bytes it
-// loads, and the same 16 columns of its token rows. A block's 8 warps split k.
+// int4_small_gemm (n <= kInt4SmallGemmMaxRows tokens, decode): grouped_small_gemm.cuh's kernel
+// (shared with the 8-bit layout, int8_gemm.h): the weights stream from memory once, are
+// dequantized in registers (a mask, a subtraction and one BF16 fma per pair of weights) and
+// multiplied on the BF16 tensor cores, the weight rows as the MMA's M and the tokens as its N.
 //
 // dequantize_int4 (n > 64): the whole matrix to BF16 in a scratch buffer, for cuBLASLt's BF16
 // GEMM; both paths compute with the same BF16 weight values. (A tiled variant with the

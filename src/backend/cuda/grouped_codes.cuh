@@ -1,0 +1,97 @@
+// The Codes policies of grouped_small_gemm.cuh and the dequantization kernels: how the 4-bit
+// (quant/int4_groups.h) and 8-bit (quant/int8_groups.h) layouts become BF16 MMA operands.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/weight_loads.cuh"
+
+namespace folio::cuda {
+
+__device__ __forceinline__ uint32_t bits(__nv_bfloat162 v) {
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ __nv_bfloat162 bf16x2(uint32_t v) {
+  return *reinterpret_cast<__nv_bfloat162*>(&v);
+}
+
+struct Groups {
+  __nv_bfloat162 scale, min;
+};
+__device__ __forceinline__ Groups split(uint32_t group) {
+  const uint32_t s = group & 0xffffu, m = group >> 16;
+  return {bf16x2(s | (s << 16)), bf16x2(m | (m << 16))};
+}
+
+// Columns (c + 2j, c + 2j + 1) of a 4-bit codes word as BF16 weights scale * q + min: the
+// 4-bit values land in BF16 128 + q (exponent of 128, q in the low mantissa bits), 128 is
+// subtracted exactly and one fused multiply-add rounds the weight once.
+__device__ __forceinline__ uint32_t dequantize_pair(uint32_t word, int j, __nv_bfloat162 scale, __nv_bfloat162 min) {
+  const uint32_t biased = ((word >> (4 * j)) & 0x000f000fu) | 0x43004300u;
+  const __nv_bfloat162 q = __hsub2(bf16x2(biased), bf16x2(0x43004300u));
+  return bits(__hfma2(q, scale, min));
+}
+
+// Bytes j, j + 1 of an 8-bit codes word as BF16 weights bf16(fmaf(q, scale, min)): BF16 holds
+// integers only to 256 with 8 significant bits, so its 4-bit trick does not stretch to 8 bits;
+// in FP32 a byte placed under the exponent of 2^23 is 2^23 + q, and subtracting 2^23 is exact.
+__device__ __forceinline__ uint32_t dequantize_byte_pair(uint32_t word, int j, float scale, float min) {
+  const float q0 = __uint_as_float(__byte_perm(word, 0x4b000000u, 0x7440u | j)) - 8388608.0f;
+  const float q1 = __uint_as_float(__byte_perm(word, 0x4b000000u, 0x7440u | (j + 1))) - 8388608.0f;
+  return bits(__floats2bfloat162_rn(fmaf(q0, scale, min), fmaf(q1, scale, min)));
+}
+
+// 4 bits a weight: a thread's 16 columns of a row are two words (8 columns each, column
+// c + 2j in bits 4j and c + 2j + 1 in bits 16 + 4j); MMA (i, h) takes word i's pairs 2h
+// (a0 / a1) and 2h + 1 (a2 / a3).
+struct Int4Codes {
+  using Chunk = uint2;
+  static constexpr int kChunkBytes = 32;
+  static constexpr int kUnroll1 = 8, kUnroll2 = 4;
+  __device__ __forceinline__ static Chunk load(const uint8_t* p) { return load_streaming8(p); }
+  __device__ __forceinline__ static void dequantize(const uint2 lo, const uint2 hi, uint32_t lo_group,
+                                                    uint32_t hi_group, uint32_t (&a)[2][2][4]) {
+    const Groups lo_g = split(lo_group), hi_g = split(hi_group);
+    const uint32_t lo_words[2] = {lo.x, lo.y}, hi_words[2] = {hi.x, hi.y};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        a[i][h][0] = dequantize_pair(lo_words[i], 2 * h, lo_g.scale, lo_g.min);
+        a[i][h][1] = dequantize_pair(hi_words[i], 2 * h, hi_g.scale, hi_g.min);
+        a[i][h][2] = dequantize_pair(lo_words[i], 2 * h + 1, lo_g.scale, lo_g.min);
+        a[i][h][3] = dequantize_pair(hi_words[i], 2 * h + 1, hi_g.scale, hi_g.min);
+      }
+    }
+  }
+};
+
+// 8 bits a weight: a thread's 16 columns of a row are four words of 4 columns in byte order;
+// MMA (i, h) takes word 2i + h, bytes 0-1 (a0 / a1) and 2-3 (a2 / a3). Half the chunks of
+// Int4Codes in flight: the same bytes.
+struct Int8Codes {
+  using Chunk = uint4;
+  static constexpr int kChunkBytes = 64;
+  static constexpr int kUnroll1 = 4, kUnroll2 = 2;
+  __device__ __forceinline__ static Chunk load(const uint8_t* p) { return load_streaming(p); }
+  __device__ __forceinline__ static void dequantize(const uint4 lo, const uint4 hi, uint32_t lo_group,
+                                                    uint32_t hi_group, uint32_t (&a)[2][2][4]) {
+    const float lo_scale = __uint_as_float(lo_group << 16), lo_min = __uint_as_float(lo_group & 0xffff0000u);
+    const float hi_scale = __uint_as_float(hi_group << 16), hi_min = __uint_as_float(hi_group & 0xffff0000u);
+    const uint32_t lo_words[4] = {lo.x, lo.y, lo.z, lo.w}, hi_words[4] = {hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        a[i][h][0] = dequantize_byte_pair(lo_words[2 * i + h], 0, lo_scale, lo_min);
+        a[i][h][1] = dequantize_byte_pair(hi_words[2 * i + h], 0, hi_scale, hi_min);
+        a[i][h][2] = dequantize_byte_pair(lo_words[2 * i + h], 2, lo_scale, lo_min);
+        a[i][h][3] = dequantize_byte_pair(hi_words[2 * i + h], 2, hi_scale, hi_min);
+      }
+    }
+  }
+};
+
+}  // namespace folio::cuda
