@@ -27,6 +27,7 @@ def main():
     ap.add_argument("--group-size", type=int, default=128)
     ap.add_argument("--calibration-tokens", type=int, default=2048)
     ap.add_argument("--chunks", type=int, default=6)
+    ap.add_argument("--only", default="", help="comma-separated variant labels, e.g. 'AWQ,AWQ without clipping'")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="int4-quantizers-")
     calibration = os.path.join(work, "calibration.txt")
@@ -36,12 +37,15 @@ def main():
     variants = [("round to nearest (int4)", ["--type", "int4"]),
                 ("GPTQ", ["--type", "gptq"]),
                 ("GPTQ act-order", ["--type", "gptq", "--act-order"]),
-                ("AWQ", ["--type", "awq"])]
+                ("AWQ", ["--type", "awq"]),
+                ("AWQ without clipping", ["--type", "awq", "--no-clip"])]
+    if args.only:
+        variants = [v for v in variants if v[0] in args.only.split(",")]
     print(f"| {os.path.basename(args.source.rstrip('/'))} g{args.group_size} | quantize time | perplexity | delta "
           "| mean KL | top-1 agreement |")
     print("|---|---|---|---|---|---|")
     for label, extra in variants:
-        out = os.path.join(work, label.split()[0].lower() + str(len(extra)))
+        out = os.path.join(work, label.replace(" ", "-").lower())
         start = time.perf_counter()
         done = subprocess.run([FOLIO, "quantize", args.source, out, "--group-size", str(args.group_size), "-q",
                                "--calibration-text", calibration, "--calibration-tokens",

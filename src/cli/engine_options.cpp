@@ -65,7 +65,8 @@ void add_device_options(CLI::App& cmd, DeviceOptions& options) {
       ->group(group);
   cmd.add_option("--quantization", options.quantization,
                  "With --device cuda: auto (GGUF block types stay quantized on the GPU: Q4_0, Q4_1, Q4_K 4-bit "
-                 "(W4A16); Q5_0, Q5_1, Q5_K, Q6_K, Q8_0 8-bit (W8A16); F16 / BF16 / F32 as BF16) | none (every weight as BF16) | fp8 (the layers' matrices quantized to "
+                 "(W4A16); Q5_0, Q5_1, Q5_K, Q6_K, Q8_0 8-bit (W8A16); F16 / BF16 / F32 as BF16) | none (every weight "
+                 "as BF16) | fp8 (the layers' matrices quantized to "
                  "FP8 E4M3 at load with a scale per output channel, activations per token on the fly, FP8 tensor "
                  "cores; compute capability 8.9+). The CPU always computes with the file's own types")
       ->check(CLI::IsMember({"auto", "none", "fp8"}))

@@ -29,6 +29,7 @@ struct QuantizeOptions {
   int64_t group_size = 128;  // gptq / int4
   bool act_order = false;
   bool symmetric = false;
+  bool no_clip = false;
 };
 
 int run(const QuantizeOptions& options) {
@@ -47,6 +48,11 @@ int run(const QuantizeOptions& options) {
     request.calibration_tokens = options.imatrix_tokens;
     request.threads = options.threads;
     request.quiet = options.quiet;
+    request.awq_clip = !options.no_clip;
+    if (options.no_clip && request.method != Method::kAwq) {
+      std::fprintf(stderr, "folio quantize: --no-clip is AWQ's (--type awq)\n");
+      return 2;
+    }
     if (options.act_order && request.method != Method::kGptq) {
       std::fprintf(stderr, "folio quantize: --act-order is GPTQ's (--type gptq)\n");
       return 2;
@@ -139,6 +145,8 @@ CommandRunner add_quantize_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--act-order", options->act_order,
                 "gptq: quantize inputs by decreasing activation energy (desc_act, a shuffled g_idx)");
+  cmd->add_flag("--no-clip", options->no_clip,
+                "awq: skip AWQ's clipping search (each group's range clamped where that lowers the output error)");
   cmd->add_flag("--sym", options->symmetric, "gptq / int4: symmetric groups (zero 8) instead of min / max");
   cmd->add_option("--imatrix-text,--calibration-text", options->imatrix_text,
                   "Calibration text: the input model reads it on the CPU and each weight's quantization error is "

@@ -89,7 +89,7 @@ using Overrides = std::map<std::string, std::vector<float>>;
 // GQA), applied: the matrices' columns multiplied, the RMSNorm weights and up's rows divided.
 // The changed tensors by name.
 Expected<Overrides> awq_scaled(const HfCheckpoint& in, const cpu::ActivationStats& stats,
-                               const quant::Int4Options& options, bool one_plus_norms, bool quiet) {
+                               const quant::Int4Options& options, bool one_plus_norms, bool clip, bool quiet) {
   Overrides out;
   auto tensor = [&](const std::string& name) -> std::vector<float>& {
     auto it = out.find(name);
@@ -138,11 +138,30 @@ Expected<Overrides> awq_scaled(const HfCheckpoint& in, const cpu::ActivationStat
         const size_t row = f.size() / static_cast<size_t>(cols);
         for (size_t i = 0; i < f.size(); ++i) f[i] /= s.s[i / row];
       }
+      // The clipping search, on the scaled weights; not for q and k (AutoAWQ leaves them: their
+      // error passes through the softmax, which the output error here does not see).
+      quant::AwqClip clipped;
+      for (const std::string& l : linears) {
+        if (!clip || l == "self_attn.q_proj" || l == "self_attn.k_proj") continue;
+        std::vector<float>& w = tensor(base + l + ".weight");
+        if (cols % options.group_size != 0) break;  // write_checkpoint names the problem
+        const quant::AwqClip c =
+            quant::awq_clip(w.data(), static_cast<int64_t>(w.size()) / cols, cols, s.s, gram.data(), options);
+        clipped.error += c.error;
+        clipped.error_unclipped += c.error_unclipped;
+        clipped.groups += c.groups;
+        clipped.clipped += c.clipped;
+      }
       if (!quiet) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        std::fprintf(stderr, "awq layer %d %-28s alpha %.2f, output error %.3g of round to nearest's  (%.1f s)\n",
-                     layer, linears.front().c_str(), s.alpha, s.error_unscaled > 0.0 ? s.error / s.error_unscaled : 1.0,
-                     seconds);
+        std::fprintf(stderr, "awq layer %d %-28s alpha %.2f, output error %.3g of round to nearest's", layer,
+                     linears.front().c_str(), s.alpha, s.error_unscaled > 0.0 ? s.error / s.error_unscaled : 1.0);
+        if (clipped.groups > 0) {
+          std::fprintf(stderr, "; clipped %lld of %lld groups, their error %.3g of unclipped",
+                       static_cast<long long>(clipped.clipped), static_cast<long long>(clipped.groups),
+                       clipped.error_unclipped > 0.0 ? clipped.error / clipped.error_unclipped : 1.0);
+        }
+        std::fprintf(stderr, "  (%.1f s)\n", seconds);
       }
       return Status::ok();
     };
@@ -364,7 +383,7 @@ int quantize_hf_int4(const Int4QuantizeRequest& r) {
   if (r.method == Method::kAwq) {
     // Gemma's RMSNorm multiplies by (1 + weight): the scale folds into that sum.
     const bool one_plus = config_text.find("\"gemma") != std::string::npos;
-    Expected<Overrides> scaled = awq_scaled(*checkpoint, *stats, r.options, one_plus, r.quiet);
+    Expected<Overrides> scaled = awq_scaled(*checkpoint, *stats, r.options, one_plus, r.awq_clip, r.quiet);
     if (scaled) {
       overrides = std::move(scaled).value();
     } else {

@@ -4,8 +4,8 @@
 // layer (q, k, v, o, gate, up, down) are quantized in groups of --group-size inputs; everything
 // else is kept, in fp16. gptq and awq run the model over a calibration text first (on the CPU,
 // as the importance matrix does) for each matrix input's RMS and Gram matrix; then GPTQ
-// (quant/gptq.h), or AWQ's scales (quant/awq.h, folded into the norms and up's rows) and round
-// to nearest; int4 rounds to nearest in GPTQ's layout (the baseline both must beat).
+// (quant/gptq.h), or AWQ's scales (quant/awq.h, folded into the norms and up's rows), its
+// clipping search (every matrix but q and k, as AutoAWQ) and round to nearest; int4 rounds to nearest in GPTQ's layout (the baseline both must beat).
 // Written into OUT.partial and renamed when complete, so a failure leaves no OUT.
 #pragma once
 
@@ -24,6 +24,7 @@ struct Int4QuantizeRequest {
   int32_t calibration_tokens = 4096;
   int threads = 0;
   bool quiet = false;
+  bool awq_clip = true;  // awq: AWQ's clipping search after its scales (quant/awq.h)
 };
 
 // The process exit code: 0, 1 (a file or model problem) or 2 (options that cannot work).

@@ -79,4 +79,80 @@ AwqScales awq_search_scales(std::span<const AwqMatrix> matrices, int64_t cols, c
   return best;
 }
 
+AwqClip awq_clip(float* w, int64_t rows, int64_t cols, const std::vector<float>& s, const double* gram,
+                 const Int4Options& options) {
+  const int64_t g = options.group_size;
+  const int64_t groups = cols / g;
+  // Each group's block of the scaled input's Gram matrix, H_ij / (s_i s_j), normalized by the
+  // largest diagonal entry (a common factor changes no comparison).
+  using MatrixD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
+  double norm = 0.0;
+  for (int64_t i = 0; i < cols; ++i) {
+    norm = std::max(norm,
+                    gram[i * cols + i] / (static_cast<double>(s[static_cast<size_t>(i)]) * s[static_cast<size_t>(i)]));
+  }
+  if (!(norm > 0.0)) norm = 1.0;
+  std::vector<MatrixD> blocks(static_cast<size_t>(groups), MatrixD(g, g));
+  for (int64_t b = 0; b < groups; ++b) {
+    for (int64_t i = 0; i < g; ++i) {
+      for (int64_t j = 0; j <= i; ++j) {
+        const int64_t gi = b * g + i, gj = b * g + j;
+        const double v = gram[gi * cols + gj] /
+                         (static_cast<double>(s[static_cast<size_t>(gi)]) * s[static_cast<size_t>(gj)] * norm);
+        blocks[static_cast<size_t>(b)](i, j) = blocks[static_cast<size_t>(b)](j, i) = v;
+      }
+    }
+  }
+  // AutoAWQ's grid: 20 steps, shrinking to at most half the range.
+  constexpr int kSteps = 10;
+  std::vector<double> error(static_cast<size_t>(rows), 0.0), unclipped(static_cast<size_t>(rows), 0.0);
+  std::vector<int64_t> clipped(static_cast<size_t>(rows), 0);
+  ThreadPool pool;
+  pool.parallel_for_dynamic(
+      rows,
+      [&](int, int64_t begin, int64_t end) {
+        Eigen::VectorXd x(g), clamped(g), q(g), e(g), best(g);
+        for (int64_t r = begin; r < end; ++r) {
+          for (int64_t b = 0; b < groups; ++b) {
+            float* row = w + r * cols + b * g;
+            double amax = 0.0;
+            for (int64_t i = 0; i < g; ++i) {
+              x(i) = row[i];
+              amax = std::max(amax, std::fabs(x(i)));
+            }
+            const MatrixD& h = blocks[static_cast<size_t>(b)];
+            double best_error = 0.0;
+            int best_step = 0;
+            for (int step = 0; step < kSteps; ++step) {
+              const double limit = amax * (1.0 - step / 20.0);
+              for (int64_t i = 0; i < g; ++i) clamped(i) = std::clamp(x(i), -limit, limit);
+              round_group_to_nearest(clamped.data(), g, options.symmetric, q.data());
+              e = x - q;
+              const double err = e.dot(h * e);
+              if (step == 0) unclipped[static_cast<size_t>(r)] += err;
+              if (step == 0 || err < best_error) {
+                best_error = err;
+                best_step = step;
+                best = clamped;
+              }
+            }
+            error[static_cast<size_t>(r)] += best_error;
+            if (best_step > 0) {
+              ++clipped[static_cast<size_t>(r)];
+              for (int64_t i = 0; i < g; ++i) row[i] = static_cast<float>(best(i));
+            }
+          }
+        }
+      },
+      16);
+  AwqClip out;
+  out.groups = rows * groups;
+  for (int64_t r = 0; r < rows; ++r) {
+    out.error += error[static_cast<size_t>(r)];
+    out.error_unclipped += unclipped[static_cast<size_t>(r)];
+    out.clipped += clipped[static_cast<size_t>(r)];
+  }
+  return out;
+}
+
 }  // namespace folio::quant

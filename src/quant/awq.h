@@ -5,8 +5,11 @@
 // 4-bit grid. s = a^alpha with a the activation's magnitude per channel (here its RMS over the
 // calibration text), normalized to a geometric mean of 1; alpha is searched on a grid of 20 for
 // the least output error ||(W - Q(W diag s) diag s^-1) X^T||^2, computed exactly from the input's
-// Gram matrix (trace(D H D^T)) instead of from sampled activations. AutoAWQ's second search
-// (clipping each group's range) is not done.
+// Gram matrix (trace(D H D^T)) instead of from sampled activations. Then AWQ's second search
+// (awq_clip): each row's group of the scaled weights is clamped to +-r * its largest magnitude,
+// r on AutoAWQ's grid (1, 0.95, ..., 0.55), whichever gives the group's part of the output the
+// least error e^T H_gg e (e: the scaled weights minus their rounding, H_gg: the group's block of
+// the scaled input's Gram matrix); clipping a few outliers buys the rest a finer grid.
 #pragma once
 
 #include <cstdint>
@@ -32,5 +35,17 @@ struct AwqScales {
 // rms: (cols,) the input's RMS per channel; gram: (cols, cols), lower triangle, sum x x^T.
 AwqScales awq_search_scales(std::span<const AwqMatrix> matrices, int64_t cols, const std::vector<float>& rms,
                             const double* gram, const Int4Options& options);
+
+struct AwqClip {
+  double error = 0.0;            // sum over groups of the chosen clip's output error
+  double error_unclipped = 0.0;  // the same with every group at r = 1 (plain rounding)
+  int64_t groups = 0, clipped = 0;
+};
+
+// w: (rows, cols) the scaled weights (W diag s), clamped in place where a clip wins; s: (cols,)
+// the scales; gram: (cols, cols), lower triangle, sum x x^T of the unscaled input (the scaled
+// weights read x / s). cols must be a multiple of options.group_size.
+AwqClip awq_clip(float* w, int64_t rows, int64_t cols, const std::vector<float>& s, const double* gram,
+                 const Int4Options& options);
 
 }  // namespace folio::quant

@@ -60,6 +60,11 @@ Int4Matrix empty_like(int64_t rows, int64_t cols, int64_t group_size) {
 
 }  // namespace
 
+void round_group_to_nearest(const double* x, int64_t n, bool symmetric, double* out) {
+  const GroupParams p = group_params(x, n, 1, symmetric);
+  for (int64_t i = 0; i < n; ++i) out[i] = dequantize_value(quantize_value(x[i], p), p);
+}
+
 std::vector<float> Int4Matrix::dequantize() const {
   std::vector<float> w(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r) {

@@ -35,6 +35,10 @@ struct Int4Matrix {
   std::vector<float> dequantize() const;
 };
 
+// One group of n values rounded to nearest as quantize_int4_rtn rounds it (its range, fp16
+// scale and zero): out[i] is the value x[i] dequantizes to.
+void round_group_to_nearest(const double* x, int64_t n, bool symmetric, double* out);
+
 // w: (rows, cols) row-major. The empty matrix when cols is not a multiple of the group size.
 Int4Matrix quantize_int4_rtn(const float* w, int64_t rows, int64_t cols, const Int4Options& options);
 

@@ -9,8 +9,8 @@
 namespace folio::quant {
 namespace {
 
-constexpr int64_t kChunk = 256;   // one K-quant super-block, eight 32-element blocks
-constexpr int64_t kSub = 16;      // the finest group: Q6_K's sub-block
+constexpr int64_t kChunk = 256;  // one K-quant super-block, eight 32-element blocks
+constexpr int64_t kSub = 16;     // the finest group: Q6_K's sub-block
 constexpr int64_t kSubs = kChunk / kSub;
 
 // A chunk of one row as codes and a (scale, min) per 16 columns, whatever the type.
@@ -139,8 +139,7 @@ void pack_int8_row(const uint8_t* q, const float* scales, const float* mins, int
   }
 }
 
-void repack_int8_row(DType type, const void* src, int64_t cols, int64_t group_cols, uint8_t* codes,
-                     uint32_t* groups) {
+void repack_int8_row(DType type, const void* src, int64_t cols, int64_t group_cols, uint8_t* codes, uint32_t* groups) {
   Unpacked u;
   const int64_t step = group_cols / kSub;  // 16-column entries per group
   float scales[kSubs], mins[kSubs];

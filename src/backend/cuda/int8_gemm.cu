@@ -30,14 +30,14 @@ bool int8_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k) {
          reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
-void int8_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y,
-                     int64_t n, int64_t m, int64_t k, float beta, CUstream_st* stream) {
+void int8_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y, int64_t n,
+                     int64_t m, int64_t k, float beta, CUstream_st* stream) {
   assert(int8_small_gemm_supports(x, n, m, k) && (group_shift == 4 || group_shift == 5));
   grouped::launch_small_gemm<Int8Codes>(x, codes, groups, y, n, m, k, group_shift, beta, stream);
 }
 
-void dequantize_int8(const uint8_t* codes, const uint32_t* groups, int group_shift, int64_t m, int64_t k,
-                     uint16_t* out, CUstream_st* stream) {
+void dequantize_int8(const uint8_t* codes, const uint32_t* groups, int group_shift, int64_t m, int64_t k, uint16_t* out,
+                     CUstream_st* stream) {
   assert(k % 16 == 0 && (group_shift == 4 || group_shift == 5));
   const int64_t units = m * k / 8;
   constexpr int kThreads = 256;

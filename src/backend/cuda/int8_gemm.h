@@ -22,11 +22,11 @@ bool int8_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
 
 // x: (n, k) bf16; codes: (m, k) bytes; groups: (m, k >> group_shift) words (group_shift 4 or
 // 5: 16 or 32 columns); y: (n, m) fp32.
-void int8_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y,
-                     int64_t n, int64_t m, int64_t k, float beta, CUstream_st* stream);
+void int8_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y, int64_t n,
+                     int64_t m, int64_t k, float beta, CUstream_st* stream);
 
 // out: (m, k) bf16, the weights the small GEMM computes with. k % 16 == 0.
-void dequantize_int8(const uint8_t* codes, const uint32_t* groups, int group_shift, int64_t m, int64_t k,
-                     uint16_t* out, CUstream_st* stream);
+void dequantize_int8(const uint8_t* codes, const uint32_t* groups, int group_shift, int64_t m, int64_t k, uint16_t* out,
+                     CUstream_st* stream);
 
 }  // namespace folio::cuda

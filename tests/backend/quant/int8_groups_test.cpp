@@ -65,8 +65,7 @@ TEST_P(Int8Groups, RepackedWeightsAreTheFilesWithinBf16Rounding) {
     // Scale and min each within 2^-8 relative (BF16: 8 significant bits), one more rounding of
     // the weight.
     const float q = static_cast<float>(codes[c]);
-    const float bound =
-        (q * std::fabs(scale) + std::fabs(min)) * 0x1p-8f + std::fabs(reference[c]) * 0x1p-8f + 1e-12f;
+    const float bound = (q * std::fabs(scale) + std::fabs(min)) * 0x1p-8f + std::fabs(reference[c]) * 0x1p-8f + 1e-12f;
     ASSERT_NEAR(repacked[c], reference[c], bound) << dtype_name(type) << " column " << c;
     // Every weight is exactly the kernels' formula on the stored fields.
     ASSERT_EQ(repacked[c], bf16_to_fp32(fp32_to_bf16(std::fmaf(q, scale, min)))) << c;
