@@ -14,6 +14,24 @@
 namespace folio::quant {
 namespace {
 
+// ||(W - Q / s) X^T||^2 in float64 from the activations x (tokens, cols): q the rounded scaled
+// weights (rows, cols), s the scales they were made with.
+double output_error(const std::vector<float>& w, const std::vector<float>& q, const std::vector<float>& s,
+                    const std::vector<float>& x, int64_t rows, int64_t cols, int64_t tokens) {
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t t = 0; t < tokens; ++t) {
+      double acc = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t i = static_cast<size_t>(r * cols + c);
+        acc += (w[i] - static_cast<double>(q[i]) / s[static_cast<size_t>(c)]) * x[static_cast<size_t>(t * cols + c)];
+      }
+      total += acc * acc;
+    }
+  }
+  return total;
+}
+
 TEST(Awq, ScalesCutTheOutputErrorOnOutlierChannels) {
   const int64_t rows = 48, cols = 128, tokens = 256;
   std::mt19937 rng(11);
@@ -43,25 +61,13 @@ TEST(Awq, ScalesCutTheOutputErrorOnOutlierChannels) {
   EXPECT_GT(s.s[5], s.s[6]) << "an outlier channel gets the larger scale";
 
   // The error the search reports, recomputed from X in float64: W - Q(W s) / s.
-  auto output_error = [&](const std::vector<float>& scale) {
+  auto error_at = [&](const std::vector<float>& scale) {
     std::vector<float> scaled(w.size());
     for (size_t i = 0; i < w.size(); ++i) scaled[i] = w[i] * scale[i % static_cast<size_t>(cols)];
     const std::vector<float> q = quantize_int4_rtn(scaled.data(), rows, cols, options).dequantize();
-    double total = 0.0;
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t t = 0; t < tokens; ++t) {
-        double acc = 0.0;
-        for (int64_t c = 0; c < cols; ++c) {
-          const size_t i = static_cast<size_t>(r * cols + c);
-          acc +=
-              (w[i] - static_cast<double>(q[i]) / scale[static_cast<size_t>(c)]) * x[static_cast<size_t>(t * cols + c)];
-        }
-        total += acc * acc;
-      }
-    }
-    return total;
+    return output_error(w, q, scale, x, rows, cols, tokens);
   };
-  const double scaled = output_error(s.s), plain = output_error(std::vector<float>(static_cast<size_t>(cols), 1.0f));
+  const double scaled = error_at(s.s), plain = error_at(std::vector<float>(static_cast<size_t>(cols), 1.0f));
   std::printf("  output error: AWQ %.4g, round to nearest %.4g (%.3f), alpha %.2f\n", scaled, plain, scaled / plain,
               s.alpha);
   EXPECT_LT(scaled, 0.8 * plain);
@@ -116,22 +122,11 @@ TEST(Awq, ClipSearchLowersTheOutputErrorOnHeavyTails) {
     }
   }
   // ||(W - Q(clamped W s) / s) X^T||^2 from the activations, against the unclamped rounding.
-  auto output_error = [&](const std::vector<float>& weights) {
-    const std::vector<float> q = quantize_int4_rtn(weights.data(), rows, cols, options).dequantize();
-    double total = 0.0;
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t t = 0; t < tokens; ++t) {
-        double acc = 0.0;
-        for (int64_t c = 0; c < cols; ++c) {
-          const size_t i = static_cast<size_t>(r * cols + c);
-          acc += (w[i] - static_cast<double>(q[i]) / s[static_cast<size_t>(c)]) * x[static_cast<size_t>(t * cols + c)];
-        }
-        total += acc * acc;
-      }
-    }
-    return total;
+  auto error_of = [&](const std::vector<float>& weights) {
+    return output_error(w, quantize_int4_rtn(weights.data(), rows, cols, options).dequantize(), s, x, rows, cols,
+                        tokens);
   };
-  const double clipped = output_error(scaled), plain = output_error(before);
+  const double clipped = error_of(scaled), plain = error_of(before);
   std::printf("  clipped %lld of %lld groups; output error %.4g against %.4g unclipped (%.3f, search said %.3f)\n",
               static_cast<long long>(clip.clipped), static_cast<long long>(clip.groups), clipped, plain,
               clipped / plain, clip.error / clip.error_unclipped);

@@ -12,19 +12,13 @@
 #include "core/fp16.h"
 #include "quant/formats.h"
 #include "quant/int4_groups.h"
+#include "quant_test_util.h"
 
 namespace folio::quant {
 namespace {
 
 std::vector<uint8_t> random_row(DType type, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  std::vector<float> values(static_cast<size_t>(cols));
-  for (float& v : values) v = normal(rng);
-  values[3] = 0.2f;  // an outlier: scales differ between groups
-  std::vector<uint8_t> row(row_bytes(type, cols));
-  EXPECT_TRUE(quantize_row_reference(type, values.data(), row.data(), cols));
-  return row;
+  return cpu::test::normal_row_with_outliers(type, cols, seed, {{3, 0.2f}});
 }
 
 class Int4Groups : public ::testing::TestWithParam<DType> {};

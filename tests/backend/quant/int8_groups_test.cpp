@@ -13,20 +13,13 @@
 #include "quant/block_formats.h"
 #include "quant/formats.h"
 #include "quant/int8_groups.h"
+#include "quant_test_util.h"
 
 namespace folio::quant {
 namespace {
 
 std::vector<uint8_t> random_row(DType type, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  std::vector<float> values(static_cast<size_t>(cols));
-  for (float& v : values) v = normal(rng);
-  values[3] = 0.2f;     // an outlier: scales differ between groups
-  values[300] = -0.3f;  // and a negative one in another super-block
-  std::vector<uint8_t> row(row_bytes(type, cols));
-  EXPECT_TRUE(quantize_row_reference(type, values.data(), row.data(), cols));
-  return row;
+  return cpu::test::normal_row_with_outliers(type, cols, seed, {{3, 0.2f}, {300, -0.3f}});
 }
 
 float scale_of(uint32_t group) {

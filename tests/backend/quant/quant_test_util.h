@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/quant/quant_kernels.h"
@@ -98,6 +99,20 @@ inline std::vector<uint8_t> random_raw_row(std::mt19937& rng, DType type, int64_
 }
 
 // A row made by the reference quantizer from random floats.
+// Normal values (sigma 0.02) with outliers at the given columns, so that scales differ between
+// groups, through the reference quantizer: the GPU layouts' repacking tests (int4 / int8_groups).
+inline std::vector<uint8_t> normal_row_with_outliers(DType type, int64_t cols, uint32_t seed,
+                                                     const std::vector<std::pair<int64_t, float>>& outliers) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> values(static_cast<size_t>(cols));
+  for (float& v : values) v = normal(rng);
+  for (const auto& [col, value] : outliers) values[static_cast<size_t>(col)] = value;
+  std::vector<uint8_t> row(row_bytes(type, cols));
+  quant::quantize_row_reference(type, values.data(), row.data(), cols);
+  return row;
+}
+
 inline std::vector<uint8_t> random_quantized_row(std::mt19937& rng, DType type, int64_t n) {
   const std::vector<float> x = random_floats(rng, n);
   std::vector<uint8_t> row(row_bytes(type, n));
