@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <thread>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_rows.h"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/weight_layout_plan.h"
 #include "core/fp16.h"
 #include "quant/formats.h"
 #include "quant/int4_groups.h"
@@ -234,24 +236,12 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
         "of 16 (hidden " +
         std::to_string(hidden) + ", ffn " + std::to_string(ffn) + ")");
   }
-  // What each matrix becomes: the request, except that kInt4 (quantized as the file is) gives
-  // INT4 where every part is a 4-bit GGUF type, INT8 where every part is a block type of 4 to
-  // 8 bits (16 columns a group if one is Q6_K), BF16 otherwise.
-  struct Choice {
-    WeightFormat format;
-    int32_t group_shift = 5;
-  };
+  // What each matrix becomes (weight_layout_plan.h). Parts of one matrix read one input: one width.
   auto format_of = [&](std::initializer_list<const WeightTensor*> parts) {
-    if (format != WeightFormat::kInt4) return Choice{format};
-    bool all_int4 = true;
-    int64_t group_cols = 32;
-    for (const WeightTensor* w : parts) {
-      if (!quant::int8_repackable(w->type) || w->cols % 64 != 0) return Choice{WeightFormat::kBf16};
-      all_int4 = all_int4 && quant::int4_repackable(w->type);
-      group_cols = std::min(group_cols, quant::int8_group_cols(w->type));
-    }
-    if (all_int4) return Choice{WeightFormat::kInt4};
-    return Choice{WeightFormat::kInt8, group_cols == 16 ? 4 : 5};
+    DType types[3];
+    size_t n = 0;
+    for (const WeightTensor* w : parts) types[n++] = w->type;
+    return matrix_layout(format, std::span<const DType>(types, n), (*parts.begin())->cols);
   };
 
   // Lay out the arena: offsets first, one allocation, then the copies. uploaded counts the
@@ -277,7 +267,7 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     size_t cols = 0;
     size_t data = 0, scales = SIZE_MAX, groups = SIZE_MAX;
   };
-  auto take_matrix = [&](size_t rows, size_t cols, Choice choice) {
+  auto take_matrix = [&](size_t rows, size_t cols, MatrixLayout choice) {
     const WeightFormat f = choice.format;
     MatrixOffsets at;
     at.format = f;
