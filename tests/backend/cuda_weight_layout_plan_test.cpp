@@ -45,7 +45,7 @@ TEST(CudaWeightLayoutPlan, FloatPartsAndOddWidthsStayBf16) {
   EXPECT_EQ(layout({DType::Q4_K, DType::F16}).format, WeightFormat::kBf16);
   EXPECT_EQ(layout({DType::BF16}).format, WeightFormat::kBf16);
   EXPECT_EQ(layout({DType::F32}).format, WeightFormat::kBf16);
-  EXPECT_EQ(layout({DType::Q8_0}, 96).format, WeightFormat::kBf16);  // not a multiple of the 64-column chunk
+  EXPECT_EQ(layout({DType::Q8_0}, 96).format, WeightFormat::kBf16);   // not a multiple of the 64-column chunk
   EXPECT_EQ(layout({DType::Q4_0}, 576).format, WeightFormat::kInt4);  // SmolLM2's width: 9 chunks
 }
 
