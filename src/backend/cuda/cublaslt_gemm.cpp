@@ -402,7 +402,7 @@ void CublasLtGemm::dequantize_grouped(const DeviceMatrix& w, int64_t m, int64_t 
 Status CublasLtGemm::reserve_dequantize_scratch(int64_t max_elems) {
   if (max_elems <= dequantize_scratch_elems_) return Status::ok();
   dequantize_scratch_elems_ = max_elems;
-  return dequantize_scratch_.allocate(static_cast<size_t>(max_elems) * 2, "INT4 dequantization scratch");
+  return dequantize_scratch_.allocate(static_cast<size_t>(max_elems) * 2, "INT4 / INT8 dequantization scratch");
 }
 
 cublasStatus_t CublasLtGemm::launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x,
