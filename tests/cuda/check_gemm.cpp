@@ -21,6 +21,7 @@
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/fp8_rows.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/grouped_wgmma_gemm.h"
 #include "backend/cuda/int4_gemm.h"
 #include "backend/cuda/int8_gemm.h"
 #include "check_util.h"
@@ -212,9 +213,16 @@ void check_gemv(const Options& opt, std::mt19937_64& rng) {
 void check_fp8_gemm(const Options& opt, std::mt19937_64& rng) {
   const WeightCase cases[] = {{576, 576}, {1536, 576}, {576, 1536}, {4096, 4096}, {6144, 4096}, {4096, 14336}};
   const int64_t rows_list[] = {1, 5, 8, 9, 33, 64, 65, 300, 1024};
-  for (bool invariant : {false, true}) {
+  enum Mode { kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant };
+  for (Mode mode : {kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant}) {
+    const bool invariant = mode == kInvariant;
     GemmPolicy policy;
     policy.batch_invariant = invariant;
+    if (mode == kWgmmaOnly || mode == kDequantizeOnly) {
+      policy.int4_small_gemm_max_rows = 0;
+      policy.int8_small_gemm_max_rows = 0;
+    }
+    if (mode == kDequantizeOnly) policy.grouped_wgmma_max_rows = 0;
     Expected<std::unique_ptr<CublasLtGemm>> made = CublasLtGemm::create(size_t{32} << 20, policy);
     if (!made) {
       report_flag("fp8_gemm", "create", false, made.error());
@@ -325,9 +333,10 @@ GroupedWeight random_grouped(std::mt19937_64& rng, DType type, WeightFormat form
   return w;
 }
 
-// CublasLtGemm::matmul with INT4 and INT8 weights: the small GEMMs up to 64 rows, the
-// dequantization then the BF16 GEMM above (and at every n under --batch-invariant, which must
-// stay invariant).
+// CublasLtGemm::matmul with INT4 and INT8 weights, each path at every n it can take: the
+// default (the small GEMMs up to 64 rows, the main-loop GEMM above on Hopper), the main-loop
+// GEMM alone (its masking and k splits at small n), dequantization then the BF16 GEMM alone,
+// and --batch-invariant (dequantization and one pinned algorithm, which must stay invariant).
 void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
   struct Case {
     int64_t m, k;
@@ -354,9 +363,16 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
                         {48, 576, DType::Q5_1, kInt8},
                         {640, 1536, DType::Q4_K, kInt8, 4}};  // a 4-bit part in a Q6_K matrix
   const int64_t rows_list[] = {1, 2, 5, 8, 9, 16, 17, 33, 64, 65, 300, 1024, 1100};
-  for (bool invariant : {false, true}) {
+  enum Mode { kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant };
+  for (Mode mode : {kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant}) {
+    const bool invariant = mode == kInvariant;
     GemmPolicy policy;
     policy.batch_invariant = invariant;
+    if (mode == kWgmmaOnly || mode == kDequantizeOnly) {
+      policy.int4_small_gemm_max_rows = 0;
+      policy.int8_small_gemm_max_rows = 0;
+    }
+    if (mode == kDequantizeOnly) policy.grouped_wgmma_max_rows = 0;
     Expected<std::unique_ptr<CublasLtGemm>> made = CublasLtGemm::create(size_t{32} << 20, policy);
     if (!made) {
       report_flag("grouped_gemm", "create", false, made.error());
@@ -377,7 +393,7 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
         report_flag(name, "reserve", false, s.message());
         return;
       }
-      if (!invariant) {
+      if (mode == kDefault) {
         // The dequantized weights are the host's, bit for bit.
         DeviceBuffer<uint16_t> d_out(static_cast<size_t>(wc.m * wc.k));
         if (int4) {
@@ -402,10 +418,16 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
         if (opt.quick && n != 1 && n != 9 && n != 300) continue;
         const bool small =
             !invariant && n <= (int4 ? policy.int4_small_gemm_max_rows : policy.int8_small_gemm_max_rows);
-        const std::string shape = std::string(invariant ? "pinned " : "default ") + (small ? "(small) " : "(gemm) ") +
+        const bool wgmma = !invariant && !small && n <= policy.grouped_wgmma_max_rows &&
+                           grouped_wgmma_gemm_supports(d_x_all.get(), n, wc.m, wc.k);
+        static const char* const kModeNames[] = {"default ", "wgmma-only ", "dequantize-only ", "pinned "};
+        const std::string shape = std::string(kModeNames[mode]) +
+                                  (small   ? "(small) "
+                                   : wgmma ? "(wgmma) "
+                                           : "(gemm) ") +
                                   type + " n=" + std::to_string(n) + " m=" + std::to_string(wc.m) +
                                   " k=" + std::to_string(wc.k);
-        if (!small) {
+        if (!small && !wgmma) {
           if (Status s = gemm.prepare(n, wc.m, wc.k, WeightFormat::kInt4); !s) {
             report_flag(name, shape, false, s.message());
             continue;

@@ -346,9 +346,14 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       // The bar: quantized never below BF16 at any batch size. Each path alone (the
       // small-batch kernel, dequantize + cuBLASLt) beside BF16's default policy: what
       // GemmPolicy::int4_small_gemm_max_rows / int8_small_gemm_max_rows are set from.
-      cuda::GemmPolicy paths[2];
+      // Paths: 0 the small kernel (n <= 64), 1 dequantize + cuBLASLt, 2 the main-loop GEMM.
+      cuda::GemmPolicy paths[3];
+      paths[0].grouped_wgmma_max_rows = 0;
       paths[1].int4_small_gemm_max_rows = 0;
       paths[1].int8_small_gemm_max_rows = 0;
+      paths[1].grouped_wgmma_max_rows = 0;
+      paths[2].int4_small_gemm_max_rows = 0;
+      paths[2].int8_small_gemm_max_rows = 0;
       for (const Shape& s : shapes) {
         std::string line;
         double worst = 1e9;
@@ -356,8 +361,8 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
           gemm->set_policy(fast_policy);
           weight = bf16_weight;
           const double bf16_us = time_us(s, n);
-          double us[2];
-          for (int i = 0; i < 2; ++i) {
+          double us[3];
+          for (int i = 0; i < 3; ++i) {
             us[i] = 0.0;
             if (i == 0 && n > (int4 ? cuda::kInt4SmallGemmMaxRows : cuda::kInt8SmallGemmMaxRows)) continue;
             gemm->set_policy(paths[i]);
@@ -368,9 +373,9 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
           const double default_us = time_us(s, n);
           char cell[200];
           std::snprintf(cell, sizeof cell,
-                        "\n    n=%-4lld bf16 %8.1f | %s small %8.1f dequant+gemm %8.1f | default %8.1f "
+                        "\n    n=%-4lld bf16 %8.1f | %s small %8.1f dequant+gemm %8.1f wgmma %8.1f | default %8.1f "
                         "(%5.0f GB/s) %.2fx",
-                        static_cast<long long>(n), bf16_us, name, us[0], us[1], default_us,
+                        static_cast<long long>(n), bf16_us, name, us[0], us[1], us[2], default_us,
                         static_cast<double>(s.m * s.k) * bytes_per_weight / (default_us * 1e3), bf16_us / default_us);
           line += cell;
           worst = std::min(worst, bf16_us / default_us);
@@ -496,6 +501,7 @@ int run_bench(const std::vector<std::string>& args) {
   if (gemm_sweep) bench_gemms(loaded->model->config(), {64, 256, 512, 2048}, pinned_rows);
   std::printf("bench: gemm shapes in %.1f s\n", seconds_since(start));
   std::fflush(stdout);
+  if (arg_value(args, "--gemm-only", "0") == "1") return 0;
 
   start = std::chrono::steady_clock::now();
   cuda::CudaExecutorOptions options;

@@ -11,6 +11,7 @@
 #include "backend/cuda/fp8_rows.h"
 #include "backend/cuda/fp8_small_gemm.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/grouped_wgmma_gemm.h"
 #include "backend/cuda/int4_gemm.h"
 #include "backend/cuda/int8_gemm.h"
 
@@ -402,7 +403,17 @@ void CublasLtGemm::dequantize_grouped(const DeviceMatrix& w, int64_t m, int64_t 
 Status CublasLtGemm::reserve_dequantize_scratch(int64_t max_elems) {
   if (max_elems <= dequantize_scratch_elems_) return Status::ok();
   dequantize_scratch_elems_ = max_elems;
-  return dequantize_scratch_.allocate(static_cast<size_t>(max_elems) * 2, "INT4 / INT8 dequantization scratch");
+  if (Status s = dequantize_scratch_.allocate(static_cast<size_t>(max_elems) * 2, "INT4 / INT8 dequantization scratch");
+      !s) {
+    return s;
+  }
+  if (split_counters_.get() != nullptr) return Status::ok();
+  const size_t counter_bytes = sizeof(int) * kGroupedWgmmaCounters;
+  if (Status s = split_counters_.allocate(counter_bytes, "INT4 / INT8 split-K counters"); !s) return s;
+  if (cudaMemset(split_counters_.get(), 0, counter_bytes) != cudaSuccess) {
+    return Status::error("cudaMemset of the split-K counters failed");
+  }
+  return Status::ok();
 }
 
 cublasStatus_t CublasLtGemm::launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x,
@@ -438,6 +449,12 @@ void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_
       if (w.format == WeightFormat::kInt8 && n <= policy_.int8_small_gemm_max_rows &&
           int8_small_gemm_supports(x, n, m, k)) {
         int8_small_gemm(x, codes, w.groups, w.group_shift, y, n, m, k, beta, stream);
+        return;
+      }
+      if (n <= policy_.grouped_wgmma_max_rows && m * k <= dequantize_scratch_elems_ &&
+          grouped_wgmma_gemm_supports(x, n, m, k)) {
+        grouped_wgmma_gemm(w.format == WeightFormat::kInt4 ? 4 : 8, x, codes, w.groups, w.group_shift, y, n, m, k, beta,
+                           dequantize_scratch_.get(), dequantize_scratch_.bytes(), split_counters_.get<int>(), stream);
         return;
       }
     }

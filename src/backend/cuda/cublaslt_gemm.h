@@ -125,6 +125,8 @@ class CublasLtGemm {
   DeviceBuffer fp8_scales_;  // (max_rows,) their per-token scales
   int64_t fp8_rows_ = 0, fp8_k_ = 0;
   DeviceBuffer dequantize_scratch_;  // (dequantize_scratch_elems_,) bf16: one dequantized INT4 / INT8 weight
+  // (also the main-loop GEMM's split-K partial tiles), and that GEMM's per-tile counters
+  DeviceBuffer split_counters_;
   int64_t dequantize_scratch_elems_ = 0;
 };
 

@@ -50,6 +50,10 @@ struct GemmPolicy {
   int32_t int4_small_gemm_max_rows = 64;
   // The same for INT8 weights (int8_gemm.h: the 5- to 8-bit GGUF types).
   int32_t int8_small_gemm_max_rows = 64;
+  // Off the invariant policy, on Hopper: INT4 and INT8 weights past the small kernel's rows
+  // and up to this go to the GEMM that dequantizes in its main loop (grouped_wgmma_gemm.h)
+  // instead of dequantizing the whole matrix for cuBLASLt; 0: never.
+  int32_t grouped_wgmma_max_rows = 8192;
   // Invariant policy: the executor times the split-free candidates of each weight shape at
   // n = 1, 256 and 8192 when it starts (CublasLtGemm::tune_pinned) and pins the best.
   bool tune_pinned = true;

@@ -1,0 +1,38 @@
+// W4A16 / W8A16 products past the small-batch kernel's 64 tokens, on Hopper's warpgroup MMA
+// (sm_90a): y = x w^T + beta y with w in a grouped layout (quant/int4_groups.h or
+// quant/int8_groups.h) and x in BF16, FP32 accumulation, the weights dequantized in registers
+// inside the main loop. The alternative, dequantizing the whole matrix to BF16 for cuBLASLt,
+// moves 2.5 bytes a weight more than a BF16 model does and ran at 0.3-0.6x BF16 from 96 to 512
+// tokens (docs/BENCHMARKS.md, issue 13).
+//
+// A block computes 128 weight rows x 128 tokens: two warpgroups, each 64 rows, A (its rows'
+// weights, 64 x 16 a step) dequantized into registers exactly as the small kernel does
+// (grouped_codes.cuh), B (the block's tokens) staged in shared memory, 128-byte swizzled, two
+// stages. The small kernel's register layout takes a thread's 16 columns of a 64-column chunk
+// in a permuted k order; the activations are stored into shared memory in the same order, so
+// every column meets its own weight. When the tiles are too few to fill the device, k is split
+// over up to 8 blocks a tile, whose FP32 partial tiles go to a workspace; the last block of a
+// tile to finish adds them in split order (deterministic for a given n) and writes y.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+struct CUstream_st;
+
+namespace folio::cuda {
+
+constexpr int kGroupedWgmmaCounters = 1024;  // per-tile arrival counters the split-K path needs
+
+// An sm_90 device (this process's current one), m % 64 == 0, k % 64 == 0, x 16-byte aligned.
+bool grouped_wgmma_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
+
+// code_bits: 4 (int4 layout, 32 columns a group) or 8 (int8 layout, 2^group_shift columns).
+// x: (n, k) bf16; y: (n, m) fp32. workspace: scratch for split-K partial tiles (splits are
+// limited to what fits; none is fine); counters: kGroupedWgmmaCounters ints, zero before the
+// first call, left zero by every call.
+void grouped_wgmma_gemm(int code_bits, const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift,
+                        float* y, int64_t n, int64_t m, int64_t k, float beta, void* workspace, size_t workspace_bytes,
+                        int* counters, CUstream_st* stream);
+
+}  // namespace folio::cuda
