@@ -15,23 +15,37 @@ namespace {
 constexpr int kThreads = 256;  // two warpgroups
 constexpr int kBlockRows = 128;
 constexpr int kTokens = 128;
-constexpr int kChunk = 64;                          // k columns a stage holds: 128 bytes a token
-constexpr int kStageBytes = kTokens * kChunk * 2;   // 16 KB
-constexpr int kSmemBytes = 2 * kStageBytes + 1024;  // two stages, + slack for 1,024-byte alignment
+constexpr int kChunk = 64;                         // k columns a stage holds: 128 bytes a token
+constexpr int kStageBytes = kTokens * kChunk * 2;  // 16 KB
+constexpr int kStages = 4;
+constexpr int kLookahead = kStages - 2;                   // chunks being copied while one computes
+constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + slack for 1,024-byte alignment
 constexpr int kMaxSplits = 8;
 constexpr int kTileFloats = kBlockRows * kTokens;
 
 #if FOLIO_WGMMA
-constexpr int kPieces = kStageBytes / 16 / kThreads;  // 16-byte pieces of a stage a thread moves
-constexpr int kPrefetch = 4;                          // weight chunks in flight a thread (registers)
+constexpr int kPrefetch = 4;  // weight chunks in flight a thread (registers)
 
-// Row-major activations (x) to the stage layout. A 16-byte piece q of a token's 64 columns
-// holds columns 8q..8q+7, which the small kernel's register layout (grouped_small_gemm.cuh)
-// gives to thread t = q / 2 as MMA steps s = 2 (q % 2) and s + 1, k slots 2t, 2t + 1 (its
-// first and third words) and 2t + 8, 2t + 9 (second and fourth). Step s is bytes 32s..32s+31
-// of the row, slot j at byte 2j: word w of the piece goes to byte 64 (q % 2) + 16 w + 4 t.
-__device__ __forceinline__ uint32_t piece_word_byte(int q, int w) {
-  return 64 * (q % 2) + 16 * w + 4 * (q / 2);
+// Where word w (columns 2w, 2w + 1) of a token's 64-column chunk goes in its stage row. The
+// small kernel's register layout (grouped_small_gemm.cuh) gives the 16-byte piece q = w / 4
+// (columns 8q..8q+7) to thread t = q / 2 as MMA steps s = 2 (q % 2) and s + 1, k slots 2t,
+// 2t + 1 (the piece's first and third words) and 2t + 8, 2t + 9 (second and fourth). Step s is
+// bytes 32s..32s+31 of the row, slot j at byte 2j: the piece's word i goes to byte
+// 64 (q % 2) + 16 i + 4 t.
+__device__ __forceinline__ uint32_t stage_byte(int w) {
+  const int q = w / 4, i = w % 4;
+  return 64 * (q % 2) + 16 * i + 4 * (q / 2);
+}
+
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 #endif
 
@@ -43,9 +57,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if FOLIO_WGMMA
   using Chunk = typename Codes::Chunk;
   extern __shared__ uint8_t smem_raw[];
-  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  const uint32_t base = (raw_addr + 1023u) & ~1023u;
-  uint8_t* const smem = smem_raw + (base - raw_addr);
+  const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
   __shared__ int last_block;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
@@ -63,27 +75,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t* const g_lo = groups + (active ? row : 0) * row_groups;
   const uint32_t* const g_hi = g_lo + 8 * row_groups;
 
-  // Activations: thread tid moves piece q = tid % 8 of tokens tid / 8 + 32 r.
-  const int q = tid % 8;
-  auto load_x = [&](int64_t c, uint4(&v)[kPieces]) {
+  // Activations: warp w copies tokens w + 8 r, a lane one 4-byte word of the token's chunk (a
+  // warp reads 128 contiguous bytes and writes one row's 32 banks). Tokens past n are zeros.
+  const uint32_t dst_in_row = wgmma::swizzled_offset(warp, stage_byte(lane));  // row & 7 == warp
+  auto copy_x = [&](int64_t c) {
+    if (c < end) {
+      const uint32_t stage = base + static_cast<uint32_t>(c % kStages) * kStageBytes;
 #pragma unroll
-    for (int r = 0; r < kPieces; ++r) {
-      const int64_t token = token0 + tid / 8 + 32 * r;
-      v[r] = token < n ? __ldg(reinterpret_cast<const uint4*>(x + token * k + c * kChunk + 8 * q))
-                       : make_uint4(0, 0, 0, 0);
-    }
-  };
-  auto store_x = [&](int stage, const uint4(&v)[kPieces]) {
-#pragma unroll
-    for (int r = 0; r < kPieces; ++r) {
-      const uint32_t token = tid / 8 + 32 * r;
-      const uint32_t words[4] = {v[r].x, v[r].y, v[r].z, v[r].w};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        *reinterpret_cast<uint32_t*>(smem + stage * kStageBytes +
-                                     wgmma::swizzled_offset(token, piece_word_byte(q, w))) = words[w];
+      for (int r = 0; r < kTokens / 8; ++r) {
+        const int64_t token = token0 + warp + 8 * r;
+        const bool valid = token < n;
+        cp_async_4(stage + (8 * r) * 128 + dst_in_row, x + (valid ? token : 0) * k + c * kChunk + 2 * lane, valid);
       }
     }
+    cp_async_commit();  // empty past the end: the group count stays uniform
   };
 
   Chunk lo[kPrefetch], hi[kPrefetch];
@@ -97,70 +102,62 @@ __global__ void __launch_bounds__(kThreads, 1)
     Codes::dequantize(lo[slot], hi[slot], __ldg(g_lo + group), __ldg(g_hi + group), out);
   };
 
+#pragma unroll
+  for (int j = 0; j < kLookahead; ++j) copy_x(begin + j);
   if (active) {
 #pragma unroll
     for (int u = 0; u < kPrefetch; ++u) {
       if (begin + u < end) load_w(u, begin + u);
     }
-  }
-  {
-    uint4 v[kPieces];
-    load_x(begin, v);
-    store_x(0, v);
-  }
-  if (active) {
     dequantize(begin, 0, a[0]);
     if (begin + kPrefetch < end) load_w(0, begin + kPrefetch);
   }
-  wgmma::fence_async_shared();
-  __syncthreads();
 
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-  // Chunk begin + j: weights in ring slot j % kPrefetch, activations in stage j % 2, operands
-  // in a[j % 2]. While chunk c's MMAs run, chunk c + 1 is dequantized and its activations stored.
+  // Chunk begin + j: weights in ring slot j % kPrefetch, operands in a[j % 2], activations in
+  // stage (begin + j) % kStages, copied kLookahead chunks ahead. One chunk's MMAs stay in
+  // flight while the next is dequantized; the copy into a stage starts only after the MMAs
+  // that read it two chunks earlier were waited for by every warpgroup (the barrier).
   for (int64_t c0 = begin; c0 < end; c0 += kPrefetch) {
 #pragma unroll
     for (int u = 0; u < kPrefetch; ++u) {
       const int64_t c = c0 + u;
       if (c >= end) break;
-      const int stage = u % 2;
-      const bool more = c + 1 < end;
-      uint4 v[kPieces];
-      if (more) load_x(c + 1, v);
+      cp_async_wait<kLookahead - 1>();  // this thread's copies of chunk c have landed
+      wgmma::fence_async_shared();
+      __syncthreads();  // everyone's have; chunk c - 2's MMAs are done everywhere
+      copy_x(c + kLookahead);
       if (active) {
         wgmma::fence();
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
           const uint32_t(&op)[4] = a[u % 2][s / 2][s % 2];
           wgmma::mma_m64n128k16(acc, op[0], op[1], op[2], op[3],
-                                wgmma::descriptor(base + stage * kStageBytes + 32 * s));
+                                wgmma::descriptor(base + static_cast<uint32_t>(c % kStages) * kStageBytes + 32 * s));
         }
         wgmma::commit();
-        if (more) {
+        wgmma::wait<1>();  // chunk c - 1's MMAs are done: its operands may be overwritten
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) wgmma::pin(a[(u + 1) % 2][s / 2][s % 2][e]);
+        }
+        if (c + 1 < end) {
           const int slot = (u + 1) % kPrefetch;
           dequantize(c + 1, slot, a[(u + 1) % 2]);
           if (c + 1 + kPrefetch < end) load_w(slot, c + 1 + kPrefetch);
         }
       }
-      if (more) {
-        store_x(stage ^ 1, v);
-        wgmma::fence_async_shared();
-      }
-      if (active) {
-        wgmma::wait<0>();
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) wgmma::pin(a[u % 2][s / 2][s % 2][e]);
-        }
-#pragma unroll
-        for (int i = 0; i < 64; ++i) wgmma::pin(acc[i]);
-      }
-      __syncthreads();
     }
   }
+  if (active) {
+    wgmma::wait<0>();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma::pin(acc[i]);
+  }
+  cp_async_wait<0>();
 
   // acc[4j + e]: row (row + 8 (e / 2)), token 8j + 2t + e % 2 of the tile.
   const int row_in_tile = 64 * wg + 16 * (warp % 4) + g;
@@ -229,6 +226,10 @@ void launch(const void* x, const uint8_t* codes, const uint32_t* groups, int gro
     const int64_t fit = static_cast<int64_t>(workspace_bytes / (static_cast<size_t>(tiles) * kTileFloats * 4));
     splits = std::max<int64_t>(1, std::min({sms / tiles, int64_t{kMaxSplits}, k / kChunk / 4, fit}));
   }
+  static const bool smem_raised =
+      cudaFuncSetAttribute(grouped_wgmma_kernel<Codes>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) ==
+      cudaSuccess;
+  (void)smem_raised;
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(token_tiles), static_cast<unsigned>(splits));
   grouped_wgmma_kernel<Codes><<<grid, kThreads, kSmemBytes, stream>>>(static_cast<const uint16_t*>(x), codes, groups, y,
                                                                       static_cast<int>(n), m, k, group_shift, beta,
