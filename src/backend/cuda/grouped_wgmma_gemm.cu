@@ -18,13 +18,13 @@ constexpr int kTokens = 128;
 constexpr int kChunk = 64;                         // k columns a stage holds: 128 bytes a token
 constexpr int kStageBytes = kTokens * kChunk * 2;  // 16 KB
 constexpr int kStages = 4;
-constexpr int kLookahead = kStages - 2;                   // chunks being copied while one computes
 constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + slack for 1,024-byte alignment
 constexpr int kMaxSplits = 8;
 constexpr int kTileFloats = kBlockRows * kTokens;
 
 #if FOLIO_WGMMA
-constexpr int kPrefetch = 4;  // weight chunks in flight a thread (registers)
+constexpr int kLookahead = kStages - 2;  // chunks being copied while one computes
+constexpr int kPrefetch = 4;             // weight chunks in flight a thread (registers)
 
 // Where word w (columns 2w, 2w + 1) of a token's 64-column chunk goes in its stage row. The
 // small kernel's register layout (grouped_small_gemm.cuh) gives the 16-byte piece q = w / 4
