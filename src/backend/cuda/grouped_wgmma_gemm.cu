@@ -91,15 +91,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async_commit();  // empty past the end: the group count stays uniform
   };
 
+  // A chunk's codes and its (scale, min) words are loaded kPrefetch chunks ahead: with every
+  // warp meeting at each chunk's barrier, a load issued when it is needed would stall the block
+  // for a whole memory latency per chunk.
   Chunk lo[kPrefetch], hi[kPrefetch];
+  uint32_t lo_group[kPrefetch], hi_group[kPrefetch];
   auto load_w = [&](int slot, int64_t c) {
     lo[slot] = Codes::load(w_lo + c * Codes::kChunkBytes);
     hi[slot] = Codes::load(w_hi + c * Codes::kChunkBytes);
+    const int64_t group = (c * kChunk + 16 * t) >> group_shift;
+    lo_group[slot] = __ldg(g_lo + group);
+    hi_group[slot] = __ldg(g_hi + group);
   };
   uint32_t a[2][2][2][4];  // (buffer, i, h) -> a0..a3 of MMA step 2i + h
-  auto dequantize = [&](int64_t c, int slot, uint32_t(&out)[2][2][4]) {
-    const int64_t group = (c * kChunk + 16 * t) >> group_shift;
-    Codes::dequantize(lo[slot], hi[slot], __ldg(g_lo + group), __ldg(g_hi + group), out);
+  auto dequantize = [&](int slot, uint32_t(&out)[2][2][4]) {
+    Codes::dequantize(lo[slot], hi[slot], lo_group[slot], hi_group[slot], out);
   };
 
 #pragma unroll
@@ -109,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int u = 0; u < kPrefetch; ++u) {
       if (begin + u < end) load_w(u, begin + u);
     }
-    dequantize(begin, 0, a[0]);
+    dequantize(0, a[0]);
     if (begin + kPrefetch < end) load_w(0, begin + kPrefetch);
   }
 
@@ -146,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         if (c + 1 < end) {
           const int slot = (u + 1) % kPrefetch;
-          dequantize(c + 1, slot, a[(u + 1) % 2]);
+          dequantize(slot, a[(u + 1) % 2]);
           if (c + 1 + kPrefetch < end) load_w(slot, c + 1 + kPrefetch);
         }
       }
