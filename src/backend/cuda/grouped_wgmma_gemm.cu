@@ -65,14 +65,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int splits = static_cast<int>(gridDim.z), split = static_cast<int>(blockIdx.z);
   const int64_t token0 = static_cast<int64_t>(blockIdx.y) * kTokens;
   const int64_t wg_row0 = static_cast<int64_t>(blockIdx.x) * kBlockRows + 64 * wg;
-  const bool active = wg_row0 < m;                    // m % 128 == 64: the last block's second warpgroup idles
+  // m % 128 == 64: the last block's second warpgroup computes the first one's rows again and
+  // stores nothing. (It runs the main loop all the same: a wgmma under a branch that depends
+  // on the thread index makes ptxas serialize every wgmma of the kernel, warning C7518.)
+  const bool active = wg_row0 < m;
   const int64_t row = wg_row0 + 16 * (warp % 4) + g;  // this thread's rows: row and row + 8
+  const int64_t src_row = active ? row : row - 64;
   const int64_t chunks = k / kChunk;
   const int64_t begin = chunks * split / splits, end = chunks * (split + 1) / splits;
   const int64_t row_bytes = chunks * Codes::kChunkBytes, row_groups = k >> group_shift;
-  const uint8_t* const w_lo = codes + (active ? row : 0) * row_bytes + Codes::kChunkBytes / 4 * t;
+  const uint8_t* const w_lo = codes + src_row * row_bytes + Codes::kChunkBytes / 4 * t;
   const uint8_t* const w_hi = w_lo + 8 * row_bytes;
-  const uint32_t* const g_lo = groups + (active ? row : 0) * row_groups;
+  const uint32_t* const g_lo = groups + src_row * row_groups;
   const uint32_t* const g_hi = g_lo + 8 * row_groups;
 
   // Activations: warp w copies tokens w + 8 r, a lane one 4-byte word of the token's chunk (a
@@ -110,14 +114,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 #pragma unroll
   for (int j = 0; j < kLookahead; ++j) copy_x(begin + j);
-  if (active) {
 #pragma unroll
-    for (int u = 0; u < kPrefetch; ++u) {
-      if (begin + u < end) load_w(u, begin + u);
-    }
-    dequantize(0, a[0]);
-    if (begin + kPrefetch < end) load_w(0, begin + kPrefetch);
+  for (int u = 0; u < kPrefetch; ++u) {
+    if (begin + u < end) load_w(u, begin + u);
   }
+  dequantize(0, a[0]);
+  if (begin + kPrefetch < end) load_w(0, begin + kPrefetch);
 
   float acc[64];
 #pragma unroll
@@ -135,34 +137,30 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::fence_async_shared();
       __syncthreads();  // everyone's have; chunk c - 2's MMAs are done everywhere
       copy_x(c + kLookahead);
-      if (active) {
-        wgmma::fence();
+      const uint64_t stage_desc = wgmma::descriptor(base + static_cast<uint32_t>(c % kStages) * kStageBytes);
+      wgmma::fence();
 #pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          const uint32_t(&op)[4] = a[u % 2][s / 2][s % 2];
-          wgmma::mma_m64n128k16(acc, op[0], op[1], op[2], op[3],
-                                wgmma::descriptor(base + static_cast<uint32_t>(c % kStages) * kStageBytes + 32 * s));
-        }
-        wgmma::commit();
-        wgmma::wait<1>();  // chunk c - 1's MMAs are done: its operands may be overwritten
+      for (int s = 0; s < 4; ++s) {
+        const uint32_t(&op)[4] = a[u % 2][s / 2][s % 2];
+        wgmma::mma_m64n128k16(acc, op[0], op[1], op[2], op[3], stage_desc + 2 * s);  // + 32 s bytes
+      }
+      wgmma::commit();
+      wgmma::wait<1>();  // chunk c - 1's MMAs are done: its operands may be overwritten
 #pragma unroll
-        for (int s = 0; s < 4; ++s) {
+      for (int s = 0; s < 4; ++s) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) wgmma::pin(a[(u + 1) % 2][s / 2][s % 2][e]);
-        }
-        if (c + 1 < end) {
-          const int slot = (u + 1) % kPrefetch;
-          dequantize(slot, a[(u + 1) % 2]);
-          if (c + 1 + kPrefetch < end) load_w(slot, c + 1 + kPrefetch);
-        }
+        for (int e = 0; e < 4; ++e) wgmma::pin(a[(u + 1) % 2][s / 2][s % 2][e]);
+      }
+      if (c + 1 < end) {
+        const int slot = (u + 1) % kPrefetch;
+        dequantize(slot, a[(u + 1) % 2]);
+        if (c + 1 + kPrefetch < end) load_w(slot, c + 1 + kPrefetch);
       }
     }
   }
-  if (active) {
-    wgmma::wait<0>();
+  wgmma::wait<0>();
 #pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma::pin(acc[i]);
-  }
+  for (int i = 0; i < 64; ++i) wgmma::pin(acc[i]);
   cp_async_wait<0>();
 
   // acc[4j + e]: row (row + 8 (e / 2)), token 8j + 2t + e % 2 of the tile.
