@@ -222,6 +222,7 @@ void check_fp8_gemm(const Options& opt, std::mt19937_64& rng) {
       policy.int4_small_gemm_max_rows = 0;
       policy.int8_small_gemm_max_rows = 0;
     }
+    if (mode == kWgmmaOnly) policy.grouped_wgmma_max_rows = 1 << 20;
     if (mode == kDequantizeOnly) policy.grouped_wgmma_max_rows = 0;
     Expected<std::unique_ptr<CublasLtGemm>> made = CublasLtGemm::create(size_t{32} << 20, policy);
     if (!made) {
@@ -372,6 +373,7 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
       policy.int4_small_gemm_max_rows = 0;
       policy.int8_small_gemm_max_rows = 0;
     }
+    if (mode == kWgmmaOnly) policy.grouped_wgmma_max_rows = 1 << 20;
     if (mode == kDequantizeOnly) policy.grouped_wgmma_max_rows = 0;
     Expected<std::unique_ptr<CublasLtGemm>> made = CublasLtGemm::create(size_t{32} << 20, policy);
     if (!made) {

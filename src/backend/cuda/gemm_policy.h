@@ -52,8 +52,10 @@ struct GemmPolicy {
   int32_t int8_small_gemm_max_rows = 64;
   // Off the invariant policy, on Hopper: INT4 and INT8 weights past the small kernel's rows
   // and up to this go to the GEMM that dequantizes in its main loop (grouped_wgmma_gemm.h)
-  // instead of dequantizing the whole matrix for cuBLASLt; 0: never.
-  int32_t grouped_wgmma_max_rows = 8192;
+  // instead of dequantizing the whole matrix for cuBLASLt; 0: never. Off by default: as
+  // measured (H100, docs/BENCHMARKS.md, issue 13) it is correct but slower than dequantizing
+  // at most shapes; the checks and the bench run it explicitly.
+  int32_t grouped_wgmma_max_rows = 0;
   // Invariant policy: the executor times the split-free candidates of each weight shape at
   // n = 1, 256 and 8192 when it starts (CublasLtGemm::tune_pinned) and pins the best.
   bool tune_pinned = true;

@@ -1,5 +1,6 @@
-// The Codes policies of grouped_small_gemm.cuh and the dequantization kernels: how the 4-bit
-// (quant/int4_groups.h) and 8-bit (quant/int8_groups.h) layouts become BF16 MMA operands.
+// The Codes policies of grouped_small_gemm.cuh, grouped_wgmma_gemm.cu and the dequantization
+// kernels: how the 4-bit (quant/int4_groups.h) and 8-bit (quant/int8_groups.h) layouts become
+// BF16 MMA operands.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -66,6 +67,31 @@ struct Int4Codes {
       }
     }
   }
+
+  // The wgmma GEMM (grouped_wgmma_gemm.cu): a row's 64-column chunk of codes in shared memory
+  // (kSmemRowBytes apart), its two group words beside. a[s] = a0..a3 of k16 step s in natural
+  // order: columns 16s + 2t, +1 (a0 lo row, a1 hi row) are word 2s's pair t, columns
+  // 16s + 2t + 8, +9 (a2, a3) word 2s + 1's.
+  static constexpr int kSmemRowBytes = 32;
+  __device__ __forceinline__ static void step_operands(const uint8_t* lo, const uint8_t* hi, const uint32_t* lo_groups,
+                                                       const uint32_t* hi_groups, int t, int /*group_shift*/,
+                                                       uint32_t (&a)[4][4]) {
+    const uint4 l0 = *reinterpret_cast<const uint4*>(lo), l1 = *reinterpret_cast<const uint4*>(lo + 16);
+    const uint4 h0 = *reinterpret_cast<const uint4*>(hi), h1 = *reinterpret_cast<const uint4*>(hi + 16);
+    const int shift = 4 * t;
+    const uint32_t lw[8] = {l0.x >> shift, l0.y >> shift, l0.z >> shift, l0.w >> shift,
+                            l1.x >> shift, l1.y >> shift, l1.z >> shift, l1.w >> shift};
+    const uint32_t hw[8] = {h0.x >> shift, h0.y >> shift, h0.z >> shift, h0.w >> shift,
+                            h1.x >> shift, h1.y >> shift, h1.z >> shift, h1.w >> shift};
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const Groups lg = split(lo_groups[s / 2]), hg = split(hi_groups[s / 2]);  // 32 columns a group
+      a[s][0] = dequantize_pair(lw[2 * s], 0, lg.scale, lg.min);
+      a[s][1] = dequantize_pair(hw[2 * s], 0, hg.scale, hg.min);
+      a[s][2] = dequantize_pair(lw[2 * s + 1], 0, lg.scale, lg.min);
+      a[s][3] = dequantize_pair(hw[2 * s + 1], 0, hg.scale, hg.min);
+    }
+  }
 };
 
 // 8 bits a weight: a thread's 16 columns of a row are four words of 4 columns in byte order;
@@ -90,6 +116,31 @@ struct Int8Codes {
         a[i][h][2] = dequantize_byte_pair(lo_words[2 * i + h], 2, lo_scale, lo_min);
         a[i][h][3] = dequantize_byte_pair(hi_words[2 * i + h], 2, hi_scale, hi_min);
       }
+    }
+  }
+
+  // The wgmma GEMM, as Int4Codes::step_operands: columns 16s + 2t, +1 are bytes 2 (t % 2) of
+  // word 4s + t / 2, columns 16s + 2t + 8, +9 the same bytes of word 4s + 2 + t / 2; step s's
+  // group is word s >> (group_shift - 4). Rows 80 bytes apart: the 8 rows a warp reads at
+  // once fall in distinct banks.
+  static constexpr int kSmemRowBytes = 80;
+  __device__ __forceinline__ static void step_operands(const uint8_t* lo, const uint8_t* hi, const uint32_t* lo_groups,
+                                                       const uint32_t* hi_groups, int t, int group_shift,
+                                                       uint32_t (&a)[4][4]) {
+    const auto* lw = reinterpret_cast<const uint32_t*>(lo);
+    const auto* hw = reinterpret_cast<const uint32_t*>(hi);
+    const int half = t / 2, shift = 16 * (t % 2);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const int group = s >> (group_shift - 4);
+      const float lo_scale = __uint_as_float(lo_groups[group] << 16);
+      const float lo_min = __uint_as_float(lo_groups[group] & 0xffff0000u);
+      const float hi_scale = __uint_as_float(hi_groups[group] << 16);
+      const float hi_min = __uint_as_float(hi_groups[group] & 0xffff0000u);
+      a[s][0] = dequantize_byte_pair(lw[4 * s + half] >> shift, 0, lo_scale, lo_min);
+      a[s][1] = dequantize_byte_pair(hw[4 * s + half] >> shift, 0, hi_scale, hi_min);
+      a[s][2] = dequantize_byte_pair(lw[4 * s + 2 + half] >> shift, 0, lo_scale, lo_min);
+      a[s][3] = dequantize_byte_pair(hw[4 * s + 2 + half] >> shift, 0, hi_scale, hi_min);
     }
   }
 };

@@ -15,30 +15,33 @@ namespace {
 constexpr int kThreads = 256;  // two warpgroups
 constexpr int kBlockRows = 128;
 constexpr int kTokens = 128;
-constexpr int kChunk = 64;                         // k columns a stage holds: 128 bytes a token
-constexpr int kStageBytes = kTokens * kChunk * 2;  // 16 KB
-constexpr int kStages = 4;
-constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + slack for 1,024-byte alignment
+constexpr int kChunk = 64;  // k columns a stage holds: 128 bytes a token
+constexpr int kStages = 5;
+constexpr int kXBytes = kTokens * kChunk * 2;  // 16 KB of activations a stage
+constexpr int kGroupRowBytes = 16;             // up to 4 (scale, min) words a row and chunk
 constexpr int kMaxSplits = 8;
 constexpr int kTileFloats = kBlockRows * kTokens;
 
-#if FOLIO_WGMMA
-constexpr int kLookahead = kStages - 2;  // chunks being copied while one computes
-constexpr int kPrefetch = 4;             // weight chunks in flight a thread (registers)
-
-// Where word w (columns 2w, 2w + 1) of a token's 64-column chunk goes in its stage row. The
-// small kernel's register layout (grouped_small_gemm.cuh) gives the 16-byte piece q = w / 4
-// (columns 8q..8q+7) to thread t = q / 2 as MMA steps s = 2 (q % 2) and s + 1, k slots 2t,
-// 2t + 1 (the piece's first and third words) and 2t + 8, 2t + 9 (second and fourth). Step s is
-// bytes 32s..32s+31 of the row, slot j at byte 2j: the piece's word i goes to byte
-// 64 (q % 2) + 16 i + 4 t.
-__device__ __forceinline__ uint32_t stage_byte(int w) {
-  const int q = w / 4, i = w % 4;
-  return 64 * (q % 2) + 16 * i + 4 * (q / 2);
+// A stage: the activations (1,024-byte aligned, swizzled), then each row's codes, then its
+// group words, rounded up to 1,024 bytes.
+template <class Codes>
+constexpr int stage_bytes() {
+  return (kXBytes + kBlockRows * (Codes::kSmemRowBytes + kGroupRowBytes) + 1023) / 1024 * 1024;
+}
+template <class Codes>
+constexpr int smem_bytes() {
+  return kStages * stage_bytes<Codes>() + 1024;  // + slack for the alignment
 }
 
-__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+#if FOLIO_WGMMA
+constexpr int kLookahead = 3;  // chunks being copied while one computes and the next dequantizes
+
+__device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int bytes, bool valid) {
+  if (bytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0) : "memory");
+  }
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -55,107 +58,103 @@ __global__ void __launch_bounds__(kThreads, 1)
                          const uint32_t* __restrict__ groups, float* __restrict__ y, int n, int64_t m, int64_t k,
                          int group_shift, float beta, float* __restrict__ partials, int* __restrict__ counters) {
 #if FOLIO_WGMMA
-  using Chunk = typename Codes::Chunk;
+  constexpr int kStageBytes = stage_bytes<Codes>();
+  constexpr int kCodesOffset = kXBytes, kGroupsOffset = kXBytes + kBlockRows * Codes::kSmemRowBytes;
+  constexpr int kCodePieces = kBlockRows * Codes::kChunkBytes / 16;  // 16-byte copies of a stage's codes
   extern __shared__ uint8_t smem_raw[];
-  const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw_addr + 1023u) & ~1023u;
+  const uint8_t* const smem = smem_raw + (base - raw_addr);
   __shared__ int last_block;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
   const int g = lane / 4, t = lane % 4;
   const int splits = static_cast<int>(gridDim.z), split = static_cast<int>(blockIdx.z);
   const int64_t token0 = static_cast<int64_t>(blockIdx.y) * kTokens;
-  const int64_t wg_row0 = static_cast<int64_t>(blockIdx.x) * kBlockRows + 64 * wg;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   // m % 128 == 64: the last block's second warpgroup computes the first one's rows again and
   // stores nothing. (It runs the main loop all the same: a wgmma under a branch that depends
   // on the thread index makes ptxas serialize every wgmma of the kernel, warning C7518.)
-  const bool active = wg_row0 < m;
-  const int64_t row = wg_row0 + 16 * (warp % 4) + g;  // this thread's rows: row and row + 8
-  const int64_t src_row = active ? row : row - 64;
+  const bool active = row0 + 64 * wg < m;
+  const int row_in_tile = 64 * wg + 16 * (warp % 4) + g;  // this thread's rows: this and + 8
+  const int64_t row = row0 + row_in_tile;
   const int64_t chunks = k / kChunk;
   const int64_t begin = chunks * split / splits, end = chunks * (split + 1) / splits;
   const int64_t row_bytes = chunks * Codes::kChunkBytes, row_groups = k >> group_shift;
-  const uint8_t* const w_lo = codes + src_row * row_bytes + Codes::kChunkBytes / 4 * t;
-  const uint8_t* const w_hi = w_lo + 8 * row_bytes;
-  const uint32_t* const g_lo = groups + src_row * row_groups;
-  const uint32_t* const g_hi = g_lo + 8 * row_groups;
+  const int group_words = kChunk >> group_shift;  // a row's (scale, min) words a chunk: 2 or 4
 
-  // Activations: warp w copies tokens w + 8 r, a lane one 4-byte word of the token's chunk (a
-  // warp reads 128 contiguous bytes and writes one row's 32 banks). Tokens past n are zeros.
-  const uint32_t dst_in_row = wgmma::swizzled_offset(warp, stage_byte(lane));  // row & 7 == warp
-  auto copy_x = [&](int64_t c) {
+  // One chunk into its stage, all in 16-byte (group words: 8- or 16-byte) copies: the tokens'
+  // 64 columns at their swizzled rows (zeros past n), the rows' codes and group words.
+  auto copy_chunk = [&](int64_t c) {
     if (c < end) {
       const uint32_t stage = base + static_cast<uint32_t>(c % kStages) * kStageBytes;
 #pragma unroll
-      for (int r = 0; r < kTokens / 8; ++r) {
-        const int64_t token = token0 + warp + 8 * r;
-        const bool valid = token < n;
-        cp_async_4(stage + (8 * r) * 128 + dst_in_row, x + (valid ? token : 0) * k + c * kChunk + 2 * lane, valid);
+      for (int r = 0; r < kXBytes / 16 / kThreads; ++r) {
+        const int token = tid / 8 + 32 * r, q = tid % 8;
+        const bool valid = token0 + token < n;
+        cp_async(stage + wgmma::swizzled_offset(token, 16 * q),
+                 x + (valid ? token0 + token : 0) * k + c * kChunk + 8 * q, 16, valid);
+      }
+#pragma unroll
+      for (int r = 0; r < kCodePieces / kThreads; ++r) {
+        const int p = tid + kThreads * r;
+        const int tile_row = p / (Codes::kChunkBytes / 16), piece = p % (Codes::kChunkBytes / 16);
+        const int64_t src_row = row0 + tile_row < m ? row0 + tile_row : row0 + tile_row - 64;
+        cp_async(stage + kCodesOffset + tile_row * Codes::kSmemRowBytes + 16 * piece,
+                 codes + src_row * row_bytes + c * Codes::kChunkBytes + 16 * piece, 16, true);
+      }
+      if (tid < kBlockRows) {
+        const int64_t src_row = row0 + tid < m ? row0 + tid : row0 + tid - 64;
+        cp_async(stage + kGroupsOffset + tid * kGroupRowBytes, groups + src_row * row_groups + c * group_words,
+                 4 * group_words, true);
       }
     }
     cp_async_commit();  // empty past the end: the group count stays uniform
   };
-
-  // A chunk's codes and its (scale, min) words are loaded kPrefetch chunks ahead: with every
-  // warp meeting at each chunk's barrier, a load issued when it is needed would stall the block
-  // for a whole memory latency per chunk.
-  Chunk lo[kPrefetch], hi[kPrefetch];
-  uint32_t lo_group[kPrefetch], hi_group[kPrefetch];
-  auto load_w = [&](int slot, int64_t c) {
-    lo[slot] = Codes::load(w_lo + c * Codes::kChunkBytes);
-    hi[slot] = Codes::load(w_hi + c * Codes::kChunkBytes);
-    const int64_t group = (c * kChunk + 16 * t) >> group_shift;
-    lo_group[slot] = __ldg(g_lo + group);
-    hi_group[slot] = __ldg(g_hi + group);
-  };
-  uint32_t a[2][2][2][4];  // (buffer, i, h) -> a0..a3 of MMA step 2i + h
-  auto dequantize = [&](int slot, uint32_t(&out)[2][2][4]) {
-    Codes::dequantize(lo[slot], hi[slot], lo_group[slot], hi_group[slot], out);
+  uint32_t a[2][4][4];  // (buffer, k16 step) -> a0..a3
+  auto dequantize = [&](int64_t c, uint32_t(&out)[4][4]) {
+    const uint8_t* stage = smem + (c % kStages) * kStageBytes;
+    const uint8_t* lo = stage + kCodesOffset + row_in_tile * Codes::kSmemRowBytes;
+    const auto* lo_groups = reinterpret_cast<const uint32_t*>(stage + kGroupsOffset + row_in_tile * kGroupRowBytes);
+    Codes::step_operands(lo, lo + 8 * Codes::kSmemRowBytes, lo_groups, lo_groups + 8 * kGroupRowBytes / 4, t,
+                         group_shift, out);
   };
 
 #pragma unroll
-  for (int j = 0; j < kLookahead; ++j) copy_x(begin + j);
-#pragma unroll
-  for (int u = 0; u < kPrefetch; ++u) {
-    if (begin + u < end) load_w(u, begin + u);
-  }
-  dequantize(0, a[0]);
-  if (begin + kPrefetch < end) load_w(0, begin + kPrefetch);
+  for (int j = 0; j < kLookahead; ++j) copy_chunk(begin + j);
+  cp_async_wait<kLookahead - 1>();
+  __syncthreads();
+  dequantize(begin, a[0]);
 
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-  // Chunk begin + j: weights in ring slot j % kPrefetch, operands in a[j % 2], activations in
-  // stage (begin + j) % kStages, copied kLookahead chunks ahead. One chunk's MMAs stay in
-  // flight while the next is dequantized; the copy into a stage starts only after the MMAs
-  // that read it two chunks earlier were waited for by every warpgroup (the barrier).
-  for (int64_t c0 = begin; c0 < end; c0 += kPrefetch) {
+  // Chunk c: stage c % kStages, copied kLookahead chunks ahead; operands in a[(c - begin) % 2],
+  // dequantized while chunk c - 1's MMAs run. A stage is copied into again only after its
+  // chunk's MMAs were waited for and its codes read, by every warp (the barrier).
+  for (int64_t c0 = begin; c0 < end; c0 += 2) {
 #pragma unroll
-    for (int u = 0; u < kPrefetch; ++u) {
+    for (int u = 0; u < 2; ++u) {
       const int64_t c = c0 + u;
       if (c >= end) break;
-      cp_async_wait<kLookahead - 1>();  // this thread's copies of chunk c have landed
+      cp_async_wait<kLookahead - 2>();  // this thread's copies of chunk c + 1 have landed
       wgmma::fence_async_shared();
-      __syncthreads();  // everyone's have; chunk c - 2's MMAs are done everywhere
-      copy_x(c + kLookahead);
+      __syncthreads();  // everyone's have; chunk c - 2's MMAs and reads are done everywhere
+      copy_chunk(c + kLookahead);
       const uint64_t stage_desc = wgmma::descriptor(base + static_cast<uint32_t>(c % kStages) * kStageBytes);
       wgmma::fence();
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
-        const uint32_t(&op)[4] = a[u % 2][s / 2][s % 2];
-        wgmma::mma_m64n128k16(acc, op[0], op[1], op[2], op[3], stage_desc + 2 * s);  // + 32 s bytes
+        wgmma::mma_m64n128k16(acc, a[u][s][0], a[u][s][1], a[u][s][2], a[u][s][3], stage_desc + 2 * s);  // + 32 s B
       }
       wgmma::commit();
       wgmma::wait<1>();  // chunk c - 1's MMAs are done: its operands may be overwritten
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) wgmma::pin(a[(u + 1) % 2][s / 2][s % 2][e]);
+        for (int e = 0; e < 4; ++e) wgmma::pin(a[1 - u][s][e]);
       }
-      if (c + 1 < end) {
-        const int slot = (u + 1) % kPrefetch;
-        dequantize(slot, a[(u + 1) % 2]);
-        if (c + 1 + kPrefetch < end) load_w(slot, c + 1 + kPrefetch);
-      }
+      if (c + 1 < end) dequantize(c + 1, a[1 - u]);
     }
   }
   wgmma::wait<0>();
@@ -164,7 +163,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   cp_async_wait<0>();
 
   // acc[4j + e]: row (row + 8 (e / 2)), token 8j + 2t + e % 2 of the tile.
-  const int row_in_tile = 64 * wg + 16 * (warp % 4) + g;
   if (splits == 1) {
     if (!active) return;
 #pragma unroll
@@ -231,13 +229,13 @@ void launch(const void* x, const uint8_t* codes, const uint32_t* groups, int gro
     splits = std::max<int64_t>(1, std::min({sms / tiles, int64_t{kMaxSplits}, k / kChunk / 4, fit}));
   }
   static const bool smem_raised =
-      cudaFuncSetAttribute(grouped_wgmma_kernel<Codes>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) ==
-      cudaSuccess;
+      cudaFuncSetAttribute(grouped_wgmma_kernel<Codes>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           smem_bytes<Codes>()) == cudaSuccess;
   (void)smem_raised;
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(token_tiles), static_cast<unsigned>(splits));
-  grouped_wgmma_kernel<Codes><<<grid, kThreads, kSmemBytes, stream>>>(static_cast<const uint16_t*>(x), codes, groups, y,
-                                                                      static_cast<int>(n), m, k, group_shift, beta,
-                                                                      static_cast<float*>(workspace), counters);
+  grouped_wgmma_kernel<Codes><<<grid, kThreads, smem_bytes<Codes>(), stream>>>(
+      static_cast<const uint16_t*>(x), codes, groups, y, static_cast<int>(n), m, k, group_shift, beta,
+      static_cast<float*>(workspace), counters);
 }
 
 }  // namespace
