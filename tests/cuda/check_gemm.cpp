@@ -222,7 +222,10 @@ void check_fp8_gemm(const Options& opt, std::mt19937_64& rng) {
       policy.int4_small_gemm_max_rows = 0;
       policy.int8_small_gemm_max_rows = 0;
     }
-    if (mode == kWgmmaOnly) policy.grouped_wgmma_max_rows = 1 << 20;
+    if (mode == kWgmmaOnly) {
+      policy.grouped_wgmma_max_rows = 1 << 20;
+      policy.grouped_wgmma_split_k = true;
+    }
     if (mode == kDequantizeOnly) policy.grouped_wgmma_max_rows = 0;
     Expected<std::unique_ptr<CublasLtGemm>> made = CublasLtGemm::create(size_t{32} << 20, policy);
     if (!made) {
@@ -373,7 +376,10 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
       policy.int4_small_gemm_max_rows = 0;
       policy.int8_small_gemm_max_rows = 0;
     }
-    if (mode == kWgmmaOnly) policy.grouped_wgmma_max_rows = 1 << 20;
+    if (mode == kWgmmaOnly) {
+      policy.grouped_wgmma_max_rows = 1 << 20;
+      policy.grouped_wgmma_split_k = true;
+    }
     if (mode == kDequantizeOnly) policy.grouped_wgmma_max_rows = 0;
     Expected<std::unique_ptr<CublasLtGemm>> made = CublasLtGemm::create(size_t{32} << 20, policy);
     if (!made) {
@@ -421,7 +427,8 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
         const bool small =
             !invariant && n <= (int4 ? policy.int4_small_gemm_max_rows : policy.int8_small_gemm_max_rows);
         const bool wgmma = !invariant && !small && n <= policy.grouped_wgmma_max_rows &&
-                           grouped_wgmma_gemm_supports(d_x_all.get(), n, wc.m, wc.k);
+                           grouped_wgmma_gemm_supports(d_x_all.get(), n, wc.m, wc.k) &&
+                           (policy.grouped_wgmma_split_k || grouped_wgmma_gemm_fills_device(n, wc.m));
         static const char* const kModeNames[] = {"default ", "wgmma-only ", "dequantize-only ", "pinned "};
         const std::string shape = std::string(kModeNames[mode]) +
                                   (small   ? "(small) "

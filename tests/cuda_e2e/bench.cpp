@@ -355,6 +355,7 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       paths[2].int4_small_gemm_max_rows = 0;
       paths[2].int8_small_gemm_max_rows = 0;
       paths[2].grouped_wgmma_max_rows = 1 << 20;
+      paths[2].grouped_wgmma_split_k = true;
       for (const Shape& s : shapes) {
         std::string line;
         double worst = 1e9;

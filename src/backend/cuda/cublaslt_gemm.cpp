@@ -452,7 +452,8 @@ void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_
         return;
       }
       if (n <= policy_.grouped_wgmma_max_rows && m * k <= dequantize_scratch_elems_ &&
-          grouped_wgmma_gemm_supports(x, n, m, k)) {
+          grouped_wgmma_gemm_supports(x, n, m, k) &&
+          (policy_.grouped_wgmma_split_k || grouped_wgmma_gemm_fills_device(n, m))) {
         grouped_wgmma_gemm(w.format == WeightFormat::kInt4 ? 4 : 8, x, codes, w.groups, w.group_shift, y, n, m, k, beta,
                            dequantize_scratch_.get(), dequantize_scratch_.bytes(), split_counters_.get<int>(), stream);
         return;

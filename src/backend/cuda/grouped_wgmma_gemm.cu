@@ -240,6 +240,11 @@ void launch(const void* x, const uint8_t* codes, const uint32_t* groups, int gro
 
 }  // namespace
 
+bool grouped_wgmma_gemm_fills_device(int64_t n, int64_t m) {
+  static const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  return 2 * ((m + kBlockRows - 1) / kBlockRows) * ((n + kTokens - 1) / kTokens) > sms;
+}
+
 bool grouped_wgmma_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k) {
   static const bool hopper = device_attribute(cudaDevAttrComputeCapabilityMajor) == 9;
   return hopper && n >= 1 && n <= INT_MAX && m % 64 == 0 && k % kChunk == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;

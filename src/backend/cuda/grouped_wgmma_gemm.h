@@ -2,17 +2,19 @@
 // (sm_90a): y = x w^T + beta y with w in a grouped layout (quant/int4_groups.h or
 // quant/int8_groups.h) and x in BF16, FP32 accumulation, the weights dequantized in registers
 // inside the main loop. The alternative, dequantizing the whole matrix to BF16 for cuBLASLt,
-// moves 2.5 bytes a weight more than a BF16 model does and ran at 0.3-0.6x BF16 from 96 to 512
-// tokens (docs/BENCHMARKS.md, issue 13).
+// moves 2.5 bytes a weight more than a BF16 model does (0.45-0.5x BF16 at 96-128 tokens).
 //
-// A block computes 128 weight rows x 128 tokens: two warpgroups, each 64 rows, A (its rows'
-// weights, 64 x 16 a step) dequantized into registers exactly as the small kernel does
-// (grouped_codes.cuh), B (the block's tokens) staged in shared memory, 128-byte swizzled, two
-// stages. The small kernel's register layout takes a thread's 16 columns of a 64-column chunk
-// in a permuted k order; the activations are stored into shared memory in the same order, so
-// every column meets its own weight. When the tiles are too few to fill the device, k is split
-// over up to 8 blocks a tile, whose FP32 partial tiles go to a workspace; the last block of a
-// tile to finish adds them in split order (deterministic for a given n) and writes y.
+// A block computes 128 weight rows x 128 tokens: two warpgroups of 64 rows. Each 64-column
+// chunk of k goes through a shared-memory stage (five, three chunks copied ahead, all by
+// 16-byte cp.async): the tokens' columns in the 128-byte swizzled layout wgmma reads B from,
+// the rows' codes and their (scale, min) words. Each thread builds its A operands (its two
+// rows' four k16 steps, natural k order) from the staged codes (grouped_codes.cuh,
+// step_operands) while the previous chunk's MMAs run. When the tiles are too few to fill the
+// device, k may be split over up to 8 blocks a tile, whose FP32 partial tiles go to a
+// workspace; the last block of a tile to finish adds them in split order (deterministic for a
+// given n) and writes y. Measured (H100, docs/BENCHMARKS.md, issue 13): 0.78 us a chunk and
+// tile, about a third of the tensor cores' rate; split grids are slower still. GemmPolicy
+// routes to it only where that beats dequantizing.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +28,10 @@ constexpr int kGroupedWgmmaCounters = 1024;  // per-tile arrival counters the sp
 
 // An sm_90 device (this process's current one), m % 64 == 0, k % 64 == 0, x 16-byte aligned.
 bool grouped_wgmma_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
+
+// Whether its 128 x 128 tiles alone keep every multiprocessor busy (more than half as many
+// tiles as multiprocessors), so that the product runs without splitting k.
+bool grouped_wgmma_gemm_fills_device(int64_t n, int64_t m);
 
 // code_bits: 4 (int4 layout, 32 columns a group) or 8 (int8 layout, 2^group_shift columns).
 // x: (n, k) bf16; y: (n, m) fp32. workspace: scratch for split-K partial tiles (splits are

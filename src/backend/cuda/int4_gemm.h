@@ -7,8 +7,9 @@
 // multiplied on the BF16 tensor cores, the weight rows as the MMA's M and the tokens as its N.
 //
 // dequantize_int4 (n > 64): the whole matrix to BF16 in a scratch buffer, for cuBLASLt's BF16
-// GEMM; both paths compute with the same BF16 weight values. (A tiled variant with the
-// activations staged in shared memory was measured and removed: docs/BENCHMARKS.md, issue 13.)
+// GEMM; both paths compute with the same BF16 weight values. On Hopper, where it is faster,
+// grouped_wgmma_gemm.h dequantizes in its main loop instead (GemmPolicy). (An mma.sync tiled
+// variant was measured and removed: docs/BENCHMARKS.md, issue 13.)
 #pragma once
 
 #include <cstdint>
