@@ -213,20 +213,9 @@ void check_gemv(const Options& opt, std::mt19937_64& rng) {
 void check_fp8_gemm(const Options& opt, std::mt19937_64& rng) {
   const WeightCase cases[] = {{576, 576}, {1536, 576}, {576, 1536}, {4096, 4096}, {6144, 4096}, {4096, 14336}};
   const int64_t rows_list[] = {1, 5, 8, 9, 33, 64, 65, 300, 1024};
-  enum Mode { kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant };
-  for (Mode mode : {kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant}) {
-    const bool invariant = mode == kInvariant;
+  for (bool invariant : {false, true}) {
     GemmPolicy policy;
     policy.batch_invariant = invariant;
-    if (mode == kWgmmaOnly || mode == kDequantizeOnly) {
-      policy.int4_small_gemm_max_rows = 0;
-      policy.int8_small_gemm_max_rows = 0;
-    }
-    if (mode == kWgmmaOnly) {
-      policy.grouped_wgmma_max_rows = 1 << 20;
-      policy.grouped_wgmma_split_k = true;
-    }
-    if (mode == kDequantizeOnly) policy.grouped_wgmma_max_rows = 0;
     Expected<std::unique_ptr<CublasLtGemm>> made = CublasLtGemm::create(size_t{32} << 20, policy);
     if (!made) {
       report_flag("fp8_gemm", "create", false, made.error());
