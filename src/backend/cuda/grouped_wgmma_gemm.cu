@@ -189,14 +189,23 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (!last_block) return;
   __threadfence();
   if (active) {
+    // Split by split, its 64 values a thread loaded at once: summing each value over the
+    // splits before the next (as the first version did) waited a memory latency per value,
+    // which is the suspect in the split grids' slowness (docs/BENCHMARKS.md). The order of
+    // each value's sum, split 0 first, is the same.
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float* part = partials + (s * tiles + tile) * kTileFloats;
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] += __ldcg(part + tile_index(i));
+    }
 #pragma unroll
     for (int i = 0; i < 64; ++i) {
       const int64_t token = token0 + 8 * (i / 4) + 2 * t + i % 2;
       if (token >= n) continue;
-      float sum = 0.0f;
-      for (int s = 0; s < splits; ++s) sum += __ldcg(partials + (s * tiles + tile) * kTileFloats + tile_index(i));
       float* out = y + token * m + row + 8 * ((i % 4) / 2);
-      *out = beta == 0.0f ? sum : sum + beta * *out;
+      *out = beta == 0.0f ? acc[i] : acc[i] + beta * *out;
     }
   }
   if (tid == 0) counters[tile] = 0;
