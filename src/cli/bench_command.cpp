@@ -170,17 +170,21 @@ CommandRunner add_bench_command(CLI::App& app) {
   CLI::App* spec = cmd->get_subcommand("spec");
   CommandRunner run_verify = add_bench_verify_command(*cmd);
   CLI::App* verify = cmd->get_subcommand("verify");
+  CommandRunner run_host = add_bench_host_command(*cmd);
+  CLI::App* host = cmd->get_subcommand("host");
 #ifdef FOLIO_HAS_SERVER
   CommandRunner run_serve = add_bench_serve_command(*cmd);
   CLI::App* serve = cmd->get_subcommand("serve");
-  return [options, batch, run_batch, spec, run_spec, verify, run_verify, serve, run_serve] {
+  return [options, batch, run_batch, spec, run_spec, verify, run_verify, host, run_host, serve, run_serve] {
     if (serve->parsed()) return run_serve();
+    if (host->parsed()) return run_host();
     if (verify->parsed()) return run_verify();
     if (spec->parsed()) return run_spec();
     return batch->parsed() ? run_batch() : run(*options);
   };
 #else
-  return [options, batch, run_batch, spec, run_spec, verify, run_verify] {
+  return [options, batch, run_batch, spec, run_spec, verify, run_verify, host, run_host] {
+    if (host->parsed()) return run_host();
     if (verify->parsed()) return run_verify();
     if (spec->parsed()) return run_spec();
     return batch->parsed() ? run_batch() : run(*options);
