@@ -30,8 +30,10 @@ KvFormat kv_format_of(const DeviceOptions& options) {
 
 void add_device_options(CLI::App& cmd, DeviceOptions& options) {
   const char* group = "Device";
-  cmd.add_option("--device", options.device, "Where the model runs: cpu | cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+  cmd.add_option("--device", options.device,
+                 "Where the model runs: cpu | cuda | host (no model at all: what the engine and the server cost "
+                 "by themselves, for benchmarks; its tokens are meaningless)")
+      ->check(CLI::IsMember({"cpu", "cuda", "host"}))
       ->capture_default_str()
       ->group(group);
   cmd.add_option("--gpu-memory-utilization", options.gpu_memory_utilization,

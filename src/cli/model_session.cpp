@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_executor.h"
 #include "backend/cpu/tensor_parallel_executor.h"
 #include "cli/engine_options.h"
+#include "cli/host_only_executor.h"
 #include "engine/spec/draft_model_proposer.h"
 #include "engine/spec/ngram_proposer.h"
 #include "model/gguf_tokenizer.h"
@@ -152,6 +153,16 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
           kv_format_shape_error(request.kv.format, request.kv.block_size, session.weights->config().head_dim);
       !error.empty()) {
     return Status::error(error);
+  }
+  if (request.device == "host") {
+    if (request.kv.format != KvFormat::kFp16 || request.tensor_parallel_size > 1) {
+      return Status::error("--device host runs no model: it takes neither --kv-cache-dtype nor --tensor-parallel-size");
+    }
+    const ModelConfig& config = session.weights->config();
+    const int64_t blocks =
+        request.kv.kv_cache_bytes / std::max<int64_t>(1, kv_bytes_per_block(config, request.kv.block_size)) + 1;
+    return std::unique_ptr<Executor>(std::make_unique<HostOnlyExecutor>(
+        config, static_cast<int32_t>(std::min<int64_t>(blocks, int64_t{1} << 30)), request.kv.block_size));
   }
   if (request.device != "cuda") {
     if (request.quantization != "none" && request.quantization != "auto") {

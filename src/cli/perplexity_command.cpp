@@ -67,6 +67,10 @@ int run(const PerplexityOptions& options) {
     std::fprintf(stderr, "folio perplexity: %s\n", s.message().c_str());
     return 2;
   }
+  if (options.device.device == "host") {
+    std::fprintf(stderr, "folio perplexity: --device host runs no model, so it has no perplexity; use cpu or cuda\n");
+    return 2;
+  }
   Expected<ModelSession> session = open_model_session(options.model, options.threads, false, options.device.device);
   if (!session) {
     std::fprintf(stderr, "folio perplexity: %s\n", session.error().c_str());

@@ -82,6 +82,16 @@ code=$(exit_code "$folio" perplexity -f "$src/tests/data/perplexity.txt" --ctx 1
 check "perplexity succeeds" [ "$code" -eq 0 ]
 check "perplexity is printed" grep -q "^perplexity: " "$tmp/out"
 code=$(exit_code "$folio" perplexity -f "$tmp/none.txt"); check "perplexity of a missing file fails cleanly" is_clean_failure "$code"
+# --device host: no model, the engine's and server's own cost (folio bench host / serve).
+code=$(exit_code "$folio" run --device host -p "Hello" -n 8)
+check "generation with no model behind it succeeds" [ "$code" -eq 0 ]
+check "it reports its 8 tokens" grep -q "generation: 8 tokens" "$tmp/err"
+code=$(exit_code "$folio" perplexity --device host -f "$src/tests/data/perplexity.txt")
+check "perplexity with no model fails cleanly" is_clean_failure "$code"
+check "perplexity with no model says why" grep -q "runs no model" "$tmp/err"
+code=$(exit_code "$folio" bench host --seqs 32 -p 64 -n 16)
+check "bench host succeeds" [ "$code" -eq 0 ]
+check "bench host reports decode steps" grep -q "full decode steps" "$tmp/out"
 code=$(exit_code "$folio" bench -p 16 -n 4 -r 1 --json)
 check "bench succeeds" [ "$code" -eq 0 ]
 check "bench reports pp and tg" grep -q '"tg4"' "$tmp/out"
