@@ -1,5 +1,7 @@
 #include "server/engine_worker.h"
 
+#include <pthread.h>
+
 #include <utility>
 
 namespace folio::server {
@@ -13,7 +15,10 @@ EngineWorker::~EngineWorker() {
 
 void EngineWorker::start() {
   if (thread_.joinable()) return;
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "folio-engine");  // for top -H, perf and /proc: which thread is busy
+    loop();
+  });
 }
 
 void EngineWorker::stop() {

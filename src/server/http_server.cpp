@@ -1,10 +1,12 @@
 #include "server/http_server.h"
 
+#include <pthread.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -94,7 +96,12 @@ void HttpServer::run(int num_threads, const std::function<void()>& on_stop) {
   });
   impl_->accept();
   std::vector<std::thread> threads;
-  for (int i = 1; i < num_threads; ++i) threads.emplace_back([this] { impl_->io.run(); });
+  for (int i = 1; i < num_threads; ++i) {
+    threads.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "folio-io");
+      impl_->io.run();
+    });
+  }
   impl_->io.run();
   for (std::thread& t : threads) t.join();
 }
