@@ -55,7 +55,7 @@ struct GemmPolicy {
   // instead of dequantizing the whole matrix for cuBLASLt; 0: never. Without
   // grouped_wgmma_split_k only where its tiles alone fill the device (no split of k). As
   // measured on the H100 (docs/BENCHMARKS.md, issue 13) that is where it wins up to 256 tokens:
-  // gate_up and the LM head at 96-128 tokens in 0.47x the time of dequantizing (0.9-1.1x
+  // gate_up and the LM head at 96-128 tokens in 0.42-0.49x the time of dequantizing (0.8-1.1x
   // BF16's), 0.9x at 256; split grids, and 512 tokens on, lost to dequantizing.
   int32_t grouped_wgmma_max_rows = 256;
   bool grouped_wgmma_split_k = false;
