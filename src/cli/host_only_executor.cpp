@@ -1,21 +1,11 @@
 #include "cli/host_only_executor.h"
 
+#include "core/splitmix64.h"
 #include "executor/forward_batch.h"
 #include "executor/kv_pool_sizing.h"
 #include "executor/sampling_plan.h"
 
 namespace folio::cli {
-namespace {
-
-// SplitMix64: a well-mixed token for each draw, the same every run.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 HostOnlyExecutor::HostOnlyExecutor(const ModelConfig& config, int32_t num_blocks, int32_t block_size)
     : config_(config) {
@@ -45,7 +35,7 @@ StepResult HostOnlyExecutor::execute(const ForwardBatch& batch, const SamplingPl
     return {logits_, {}};
   }
   tokens_.resize(batch.logit_rows.size());
-  for (SampledToken& t : tokens_) t = {static_cast<int32_t>(mix(drawn_++) % vocab), 0.0f};
+  for (SampledToken& t : tokens_) t = {static_cast<int32_t>(splitmix64(drawn_++) % vocab), 0.0f};
   return {{}, tokens_};
 }
 

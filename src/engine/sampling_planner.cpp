@@ -2,17 +2,9 @@
 
 #include <random>
 
+#include "core/splitmix64.h"
+
 namespace folio {
-namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 SamplingPlanner::SamplingPlanner(bool executor_samples, int32_t vocab_size, bool seeded_same_tokens)
     : executor_samples_(executor_samples), seeded_same_tokens_(seeded_same_tokens), vocab_size_(vocab_size) {
