@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/host_only_executor.h"
 #include "cli/model_session.h"
+#include "cli/percentile.h"
 #include "engine/engine.h"
 
 namespace folio::cli {
@@ -32,12 +33,6 @@ struct BenchHostOptions {
   int32_t block_size = 16;
   bool json = false;
 };
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
-}
 
 int run(const BenchHostOptions& options) {
   Expected<ModelSession> session = open_model_session(options.model, 1, /*quiet=*/true);
@@ -113,8 +108,8 @@ int run(const BenchHostOptions& options) {
     std::fprintf(stderr, "folio bench host: the engine's invariants failed after the run: %s\n", s.message().c_str());
     return 1;
   }
-  const double decode_p50 = percentile(decode_ms, 0.5), decode_p90 = percentile(decode_ms, 0.9);
-  const double mixed_p50 = percentile(mixed_ms, 0.5), mixed_p90 = percentile(mixed_ms, 0.9);
+  const double decode_p50 = percentile(decode_ms, 50.0), decode_p90 = percentile(decode_ms, 90.0);
+  const double mixed_p50 = percentile(mixed_ms, 50.0), mixed_p90 = percentile(mixed_ms, 90.0);
   if (options.json) {
     nlohmann::json row = {{"seqs", options.seqs},
                           {"prompt", options.prompt},

@@ -47,16 +47,6 @@ bool meets_objectives(const RequestRecord& record, const ServiceLevelObjectives&
   return true;
 }
 
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const double rank = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(values.size() - 1);
-  const size_t below = static_cast<size_t>(std::floor(rank));
-  const size_t above = std::min(below + 1, values.size() - 1);
-  const double fraction = rank - static_cast<double>(below);
-  return values[below] + fraction * (values[above] - values[below]);
-}
-
 LatencyStats latency_stats(const std::vector<double>& seconds) {
   LatencyStats stats;
   stats.count = seconds.size();

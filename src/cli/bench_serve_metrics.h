@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/percentile.h"  // the reports' percentiles
 #include "core/status.h"
 
 namespace folio::cli {
@@ -55,10 +56,6 @@ struct ServiceLevelObjectives {
 // "ttft:500", "tpot:50", "e2el:3000" (milliseconds), any subset, each at most once.
 Expected<ServiceLevelObjectives> parse_service_level_objectives(const std::vector<std::string>& specs);
 bool meets_objectives(const RequestRecord& record, const ServiceLevelObjectives& slo);
-
-// The p-th percentile (0-100) with linear interpolation between the closest ranks (numpy's
-// default, which vLLM's report uses); 0 for no values.
-double percentile(std::vector<double> values, double p);
 
 // In milliseconds. All zeros when there are no values.
 struct LatencyStats {
