@@ -9,6 +9,7 @@
                                (w = s * (q - z)) in float32: what a loader must reproduce
   OUT/smollm2-awq-dequantized/ the first value set as a float32 model: what the AWQ and GPTQ
                                directories must compute
+  OUT/smollm2-gptq-actorder-dequantized/  the act-order values as a float32 model
   OUT/smollm2-fp8/             FP8 E4M3 layers as llm-compressor writes them (compressed-tensors,
                                float-quantized): attention with one weight_scale per tensor, the
                                MLP's gate / up with one per output row ([out, 1]), down with
@@ -40,6 +41,7 @@ import numpy as np
 MODELS = Path(os.environ.get("FOLIO_MODELS_DIR") or Path.home() / ".cache" / "folio" / "models")
 GROUP = 64  # SmolLM2's widths (576, 1536) are multiples of 64, not of 128
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+SHARED_INPUT = {"self_attn.q_proj": ("self_attn.k_proj", "self_attn.v_proj"), "mlp.gate_proj": ("mlp.up_proj",)}
 LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
            "mlp.up_proj", "mlp.down_proj")
 
@@ -222,8 +224,10 @@ def main():
     rng = np.random.default_rng(13)
     plain = {k: v for k, v in base.items() if not any(f".{lin}." in k for lin in LINEARS)}
     awq, gptq, actorder, dequantized, fp8 = dict(plain), dict(plain), dict(plain), dict(plain), dict(plain)
+    actorder_dequantized = dict(plain)
     reference = {}
     for layer in layers:
+        orders = {}
         for lin in LINEARS:
             prefix = f"model.layers.{layer}.{lin}"
             w = base[f"{prefix}.weight"].astype(np.float32)
@@ -234,13 +238,21 @@ def main():
             gptq.update(gptq_tensors(prefix, q, z, s, plain_groups))
             reference[f"asym.{prefix}"] = dequantize(q, z, s, plain_groups)
             dequantized[f"{prefix}.weight"] = reference[f"asym.{prefix}"]
-            # Act-order: GPTQ visits inputs in a data-dependent order and numbers groups in it.
+            # Act-order: GPTQ visits inputs in a data-dependent order (by decreasing Hessian
+            # diagonal) and numbers groups in it. Layers that read one input share a Hessian, so
+            # Q, K, V share an order, as do gate and up; the last layer draws each its own (ties
+            # broken apart), which a loader must also handle.
+            if lin not in orders or layer == layers[-1]:
+                orders[lin] = rng.permutation(k)
+                for shared in SHARED_INPUT.get(lin, ()):
+                    orders[shared] = orders[lin]
             position = np.empty(k, np.int64)
-            position[rng.permutation(k)] = np.arange(k)
+            position[orders[lin]] = np.arange(k)
             g_idx = position // GROUP
             q, z, s = quantize_sym_shuffled(w, g_idx)
             actorder.update(gptq_tensors(prefix, q, z, s, g_idx))
             reference[f"actorder.{prefix}"] = dequantize(q, z, s, g_idx)
+            actorder_dequantized[f"{prefix}.weight"] = reference[f"actorder.{prefix}"]
             granularity = "tensor" if "self_attn" in lin else "block" if lin == "mlp.down_proj" else "row"
             codes, scales, values = fp8_layer(w, granularity)
             fp8[f"{prefix}.weight"] = codes
@@ -257,6 +269,7 @@ def main():
                {"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "desc_act": True,
                                         "sym": True}}, {})
     finish_dir(src, out / "smollm2-awq-dequantized", dequantized, {}, {})
+    finish_dir(src, out / "smollm2-gptq-actorder-dequantized", actorder_dequantized, {}, {})
     write_fp8_dir(src, out / "smollm2-fp8", fp8)
     (out / "smollm2-int4-reference").mkdir(parents=True, exist_ok=True)
     write(out / "smollm2-int4-reference" / "layers.safetensors", reference)

@@ -82,8 +82,9 @@ Status open_hf_directory(const std::string& dir, bool quiet, const std::string& 
   session.weights = std::move(weights).value();
   if (!quiet && (directory->model.quantization.method == HfQuantization::Method::kAwq ||
                  directory->model.quantization.method == HfQuantization::Method::kGptq)) {
-    std::fprintf(stderr, "%s: %s layers repacked as Q4_1 (F16 where act-order shuffles groups)\n", dir.c_str(),
-                 directory->model.quantization.description.c_str());
+    std::fprintf(stderr, "%s: %s layers repacked as Q4_1%s\n", dir.c_str(),
+                 directory->model.quantization.description.c_str(),
+                 directory->model.quantization.desc_act ? " (act-order: columns by group, inputs gathered)" : "");
   }
   if (!quiet && directory->model.quantization.method == HfQuantization::Method::kFp8) {
     std::fprintf(stderr, "%s: %s\n", dir.c_str(), directory->model.quantization.description.c_str());

@@ -235,6 +235,22 @@ Expected<WeightTensor> load_hf_quantized_layer(const HfCheckpoint& checkpoint, c
       shuffled = shuffled || g != g_idx[static_cast<size_t>(k / 32 * 32)];
     }
   }
+  // Act-order: the columns are stored by group (inputs in their order within one), which puts
+  // every 32-column block in one group when each group holds a multiple of 32 inputs (GPTQ's
+  // act-order gives each exactly group_size). Otherwise the layer becomes F16.
+  std::vector<int32_t> column_input(static_cast<size_t>(cols));
+  for (int64_t k = 0; k < cols; ++k) column_input[static_cast<size_t>(k)] = static_cast<int32_t>(k);
+  bool reordered = false;
+  if (shuffled) {
+    std::stable_sort(column_input.begin(), column_input.end(), [&](int32_t a, int32_t b) {
+      return g_idx[static_cast<size_t>(a)] < g_idx[static_cast<size_t>(b)];
+    });
+    reordered = true;
+    for (int64_t c = 0; c < cols; ++c) {
+      const int32_t block_group = g_idx[static_cast<size_t>(column_input[static_cast<size_t>(c / 32 * 32)])];
+      reordered = reordered && g_idx[static_cast<size_t>(column_input[static_cast<size_t>(c)])] == block_group;
+    }
+  }
   const Unpacker unpack{q.method, qw.data(), qz.data(), rows};
   const int zero_offset = !awq && q.zero_offset ? 1 : 0;
   WeightTensor order;
@@ -244,24 +260,33 @@ Expected<WeightTensor> load_hf_quantized_layer(const HfCheckpoint& checkpoint, c
   WeightTensor out;
   out.rows = rows;
   out.cols = cols;
-  if (!shuffled) {
+  if (!shuffled || reordered) {
     out.type = DType::Q4_1;
     owned.emplace_back(static_cast<size_t>(rows * (cols / 32)) * sizeof(quant::BlockQ4_1));
     auto* blocks = reinterpret_cast<quant::BlockQ4_1*>(owned.back().data());
+    const int32_t* input = column_input.data();
     for_rows(rows, [&](int64_t r) {
       const int64_t n = order.stored_row(r);
       for (int64_t b = 0; b < cols / 32; ++b) {
         quant::BlockQ4_1& block = blocks[r * (cols / 32) + b];
-        const int64_t g = g_idx[static_cast<size_t>(b * 32)];
+        const int64_t g = g_idx[static_cast<size_t>(input[b * 32])];
         const float scale = fp16_to_fp32(s[static_cast<size_t>(g * rows + n)]);
         const int zero = unpack.zero(g, n) + zero_offset;
         block.d = s[static_cast<size_t>(g * rows + n)];
         block.m = fp32_to_fp16(-scale * static_cast<float>(zero));
         for (int l = 0; l < 16; ++l) {
-          block.qs[l] = static_cast<uint8_t>(unpack.q(b * 32 + l, n) | (unpack.q(b * 32 + 16 + l, n) << 4));
+          block.qs[l] =
+              static_cast<uint8_t>(unpack.q(input[b * 32 + l], n) | (unpack.q(input[b * 32 + 16 + l], n) << 4));
         }
       }
     });
+    if (reordered) {
+      out.data = owned.back().data();
+      owned.emplace_back(column_input.size() * sizeof(int32_t));
+      std::memcpy(owned.back().data(), column_input.data(), owned.back().size());
+      out.input_order = reinterpret_cast<const int32_t*>(owned.back().data());
+      return out;
+    }
   } else {
     out.type = DType::F16;
     owned.emplace_back(static_cast<size_t>(rows * cols) * 2);

@@ -14,8 +14,10 @@
 // Each such layer becomes a Q4_1 tensor (d = s, m = -s * z rounded to fp16; every 32-input
 // block lies in one group when g_idx is the plain k / G), which the CPU's Q4 kernels compute
 // with and the GPU keeps 4-bit (quant/int4_groups.h). A layer whose g_idx shuffles groups
-// inside 32-input blocks (desc_act) becomes F16 instead: exact up to fp16 rounding of each
-// weight, at 4x the memory, until the kernels can permute their inputs.
+// (desc_act) stores its columns sorted by group, with WeightTensor::input_order saying which
+// input each reads: the matmuls gather their inputs into that order (as Marlin and ExLlama
+// do), and the layer stays 4-bit. Only a g_idx whose groups are not multiples of 32 inputs
+// makes an F16 layer: exact up to fp16 rounding of each weight, at 4x the memory.
 #pragma once
 
 #include <cstdint>
@@ -51,9 +53,10 @@ Expected<HfQuantization> read_hf_quantization(const std::string& dir, const std:
 // Whether `prefix` (e.g. "model.layers.0.self_attn.q_proj") is stored quantized.
 bool hf_layer_is_quantized(const HfCheckpoint& checkpoint, const std::string& prefix);
 
-// Layer `prefix` of `rows` outputs and `cols` inputs as a Q4_1 (or, for shuffled groups, F16)
-// tensor in bytes it appends to `owned`, rows in computing order (interleave_heads > 0: the
-// Q / K reordering of WeightTensor::interleave_heads is applied here).
+// Layer `prefix` of `rows` outputs and `cols` inputs as a Q4_1 tensor (act-order: with its
+// columns by group and input_order set; F16 where groups are not whole 32-column blocks) in
+// bytes it appends to `owned`, rows in computing order (interleave_heads > 0: the Q / K
+// reordering of WeightTensor::interleave_heads is applied here).
 Expected<WeightTensor> load_hf_quantized_layer(const HfCheckpoint& checkpoint, const HfQuantization& q,
                                                const std::string& prefix, int64_t rows, int64_t cols,
                                                int32_t interleave_heads, std::vector<std::vector<uint8_t>>& owned);

@@ -1,5 +1,6 @@
 // ModelWeights from a Hugging Face directory (model.safetensors or shards): the tensors named as
 // transformers names them, shapes checked against config.json.
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
@@ -103,6 +104,17 @@ std::vector<float> interleave_head_halves(const std::vector<float>& bias, int32_
   return out;
 }
 
+// Matrices that read one input (Q, K, V; gate, up) with equal act-order column orders point at
+// one of them, so that a matmul over them gathers the input once (WeightTensor::input_order).
+// GPTQ quantizes them from one Hessian, so their orders are equal unless ties broke apart.
+void share_input_order(std::initializer_list<WeightTensor*> ws, int64_t cols) {
+  const WeightTensor* first = *ws.begin();
+  for (WeightTensor* w : ws) {
+    if (w->input_order == nullptr || first->input_order == nullptr) continue;
+    if (std::equal(w->input_order, w->input_order + cols, first->input_order)) w->input_order = first->input_order;
+  }
+}
+
 // Gemma's RMS norms multiply by (1 + weight) and store the weight; the recipe multiplies by
 // what it is given (GGUF files store the sum), so the one is added here, in float32 as
 // transformers adds it.
@@ -129,6 +141,8 @@ Status load_gemma3_layer(const Loader& load, const ModelConfig& c, const std::st
                              load.matrix(p + "mlp.down_proj", hidden, c.ffn_dim, layer.down)}) {
     if (!step) return step;
   }
+  share_input_order({&layer.q, &layer.k, &layer.v}, hidden);
+  share_input_order({&layer.gate, &layer.up}, hidden);
   for (std::vector<float>* norm :
        {&layer.attn_norm, &layer.q_norm, &layer.k_norm, &layer.post_attn_norm, &layer.ffn_norm, &layer.post_ffn_norm}) {
     add_one(*norm);
@@ -185,6 +199,8 @@ Expected<std::unique_ptr<ModelWeights>> ModelWeights::load_hf(const HfCheckpoint
           load.matrix(p + "mlp.down_proj", hidden, c.ffn_dim, layer.down)}) {
       if (!step) return step;
     }
+    share_input_order({&layer.q, &layer.k, &layer.v}, hidden);
+    share_input_order({&layer.gate, &layer.up}, hidden);
     if (hf.attention_bias) {
       for (const Status& step : {load.vector(p + "self_attn.q_proj.bias", c.q_dim(), layer.q_bias),
                                  load.vector(p + "self_attn.k_proj.bias", c.kv_dim(), layer.k_bias),

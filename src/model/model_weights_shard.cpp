@@ -22,7 +22,8 @@ Expected<WeightTensor> column_slice(const WeightTensor& w, int64_t begin, int64_
   const DTypeInfo& info = dtype_info(w.type);
   WeightTensor slice{w.type, w.rows, count, nullptr};
   std::vector<uint8_t> bytes;
-  if (begin % info.block_elems == 0 && count % info.block_elems == 0) {
+  slice.input_order = nullptr;
+  if (begin % info.block_elems == 0 && count % info.block_elems == 0 && w.input_order == nullptr) {
     const size_t offset = row_bytes(w.type, begin), stride = row_bytes(w.type, count);
     bytes.resize(static_cast<size_t>(w.rows) * stride);
     for (int64_t r = 0; r < w.rows; ++r) {
@@ -30,13 +31,19 @@ Expected<WeightTensor> column_slice(const WeightTensor& w, int64_t begin, int64_
                   stride);
     }
   } else {
-    // The cut falls inside a block: the slice is kept as F32 (exact values, more bytes).
+    // The cut falls inside a block, or the columns are stored in act-order (a rank's inputs
+    // scattered over the blocks): the slice is kept as F32 in input order (exact values, more
+    // bytes).
     slice.type = DType::F32;
     bytes.resize(static_cast<size_t>(w.rows * count) * sizeof(float));
-    std::vector<float> row(static_cast<size_t>(w.cols));
+    std::vector<float> row(static_cast<size_t>(w.cols)), stored(row.size());
     for (int64_t r = 0; r < w.rows; ++r) {
-      if (!quant::dequantize_row(w.type, w.row(r), row.data(), w.cols)) {
+      if (!quant::dequantize_row(w.type, w.row(r), w.input_order ? stored.data() : row.data(), w.cols)) {
         return Status::error("tensor parallel: cannot slice a " + std::string(dtype_name(w.type)) + " matrix");
+      }
+      if (w.input_order != nullptr) {
+        for (int64_t c = 0; c < w.cols; ++c)
+          row[static_cast<size_t>(w.input_order[c])] = stored[static_cast<size_t>(c)];
       }
       std::memcpy(bytes.data() + static_cast<size_t>(r * count) * sizeof(float), row.data() + begin,
                   static_cast<size_t>(count) * sizeof(float));

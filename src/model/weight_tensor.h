@@ -23,6 +23,12 @@ struct WeightTensor {
   // A device's repacked copy, owned by its executor: the CPU's AMX panels of this matrix
   // (backend/cpu/quant/panel_gemm.h, backend/cpu/prepared_weights.h). Null: compute from data.
   const void* packed = nullptr;
+  // Null: stored column c multiplies input c. Otherwise (cols,): stored column c multiplies
+  // input input_order[c]. GPTQ's act-order checkpoints number their groups in the order the
+  // inputs were quantized (hf_quantization.h); storing the columns in that order keeps every
+  // 32-column block in one group, so the matrix stays 4-bit, and a matmul gathers its inputs
+  // into this order first. Matrices that read one input and share an order share the pointer.
+  const int32_t* input_order = nullptr;
 
   size_t row_stride_bytes() const { return row_bytes(type, cols); }
   const void* row(int64_t r) const {

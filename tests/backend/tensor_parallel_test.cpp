@@ -18,6 +18,8 @@
 #include "backend/cpu/tensor_parallel_executor.h"
 #include "engine/sequence_runner.h"
 #include "model/gguf_file.h"
+#include "model/hf_checkpoint.h"
+#include "model/hf_config.h"
 #include "model/model_weights.h"
 #include "model/tensor_parallel_plan.h"
 #include "support/cpu_engine.h"
@@ -159,6 +161,31 @@ constexpr Precision kQuantized{cpu::ActivationPrecision::kQuantized, 1.5, 0.5};
 // from float64 on gemma3_golden_test.cpp's prompts (its chat prompt), so TP=N may too.
 constexpr Precision kQuantizedGemma{cpu::ActivationPrecision::kQuantized, 2.0, 0.5};
 
+void expect_tp_matches_single(const ModelWeights& model, const std::vector<int32_t>& prompt, std::vector<int32_t> sizes,
+                              const Precision& precision) {
+  constexpr int32_t kContext = 256;
+  constexpr size_t kSteps = 32;
+  KvCacheOptions kv;
+  kv.kv_cache_bytes = kv_bytes_for_tokens(model.config(), kv, kContext);
+  cpu::CpuBackend backend(2, cpu::detect_isa(), precision.activations);
+  cpu::CpuExecutor single(model, backend, kv);
+  const testing::GreedyRun reference = testing::run_greedy(single, prompt, kSteps, kContext);
+  for (int32_t n : sizes) {
+    SCOPED_TRACE("TP=" + std::to_string(n));
+    Expected<std::unique_ptr<cpu::TensorParallelExecutor>> tp =
+        cpu::TensorParallelExecutor::create(model, n, 2, kv, cpu::detect_isa(), precision.activations);
+    ASSERT_TRUE(tp) << tp.error();
+    EXPECT_EQ((*tp)->kv_pool().num_blocks, single.kv_pool().num_blocks);
+    const testing::GreedyRun run = testing::run_greedy(**tp, prompt, kSteps, kContext);
+    const double diff = testing::max_abs_difference(run.last_prompt_logits, reference.last_prompt_logits);
+    std::printf("  %s TP=%d: prompt logits within %.2e of TP=1\n", model.config().name.c_str(), n, diff);
+    EXPECT_LT(diff, precision.logit_tolerance);
+    EXPECT_GT(diff, 0.0) << "identical bits: is the split really running?";
+    testing::expect_equal_until_near_tie("TP=" + std::to_string(n), "TP=1", run.generated, reference.generated,
+                                         reference.margins, precision.near_tie);
+  }
+}
+
 void expect_tp_matches_single(const std::string& path, const std::vector<int32_t>& prompt, std::vector<int32_t> sizes,
                               const Precision& precision) {
   ASSERT_TRUE(std::filesystem::exists(path)) << testing::missing_model_message(path);
@@ -166,27 +193,7 @@ void expect_tp_matches_single(const std::string& path, const std::vector<int32_t
   ASSERT_TRUE(file) << file.error();
   Expected<std::unique_ptr<ModelWeights>> weights = ModelWeights::load(*file);
   ASSERT_TRUE(weights) << weights.error();
-  constexpr int32_t kContext = 256;
-  constexpr size_t kSteps = 32;
-  KvCacheOptions kv;
-  kv.kv_cache_bytes = kv_bytes_for_tokens((*weights)->config(), kv, kContext);
-  cpu::CpuBackend backend(2, cpu::detect_isa(), precision.activations);
-  cpu::CpuExecutor single(**weights, backend, kv);
-  const testing::GreedyRun reference = testing::run_greedy(single, prompt, kSteps, kContext);
-  for (int32_t n : sizes) {
-    SCOPED_TRACE("TP=" + std::to_string(n));
-    Expected<std::unique_ptr<cpu::TensorParallelExecutor>> tp =
-        cpu::TensorParallelExecutor::create(**weights, n, 2, kv, cpu::detect_isa(), precision.activations);
-    ASSERT_TRUE(tp) << tp.error();
-    EXPECT_EQ((*tp)->kv_pool().num_blocks, single.kv_pool().num_blocks);
-    const testing::GreedyRun run = testing::run_greedy(**tp, prompt, kSteps, kContext);
-    const double diff = testing::max_abs_difference(run.last_prompt_logits, reference.last_prompt_logits);
-    std::printf("  %s TP=%d: prompt logits within %.2e of TP=1\n", (*weights)->config().name.c_str(), n, diff);
-    EXPECT_LT(diff, precision.logit_tolerance);
-    EXPECT_GT(diff, 0.0) << "identical bits: is the split really running?";
-    testing::expect_equal_until_near_tie("TP=" + std::to_string(n), "TP=1", run.generated, reference.generated,
-                                         reference.margins, precision.near_tie);
-  }
+  expect_tp_matches_single(**weights, prompt, std::move(sizes), precision);
 }
 
 // "The quick brown fox" and a few more tokens of the default model's vocabulary.
@@ -205,6 +212,23 @@ TEST(TensorParallelModel, DefaultModelQuantizedActivations) {
 TEST(TensorParallelModel, Gemma3KvHeadReplicated) {
   expect_tp_matches_single(testing::gemma3_model_path(), kGemmaPrompt, {2, 4}, kFloat32);
   expect_tp_matches_single(testing::gemma3_model_path(), kGemmaPrompt, {2, 4}, kQuantizedGemma);
+}
+
+// Act-order GPTQ (scripts/hf_quantized_test_models.py): Q|K|V and gate|up split by rows keep
+// their column order and gather their whole input; the attention output and down projections
+// split by columns, which act-order scatters over the blocks, so each rank's slice is F32 in
+// input order. Either way every rank computes its part of the same model.
+TEST(TensorParallelModel, GptqActOrderSplitsByRowsAndColumns) {
+  const std::string dir = testing::models_dir() + "/hf/smollm2-gptq-actorder";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/config.json")) << "missing " << dir << " (make test makes it)";
+  Expected<HfModelConfig> config = read_hf_config(dir);
+  ASSERT_TRUE(config) << config.error();
+  Expected<HfCheckpoint> checkpoint = HfCheckpoint::open(dir);
+  ASSERT_TRUE(checkpoint) << checkpoint.error();
+  Expected<std::unique_ptr<ModelWeights>> weights = ModelWeights::load_hf(*checkpoint, *config);
+  ASSERT_TRUE(weights) << weights.error();
+  ASSERT_NE((*weights)->layers()[0].down.input_order, nullptr);
+  expect_tp_matches_single(**weights, kPrompt, {2, 3}, kFloat32);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <numeric>
 
 #include <cublasLt.h>
 #include <string>
@@ -336,8 +337,10 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
     DType type;
     WeightFormat format = WeightFormat::kInt4;
     int group_shift = 5;
+    bool act_order = false;  // columns stored in a random input order (DeviceMatrix::input_order)
   };
   constexpr WeightFormat kInt8 = WeightFormat::kInt8;
+  constexpr WeightFormat kInt4 = WeightFormat::kInt4;
   const Case cases[] = {{576, 576, DType::Q4_1},
                         {960, 576, DType::Q4_0},
                         {576, 1536, DType::Q4_K},
@@ -354,7 +357,9 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
                         {64, 64, DType::Q8_0, kInt8},
                         {256, 768, DType::Q5_K, kInt8},
                         {48, 576, DType::Q5_1, kInt8},
-                        {640, 1536, DType::Q4_K, kInt8, 4}};  // a 4-bit part in a Q6_K matrix
+                        {640, 1536, DType::Q4_K, kInt8, 4},  // a 4-bit part in a Q6_K matrix
+                        {576, 1536, DType::Q4_1, kInt4, 5, true},
+                        {960, 576, DType::Q8_0, kInt8, 5, true}};
   const int64_t rows_list[] = {1, 2, 5, 8, 9, 16, 17, 33, 64, 65, 300, 1024, 1100};
   enum Mode { kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant };
   for (Mode mode : {kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant}) {
@@ -380,17 +385,38 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
       if (opt.quick && wc.k == 14336) continue;
       const bool int4 = wc.format == WeightFormat::kInt4;
       const char* name = int4 ? "int4_gemm" : "int8_gemm";
-      const GroupedWeight w = random_grouped(rng, wc.type, wc.format, wc.group_shift, wc.m, wc.k);
+      GroupedWeight w = random_grouped(rng, wc.type, wc.format, wc.group_shift, wc.m, wc.k);
       DeviceBuffer<uint8_t> d_codes(w.codes);
       DeviceBuffer<uint32_t> d_groups(w.groups);
-      const DeviceMatrix matrix{wc.format, d_codes.get(), nullptr, d_groups.get(), wc.group_shift};
-      const std::string type =
-          std::string(dtype_name(wc.type)) + (int4 ? "" : " g" + std::to_string(1 << wc.group_shift));
+      // Act-order: stored column c multiplies input order[c]; the reference gets the values in
+      // input order, so a gather that reads the wrong way round fails.
+      std::vector<int32_t> order(static_cast<size_t>(wc.k));
+      std::iota(order.begin(), order.end(), 0);
+      if (wc.act_order) std::shuffle(order.begin(), order.end(), rng);
+      DeviceBuffer<int32_t> d_order(order);
+      const std::vector<double> stored_values = w.values;
+      if (wc.act_order) {
+        for (int64_t r = 0; r < wc.m; ++r) {
+          for (int64_t c = 0; c < wc.k; ++c) {
+            w.values[static_cast<size_t>(r * wc.k + order[static_cast<size_t>(c)])] =
+                stored_values[static_cast<size_t>(r * wc.k + c)];
+          }
+        }
+      }
+      const DeviceMatrix matrix{wc.format,      d_codes.get(),  nullptr,
+                                d_groups.get(), wc.group_shift, wc.act_order ? d_order.get() : nullptr};
+      const std::string type = std::string(dtype_name(wc.type)) +
+                               (int4 ? "" : " g" + std::to_string(1 << wc.group_shift)) +
+                               (wc.act_order ? " act-order" : "");
       if (Status s = gemm.reserve_dequantize_scratch(wc.m * wc.k); !s) {
         report_flag(name, "reserve", false, s.message());
         return;
       }
-      if (mode == kDefault) {
+      if (Status s = gemm.reserve_input_gather(1100, wc.k); !s) {
+        report_flag(name, "reserve", false, s.message());
+        return;
+      }
+      if (mode == kDefault && !wc.act_order) {
         // The dequantized weights are the host's, bit for bit.
         DeviceBuffer<uint16_t> d_out(static_cast<size_t>(wc.m * wc.k));
         if (int4) {

@@ -1,9 +1,11 @@
 // AWQ, GPTQ and FP8 directories (scripts/hf_quantized_test_models.py: the default model's layers
 // quantized to 4 bits and packed in AutoAWQ's and AutoGPTQ's layouts, or to E4M3 with scales as
-// llm-compressor writes them, with the dequantized values beside them in float32). Every repacked layer must hold those values (up to the fp16
-// rounding of the Q4_1 min, or of each weight for act-order's F16), the AWQ and GPTQ packings
-// of the same values must compute the same logits bit for bit, and the 4-bit model must still
-// be the model. The configuration readers' errors are checked on their own.
+// llm-compressor writes them, with the dequantized values beside them in float32). Every
+// repacked layer must hold those values (up to the fp16 rounding of the Q4_1 min; act-order
+// layers with their columns where input_order says), the AWQ and GPTQ packings of the same
+// values must compute the same logits bit for bit, and the 4-bit models (act-order's gathering
+// its inputs) must still be the models they quantize. The configuration readers' errors are
+// checked on their own.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -75,6 +77,7 @@ struct Case {
   const char* reference;  // prefix of its layers in smollm2-int4-reference/layers.safetensors
   DType type;             // what the loader makes of its layers
   const char* method;
+  bool act_order = false;  // columns stored by group (WeightTensor::input_order)
 };
 
 class HfQuantizedDir : public ::testing::TestWithParam<Case> {};
@@ -113,13 +116,18 @@ TEST_P(HfQuantizedDir, LayersHoldTheDequantizedValues) {
       ASSERT_NE(t, nullptr) << name;
       ASSERT_EQ(part.w->type, c.type) << name;
       ASSERT_EQ(part.w->interleave_heads, 0) << name;
+      ASSERT_EQ(part.w->input_order != nullptr, c.act_order) << name;
       const std::span<const uint8_t> bytes = reference->data(*t);
       WeightTensor order;
       order.rows = part.w->rows;
       order.interleave_heads = part.heads;
-      std::vector<float> got(static_cast<size_t>(part.w->cols)), want(got.size());
+      std::vector<float> got(static_cast<size_t>(part.w->cols)), want(got.size()), stored(got.size());
       for (int64_t r = 0; r < part.w->rows; ++r) {
-        ASSERT_TRUE(quant::dequantize_row(part.w->type, part.w->row(r), got.data(), part.w->cols));
+        ASSERT_TRUE(quant::dequantize_row(part.w->type, part.w->row(r), stored.data(), part.w->cols));
+        for (int64_t col = 0; col < part.w->cols; ++col) {
+          got[static_cast<size_t>(part.w->input_order ? part.w->input_order[col] : col)] =
+              stored[static_cast<size_t>(col)];
+        }
         std::memcpy(want.data(), bytes.data() + order.stored_row(r) * part.w->cols * 4, want.size() * 4);
         float scale = 0.0f;
         for (float v : want) scale = std::max(scale, std::fabs(v));
@@ -137,13 +145,24 @@ TEST_P(HfQuantizedDir, LayersHoldTheDequantizedValues) {
   }
   std::printf("[%s] %lld rows, worst |repacked - dequantized| / row max = %.2e\n", c.dir,
               static_cast<long long>(checked), worst);
+  if (!c.act_order) return;
+  // One gather for the matrices that read one input: the script gives Q, K, V one order and
+  // gate, up another in every layer but the last, whose seven orders all differ.
+  const std::vector<LayerWeights>& layers = m.weights->layers();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerWeights& w = layers[l];
+    const bool shared = l + 1 < layers.size();
+    EXPECT_EQ(w.q.input_order == w.k.input_order && w.k.input_order == w.v.input_order, shared) << "layer " << l;
+    EXPECT_EQ(w.gate.input_order == w.up.input_order, shared) << "layer " << l;
+    EXPECT_NE(w.q.input_order, w.gate.input_order) << "layer " << l;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Directories, HfQuantizedDir,
                          ::testing::Values(Case{"smollm2-awq", "asym", DType::Q4_1, "awq 4-bit g64"},
                                            Case{"smollm2-gptq", "asym", DType::Q4_1, "gptq 4-bit g64 asym"},
-                                           Case{"smollm2-gptq-actorder", "actorder", DType::F16,
-                                                "gptq 4-bit g64 sym act-order"},
+                                           Case{"smollm2-gptq-actorder", "actorder", DType::Q4_1,
+                                                "gptq 4-bit g64 sym act-order", true},
                                            Case{"smollm2-fp8", "fp8", DType::BF16, "compressed-tensors e4m3"}),
                          [](const auto& info) {
                            std::string name = info.param.dir;
@@ -151,10 +170,38 @@ INSTANTIATE_TEST_SUITE_P(Directories, HfQuantizedDir,
                            return name;
                          });
 
+// A 4-bit model against the float32 model of its values: 16 greedy steps equal (the CPU
+// computes Q4_1 here with float activations, so only the fp16 rounding of each block's min
+// separates them), logits close. Returns the largest logit difference.
+double follow_float_model(const ModelWeights& quantized_weights, const ModelWeights& float_weights,
+                          const std::vector<int32_t>& prompt) {
+  cpu::CpuBackend backend(2, cpu::detect_isa(), cpu::ActivationPrecision::kFloat32);
+  constexpr int kSteps = 16;
+  const int32_t room = static_cast<int32_t>(prompt.size()) + kSteps + 1;
+  const auto quantized_executor = testing::sequence_executor(quantized_weights, backend, room);
+  const auto float_executor = testing::sequence_executor(float_weights, backend, room);
+  SequenceRunner quantized(*quantized_executor, room), reference(*float_executor, room);
+  Expected<std::vector<float>> q = quantized.append(prompt), f = reference.append(prompt);
+  EXPECT_TRUE(q && f);
+  if (!q || !f) return INFINITY;
+  double worst = 0.0;
+  for (int step = 0; step < kSteps; ++step) {
+    for (size_t i = 0; i < q->size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>((*q)[i]) - (*f)[i]));
+    const int32_t want = static_cast<int32_t>(std::max_element(f->begin(), f->end()) - f->begin());
+    EXPECT_EQ(std::max_element(q->begin(), q->end()) - q->begin(), want) << "greedy step " << step;
+    if (std::max_element(q->begin(), q->end()) - q->begin() != want) return INFINITY;
+    const int32_t next[1] = {want};
+    q = quantized.append(next);
+    f = reference.append(next);
+    EXPECT_TRUE(q && f);
+    if (!q || !f) return INFINITY;
+  }
+  return worst;
+}
+
 // AWQ's and GPTQ's packings of the same 4-bit values are two independent unpackers landing on
 // the same Q4_1 blocks: the same logits, bit for bit; and those are the logits of the same
-// values as a float32 model (the CPU computes Q4_1 here with float activations, so only the
-// fp16 rounding of each block's min separates them), greedy tokens included.
+// values as a float32 model, greedy tokens included.
 TEST(HfQuantizedModel, AwqAndGptqComputeTheDequantizedModel) {
   for (const char* name : {"smollm2-awq", "smollm2-gptq", "smollm2-awq-dequantized"}) {
     if (!std::filesystem::exists(hf_dir(name) + "/config.json")) GTEST_FAIL() << "missing " << hf_dir(name);
@@ -166,29 +213,44 @@ TEST(HfQuantizedModel, AwqAndGptqComputeTheDequantizedModel) {
   const std::vector<float> a = last_logits(*awq.weights, prompt), g = last_logits(*gptq.weights, prompt);
   ASSERT_EQ(a.size(), g.size());
   EXPECT_EQ(std::memcmp(a.data(), g.data(), a.size() * sizeof(float)), 0) << "AWQ and GPTQ logits differ";
-
-  cpu::CpuBackend backend(2, cpu::detect_isa(), cpu::ActivationPrecision::kFloat32);
-  constexpr int kSteps = 16;
-  const int32_t room = static_cast<int32_t>(prompt.size()) + kSteps + 1;
-  const auto quantized_executor = testing::sequence_executor(*awq.weights, backend, room);
-  const auto float_executor = testing::sequence_executor(*f32.weights, backend, room);
-  SequenceRunner quantized(*quantized_executor, room), reference(*float_executor, room);
-  Expected<std::vector<float>> q = quantized.append(prompt), f = reference.append(prompt);
-  ASSERT_TRUE(q && f);
-  double worst = 0.0;
-  for (int step = 0; step < kSteps; ++step) {
-    for (size_t i = 0; i < q->size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>((*q)[i]) - (*f)[i]));
-    const int32_t want = static_cast<int32_t>(std::max_element(f->begin(), f->end()) - f->begin());
-    ASSERT_EQ(std::max_element(q->begin(), q->end()) - q->begin(), want) << "greedy step " << step;
-    const int32_t next[1] = {want};
-    q = quantized.append(next);
-    f = reference.append(next);
-    ASSERT_TRUE(q && f);
-  }
-  std::printf("[smollm2-awq] %d greedy steps equal; logits max |awq - its float32 values| = %.2e\n", kSteps, worst);
+  const double worst = follow_float_model(*awq.weights, *f32.weights, prompt);
+  std::printf("[smollm2-awq] 16 greedy steps equal; logits max |awq - its float32 values| = %.2e\n", worst);
   // Each block's min -s * z rounded to fp16 (up to 2^-11 of s * z, the same for all 32 weights
   // of the block): measured 0.06 on logits spanning ~40; a wrong nibble order gives whole units.
   EXPECT_LT(worst, 0.15);
+}
+
+// Act-order GPTQ, its columns stored by group and its inputs gathered into that order before
+// each matmul (shared orders gathered once, the last layer's seven orders one by one), on the
+// quantized activations' kernels as the CPU runs it and on float activations: the float32
+// model of its values, greedy tokens included. A gather in the wrong direction (stored column
+// c reading input c, or input order[c] written to c) scrambles every layer's inputs.
+TEST(HfQuantizedModel, GptqActOrderComputesItsDequantizedModel) {
+  for (const char* name : {"smollm2-gptq-actorder", "smollm2-gptq-actorder-dequantized"}) {
+    if (!std::filesystem::exists(hf_dir(name) + "/config.json")) GTEST_FAIL() << "missing " << hf_dir(name);
+  }
+  const std::vector<int32_t> prompt = golden_prompt("plain");
+  Loaded act = load(hf_dir("smollm2-gptq-actorder")), f32 = load(hf_dir("smollm2-gptq-actorder-dequantized"));
+  ASSERT_TRUE(act.weights && f32.weights);
+  const double worst = follow_float_model(*act.weights, *f32.weights, prompt);
+  std::printf("[smollm2-gptq-actorder] 16 greedy steps equal; logits max |act-order - its float32 values| = %.2e\n",
+              worst);
+  EXPECT_LT(worst, 0.15);
+  // The default kernels (8-bit activations, the panels where the ISA has them) on the same
+  // gathered inputs: the next token of the prompt as the float32 model's.
+  cpu::CpuBackend backend(2);
+  const int32_t room = static_cast<int32_t>(prompt.size()) + 2;
+  const auto executor = testing::sequence_executor(*act.weights, backend, room);
+  SequenceRunner runner(*executor, room);
+  Expected<std::vector<float>> got = runner.append(prompt);
+  ASSERT_TRUE(got) << got.error();
+  const std::vector<float> want = last_logits(*f32.weights, prompt);
+  EXPECT_EQ(std::max_element(got->begin(), got->end()) - got->begin(),
+            std::max_element(want.begin(), want.end()) - want.begin());
+  double diff = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) diff = std::max(diff, std::fabs(static_cast<double>((*got)[i]) - want[i]));
+  std::printf("[smollm2-gptq-actorder] quantized activations: next-token logits max diff %.3f\n", diff);
+  EXPECT_LT(diff, 1.5);
 }
 
 // The FP8 directory (per-tensor, per-row and per-block scales) is still the model: the next

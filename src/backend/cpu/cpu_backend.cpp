@@ -61,14 +61,40 @@ void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, co
                                      std::span<float* const> ys, int64_t n) {
   if (n <= 0 || ws.empty()) return;
   const WeightTensor& first = *ws[0];
-  const QuantKernels* kernels = quant_kernels(first.type, isa_);
-  assert(kernels != nullptr);
-  bool together = true;  // one conversion and one loop need one type and width
-  for (const WeightTensor* w : ws) together = together && w->type == first.type && w->cols == first.cols;
+  bool together = true;  // one conversion and one loop need one type, width and input order
+  for (const WeightTensor* w : ws) {
+    together = together && w->type == first.type && w->cols == first.cols && w->input_order == first.input_order;
+  }
   if (!together) {
     for (size_t i = 0; i < ws.size(); ++i) matmul(*ws[i], x, ys[i], n);
     return;
   }
+  matmul_in_stored_order(ws, first.input_order ? inputs_in_order(first, x, n) : x, ys, n);
+}
+
+const float* CpuBackend::inputs_in_order(const WeightTensor& w, const float* x, int64_t n) {
+  ordered_inputs_.resize(static_cast<size_t>(n * w.cols));
+  float* out = ordered_inputs_.data();
+  const auto run = [&](int, int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* in = x + r * w.cols;
+      float* row = out + r * w.cols;
+      for (int64_t c = 0; c < w.cols; ++c) row[c] = in[w.input_order[c]];
+    }
+  };
+  if (n * w.cols >= kElementwiseParallelMin) {
+    pool_.parallel_for(n, run);
+  } else {
+    run(0, 0, n);
+  }
+  return out;
+}
+
+void CpuBackend::matmul_in_stored_order(std::span<const WeightTensor* const> ws, const float* x,
+                                        std::span<float* const> ys, int64_t n) {
+  const WeightTensor& first = *ws[0];
+  const QuantKernels* kernels = quant_kernels(first.type, isa_);
+  assert(kernels != nullptr);
   if (precision_ == ActivationPrecision::kFloat32 && kernels->activation_type != DType::F32) {
     for (size_t i = 0; i < ws.size(); ++i) matmul_float_activations(*ws[i], x, ys[i], n);
     return;
@@ -137,8 +163,10 @@ void CpuBackend::matmul_swiglu(const WeightTensor& gate, const WeightTensor& up,
                                float* up_scratch, int64_t n) {
   const bool fused = isa_ >= Isa::kAvx512 && precision_ == ActivationPrecision::kQuantized && n > 0 &&
                      gate.packed != nullptr && up.packed != nullptr && gate.type == up.type && gate.rows == up.rows &&
-                     gate.cols == up.cols && panel_gemm_supports(gate.type, gate.rows, gate.cols);
+                     gate.cols == up.cols && gate.input_order == up.input_order &&
+                     panel_gemm_supports(gate.type, gate.rows, gate.cols);
   if (!fused) return Backend::matmul_swiglu(gate, up, x, out, up_scratch, n);
+  if (gate.input_order != nullptr) x = inputs_in_order(gate, x, n);
   const QuantKernels* kernels = quant_kernels(panel_activation_partner(gate.type), isa_);
   const size_t act_row_bytes = row_bytes(kernels->activation_type, gate.cols);
   const uint8_t* acts = convert_activations(*kernels, x, n, gate.cols);

@@ -55,6 +55,11 @@ class CpuBackend final : public Backend {
   void add(float* x, const float* y, int64_t n) override;
 
  private:
+  // matmul_shared_input over matrices of one type, width and input order, x already in that order.
+  void matmul_in_stored_order(std::span<const WeightTensor* const> ws, const float* x, std::span<float* const> ys,
+                              int64_t n);
+  // x's n rows gathered into w's input order (WeightTensor::input_order), in ordered_inputs_.
+  const float* inputs_in_order(const WeightTensor& w, const float* x, int64_t n);
   void matmul_float_activations(const WeightTensor& w, const float* x, float* y, int64_t n);
   // x converted into converted_activations_ for the kernels' activation format.
   const uint8_t* convert_activations(const QuantKernels& kernels, const float* x, int64_t n, int64_t cols);
@@ -66,6 +71,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   Isa isa_;
   ActivationPrecision precision_;
+  std::vector<float> ordered_inputs_;           // (n, cols): inputs_in_order
   std::vector<uint8_t> converted_activations_;  // (n, row_bytes(activation_type, cols))
   std::vector<float> activation_terms_;         // panels: panel_activation_terms
 };

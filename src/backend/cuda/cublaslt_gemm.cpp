@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_rows.h"
 #include "backend/cuda/fp8_small_gemm.h"
+#include "backend/cuda/gather_rows.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/grouped_wgmma_gemm.h"
 #include "backend/cuda/int4_gemm.h"
@@ -400,6 +401,13 @@ void CublasLtGemm::dequantize_grouped(const DeviceMatrix& w, int64_t m, int64_t 
   }
 }
 
+Status CublasLtGemm::reserve_input_gather(int64_t max_rows, int64_t max_k) {
+  if (max_rows <= gather_rows_ && max_k <= gather_k_) return Status::ok();
+  gather_rows_ = std::max(gather_rows_, max_rows);
+  gather_k_ = std::max(gather_k_, max_k);
+  return gathered_x_.allocate(static_cast<size_t>(gather_rows_ * gather_k_) * 2, "act-order input gather");
+}
+
 Status CublasLtGemm::reserve_dequantize_scratch(int64_t max_elems) {
   if (max_elems <= dequantize_scratch_elems_) return Status::ok();
   dequantize_scratch_elems_ = max_elems;
@@ -439,6 +447,13 @@ void CublasLtGemm::matmul(const void* x, const void* w, float* y, int64_t n, int
 void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_t n, int64_t m, int64_t k, float beta,
                           cudaStream_t stream) {
   if (w.grouped()) {
+    if (w.input_order != nullptr) {
+      if (n > gather_rows_ || k > gather_k_) {
+        cuda_fail("CublasLtGemm::matmul", __FILE__, __LINE__, "act-order input gather not reserved");
+      }
+      gather_columns_bf16(static_cast<const uint16_t*>(x), w.input_order, n, k, gathered_x_.get<uint16_t>(), stream);
+      x = gathered_x_.get();
+    }
     const auto* codes = static_cast<const uint8_t*>(w.data);
     if (!policy_.batch_invariant) {
       if (w.format == WeightFormat::kInt4 && n <= policy_.int4_small_gemm_max_rows &&

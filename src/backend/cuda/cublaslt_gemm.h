@@ -72,6 +72,9 @@ class CublasLtGemm {
   // INT4 / INT8 weights: the BF16 copy of the largest matrix (max_elems = rows * cols) that
   // products past the small GEMMs dequantize into (int4_gemm.h, int8_gemm.h).
   Status reserve_dequantize_scratch(int64_t max_elems);
+  // Act-order INT4 / INT8 weights (DeviceMatrix::input_order): the (max_rows, max_k) BF16
+  // copy of the activations gathered into a matrix's input order.
+  Status reserve_input_gather(int64_t max_rows, int64_t max_k);
 
   // Picks and caches the algorithm for a shape ahead of time (before graph capture).
   Status prepare(int64_t n, int64_t m, int64_t k, WeightFormat format = WeightFormat::kBf16);
@@ -128,6 +131,8 @@ class CublasLtGemm {
   // (also the main-loop GEMM's split-K partial tiles), and that GEMM's per-tile counters
   DeviceBuffer split_counters_;
   int64_t dequantize_scratch_elems_ = 0;
+  DeviceBuffer gathered_x_;  // (gather_rows_, gather_k_) bf16: reserve_input_gather
+  int64_t gather_rows_ = 0, gather_k_ = 0;
 };
 
 }  // namespace folio::cuda

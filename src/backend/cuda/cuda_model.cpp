@@ -47,6 +47,9 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
   if (m->weights_.int4_matrices + m->weights_.int8_matrices > 0) {
     if (Status s = m->gemm_->reserve_dequantize_scratch(m->weights_.largest_grouped_elems); !s) return s;
   }
+  if (m->weights_.ordered_matrices > 0) {
+    if (Status s = m->gemm_->reserve_input_gather(limits.max_tokens, m->weights_.widest_ordered); !s) return s;
+  }
 
   const size_t t = static_cast<size_t>(limits.max_tokens);
   const size_t r = static_cast<size_t>(limits.max_logit_rows);
@@ -141,7 +144,8 @@ std::string CudaModel::describe_weight_format() const {
   const int32_t bf16 = weights_.num_matrices - weights_.int4_matrices - weights_.int8_matrices;
   return "quantized as the file is: " + std::to_string(weights_.int4_matrices) + " int4, " +
          std::to_string(weights_.int8_matrices) + " int8, " + std::to_string(bf16) + " bf16 of " +
-         std::to_string(weights_.num_matrices) + " layer matrices";
+         std::to_string(weights_.num_matrices) + " layer matrices" +
+         (weights_.ordered_matrices > 0 ? " (" + std::to_string(weights_.ordered_matrices) + " in act-order)" : "");
 }
 
 }  // namespace folio::cuda

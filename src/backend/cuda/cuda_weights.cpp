@@ -22,14 +22,19 @@ size_t align256(size_t bytes) {
   return (bytes + 255) / 256 * 256;
 }
 
-// Converts computed rows [begin, end) of w to BF16 into dst (row-major, cols per row).
+// Converts computed rows [begin, end) of w to BF16 into dst (row-major, cols per row), columns
+// in input order (an act-order matrix's stored columns go back where input_order says).
 void rows_to_bf16(const WeightTensor& w, int64_t begin, int64_t end, uint16_t* dst) {
   const quant::DequantizeRowFn dequantize = quant::dequantizer(w.type);
   std::vector<float> row(static_cast<size_t>(w.cols));
   for (int64_t r = begin; r < end; ++r) {
     dequantize(w.row(w.stored_row(r)), row.data(), w.cols);
     uint16_t* out = dst + (r - begin) * w.cols;
-    for (int64_t c = 0; c < w.cols; ++c) out[c] = fp32_to_bf16(row[c]);
+    if (w.input_order != nullptr) {
+      for (int64_t c = 0; c < w.cols; ++c) out[w.input_order[c]] = fp32_to_bf16(row[c]);
+    } else {
+      for (int64_t c = 0; c < w.cols; ++c) out[c] = fp32_to_bf16(row[c]);
+    }
   }
 }
 
@@ -52,7 +57,7 @@ class Uploader {
   // other types are converted on all cores in chunks through a pinned staging buffer.
   Status matrix(const WeightTensor& w, uint16_t* dst) {
     const size_t bytes = static_cast<size_t>(w.rows * w.cols) * 2;
-    if (w.type == DType::BF16 || w.type == DType::F16) {
+    if ((w.type == DType::BF16 || w.type == DType::F16) && w.input_order == nullptr) {
       Status s = w.interleave_heads > 0 ? copy_interleaved(w, dst) : copy_chunked(w, dst, bytes);
       if (s && w.type == DType::F16) {
         f16_to_bf16_inplace(dst, w.rows * w.cols, nullptr);
@@ -131,7 +136,7 @@ class Uploader {
 
   // Matrix w in format: BF16 as matrix() copies it, FP8 quantized on the device from a BF16
   // copy in scratch_ (rows are independent, so the parts of Q|K|V are quantized one by one), or
-  // INT4 / INT8 repacked on the host (grouped()).
+  // INT4 / INT8 repacked on the host (grouped(): columns as stored, act-order included).
   Status matrix_as(const WeightTensor& w, WeightFormat format, const MatrixPart& to) {
     if (format == WeightFormat::kBf16) return matrix(w, reinterpret_cast<uint16_t*>(to.data));
     if (format == WeightFormat::kInt4 || format == WeightFormat::kInt8) return grouped(w, format, to);
@@ -197,6 +202,13 @@ class Uploader {
     return Status::ok();
   }
 
+  Status ints(const int32_t* values, size_t count, int32_t* dst) {
+    const size_t size = count * sizeof(int32_t);
+    Status s = cuda_status(cudaMemcpy(dst, values, size, cudaMemcpyHostToDevice), "upload");
+    advance(size);
+    return s;
+  }
+
   Status floats(const std::vector<float>& values, float* dst) {
     if (values.empty()) return Status::ok();
     const size_t size = values.size() * sizeof(float);
@@ -237,11 +249,19 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
         std::to_string(hidden) + ", ffn " + std::to_string(ffn) + ")");
   }
   // What each matrix becomes (weight_layout_plan.h). Parts of one matrix read one input: one width.
+  // Act-order parts of one matrix must share their column order to share the gathered input:
+  // parts whose orders differ become BF16 in input order (rows_to_bf16), which needs none.
   auto format_of = [&](std::initializer_list<const WeightTensor*> parts) {
     DType types[3];
     size_t n = 0;
-    for (const WeightTensor* w : parts) types[n++] = w->type;
-    return matrix_layout(format, std::span<const DType>(types, n), (*parts.begin())->cols);
+    bool one_order = true;
+    for (const WeightTensor* w : parts) {
+      types[n++] = w->type;
+      one_order = one_order && w->input_order == (*parts.begin())->input_order;
+    }
+    const MatrixLayout layout = matrix_layout(format, std::span<const DType>(types, n), (*parts.begin())->cols);
+    const bool grouped = layout.format == WeightFormat::kInt4 || layout.format == WeightFormat::kInt8;
+    return grouped && !one_order ? MatrixLayout{WeightFormat::kBf16, 5} : layout;
   };
 
   // Lay out the arena: offsets first, one allocation, then the copies. uploaded counts the
@@ -265,9 +285,10 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     WeightFormat format = WeightFormat::kBf16;
     int32_t group_shift = 5;
     size_t cols = 0;
-    size_t data = 0, scales = SIZE_MAX, groups = SIZE_MAX;
+    size_t data = 0, scales = SIZE_MAX, groups = SIZE_MAX, order = SIZE_MAX;
   };
-  auto take_matrix = [&](size_t rows, size_t cols, MatrixLayout choice) {
+  // order: the parts' shared act-order column order (format_of saw to it), or null.
+  auto take_matrix = [&](size_t rows, size_t cols, MatrixLayout choice, const int32_t* order) {
     const WeightFormat f = choice.format;
     MatrixOffsets at;
     at.format = f;
@@ -279,6 +300,12 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
       uploaded += code_bytes + group_bytes;
       at.data = take(code_bytes);
       at.groups = take(group_bytes);
+      if (order != nullptr) {
+        uploaded += cols * 4;
+        at.order = take(cols * 4);
+        out.ordered_matrices += 1;
+        out.widest_ordered = std::max(out.widest_ordered, static_cast<int64_t>(cols));
+      }
       (f == WeightFormat::kInt4 ? out.int4_matrices : out.int8_matrices) += 1;
       out.largest_grouped_elems = std::max(out.largest_grouped_elems, static_cast<int64_t>(rows * cols));
       return at;
@@ -292,6 +319,8 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   out.int4_matrices = 0;
   out.int8_matrices = 0;
   out.largest_grouped_elems = 0;
+  out.ordered_matrices = 0;
+  out.widest_ordered = 0;
   const size_t embedding_at = take_bf16(vocab, hidden);
   const size_t output_at = tied ? embedding_at : take_bf16(vocab, hidden);
   const size_t output_norm_at = take_floats(hidden);
@@ -306,12 +335,12 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     const bool bias = !layer.q_bias.empty() || !layer.k_bias.empty() || !layer.v_bias.empty();
     LayerOffsets o;
     o.attn_norm = take_floats(hidden);
-    o.qkv = take_matrix(qkv_rows, hidden, format_of({&layer.q, &layer.k, &layer.v}));
+    o.qkv = take_matrix(qkv_rows, hidden, format_of({&layer.q, &layer.k, &layer.v}), layer.q.input_order);
     o.qkv_bias = bias ? take_floats(qkv_rows) : SIZE_MAX;
-    o.o = take_matrix(hidden, q_rows, format_of({&layer.o}));
+    o.o = take_matrix(hidden, q_rows, format_of({&layer.o}), layer.o.input_order);
     o.ffn_norm = take_floats(hidden);
-    o.gate_up = take_matrix(2 * ffn, hidden, format_of({&layer.gate, &layer.up}));
-    o.down = take_matrix(hidden, ffn, format_of({&layer.down}));
+    o.gate_up = take_matrix(2 * ffn, hidden, format_of({&layer.gate, &layer.up}), layer.gate.input_order);
+    o.down = take_matrix(hidden, ffn, format_of({&layer.down}), layer.down.input_order);
     if (!layer.q_norm.empty()) o.q_norm = take_floats(layer.q_norm.size());
     if (!layer.k_norm.empty()) o.k_norm = take_floats(layer.k_norm.size());
     if (!layer.post_attn_norm.empty()) o.post_attn_norm = take_floats(hidden);
@@ -327,8 +356,12 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   auto f32_at = [&](size_t at) { return reinterpret_cast<float*>(base + at); };
   auto u32_at = [&](size_t at) { return reinterpret_cast<uint32_t*>(base + at); };
   auto matrix_at = [&](const MatrixOffsets& at) {
-    return DeviceMatrix{at.format, base + at.data, at.scales == SIZE_MAX ? nullptr : f32_at(at.scales),
-                        at.groups == SIZE_MAX ? nullptr : u32_at(at.groups), at.group_shift};
+    return DeviceMatrix{at.format,
+                        base + at.data,
+                        at.scales == SIZE_MAX ? nullptr : f32_at(at.scales),
+                        at.groups == SIZE_MAX ? nullptr : u32_at(at.groups),
+                        at.group_shift,
+                        at.order == SIZE_MAX ? nullptr : reinterpret_cast<const int32_t*>(base + at.order)};
   };
   // Rows [row, ...) of matrix m: the start of one part of Q|K|V or gate|up.
   auto part = [&](const MatrixOffsets& at, size_t row) {
@@ -345,6 +378,11 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   };
 
   Uploader up(uploaded, progress);
+  // An act-order matrix's column order, uploaded once beside its codes.
+  auto order = [&](const WeightTensor& first, const MatrixOffsets& at) {
+    if (at.order == SIZE_MAX) return Status::ok();
+    return up.ints(first.input_order, at.cols, reinterpret_cast<int32_t*>(base + at.order));
+  };
   out.embedding = bf16_at(embedding_at);
   out.output = DeviceMatrix{WeightFormat::kBf16, bf16_at(output_at), nullptr};
   out.output_norm = f32_at(output_norm_at);
@@ -370,6 +408,10 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     // One step at a time: the first failure stops the layer.
     const std::function<Status()> steps[] = {
         [&] { return up.floats(w.attn_norm, f32_at(o.attn_norm)); },
+        [&] { return order(w.q, o.qkv); },
+        [&] { return order(w.o, o.o); },
+        [&] { return order(w.gate, o.gate_up); },
+        [&] { return order(w.down, o.down); },
         [&] { return upload(w.q, o.qkv, 0); },
         [&] { return upload(w.k, o.qkv, q_rows); },
         [&] { return upload(w.v, o.qkv, q_rows + kv_rows); },

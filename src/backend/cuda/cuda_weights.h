@@ -49,6 +49,8 @@ struct DeviceWeights {
   int32_t int4_matrices = 0;                        // of those, kept 4-bit (kInt4 asked)
   int32_t int8_matrices = 0;                        // of those, kept 8-bit (kInt4 asked)
   int64_t largest_grouped_elems = 0;                // rows * cols of the largest of those two kinds
+  int32_t ordered_matrices = 0;                     // of those, act-order (DeviceMatrix::input_order)
+  int64_t widest_ordered = 0;                       // the most columns of those
   uint64_t bytes = 0;
 };
 

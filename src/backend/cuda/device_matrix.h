@@ -30,6 +30,9 @@ struct DeviceMatrix {
   const float* scales = nullptr;     // kFp8E4M3: (rows,)
   const uint32_t* groups = nullptr;  // kInt4 / kInt8: (rows, cols >> group_shift) (scale, min) words
   int32_t group_shift = 5;           // kInt4: 5; kInt8: 4 (a Q6_K part) or 5
+  // kInt4 / kInt8 of act-order checkpoints: (cols,) device, stored column c reads input
+  // input_order[c] (WeightTensor::input_order); the GEMM gathers its input first. Null: in order.
+  const int32_t* input_order = nullptr;
 
   bool grouped() const { return format == WeightFormat::kInt4 || format == WeightFormat::kInt8; }
 };
