@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/activation_stats.h"
-#include "cli/importance_matrix.h"
+#include "cli/layerwise_calibration.h"
 #include "core/fp16.h"
 #include "model/hf_awq_pack.h"
 #include "model/hf_checkpoint.h"
@@ -85,12 +85,13 @@ std::optional<LinearName> parse_linear(const std::string& name) {
 using Method = Int4QuantizeRequest::Method;
 using Overrides = std::map<std::string, std::vector<float>>;
 
-// AWQ: per layer, the scales of Q|K|V, gate|up, down (and O when V feeds it head for head, no
-// GQA), applied: the matrices' columns multiplied, the RMSNorm weights and up's rows divided.
-// The changed tensors by name.
-Expected<Overrides> awq_scaled(const HfCheckpoint& in, const cpu::ActivationStats& stats,
-                               const quant::Int4Options& options, bool one_plus_norms, bool clip, bool quiet) {
-  Overrides out;
+// AWQ on layer `layer` (its tensors named "<base>..."): the scales of Q|K|V, gate|up, down (and
+// O when V feeds it head for head, no GQA), applied: the matrices' columns multiplied, the
+// RMSNorm weights and up's rows divided; then the clipping search. The changed tensors go into
+// `out` by name.
+Status awq_scale_layer(const HfCheckpoint& in, const cpu::ActivationStats& stats, const std::string& base,
+                       int32_t layer, const quant::Int4Options& options, bool one_plus_norms, bool clip, bool quiet,
+                       Overrides& out) {
   auto tensor = [&](const std::string& name) -> std::vector<float>& {
     auto it = out.find(name);
     if (it == out.end()) {
@@ -100,11 +101,7 @@ Expected<Overrides> awq_scaled(const HfCheckpoint& in, const cpu::ActivationStat
     return it->second;
   };
   const auto start = std::chrono::steady_clock::now();
-  for (const std::string& name : in.tensor_names()) {
-    const std::optional<LinearName> q = parse_linear(name);
-    if (!q || q->linear != "self_attn.q_proj") continue;
-    const std::string base = q->base;
-    const int32_t layer = q->layer;
+  {
     // One input's readers; `fold` divides the activation where it is made: a norm's weight
     // (norm_rows == 0) or rows of a matrix.
     auto scale_group = [&](cpu::MatrixInput input, const std::vector<std::string>& linears,
@@ -188,11 +185,98 @@ Expected<Overrides> awq_scaled(const HfCheckpoint& in, const cpu::ActivationStat
       }
     }
   }
-  return out;
+  return Status::ok();
 }
 
+// "<...>layers.<N>." of each layer N, from its q_proj's name; empty where a layer has none.
+std::vector<std::string> layer_bases(const HfCheckpoint& in) {
+  std::vector<std::string> bases;
+  for (const std::string& name : in.tensor_names()) {
+    const std::optional<LinearName> q = parse_linear(name);
+    if (!q || q->linear != "self_attn.q_proj") continue;
+    if (static_cast<size_t>(q->layer) >= bases.size()) bases.resize(static_cast<size_t>(q->layer) + 1);
+    bases[static_cast<size_t>(q->layer)] = q->base;
+  }
+  return bases;
+}
+
+// One matrix quantized by GPTQ while the calibration walks the layers, written after.
+struct GptqResult {
+  std::unique_ptr<GptqTensors> packed;
+  double weight_error = 0.0;  // |w - wq| / |w|, for the progress line
+};
+using GptqResults = std::map<std::string, GptqResult>;  // by the matrix's prefix
+
+// The relative error of a matrix's quantized weights (GPTQ trades it for the output's error:
+// larger here than round to nearest, smaller where it counts).
+double weight_error(const std::vector<float>& w, const std::vector<float>& wq) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    num += (static_cast<double>(w[i]) - wq[i]) * (static_cast<double>(w[i]) - wq[i]);
+    den += static_cast<double>(w[i]) * w[i];
+  }
+  return den > 0.0 ? std::sqrt(num / den) : 0.0;
+}
+
+// GPTQ on layer `layer`'s seven matrices with that layer's statistics, packed into `results`;
+// `replacement` (a copy of the calibration model's layer) gets their quantized values as F32
+// matrices in computing order, held in `values`, for the layers after it to run on.
+Status gptq_layer(const Int4QuantizeRequest& r, const HfCheckpoint& in, const std::string& base, int32_t layer,
+                  const cpu::ActivationStats& stats, const ModelConfig& config, GptqResults& results,
+                  LayerWeights& replacement, std::vector<std::vector<float>>& values) {
+  // Q and K rows of Llama-layout models are computed in GGUF's order (model/hf_weights.cpp).
+  const bool interleave = config.rope_style == RopeStyle::kAdjacentPairs && config.architecture != "gemma3";
+  const struct {
+    const char* linear;
+    WeightTensor LayerWeights::*member;
+    int32_t heads;
+  } matrices[] = {{"self_attn.q_proj", &LayerWeights::q, interleave ? config.num_heads : 0},
+                  {"self_attn.k_proj", &LayerWeights::k, interleave ? config.num_kv_heads : 0},
+                  {"self_attn.v_proj", &LayerWeights::v, 0},
+                  {"self_attn.o_proj", &LayerWeights::o, 0},
+                  {"mlp.gate_proj", &LayerWeights::gate, 0},
+                  {"mlp.up_proj", &LayerWeights::up, 0},
+                  {"mlp.down_proj", &LayerWeights::down, 0}};
+  for (const auto& m : matrices) {
+    const std::string prefix = base + m.linear;
+    const HfCheckpoint::Entry e = in.find(prefix + ".weight");
+    if (e.tensor == nullptr || e.tensor->shape.size() != 2) {
+      return Status::error("no matrix '" + prefix + ".weight' to quantize");
+    }
+    const int64_t rows = e.tensor->shape[0], cols = e.tensor->shape[1];
+    const std::vector<double>& gram = stats.gram(input_of(m.linear), layer);
+    if (static_cast<int64_t>(gram.size()) != cols * cols) {
+      return Status::error("no calibration statistics of the right width for '" + prefix + ".weight'");
+    }
+    const std::vector<float> w = hf_tensor_floats(e);
+    const quant::Int4Matrix q = quant::quantize_int4_gptq(w.data(), rows, cols, gram.data(), r.options);
+    if (q.q.empty()) {
+      return Status::error("'" + prefix + ".weight' has " + std::to_string(cols) +
+                           " inputs, not a multiple of --group-size " + std::to_string(r.options.group_size));
+    }
+    Expected<GptqTensors> packed = pack_gptq(q);
+    if (!packed) return Status::error("'" + prefix + ".weight': " + packed.error());
+    const std::vector<float> wq = q.dequantize();
+    GptqResult& result = results[prefix];
+    result.packed = std::make_unique<GptqTensors>(std::move(packed).value());
+    result.weight_error = weight_error(w, wq);
+    // Computed row i is stored row order.stored_row(i) (WeightTensor::interleave_heads).
+    WeightTensor order;
+    order.rows = rows;
+    order.interleave_heads = m.heads;
+    std::vector<float>& v = values.emplace_back(wq.size());
+    for (int64_t i = 0; i < rows; ++i) {
+      std::copy_n(wq.begin() + order.stored_row(i) * cols, cols, v.begin() + i * cols);
+    }
+    replacement.*m.member = WeightTensor{DType::F32, rows, cols, v.data()};
+  }
+  return Status::ok();
+}
+
+// Every tensor into dir: the layer matrices as GPTQ made them (gptq, from the calibration) or
+// rounded to nearest (int4; awq on its scaled weights in `overrides`), the rest in fp16.
 Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, const std::string& config_text,
-                        const cpu::ActivationStats* stats, const Overrides& overrides, const fs::path& dir) {
+                        GptqResults& gptq, const Overrides& overrides, const fs::path& dir) {
   std::vector<SafetensorsEntry> entries;
   std::vector<std::unique_ptr<GptqTensors>> packed;
   std::vector<std::unique_ptr<AwqTensors>> packed_awq;
@@ -212,32 +296,25 @@ Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, co
       const std::string& prefix = linear->prefix;
       const int32_t layer = linear->layer;
       const int64_t rows = e.tensor->shape[0], cols = e.tensor->shape[1];
-      const std::vector<float> w = overridden != overrides.end() ? overridden->second : hf_tensor_floats(e);
+      const int64_t groups = r.options.group_size > 0 ? cols / r.options.group_size : 0;
       quant::Int4Matrix m;
+      double error = 0.0;
       if (r.method == Method::kGptq) {
-        const std::vector<double>& gram = stats->gram(input_of(linear->linear), layer);
-        if (static_cast<int64_t>(gram.size()) != cols * cols) {
-          return Status::error("no calibration statistics of the right width for '" + name + "'");
-        }
-        m = quant::quantize_int4_gptq(w.data(), rows, cols, gram.data(), r.options);
+        const auto made = gptq.find(prefix);
+        if (made == gptq.end()) return Status::error("layer " + std::to_string(layer) + " was not calibrated: " + name);
+        packed.push_back(std::move(made->second.packed));
+        error = made->second.weight_error;
       } else {
+        const std::vector<float> w = overridden != overrides.end() ? overridden->second : hf_tensor_floats(e);
         m = quant::quantize_int4_rtn(w.data(), rows, cols, r.options);
+        if (m.q.empty()) {
+          return Status::error("'" + name + "' has " + std::to_string(cols) +
+                               " inputs, not a multiple of --group-size " + std::to_string(r.options.group_size));
+        }
+        error = weight_error(w, m.dequantize());
       }
-      if (m.q.empty()) {
-        return Status::error("'" + name + "' has " + std::to_string(cols) + " inputs, not a multiple of --group-size " +
-                             std::to_string(r.options.group_size));
-      }
-      // The relative error of the weights, for the progress line (GPTQ trades it for the
-      // output's error: larger here than round to nearest, smaller where it counts).
-      const std::vector<float> wq = m.dequantize();
-      double num = 0.0, den = 0.0;
-      for (size_t i = 0; i < w.size(); ++i) {
-        num += (static_cast<double>(w[i]) - wq[i]) * (static_cast<double>(w[i]) - wq[i]);
-        den += static_cast<double>(w[i]) * w[i];
-      }
-      error_sum += den > 0.0 ? std::sqrt(num / den) : 0.0;
+      error_sum += error;
       ++quantized;
-      const int64_t groups = m.groups();
       if (r.method == Method::kAwq) {
         Expected<AwqTensors> p = pack_awq(m);
         if (!p) return Status::error("'" + name + "': " + p.error());
@@ -247,9 +324,11 @@ Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, co
         entries.push_back({prefix + ".qzeros", SafetensorsDtype::kI32, {groups, rows / 8}, bytes_of(t.qzeros)});
         entries.push_back({prefix + ".scales", SafetensorsDtype::kF16, {groups, rows}, bytes_of(t.scales)});
       } else {
-        Expected<GptqTensors> p = pack_gptq(m);
-        if (!p) return Status::error("'" + name + "': " + p.error());
-        packed.push_back(std::make_unique<GptqTensors>(std::move(p).value()));
+        if (r.method != Method::kGptq) {
+          Expected<GptqTensors> p = pack_gptq(m);
+          if (!p) return Status::error("'" + name + "': " + p.error());
+          packed.push_back(std::make_unique<GptqTensors>(std::move(p).value()));
+        }
         const GptqTensors& t = *packed.back();
         entries.push_back({prefix + ".qweight", SafetensorsDtype::kI32, {cols / 8, rows}, bytes_of(t.qweight)});
         entries.push_back({prefix + ".qzeros", SafetensorsDtype::kI32, {groups, rows / 8}, bytes_of(t.qzeros)});
@@ -263,8 +342,7 @@ Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, co
                      r.method == Method::kGptq  ? "gptq"
                      : r.method == Method::kAwq ? "awq"
                                                 : "int4",
-                     static_cast<long long>(rows), static_cast<long long>(cols), den > 0.0 ? std::sqrt(num / den) : 0.0,
-                     seconds);
+                     static_cast<long long>(rows), static_cast<long long>(cols), error, seconds);
       }
     } else if (is_float && (e.tensor->dtype != SafetensorsDtype::kF16 || overridden != overrides.end())) {
       // Everything else in fp16, the dtype GPTQ and AWQ checkpoints carry (AWQ's folded norms).
@@ -301,6 +379,68 @@ Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, co
     if (ec) return Status::error("cannot copy '" + f.path().string() + "': " + ec.message());
   }
   return Status::ok();
+}
+
+// gptq / awq: the calibration text through the model layer by layer (layerwise_calibration.h),
+// each layer quantized (GPTQ, into gptq; the layers after it then read its quantized outputs)
+// or scaled and clipped (AWQ, into overrides) as soon as its statistics are in. Returns the
+// exit code: 0, 1 (a model problem) or 2 (the calibration text), having said why.
+int calibrate(const Int4QuantizeRequest& r, const HfCheckpoint& in, const std::string& config_text, GptqResults& gptq,
+              Overrides& overrides) {
+  // One layer's Gram matrices at a time: width^2 doubles for each of its four inputs.
+  if (Expected<HfModelConfig> hf = parse_hf_config(config_text); hf) {
+    const ModelConfig& c = hf->config;
+    const double bytes = 8.0 * (2.0 * c.hidden_dim * c.hidden_dim + static_cast<double>(c.q_dim()) * c.q_dim() +
+                                static_cast<double>(c.ffn_dim) * c.ffn_dim);
+    const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    if (bytes > 0.5 * memory) {
+      std::fprintf(stderr,
+                   "folio quantize: one layer's calibration statistics (its inputs' Gram matrices) need %.1f GiB, "
+                   "more than half of this machine's %.1f GiB\n",
+                   bytes / (1 << 30), memory / (1 << 30));
+      return 1;
+    }
+  }
+  Expected<std::unique_ptr<LayerwiseCalibration>> opened =
+      LayerwiseCalibration::open(r.input, r.calibration_text, r.calibration_tokens, r.threads, r.quiet);
+  if (!opened) {
+    std::fprintf(stderr, "folio quantize: %s\n", opened.error().c_str());
+    return 2;
+  }
+  LayerwiseCalibration& calibration = **opened;
+  const std::vector<std::string> bases = layer_bases(in);
+  // Gemma's RMSNorm multiplies by (1 + weight): AWQ's scale folds into that sum.
+  const bool one_plus = config_text.find("\"gemma") != std::string::npos;
+  const auto start = std::chrono::steady_clock::now();
+  for (int32_t l = 0; l < calibration.num_layers(); ++l) {
+    if (static_cast<size_t>(l) >= bases.size() || bases[static_cast<size_t>(l)].empty()) {
+      std::fprintf(stderr, "folio quantize: layer %d has no self_attn.q_proj.weight\n", l);
+      return 1;
+    }
+    const std::string& base = bases[static_cast<size_t>(l)];
+    const std::unique_ptr<cpu::ActivationStats> stats = calibration.collect(l);
+    Status s = Status::ok();
+    if (r.method == Method::kGptq) {
+      LayerWeights replacement = calibration.weights().layers()[static_cast<size_t>(l)];
+      std::vector<std::vector<float>> values;
+      s = gptq_layer(r, in, base, l, *stats, calibration.weights().config(), gptq, replacement, values);
+      if (s) calibration.advance(l, &replacement);
+    } else {
+      s = awq_scale_layer(in, *stats, base, l, r.options, one_plus, r.awq_clip, r.quiet, overrides);
+      if (s) calibration.advance(l, nullptr);
+    }
+    if (!s) {
+      std::fprintf(stderr, "folio quantize: %s\n", s.message().c_str());
+      return 1;
+    }
+    if (!r.quiet) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "calibration: layer %d/%d %s over %d chunks of 512 tokens  (%.1f s)\n", l + 1,
+                   calibration.num_layers(), r.method == Method::kGptq ? "quantized by GPTQ" : "scaled by AWQ",
+                   calibration.num_chunks(), seconds);
+    }
+  }
+  return 0;
 }
 
 }  // namespace
@@ -343,34 +483,6 @@ int quantize_hf_int4(const Int4QuantizeRequest& r) {
     std::fprintf(stderr, "folio quantize: %s\n", checkpoint.error().c_str());
     return 1;
   }
-  std::unique_ptr<cpu::ActivationStats> stats;
-  if (r.method != Method::kRoundToNearest) {
-    // Every layer's Gram matrices are collected in one pass: width^2 doubles per matrix input.
-    // Calibrating layer by layer (what a 70B model needs) is not built yet.
-    Expected<HfModelConfig> hf = parse_hf_config(config_text);
-    if (hf) {
-      const ModelConfig& c = hf->config;
-      const double bytes = 8.0 * c.num_layers *
-                           (2.0 * c.hidden_dim * c.hidden_dim + static_cast<double>(c.q_dim()) * c.q_dim() +
-                            static_cast<double>(c.ffn_dim) * c.ffn_dim);
-      const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-      if (bytes > 0.5 * memory) {
-        std::fprintf(stderr,
-                     "folio quantize: the calibration statistics of this model need %.1f GiB (every layer's input "
-                     "Gram matrices at once), more than half of this machine's %.1f GiB; layer-by-layer calibration "
-                     "is not built yet\n",
-                     bytes / (1 << 30), memory / (1 << 30));
-        return 1;
-      }
-    }
-    Expected<std::unique_ptr<cpu::ActivationStats>> collected =
-        collect_importance(r.input, r.calibration_text, r.calibration_tokens, r.threads, r.quiet, /*gram=*/true);
-    if (!collected) {
-      std::fprintf(stderr, "folio quantize: %s\n", collected.error().c_str());
-      return 2;
-    }
-    stats = std::move(collected).value();
-  }
   const fs::path partial = out.parent_path() / (out.filename().string() + ".partial");
   fs::remove_all(partial, ec);
   fs::create_directories(partial, ec);
@@ -378,19 +490,16 @@ int quantize_hf_int4(const Int4QuantizeRequest& r) {
     std::fprintf(stderr, "folio quantize: cannot create '%s': %s\n", partial.c_str(), ec.message().c_str());
     return 1;
   }
+  GptqResults gptq;
   Overrides overrides;
   Status s = Status::ok();
-  if (r.method == Method::kAwq) {
-    // Gemma's RMSNorm multiplies by (1 + weight): the scale folds into that sum.
-    const bool one_plus = config_text.find("\"gemma") != std::string::npos;
-    Expected<Overrides> scaled = awq_scaled(*checkpoint, *stats, r.options, one_plus, r.awq_clip, r.quiet);
-    if (scaled) {
-      overrides = std::move(scaled).value();
-    } else {
-      s = scaled.status();
+  if (r.method != Method::kRoundToNearest) {
+    if (const int code = calibrate(r, *checkpoint, config_text, gptq, overrides); code != 0) {
+      fs::remove_all(partial, ec);
+      return code;
     }
   }
-  if (s) s = write_checkpoint(r, *checkpoint, config_text, stats.get(), overrides, partial);
+  if (s) s = write_checkpoint(r, *checkpoint, config_text, gptq, overrides, partial);
   if (s) {
     fs::rename(partial, out, ec);
     if (ec) s = Status::error("cannot rename '" + partial.string() + "' to '" + out.string() + "': " + ec.message());

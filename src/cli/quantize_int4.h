@@ -2,10 +2,13 @@
 // to a 4-bit checkpoint in AutoGPTQ's layout (model/hf_gptq_pack.h) or AutoAWQ's
 // (model/hf_awq_pack.h), which transformers, vLLM and folio load. The seven matrices of every
 // layer (q, k, v, o, gate, up, down) are quantized in groups of --group-size inputs; everything
-// else is kept, in fp16. gptq and awq run the model over a calibration text first (on the CPU,
-// as the importance matrix does) for each matrix input's RMS and Gram matrix; then GPTQ
-// (quant/gptq.h), or AWQ's scales (quant/awq.h, folded into the norms and up's rows), its
-// clipping search (every matrix but q and k, as AutoAWQ) and round to nearest; int4 rounds to nearest in GPTQ's layout (the baseline both must beat).
+// else is kept, in fp16. gptq and awq run a calibration text through the model on the CPU one
+// layer at a time (layerwise_calibration.h) for each matrix input's RMS and Gram matrix, and
+// treat each layer as its statistics come in: GPTQ (quant/gptq.h), whose quantized layer then
+// computes the next layer's inputs, or AWQ's scales (quant/awq.h, folded into the norms and
+// up's rows) and its clipping search (every matrix but q and k, as AutoAWQ), the next layer
+// reading the float layer's outputs (as AutoAWQ), then round to nearest; int4 rounds to nearest
+// in GPTQ's layout (the baseline both must beat).
 // Written into OUT.partial and renamed when complete, so a failure leaves no OUT.
 #pragma once
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -75,6 +76,9 @@ class ModelWeights {
   const std::vector<float>& output_norm() const { return output_norm_; }    // (hidden,)
   const std::vector<float>& rope_freq_factors() const { return rope_freq_factors_; }  // Llama-3, or empty
   const std::vector<LayerWeights>& layers() const { return layers_; }
+  // Calibration layer by layer (backend/cpu/layer_runner.h) runs a layer on other values (its
+  // quantized ones): the caller swaps them in, and back before they go.
+  void swap_layer(int32_t layer, LayerWeights& other) { std::swap(layers_[static_cast<size_t>(layer)], other); }
   bool tied_embeddings() const { return output_.data == token_embedding_.data; }
 
  private:

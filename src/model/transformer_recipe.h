@@ -35,32 +35,36 @@ namespace folio {
 
 enum class NormSite { kAttentionInput, kMlpInput, kAttentionOutput, kMlpOutput };
 
+// Layer l over the bound batch: its K/V end up in the cache, x goes from its input to its output.
+template <typename Device>
+void run_transformer_layer(const Architecture& arch, Device& device, int32_t l) {
+  const LayerSpec& layer = arch.layers[static_cast<size_t>(l)];
+  device.norm(NormSite::kAttentionInput, l);
+  device.project_qkv(l);
+  if (arch.qk_norm) device.qk_norm(l);
+  device.rope_and_store_kv(l, layer.rope);
+  device.attend(l, arch.attention_scale, layer.sliding_window);
+  if (arch.post_norms) {
+    device.project_output(l);
+    device.post_norm_add(NormSite::kAttentionOutput, l);
+  } else {
+    device.project_output_add(l);
+  }
+  device.norm(NormSite::kMlpInput, l);
+  device.project_gate_up_activate(l, arch.activation);
+  if (arch.post_norms) {
+    device.project_down(l);
+    device.post_norm_add(NormSite::kMlpOutput, l);
+  } else {
+    device.project_down_add(l);
+  }
+}
+
 // Every layer over the bound batch: its K/V end up in the cache, its residual stream in x.
 template <typename Device>
 void run_transformer_layers(const Architecture& arch, Device& device) {
   device.embed();
-  for (int32_t l = 0; l < arch.num_layers(); ++l) {
-    const LayerSpec& layer = arch.layers[static_cast<size_t>(l)];
-    device.norm(NormSite::kAttentionInput, l);
-    device.project_qkv(l);
-    if (arch.qk_norm) device.qk_norm(l);
-    device.rope_and_store_kv(l, layer.rope);
-    device.attend(l, arch.attention_scale, layer.sliding_window);
-    if (arch.post_norms) {
-      device.project_output(l);
-      device.post_norm_add(NormSite::kAttentionOutput, l);
-    } else {
-      device.project_output_add(l);
-    }
-    device.norm(NormSite::kMlpInput, l);
-    device.project_gate_up_activate(l, arch.activation);
-    if (arch.post_norms) {
-      device.project_down(l);
-      device.post_norm_add(NormSite::kMlpOutput, l);
-    } else {
-      device.project_down_add(l);
-    }
-  }
+  for (int32_t l = 0; l < arch.num_layers(); ++l) run_transformer_layer(arch, device, l);
 }
 
 // The head over some of the batch's logit rows (devices with a bounded logits buffer take them

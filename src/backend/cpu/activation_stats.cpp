@@ -1,11 +1,14 @@
 #include "backend/cpu/activation_stats.h"
 
 #include <Eigen/Dense>
+#include <algorithm>
 
 namespace folio::cpu {
 
-ActivationStats::ActivationStats(const ModelConfig& c, bool gram) {
-  for (int32_t l = 0; l < c.num_layers; ++l) {
+ActivationStats::ActivationStats(const ModelConfig& c, bool gram, int32_t first_layer, int32_t num_layers)
+    : first_layer_(first_layer),
+      end_layer_(num_layers < 0 ? c.num_layers : std::min(c.num_layers, first_layer + num_layers)) {
+  for (int32_t l = first_layer_; l < end_layer_; ++l) {
     for (int64_t width : {static_cast<int64_t>(c.hidden_dim), static_cast<int64_t>(c.q_dim()),
                           static_cast<int64_t>(c.hidden_dim), static_cast<int64_t>(c.ffn_dim)}) {
       sites_.push_back(Site{std::vector<double>(static_cast<size_t>(width), 0.0), 0,
@@ -15,10 +18,13 @@ ActivationStats::ActivationStats(const ModelConfig& c, bool gram) {
 }
 
 const ActivationStats::Site& ActivationStats::site(MatrixInput input, int32_t layer) const {
-  return sites_[static_cast<size_t>(layer) * 4 + static_cast<size_t>(input)];
+  static const Site kNotKept;
+  if (layer < first_layer_ || layer >= end_layer_) return kNotKept;
+  return sites_[static_cast<size_t>(layer - first_layer_) * 4 + static_cast<size_t>(input)];
 }
 
 void ActivationStats::add(MatrixInput input, int32_t layer, const float* x, int32_t n) {
+  if (layer < first_layer_ || layer >= end_layer_) return;
   Site& s = const_cast<Site&>(site(input, layer));
   const size_t width = s.sums.size();
   for (int32_t r = 0; r < n; ++r) {

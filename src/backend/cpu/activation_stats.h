@@ -22,11 +22,15 @@ enum class MatrixInput : uint8_t {
 
 class ActivationStats {
  public:
-  explicit ActivationStats(const ModelConfig& config, bool gram = false);
+  // Statistics of layers [first_layer, first_layer + num_layers) (num_layers < 0: to the last);
+  // others' inputs are not kept (calibration layer by layer holds one layer's Gram matrices).
+  explicit ActivationStats(const ModelConfig& config, bool gram = false, int32_t first_layer = 0,
+                           int32_t num_layers = -1);
 
-  // Rows x (n, width of the input) of one layer's input.
+  // Rows x (n, width of the input) of one layer's input (nothing for a layer not kept).
   void add(MatrixInput input, int32_t layer, const float* x, int32_t n);
-  // Mean x_i^2 over the tokens seen (tokens() of them), per input feature; empty before any.
+  // Mean x_i^2 over the tokens seen (tokens() of them), per input feature; empty before any
+  // (and for a layer not kept).
   std::vector<float> mean_squares(MatrixInput input, int32_t layer) const;
   int64_t tokens(MatrixInput input, int32_t layer) const;
   // sum x x^T, (width, width) row-major with the lower triangle filled; empty without gram.
@@ -39,7 +43,8 @@ class ActivationStats {
     std::vector<double> gram;
   };
   const Site& site(MatrixInput input, int32_t layer) const;
-  std::vector<Site> sites_;  // (layer, input)
+  int32_t first_layer_ = 0, end_layer_ = 0;
+  std::vector<Site> sites_;  // (layer - first_layer_, input)
 };
 
 }  // namespace folio::cpu
