@@ -1,11 +1,13 @@
 // `folio synth`: writes a random-weight GGUF of a real model's shape (model/synth_model.h), for
 // benchmarks and GPU checks that need an 8B-sized model and no download.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
+#include "model/synth_hf_model.h"
 #include "model/synth_model.h"
 
 namespace folio::cli {
@@ -13,7 +15,10 @@ namespace {
 
 struct SynthCommandOptions {
   std::string config = "tiny";
+  std::string format = "gguf";
   std::string dtype = "bf16";
+  int64_t group_size = 128;
+  bool symmetric = false;
   std::string output;
   uint64_t seed = 1;
   int32_t layers = 0;
@@ -33,11 +38,33 @@ DType parse_dtype(const std::string& name) {
   return DType::BF16;
 }
 
+const char* const kHfDtypes[] = {"bf16", "gptq", "gptq-act-order", "awq"};
+
+bool is_hf_dtype(const std::string& d) {
+  return std::find(std::begin(kHfDtypes), std::end(kHfDtypes), d) != std::end(kHfDtypes);
+}
+
+SynthHfFormat parse_hf_dtype(const std::string& name) {
+  if (name == "gptq") return SynthHfFormat::kGptq;
+  if (name == "gptq-act-order") return SynthHfFormat::kGptqActOrder;
+  if (name == "awq") return SynthHfFormat::kAwq;
+  return SynthHfFormat::kBf16;
+}
+
 int run_synth(const SynthCommandOptions& options) {
   Expected<SynthConfig> config = synth_config(options.config);
   if (!config) {
     std::fprintf(stderr, "folio: error: %s\n", config.error().c_str());
     return 1;
+  }
+  const bool hf = options.format == "hf";
+  const bool valid = hf ? is_hf_dtype(options.dtype) : options.dtype == "bf16" || !is_hf_dtype(options.dtype);
+  if (!valid) {
+    std::fprintf(stderr,
+                 "folio: error: --dtype %s is not a %s type (GGUF: the block types; hf: bf16, gptq, "
+                 "gptq-act-order, awq)\n",
+                 options.dtype.c_str(), hf ? "Hugging Face" : "GGUF");
+    return 2;
   }
   SynthOptions synth{parse_dtype(options.dtype), options.seed, options.layers, options.dtype == "q4_k_m"};
   const auto start = std::chrono::steady_clock::now();
@@ -51,7 +78,12 @@ int run_synth(const SynthCommandOptions& options) {
                  total / 1e9, seconds > 0 ? done / 1e6 / seconds : 0.0);
     std::fflush(stderr);
   };
-  if (Status s = write_synth_model(*config, synth, options.output, progress); !s) {
+  const Status s = hf ? write_synth_hf_model(*config,
+                                             {parse_hf_dtype(options.dtype), options.seed, options.layers,
+                                              options.group_size, options.symmetric},
+                                             options.output, progress)
+                      : write_synth_model(*config, synth, options.output, progress);
+  if (!s) {
     std::fprintf(stderr, "folio: error: %s\n", s.message().c_str());
     return 1;
   }
@@ -67,14 +99,26 @@ int run_synth(const SynthCommandOptions& options) {
 
 CommandRunner add_synth_command(CLI::App& app) {
   auto options = std::make_shared<SynthCommandOptions>();
-  CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight GGUF model of a known shape");
+  CLI::App* cmd = app.add_subcommand(
+      "synth", "Write a random-weight model of a known shape: a GGUF file, or a Hugging Face directory (--format hf)");
   std::vector<std::string> configs = synth_config_names();
   cmd->add_option("--config", options->config, "Model shape")->check(CLI::IsMember(configs))->capture_default_str();
-  cmd->add_option("--dtype", options->dtype,
-                  "Type of the 2-D weights (q4_k_m: Q4_K with attn_v, ffn_down and output in Q6_K)")
-      ->check(CLI::IsMember({"bf16", "f16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q4_k", "q5_k", "q6_k", "q4_k_m"}))
+  cmd->add_option("--format", options->format,
+                  "gguf: one GGUF file; hf: a Hugging Face directory (Llama shapes) whose layer matrices are BF16 "
+                  "or 4-bit GPTQ / AWQ checkpoints of the same weights rounded to nearest")
+      ->check(CLI::IsMember({"gguf", "hf"}))
       ->capture_default_str();
-  cmd->add_option("-o,--output", options->output, "Output GGUF file")->required();
+  cmd->add_option("--dtype", options->dtype,
+                  "Type of the 2-D weights. GGUF: bf16 f16 f32 q8_0 q4_0 q4_1 q5_0 q4_k q5_k q6_k q4_k_m (Q4_K with "
+                  "attn_v, ffn_down and output in Q6_K); hf: bf16 gptq gptq-act-order awq")
+      ->check(CLI::IsMember({"bf16", "f16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q4_k", "q5_k", "q6_k", "q4_k_m",
+                             "gptq", "gptq-act-order", "awq"}))
+      ->capture_default_str();
+  cmd->add_option("--group-size", options->group_size, "hf 4-bit: inputs per scale and zero")
+      ->check(CLI::Range(int64_t{32}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_flag("--sym", options->symmetric, "hf gptq: symmetric groups (zero 8)");
+  cmd->add_option("-o,--output", options->output, "Output GGUF file, or directory (--format hf)")->required();
   cmd->add_option("--seed", options->seed, "Random seed")->capture_default_str();
   cmd->add_option("--layers", options->layers, "Number of layers (0: the config's)")
       ->check(CLI::Range(0, 1024))

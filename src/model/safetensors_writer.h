@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -23,5 +24,19 @@ struct SafetensorsEntry {
 
 Status write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
                          const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+// A tensor made only when its turn to be written comes, so that a file larger than memory
+// (a 70B model's) streams out one tensor at a time: make fills `bytes`, already sized.
+struct SafetensorsStreamEntry {
+  std::string name;
+  SafetensorsDtype dtype = SafetensorsDtype::kF32;
+  std::vector<int64_t> shape;
+  std::function<void(std::span<uint8_t> bytes)> make;
+};
+
+// progress(bytes written, total bytes) after each tensor.
+Status write_safetensors_streamed(const std::string& path, const std::vector<SafetensorsStreamEntry>& tensors,
+                                  const std::function<void(uint64_t, uint64_t)>& progress = {},
+                                  const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
 }  // namespace folio

@@ -21,9 +21,19 @@ uint64_t mix(uint64_t z) {  // SplitMix64's finaliser: independent streams from 
   return z ^ (z >> 31);
 }
 
-// Uniform in [-a, a) with a = std * sqrt(3): the standard deviation of an N(0, std) init at a
-// fraction of the cost of a normal draw (16 GB of weights are drawn per benchmark run).
-void fill_row(uint64_t seed, float std_dev, float* row, int64_t n) {
+}  // namespace
+
+uint64_t synth_tensor_seed(uint64_t seed, uint64_t tensor_index) {
+  return mix(seed * 0x100000001B3ull + tensor_index);
+}
+
+uint64_t synth_row_seed(uint64_t tensor_seed, int64_t row) {
+  return tensor_seed ^ mix(static_cast<uint64_t>(row) + 1);
+}
+
+// Uniform: the standard deviation of an N(0, std) init at a fraction of the cost of a normal
+// draw (16 GB of weights are drawn per benchmark run).
+void synth_fill_row(uint64_t seed, float std_dev, float* row, int64_t n) {
   const float a = std_dev * std::sqrt(3.0f);
   uint64_t state = mix(seed);
   for (int64_t i = 0; i < n; ++i) {
@@ -32,6 +42,8 @@ void fill_row(uint64_t seed, float std_dev, float* row, int64_t n) {
     row[i] = a * (static_cast<float>(r >> 40) * (2.0f / 16777216.0f) - 1.0f);
   }
 }
+
+namespace {
 
 void encode_row(DType type, const float* src, uint8_t* dst, int64_t n) {
   switch (type) {
@@ -66,7 +78,7 @@ GgufWriter::TensorFill random_rows(DType type, int64_t cols, float std_dev, uint
         if (std_dev == 0.0f)
           std::fill(row.begin(), row.end(), constant);
         else
-          fill_row(seed ^ mix(static_cast<uint64_t>(first_row + r) + 1), std_dev, row.data(), cols);
+          synth_fill_row(synth_row_seed(seed, first_row + r), std_dev, row.data(), cols);
         encode_row(type, row.data(), out.data() + static_cast<size_t>(r) * row_size, cols);
       }
     };
@@ -91,17 +103,13 @@ std::string spell(const std::string& raw) {
   return out;
 }
 
-struct Vocabulary {
-  std::vector<std::string> tokens;
-  std::vector<int32_t> types;  // 1 normal, 3 control
-  std::vector<std::string> merges;
-  int32_t bos = 0, eos = 0, eot = -1;
-};
+}  // namespace
 
 // Bytes, then merges of lowercase letter pairs and of a space before each letter (so English
 // text takes fewer tokens than bytes), then fillers up to the special tokens.
-Vocabulary make_vocabulary(const SynthConfig& c) {
-  Vocabulary v;
+SynthVocabulary synth_vocabulary(const SynthConfig& c) {
+  SynthVocabulary v;
+  v.add_bos = c.llama3_vocab;
   auto add = [&](std::string text, int32_t type) {
     v.tokens.push_back(std::move(text));
     v.types.push_back(type);
@@ -145,8 +153,6 @@ Vocabulary make_vocabulary(const SynthConfig& c) {
   }
   return v;
 }
-
-}  // namespace
 
 std::vector<std::string> synth_config_names() {
   return {"smollm2-135m", "llama3-8b", "llama3-70b",  "llama3-70b-1layer",
@@ -227,7 +233,7 @@ Status write_synth_model(const SynthConfig& c, const SynthOptions& options, cons
   const uint64_t kv_dim = static_cast<uint64_t>(head_dim) * c.num_kv_heads;
   const uint64_t ffn = static_cast<uint64_t>(c.ffn_dim);
   const uint64_t vocab = static_cast<uint64_t>(c.vocab_size);
-  const Vocabulary v = make_vocabulary(c);
+  const SynthVocabulary v = synth_vocabulary(c);
 
   GgufWriter writer;
   writer.add_string("general.architecture", c.architecture)
@@ -252,14 +258,14 @@ Status write_synth_model(const SynthConfig& c, const SynthOptions& options, cons
       .add_string_array("tokenizer.ggml.merges", v.merges)
       .add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos))
       .add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos))
-      .add_bool("tokenizer.ggml.add_bos_token", c.llama3_vocab);
+      .add_bool("tokenizer.ggml.add_bos_token", v.add_bos);
   if (v.eot >= 0) writer.add_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(v.eot));
   if (c.sliding_window > 0) writer.add_u32(a + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
 
   uint64_t tensor_index = 0;
-  auto seed = [&] { return mix(options.seed * 0x100000001B3ull + ++tensor_index); };
+  auto seed = [&] { return synth_tensor_seed(options.seed, ++tensor_index); };
   auto matrix = [&](const std::string& name, uint64_t rows, uint64_t cols, DType type) {
-    writer.add_tensor(name, {cols, rows}, type, random_rows(type, static_cast<int64_t>(cols), 0.02f, seed()));
+    writer.add_tensor(name, {cols, rows}, type, random_rows(type, static_cast<int64_t>(cols), kSynthWeightStd, seed()));
   };
   const DType mixed = options.q4_k_m ? DType::Q6_K : w;  // attn_v, ffn_down, output
   auto norm = [&](const std::string& name, uint64_t size = 0) {

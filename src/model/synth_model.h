@@ -50,6 +50,27 @@ struct SynthOptions {
   bool q4_k_m = false;
 };
 
+// How a synth model's values are drawn, shared by its GGUF and Hugging Face writers so that one
+// seed gives the same model in both (synth_hf_model.h): the 2-D weights are numbered in GGUF
+// order from 1 (token_embd, then each layer's attn_q, attn_k, attn_v, attn_output, ffn_gate,
+// ffn_up, ffn_down, then output), and row r of weight i (rows in computing order, as GGUF
+// stores Q and K) is synth_fill_row(synth_row_seed(synth_tensor_seed(seed, i), r), 0.02, ..).
+uint64_t synth_tensor_seed(uint64_t seed, uint64_t tensor_index);
+uint64_t synth_row_seed(uint64_t tensor_seed, int64_t row);
+// Uniform in [-a, a) with a = std_dev * sqrt(3), from the seed alone.
+void synth_fill_row(uint64_t seed, float std_dev, float* row, int64_t n);
+inline constexpr float kSynthWeightStd = 0.02f;
+
+// The byte-level BPE vocabulary (tokens, 1 normal / 3 control, merges "a b") and its specials.
+struct SynthVocabulary {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  std::vector<std::string> merges;
+  int32_t bos = 0, eos = 0, eot = -1;
+  bool add_bos = false;  // Llama 3's vocabulary starts every prompt with BOS
+};
+SynthVocabulary synth_vocabulary(const SynthConfig& config);
+
 // Writes the model to path, streaming (memory stays flat), filling rows on all cores.
 // progress(bytes written, total bytes).
 Status write_synth_model(const SynthConfig& config, const SynthOptions& options, const std::string& path,
