@@ -223,7 +223,8 @@ double weight_error(const std::vector<float>& w, const std::vector<float>& wq) {
 // matrices in computing order, held in `values`, for the layers after it to run on.
 Status gptq_layer(const Int4QuantizeRequest& r, const HfCheckpoint& in, const std::string& base, int32_t layer,
                   const cpu::ActivationStats& stats, const ModelConfig& config, GptqResults& results,
-                  LayerWeights& replacement, std::vector<std::vector<float>>& values) {
+                  LayerWeights& replacement, std::vector<std::vector<float>>& values,
+                  std::chrono::steady_clock::time_point start) {
   // Q and K rows of Llama-layout models are computed in GGUF's order (model/hf_weights.cpp).
   const bool interleave = config.rope_style == RopeStyle::kAdjacentPairs && config.architecture != "gemma3";
   const struct {
@@ -260,6 +261,11 @@ Status gptq_layer(const Int4QuantizeRequest& r, const HfCheckpoint& in, const st
     GptqResult& result = results[prefix];
     result.packed = std::make_unique<GptqTensors>(std::move(packed).value());
     result.weight_error = weight_error(w, wq);
+    if (!r.quiet) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "gptq %-48s %lld x %lld, weight error %.4f  (%.1f s)\n", prefix.c_str(),
+                   static_cast<long long>(rows), static_cast<long long>(cols), result.weight_error, seconds);
+    }
     // Computed row i is stored row order.stored_row(i) (WeightTensor::interleave_heads).
     WeightTensor order;
     order.rows = rows;
@@ -335,7 +341,7 @@ Status write_checkpoint(const Int4QuantizeRequest& r, const HfCheckpoint& in, co
         entries.push_back({prefix + ".scales", SafetensorsDtype::kF16, {groups, rows}, bytes_of(t.scales)});
         entries.push_back({prefix + ".g_idx", SafetensorsDtype::kI32, {cols}, bytes_of(t.g_idx)});
       }
-      if (!r.quiet) {
+      if (!r.quiet && r.method != Method::kGptq) {  // GPTQ's lines came as the calibration made them
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::fprintf(stderr, "[%zu/%zu] %-48s %s %lld x %lld, weight error %.4f  (%.1f s)\n", done, names.size(),
                      prefix.c_str(),
@@ -423,7 +429,7 @@ int calibrate(const Int4QuantizeRequest& r, const HfCheckpoint& in, const std::s
     if (r.method == Method::kGptq) {
       LayerWeights replacement = calibration.weights().layers()[static_cast<size_t>(l)];
       std::vector<std::vector<float>> values;
-      s = gptq_layer(r, in, base, l, *stats, calibration.weights().config(), gptq, replacement, values);
+      s = gptq_layer(r, in, base, l, *stats, calibration.weights().config(), gptq, replacement, values, start);
       if (s) calibration.advance(l, &replacement);
     } else {
       s = awq_scale_layer(in, *stats, base, l, r.options, one_plus, r.awq_clip, r.quiet, overrides);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "core/fp16.h"
 
@@ -58,7 +59,28 @@ Int4Matrix empty_like(int64_t rows, int64_t cols, int64_t group_size) {
   return m;
 }
 
+// U upper with H^-1 = U^T U, without forming H^-1 (which costs two n^3 triangular solves and
+// a second factorization): with J the order-reversing permutation, J H J = L L^T makes
+// H = R R^T with R = J L J upper triangular, so H^-1 = R^-T R^-1 and U = R^-1. One Cholesky
+// (n^3 / 3) and one triangular solve (n^3): half the flops, which GPTQ on an 8B model's
+// 14336-input down projection spends most of its time on. In place, H's storage becoming R:
+// two n x n matrices at the peak (3.3 GB for a 14336-input matrix; a 70B model's 28672-input
+// down projection needs 13 GB).
+Matrix upper_cholesky_of_inverse(Matrix H) {
+  H.reverseInPlace();
+  Eigen::LLT<Eigen::Ref<Matrix>> llt(H);  // H's lower triangle becomes L
+  H.triangularView<Eigen::StrictlyUpper>().setZero();
+  H.reverseInPlace();  // R = J L J, upper
+  Matrix U = Matrix::Identity(H.rows(), H.cols());
+  H.triangularView<Eigen::Upper>().solveInPlace(U);
+  return U;
+}
+
 }  // namespace
+
+void gptq_inverse_factor(const double* h, int64_t n, double* u) {
+  Eigen::Map<Matrix>(u, n, n) = upper_cholesky_of_inverse(Eigen::Map<const Matrix>(h, n, n));
+}
 
 void round_group_to_nearest(const double* x, int64_t n, bool symmetric, double* out) {
   const GroupParams p = group_params(x, n, 1, symmetric);
@@ -129,9 +151,7 @@ Int4Matrix quantize_int4_gptq(const float* w, int64_t rows, int64_t cols, const 
   H.diagonal().array() += options.damp * H.diagonal().mean();
   // U: the upper Cholesky factor of H^-1; row i of U beyond the diagonal is how column i's
   // error is spread over the later columns, U_ii its scale.
-  const Eigen::LLT<Matrix> llt(H);
-  const Matrix Hinv = llt.solve(Matrix::Identity(cols, cols));
-  const Matrix U = Eigen::LLT<Matrix>(Hinv).matrixU();
+  const Matrix U = upper_cholesky_of_inverse(std::move(H));
 
   Int4Matrix m = empty_like(rows, cols, g);
   std::vector<GroupParams> params(static_cast<size_t>(rows));

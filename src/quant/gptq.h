@@ -42,6 +42,10 @@ void round_group_to_nearest(const double* x, int64_t n, bool symmetric, double* 
 // w: (rows, cols) row-major. The empty matrix when cols is not a multiple of the group size.
 Int4Matrix quantize_int4_rtn(const float* w, int64_t rows, int64_t cols, const Int4Options& options);
 
+// The factor GPTQ spreads errors with: U upper triangular with H^-1 = U^T U, for H (n, n)
+// symmetric positive definite; h and u row-major.
+void gptq_inverse_factor(const double* h, int64_t n, double* u);
+
 // gram: (cols, cols), sum over calibration tokens of x x^T for this matrix's input (only the
 // lower triangle is read). Columns never active (H_ii = 0) are quantized as zeros.
 Int4Matrix quantize_int4_gptq(const float* w, int64_t rows, int64_t cols, const double* gram,

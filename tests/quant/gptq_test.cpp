@@ -3,6 +3,7 @@
 // RTN's output error on correlated inputs -- the error it minimizes, ||(W - Wq) X^T||, computed
 // here in float64 from the same X whose Gram matrix GPTQ was given; act-order's groups.
 #include <gtest/gtest.h>
+#include <Eigen/Dense>
 
 #include <algorithm>
 #include <cmath>
@@ -157,6 +158,32 @@ TEST(Gptq, InactiveInputsQuantizeToZero) {
   const Int4Matrix m = quantize_int4_gptq(l.w.data(), l.rows, l.cols, l.gram.data(), {.group_size = 32});
   const std::vector<float> wq = m.dequantize();
   for (int64_t r = 0; r < l.rows; ++r) EXPECT_EQ(wq[static_cast<size_t>(r * l.cols + 10)], 0.0f);
+}
+
+// The factor without H^-1 formed is the Cholesky factor of the explicit inverse (Eigen's LLT of
+// it, as GPTQ's reference computes it), on an ill-conditioned Gram matrix like a layer's.
+TEST(Gptq, InverseFactorIsTheCholeskyFactorOfTheInverse) {
+  constexpr int64_t n = 97;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  Eigen::MatrixXd x(300, n);
+  for (int64_t i = 0; i < x.rows(); ++i) {
+    for (int64_t j = 0; j < n; ++j) x(i, j) = dist(rng) * (j % 7 == 0 ? 30.0 : 1.0);  // outlier channels
+  }
+  Eigen::MatrixXd h = x.transpose() * x;
+  h.diagonal().array() += 0.01 * h.diagonal().mean();
+  using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const RowMajor hr = h;
+  RowMajor u(n, n);
+  gptq_inverse_factor(hr.data(), n, u.data());
+  const Eigen::MatrixXd want = Eigen::LLT<Eigen::MatrixXd>(h.inverse()).matrixU();
+  const double scale = want.cwiseAbs().maxCoeff();
+  EXPECT_LT((Eigen::MatrixXd(u) - want).cwiseAbs().maxCoeff(), 1e-9 * scale);
+  EXPECT_LT((Eigen::MatrixXd(u.transpose() * u) * h - Eigen::MatrixXd::Identity(n, n)).cwiseAbs().maxCoeff(), 1e-9);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_GT(u(i, i), 0.0);
+    for (int64_t j = 0; j < i; ++j) ASSERT_EQ(u(i, j), 0.0);
+  }
 }
 
 }  // namespace
