@@ -38,7 +38,7 @@ DType parse_dtype(const std::string& name) {
   return DType::BF16;
 }
 
-const char* const kHfDtypes[] = {"bf16", "gptq", "gptq-act-order", "awq"};
+const char* const kHfDtypes[] = {"bf16", "gptq", "gptq-act-order", "awq", "fp8"};
 
 bool is_hf_dtype(const std::string& d) {
   return std::find(std::begin(kHfDtypes), std::end(kHfDtypes), d) != std::end(kHfDtypes);
@@ -48,6 +48,7 @@ SynthHfFormat parse_hf_dtype(const std::string& name) {
   if (name == "gptq") return SynthHfFormat::kGptq;
   if (name == "gptq-act-order") return SynthHfFormat::kGptqActOrder;
   if (name == "awq") return SynthHfFormat::kAwq;
+  if (name == "fp8") return SynthHfFormat::kFp8;
   return SynthHfFormat::kBf16;
 }
 
@@ -62,7 +63,7 @@ int run_synth(const SynthCommandOptions& options) {
   if (!valid) {
     std::fprintf(stderr,
                  "folio: error: --dtype %s is not a %s type (GGUF: the block types; hf: bf16, gptq, "
-                 "gptq-act-order, awq)\n",
+                 "gptq-act-order, awq, fp8)\n",
                  options.dtype.c_str(), hf ? "Hugging Face" : "GGUF");
     return 2;
   }
@@ -104,15 +105,15 @@ CommandRunner add_synth_command(CLI::App& app) {
   std::vector<std::string> configs = synth_config_names();
   cmd->add_option("--config", options->config, "Model shape")->check(CLI::IsMember(configs))->capture_default_str();
   cmd->add_option("--format", options->format,
-                  "gguf: one GGUF file; hf: a Hugging Face directory (Llama shapes) whose layer matrices are BF16 "
-                  "or 4-bit GPTQ / AWQ checkpoints of the same weights rounded to nearest")
+                  "gguf: one GGUF file; hf: a Hugging Face directory (Llama shapes) whose layer matrices are BF16, "
+                  "4-bit GPTQ / AWQ checkpoints of the same weights rounded to nearest, or FP8")
       ->check(CLI::IsMember({"gguf", "hf"}))
       ->capture_default_str();
   cmd->add_option("--dtype", options->dtype,
                   "Type of the 2-D weights. GGUF: bf16 f16 f32 q8_0 q4_0 q4_1 q5_0 q4_k q5_k q6_k q4_k_m (Q4_K with "
-                  "attn_v, ffn_down and output in Q6_K); hf: bf16 gptq gptq-act-order awq")
+                  "attn_v, ffn_down and output in Q6_K); hf: bf16 gptq gptq-act-order awq fp8 (E4M3, a scale per row)")
       ->check(CLI::IsMember({"bf16", "f16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q4_k", "q5_k", "q6_k", "q4_k_m",
-                             "gptq", "gptq-act-order", "awq"}))
+                             "gptq", "gptq-act-order", "awq", "fp8"}))
       ->capture_default_str();
   cmd->add_option("--group-size", options->group_size, "hf 4-bit: inputs per scale and zero")
       ->check(CLI::Range(int64_t{32}, int64_t{1} << 20))

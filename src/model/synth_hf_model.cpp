@@ -1,6 +1,7 @@
 #include "model/synth_hf_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "core/fp16.h"
+#include "core/fp8.h"
 #include "model/hf_awq_pack.h"
 #include "model/hf_gptq_pack.h"
 #include "model/rope_scaling.h"
@@ -96,6 +98,21 @@ quant::Int4Matrix round_to_nearest(const std::vector<float>& w, int64_t rows, in
     }
   });
   return m;
+}
+
+// Per output row: scale = max |w| / 448 (E4M3's largest), codes = e4m3(w / scale).
+void to_fp8_rows(const std::vector<float>& w, int64_t rows, int64_t cols, std::span<uint8_t> codes,
+                 std::vector<float>& scales) {
+  scales.assign(static_cast<size_t>(rows), 0.0f);
+  parallel_rows(rows, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float amax = 0.0f;
+      for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+      const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+      scales[static_cast<size_t>(r)] = scale;
+      for (int64_t c = 0; c < cols; ++c) codes[r * cols + c] = fp8_e4m3_from_float(w[r * cols + c] / scale);
+    }
+  });
 }
 
 template <typename T>
@@ -206,7 +223,8 @@ Status write_synth_hf_model(const SynthConfig& c, const SynthHfOptions& options,
   const int64_t hidden = c.hidden_dim, ffn = c.ffn_dim, vocab = c.vocab_size;
   const int64_t q_dim = static_cast<int64_t>(head_dim) * c.num_heads,
                 kv_dim = static_cast<int64_t>(head_dim) * c.num_kv_heads;
-  const bool four_bit = options.format != SynthHfFormat::kBf16;
+  const bool fp8 = options.format == SynthHfFormat::kFp8;
+  const bool four_bit = options.format != SynthHfFormat::kBf16 && !fp8;
   quant::Int4Options int4;
   int4.group_size = options.group_size;
   int4.symmetric = options.symmetric && options.format != SynthHfFormat::kAwq;
@@ -244,6 +262,17 @@ Status write_synth_hf_model(const SynthConfig& c, const SynthHfOptions& options,
   };
   // A layer matrix: BF16, or its 4-bit tensors, quantized once when the first is written.
   auto layer_matrix = [&](const std::string& prefix, uint64_t index, int64_t rows, int64_t cols, int64_t heads) {
+    if (fp8) {
+      auto scales = std::make_shared<std::vector<float>>();
+      entries.push_back({prefix + ".weight", SafetensorsDtype::kF8E4M3, {rows, cols}, [=](std::span<uint8_t> bytes) {
+                           to_fp8_rows(weight_values(seed, index, rows, cols, heads), rows, cols, bytes, *scales);
+                         }});
+      entries.push_back({prefix + ".weight_scale", SafetensorsDtype::kF32, {rows, 1}, [=](std::span<uint8_t> bytes) {
+                           copy_out(*scales, bytes);
+                           scales->clear();
+                         }});
+      return;
+    }
     if (!four_bit) {
       entries.push_back({prefix + ".weight", SafetensorsDtype::kBF16, {rows, cols}, [=](std::span<uint8_t> bytes) {
                            to_bf16(weight_values(seed, index, rows, cols, heads), bytes);
@@ -321,6 +350,17 @@ Status write_synth_hf_model(const SynthConfig& c, const SynthHfOptions& options,
     Expected<std::string> with = awq_config_json(config, int4);
     s = with ? Status::ok() : with.status();
     if (with) config = *with;
+  } else if (fp8) {
+    nlohmann::json j = nlohmann::json::parse(config);
+    j["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "float-quantized"},
+        {"config_groups",
+         {{"group_0",
+           {{"targets", {"Linear"}},
+            {"weights", {{"num_bits", 8}, {"type", "float"}, {"strategy", "channel"}, {"symmetric", true}}}}}}},
+        {"ignore", {"lm_head"}}};
+    config = j.dump(2);
   } else if (four_bit) {
     Expected<std::string> with = gptq_config_json(config, int4, "folio synth: random weights rounded to nearest");
     s = with ? Status::ok() : with.status();

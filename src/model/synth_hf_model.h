@@ -1,11 +1,13 @@
 // `folio synth --format hf`: synth_model.h's random-weight models as Hugging Face directories
 // (config.json, tokenizer.json, tokenizer_config.json, model.safetensors), in BF16 or in the
-// 4-bit checkpoint layouts users download: GPTQ (AutoGPTQ format v1, plain or act-order) and
-// AWQ (AutoAWQ's GEMM layout), so that the loaders and kernels of those formats can be measured
+// quantized checkpoint layouts users download: GPTQ (AutoGPTQ format v1, plain or act-order), AWQ
+// (AutoAWQ's GEMM layout) and FP8 (llm-compressor's compressed-tensors float-quantized, E4M3 with
+// one scale per output row), so that the loaders and kernels of those formats can be measured
 // at 8B and 70B shapes without a download. One seed gives the same float weights as the GGUF
 // writer's (Q and K rows in Hugging Face's order, as transformers stores them); the 4-bit ones
-// are those weights rounded to nearest in groups (the values a loader must reproduce; how well
-// they were chosen does not matter to a benchmark). Llama-family shapes only.
+// are those weights rounded to nearest in groups, the FP8 ones each row scaled to E4M3's range
+// and rounded (the values a loader must reproduce; how well they were chosen does not matter to
+// a benchmark). Llama-family shapes only.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,7 @@
 
 namespace folio {
 
-enum class SynthHfFormat { kBf16, kGptq, kGptqActOrder, kAwq };
+enum class SynthHfFormat { kBf16, kGptq, kGptqActOrder, kAwq, kFp8 };
 
 struct SynthHfOptions {
   SynthHfFormat format = SynthHfFormat::kBf16;

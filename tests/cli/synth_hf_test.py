@@ -9,6 +9,9 @@
     AutoAWQ's layouts in numpy, is the BF16 directory's matrix rounded to nearest (within half
     a step of each group's scale), act-order's g_idx a shuffled grouping of the right sizes, and
     AWQ's values GPTQ's; folio loads all three, their perplexity within 1% of BF16's;
+  - FP8: each layer matrix, decoded from E4M3 in numpy, times its row's scale, is the BF16
+    directory's within E4M3's rounding; config.json names compressed-tensors float-quantized;
+    its perplexity within 1% of BF16's;
   - bad input (a GGUF-only type, a Gemma shape, a group size that does not divide the widths, an
     existing output) gets a clear error and leaves nothing behind.
 
@@ -48,7 +51,7 @@ def read_safetensors(path):
     data = open(path, "rb").read()
     length = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + length])
-    kinds = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32, "I32": np.int32}
+    kinds = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32, "I32": np.int32, "F8_E4M3": np.uint8}
     out = {}
     for name, e in header.items():
         if name == "__metadata__":
@@ -57,6 +60,17 @@ def read_safetensors(path):
         raw = np.frombuffer(data[8 + length + begin:8 + length + end], kinds[e["dtype"]]).reshape(e["shape"])
         out[name] = (raw.astype(np.uint32) << 16).view(np.float32) if e["dtype"] == "BF16" else raw
     return out
+
+
+def e4m3(codes):
+    """OCP FP8 E4M3 bytes -> float32: sign, 4 exponent bits (bias 7), 3 mantissa bits;
+    exponent 0 is subnormal; 0x7f / 0xff are NaN (no infinities)."""
+    c = codes.astype(np.int64)
+    sign = np.where(c & 0x80, -1.0, 1.0)
+    exponent, mantissa = (c >> 3) & 15, c & 7
+    value = np.where(exponent == 0, mantissa / 8.0 * 2.0**-6, (1 + mantissa / 8.0) * 2.0 ** (exponent - 7))
+    value = np.where((c & 0x7f) == 0x7f, np.nan, value)
+    return (sign * value).astype(np.float32)
 
 
 def perplexity(model):
@@ -69,7 +83,7 @@ def perplexity(model):
 
 with tempfile.TemporaryDirectory() as work:
     gguf = os.path.join(work, "tiny.gguf")
-    dirs = {d: os.path.join(work, d) for d in ("bf16", "gptq", "gptq-act-order", "awq")}
+    dirs = {d: os.path.join(work, d) for d in ("bf16", "gptq", "gptq-act-order", "awq", "fp8")}
     made = run("synth", "--config", "tiny", "--seed", "7", "-q", "-o", gguf)
     check("synth tiny GGUF", made.returncode == 0, made.stderr)
     for dtype, path in dirs.items():
@@ -131,9 +145,28 @@ with tempfile.TemporaryDirectory() as work:
             q, z, s = unpack_awq(tensors["awq"], prefix)
             awq = dequantize(q, z, s, np.arange(w.shape[1]) // GROUP)
             check(f"{prefix}: AWQ holds GPTQ's values", np.array_equal(awq, values["gptq"]))
+    # FP8: E4M3 keeps 3 mantissa bits: within 2^-4 of each value (relative), or 2^-10 of the
+    # row's scale where it falls among the subnormals, plus the BF16 rounding of the float.
+    fp8 = read_safetensors(os.path.join(dirs["fp8"], "model.safetensors"))
+    config = json.load(open(os.path.join(dirs["fp8"], "config.json")))["quantization_config"]
+    check("fp8: config.json's quantization_config", config.get("quant_method") == "compressed-tensors" and
+          config.get("format") == "float-quantized", config)
+    fp8_excess = -1.0
+    for layer in range(2):
+        for linear in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                       "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"):
+            prefix = f"model.layers.{layer}.{linear}"
+            w = floats[prefix + ".weight"]
+            scale = fp8[prefix + ".weight_scale"]
+            check(f"{prefix}: fp8 weight and [rows, 1] scale", fp8[prefix + ".weight"].shape == w.shape and
+                  scale.shape == (w.shape[0], 1))
+            got = e4m3(fp8[prefix + ".weight"]) * scale
+            bound = np.abs(w) * (2.0**-4 + 2.0**-7) + scale * 2.0**-10 + 1e-7
+            fp8_excess = max(fp8_excess, float((np.abs(got - w) - bound).max()))
+    check("fp8: every weight within E4M3's rounding of the BF16 one", fp8_excess <= 0.0, f"worst excess {fp8_excess:.3g}")
     for d, excess in worst.items():
         check(f"{d}: every weight within half a step of the BF16 one", excess <= 0.0, f"worst excess {excess:.3g}")
-    for d in ("gptq", "gptq-act-order", "awq"):
+    for d in ("gptq", "gptq-act-order", "awq", "fp8"):
         p = perplexity(dirs[d])
         check(f"{d}: perplexity within 1% of BF16's", abs(p / bf16 - 1) < 0.01, f"{p} vs {bf16}")
 
