@@ -252,8 +252,10 @@ Status gptq_layer(const Int4QuantizeRequest& r, const HfCheckpoint& in, const st
     const std::vector<float> w = hf_tensor_floats(e);
     const quant::Int4Matrix q = quant::quantize_int4_gptq(w.data(), rows, cols, gram.data(), r.options);
     if (q.q.empty()) {
-      return Status::error("'" + prefix + ".weight' has " + std::to_string(cols) +
-                           " inputs, not a multiple of --group-size " + std::to_string(r.options.group_size));
+      return Status::error("'" + prefix + ".weight' (" + std::to_string(cols) +
+                           " inputs) cannot be quantized by GPTQ: its inputs are not a multiple of --group-size " +
+                           std::to_string(r.options.group_size) +
+                           ", or its calibration Gram matrix stays indefinite however much it is damped");
     }
     Expected<GptqTensors> packed = pack_gptq(q);
     if (!packed) return Status::error("'" + prefix + ".weight': " + packed.error());

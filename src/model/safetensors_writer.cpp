@@ -65,6 +65,7 @@ Status write_safetensors(const std::string& path, const std::vector<SafetensorsE
     ok = ok && std::fwrite(t.bytes.data(), 1, t.bytes.size(), out.get()) == t.bytes.size();
   }
   ok = ok && std::fflush(out.get()) == 0;
+  ok = std::fclose(out.release()) == 0 && ok;
   if (!ok) return Status::error("cannot write '" + path + "' (disk full?)");
   return Status::ok();
 }
@@ -92,7 +93,10 @@ Status write_safetensors_streamed(const std::string& path, const std::vector<Saf
     done += bytes.size();
     if (progress) progress(done, total);
   }
-  if (std::fflush(out.get()) != 0) return Status::error("cannot write '" + path + "' (disk full?)");
+  // The last bytes reach the disk at close: its result counts too.
+  if (std::fflush(out.get()) != 0 || std::fclose(out.release()) != 0) {
+    return Status::error("cannot write '" + path + "' (disk full?)");
+  }
   return Status::ok();
 }
 

@@ -261,7 +261,10 @@ Status write_synth_hf_model(const SynthConfig& c, const SynthHfOptions& options,
                        }});
   };
   // A layer matrix: BF16, or its 4-bit tensors, quantized once when the first is written.
-  auto layer_matrix = [&](const std::string& prefix, uint64_t index, int64_t rows, int64_t cols, int64_t heads) {
+  // order_index: act-order's column order is drawn from this weight's seed, so that the
+  // matrices that read one input share it, as GPTQ's (one Hessian) do: Q, K, V and gate, up.
+  auto layer_matrix = [&](const std::string& prefix, uint64_t index, int64_t rows, int64_t cols, int64_t heads,
+                          uint64_t order_index) {
     if (fp8) {
       auto scales = std::make_shared<std::vector<float>>();
       entries.push_back({prefix + ".weight", SafetensorsDtype::kF8E4M3, {rows, cols}, [=](std::span<uint8_t> bytes) {
@@ -287,7 +290,8 @@ Status write_synth_hf_model(const SynthConfig& c, const SynthHfOptions& options,
     const SynthHfFormat format = options.format;
     auto make = [=](std::span<uint8_t>) {
       const std::vector<float> w = weight_values(seed, index, rows, cols, heads);
-      const quant::Int4Matrix m = round_to_nearest(w, rows, cols, int4, int4.act_order, synth_tensor_seed(seed, index));
+      const quant::Int4Matrix m =
+          round_to_nearest(w, rows, cols, int4, int4.act_order, synth_tensor_seed(seed, order_index));
       if (format == SynthHfFormat::kAwq) {
         packed->awq = std::move(pack_awq(m)).value();  // the widths were checked above
       } else {
@@ -332,14 +336,14 @@ Status write_synth_hf_model(const SynthConfig& c, const SynthHfOptions& options,
     const uint64_t base = 7ull * static_cast<uint64_t>(l) + 1;
     ones(p + "input_layernorm.weight", hidden);
     // Q and K rows by head halves, as transformers stores them (GGUF's are interleaved).
-    layer_matrix(p + "self_attn.q_proj", base + 1, q_dim, hidden, c.num_heads);
-    layer_matrix(p + "self_attn.k_proj", base + 2, kv_dim, hidden, c.num_kv_heads);
-    layer_matrix(p + "self_attn.v_proj", base + 3, kv_dim, hidden, 0);
-    layer_matrix(p + "self_attn.o_proj", base + 4, hidden, q_dim, 0);
+    layer_matrix(p + "self_attn.q_proj", base + 1, q_dim, hidden, c.num_heads, base + 1);
+    layer_matrix(p + "self_attn.k_proj", base + 2, kv_dim, hidden, c.num_kv_heads, base + 1);
+    layer_matrix(p + "self_attn.v_proj", base + 3, kv_dim, hidden, 0, base + 1);
+    layer_matrix(p + "self_attn.o_proj", base + 4, hidden, q_dim, 0, base + 4);
     ones(p + "post_attention_layernorm.weight", hidden);
-    layer_matrix(p + "mlp.gate_proj", base + 5, ffn, hidden, 0);
-    layer_matrix(p + "mlp.up_proj", base + 6, ffn, hidden, 0);
-    layer_matrix(p + "mlp.down_proj", base + 7, hidden, ffn, 0);
+    layer_matrix(p + "mlp.gate_proj", base + 5, ffn, hidden, 0, base + 5);
+    layer_matrix(p + "mlp.up_proj", base + 6, ffn, hidden, 0, base + 5);
+    layer_matrix(p + "mlp.down_proj", base + 7, hidden, ffn, 0, base + 7);
   }
   ones("model.norm.weight", hidden);
   if (!c.tied_embeddings) bf16_matrix("lm_head.weight", 7ull * static_cast<uint64_t>(layers) + 2, vocab, hidden);

@@ -66,9 +66,11 @@ Int4Matrix empty_like(int64_t rows, int64_t cols, int64_t group_size) {
 // 14336-input down projection spends most of its time on. In place, H's storage becoming R:
 // two n x n matrices at the peak (3.3 GB for a 14336-input matrix; a 70B model's 28672-input
 // down projection needs 13 GB).
+// An empty matrix when H is not positive definite (numerically).
 Matrix upper_cholesky_of_inverse(Matrix H) {
   H.reverseInPlace();
   Eigen::LLT<Eigen::Ref<Matrix>> llt(H);  // H's lower triangle becomes L
+  if (llt.info() != Eigen::Success) return {};
   H.triangularView<Eigen::StrictlyUpper>().setZero();
   H.reverseInPlace();  // R = J L J, upper
   Matrix U = Matrix::Identity(H.rows(), H.cols());
@@ -78,8 +80,11 @@ Matrix upper_cholesky_of_inverse(Matrix H) {
 
 }  // namespace
 
-void gptq_inverse_factor(const double* h, int64_t n, double* u) {
-  Eigen::Map<Matrix>(u, n, n) = upper_cholesky_of_inverse(Eigen::Map<const Matrix>(h, n, n));
+bool gptq_inverse_factor(const double* h, int64_t n, double* u) {
+  const Matrix U = upper_cholesky_of_inverse(Eigen::Map<const Matrix>(h, n, n));
+  if (U.size() == 0) return false;
+  Eigen::Map<Matrix>(u, n, n) = U;
+  return true;
 }
 
 void round_group_to_nearest(const double* x, int64_t n, bool symmetric, double* out) {
@@ -130,28 +135,38 @@ Int4Matrix quantize_int4_gptq(const float* w, int64_t rows, int64_t cols, const 
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return gram[a * cols + a] > gram[b * cols + b]; });
   }
-  Matrix W(rows, cols), H(cols, cols);
+  Matrix W(rows, cols);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t p = 0; p < cols; ++p) W(r, p) = w[r * cols + order[static_cast<size_t>(p)]];
   }
-  for (int64_t i = 0; i < cols; ++i) {
-    for (int64_t j = 0; j <= i; ++j) {
-      const int64_t a = std::max(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
-      const int64_t b = std::min(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
-      H(i, j) = H(j, i) = gram[a * cols + b];  // the lower triangle of the input
+  // H in processing order, its diagonal raised by damp times its mean so that it inverts.
+  auto damped_h = [&](double damp) {
+    Matrix H(cols, cols);
+    for (int64_t i = 0; i < cols; ++i) {
+      for (int64_t j = 0; j <= i; ++j) {
+        const int64_t a = std::max(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+        const int64_t b = std::min(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+        H(i, j) = H(j, i) = gram[a * cols + b];  // the lower triangle of the input
+      }
     }
-  }
-  // Inputs that were never active carry no information: their weights do not matter.
-  for (int64_t i = 0; i < cols; ++i) {
-    if (H(i, i) == 0.0) {
-      H(i, i) = 1.0;
-      W.col(i).setZero();
+    // Inputs that were never active carry no information: their weights do not matter.
+    for (int64_t i = 0; i < cols; ++i) {
+      if (H(i, i) == 0.0) {
+        H(i, i) = 1.0;
+        W.col(i).setZero();
+      }
     }
-  }
-  H.diagonal().array() += options.damp * H.diagonal().mean();
+    H.diagonal().array() += damp * H.diagonal().mean();
+    return H;
+  };
   // U: the upper Cholesky factor of H^-1; row i of U beyond the diagonal is how column i's
-  // error is spread over the later columns, U_ii its scale.
-  const Matrix U = upper_cholesky_of_inverse(std::move(H));
+  // error is spread over the later columns, U_ii its scale. Where rounding leaves H not
+  // positive definite, more damping (AutoGPTQ's remedy, by hand there).
+  Matrix U;
+  for (double damp = options.damp; U.size() == 0 && damp < 10.0; damp *= 10.0) {
+    U = upper_cholesky_of_inverse(damped_h(damp));
+  }
+  if (U.size() == 0) return {};
 
   Int4Matrix m = empty_like(rows, cols, g);
   std::vector<GroupParams> params(static_cast<size_t>(rows));

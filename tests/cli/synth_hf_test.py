@@ -164,6 +164,18 @@ with tempfile.TemporaryDirectory() as work:
             bound = np.abs(w) * (2.0**-4 + 2.0**-7) + scale * 2.0**-10 + 1e-7
             fp8_excess = max(fp8_excess, float((np.abs(got - w) - bound).max()))
     check("fp8: every weight within E4M3's rounding of the BF16 one", fp8_excess <= 0.0, f"worst excess {fp8_excess:.3g}")
+    # Act-order's orders follow the inputs, as GPTQ's Hessians do: one for Q, K, V, one for
+    # gate, up (so the loader gathers each input once), others for O and down.
+    for layer in range(2):
+        g = {lin: unpack_gptq(tensors["gptq-act-order"], f"model.layers.{layer}.{lin}")[3]
+             for lin in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                         "mlp.gate_proj", "mlp.up_proj")}
+        check(f"layer {layer}: Q, K, V share one act-order", np.array_equal(g["self_attn.q_proj"], g["self_attn.k_proj"])
+              and np.array_equal(g["self_attn.q_proj"], g["self_attn.v_proj"]))
+        check(f"layer {layer}: gate, up share one act-order", np.array_equal(g["mlp.gate_proj"], g["mlp.up_proj"]))
+        check(f"layer {layer}: Q's, gate's and O's orders differ",
+              not np.array_equal(g["self_attn.q_proj"], g["mlp.gate_proj"]) and
+              not np.array_equal(g["self_attn.q_proj"], g["self_attn.o_proj"]))
     for d, excess in worst.items():
         check(f"{d}: every weight within half a step of the BF16 one", excess <= 0.0, f"worst excess {excess:.3g}")
     for d in ("gptq", "gptq-act-order", "awq", "fp8"):

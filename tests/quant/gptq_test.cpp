@@ -175,7 +175,7 @@ TEST(Gptq, InverseFactorIsTheCholeskyFactorOfTheInverse) {
   using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const RowMajor hr = h;
   RowMajor u(n, n);
-  gptq_inverse_factor(hr.data(), n, u.data());
+  ASSERT_TRUE(gptq_inverse_factor(hr.data(), n, u.data()));
   const Eigen::MatrixXd want = Eigen::LLT<Eigen::MatrixXd>(h.inverse()).matrixU();
   const double scale = want.cwiseAbs().maxCoeff();
   EXPECT_LT((Eigen::MatrixXd(u) - want).cwiseAbs().maxCoeff(), 1e-9 * scale);
@@ -184,6 +184,10 @@ TEST(Gptq, InverseFactorIsTheCholeskyFactorOfTheInverse) {
     EXPECT_GT(u(i, i), 0.0);
     for (int64_t j = 0; j < i; ++j) ASSERT_EQ(u(i, j), 0.0);
   }
+  // An indefinite matrix is refused, not factored into garbage.
+  RowMajor indefinite = hr;
+  indefinite(5, 5) = -1.0;
+  EXPECT_FALSE(gptq_inverse_factor(indefinite.data(), n, u.data()));
 }
 
 }  // namespace
