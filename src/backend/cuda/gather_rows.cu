@@ -17,13 +17,15 @@ __global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* _
   }
 }
 
-// One block per row: the row is read where the order points (it stays in L1 / L2: a few KB)
-// and written in order, coalesced.
+// One thread per output element, a block per 256 columns of a row: at decode (one row) a
+// 14,336-wide gather is 56 blocks each reading its indices and values once, instead of one
+// block walking the row (which measured ~12 us a gather on an H100, 30% of a decode step).
 __global__ void gather_columns_kernel(const uint16_t* __restrict__ x, const int32_t* __restrict__ order, int64_t dim,
                                       uint16_t* __restrict__ out) {
-  const uint16_t* in = x + static_cast<int64_t>(blockIdx.x) * dim;
-  uint16_t* row = out + static_cast<int64_t>(blockIdx.x) * dim;
-  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) row[c] = in[order[c]];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= dim) return;
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * dim;
+  out[row + c] = x[row + order[c]];
 }
 
 }  // namespace
@@ -31,7 +33,8 @@ __global__ void gather_columns_kernel(const uint16_t* __restrict__ x, const int3
 void gather_columns_bf16(const uint16_t* x, const int32_t* order, int64_t num_rows, int64_t dim, uint16_t* out,
                          CUstream_st* stream) {
   if (num_rows <= 0) return;
-  gather_columns_kernel<<<static_cast<unsigned>(num_rows), 256, 0, stream>>>(x, order, dim, out);
+  const dim3 grid(static_cast<unsigned>((dim + 255) / 256), static_cast<unsigned>(num_rows));
+  gather_columns_kernel<<<grid, 256, 0, stream>>>(x, order, dim, out);
 }
 
 void gather_rows(const float* x, const int32_t* rows, int32_t num_rows, int64_t dim, float* out, CUstream_st* stream) {

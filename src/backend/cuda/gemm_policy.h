@@ -52,13 +52,14 @@ struct GemmPolicy {
   int32_t int8_small_gemm_max_rows = 64;
   // Off the invariant policy, on Hopper: INT4 and INT8 weights past the small kernel's rows
   // and up to this go to the GEMM that dequantizes in its main loop (grouped_wgmma_gemm.h)
-  // instead of dequantizing the whole matrix for cuBLASLt; 0: never. Without
-  // grouped_wgmma_split_k only where its tiles alone fill the device (no split of k). As
-  // measured on the H100 (docs/BENCHMARKS.md, issue 13) that is where it wins up to 256 tokens:
-  // gate_up and the LM head at 96-128 tokens in 0.42-0.49x the time of dequantizing (0.8-1.1x
-  // BF16's), 0.9x at 256; split grids, and 512 tokens on, lost to dequantizing.
+  // instead of dequantizing the whole matrix for cuBLASLt; 0: never. With
+  // grouped_wgmma_split_k, grids too small to fill the device split k (deterministically);
+  // without, those shapes dequantize. As measured on the H100 (docs/BENCHMARKS.md, issue 13;
+  // split-K as of 8eea5d0, every Llama-3-8B shape, INT4 and INT8): the main-loop GEMM takes
+  // less time than dequantizing in every cell from 96 to 256 tokens (down at 96: 56.8 against
+  // 106.6 us; qkv 33.4 against 46.2), and more at 512 and beyond.
   int32_t grouped_wgmma_max_rows = 256;
-  bool grouped_wgmma_split_k = false;
+  bool grouped_wgmma_split_k = true;
   // Invariant policy: the executor times the split-free candidates of each weight shape at
   // n = 1, 256 and 8192 when it starts (CublasLtGemm::tune_pinned) and pins the best.
   bool tune_pinned = true;
