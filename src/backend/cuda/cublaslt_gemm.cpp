@@ -447,25 +447,35 @@ void CublasLtGemm::matmul(const void* x, const void* w, float* y, int64_t n, int
 void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_t n, int64_t m, int64_t k, float beta,
                           cudaStream_t stream) {
   if (w.grouped()) {
-    if (w.input_order != nullptr) {
+    const auto* codes = static_cast<const uint8_t*>(w.data);
+    auto small_gemm_takes = [&](const void* input) {
+      if (policy_.batch_invariant) return false;
+      if (w.format == WeightFormat::kInt4) {
+        return n <= policy_.int4_small_gemm_max_rows && int4_small_gemm_supports(input, n, m, k);
+      }
+      return w.format == WeightFormat::kInt8 && n <= policy_.int8_small_gemm_max_rows &&
+             int8_small_gemm_supports(input, n, m, k);
+    };
+    // Act-order: the small GEMM reads a decode step's inputs through the order itself; other
+    // products gather them first.
+    const int32_t* order = w.input_order;
+    if (order != nullptr && !(n <= kSmallGemmOrderedMaxRows && small_gemm_takes(x))) {
       if (n > gather_rows_ || k > gather_k_) {
         cuda_fail("CublasLtGemm::matmul", __FILE__, __LINE__, "act-order input gather not reserved");
       }
-      gather_columns_bf16(static_cast<const uint16_t*>(x), w.input_order, n, k, gathered_x_.get<uint16_t>(), stream);
+      gather_columns_bf16(static_cast<const uint16_t*>(x), order, n, k, gathered_x_.get<uint16_t>(), stream);
       x = gathered_x_.get();
+      order = nullptr;
     }
-    const auto* codes = static_cast<const uint8_t*>(w.data);
+    if (small_gemm_takes(x)) {
+      if (w.format == WeightFormat::kInt4) {
+        int4_small_gemm(x, codes, w.groups, y, n, m, k, beta, stream, order);
+      } else {
+        int8_small_gemm(x, codes, w.groups, w.group_shift, y, n, m, k, beta, stream, order);
+      }
+      return;
+    }
     if (!policy_.batch_invariant) {
-      if (w.format == WeightFormat::kInt4 && n <= policy_.int4_small_gemm_max_rows &&
-          int4_small_gemm_supports(x, n, m, k)) {
-        int4_small_gemm(x, codes, w.groups, y, n, m, k, beta, stream);
-        return;
-      }
-      if (w.format == WeightFormat::kInt8 && n <= policy_.int8_small_gemm_max_rows &&
-          int8_small_gemm_supports(x, n, m, k)) {
-        int8_small_gemm(x, codes, w.groups, w.group_shift, y, n, m, k, beta, stream);
-        return;
-      }
       if (n <= policy_.grouped_wgmma_max_rows && m * k <= dequantize_scratch_elems_ &&
           grouped_wgmma_gemm_supports(x, n, m, k) &&
           (policy_.grouped_wgmma_split_k || grouped_wgmma_gemm_fills_device(n, m))) {

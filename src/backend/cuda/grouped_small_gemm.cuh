@@ -13,6 +13,12 @@
 // the second as (a2, a3) and b1, i.e. x's 8 bytes at that offset. Every column of the chunk is
 // used once. Those 16 columns lie in one group of 16 or 32, so a row needs one group per chunk.
 //
+// Act-order weights (DeviceMatrix::input_order) at up to kOrderedMaxRows tokens: stored column
+// c multiplies input order[c], and the kernel reads x through the order (8 two-byte loads in
+// place of one 16-byte load, from a few KB that stay in L1) instead of a gather kernel's
+// launch and round trip before it. Larger batches gather first (gather_rows.h): there the
+// activations' traffic is what the kernel costs.
+//
 // Codes provides: Chunk (a thread's codes of one row and chunk), kChunkBytes (a row's code
 // bytes per 64 columns), kUnroll1 / kUnroll2 (chunks in flight per thread, with one and two row
 // groups), load(p) and dequantize(lo, hi, lo_group, hi_group, a) (a[i][h] = a0..a3 of MMA (i, h)).
@@ -27,8 +33,25 @@
 namespace folio::cuda::grouped {
 
 constexpr int kWarps = 8;
-constexpr int kRows = 16;   // weight rows per row group (the MMA's M)
-constexpr int kChunk = 64;  // k columns one step of a warp covers (four m16n8k16)
+constexpr int kRows = 16;           // weight rows per row group (the MMA's M)
+constexpr int kChunk = 64;          // k columns one step of a warp covers (four m16n8k16)
+constexpr int kOrderedMaxRows = 8;  // one 8-token tile
+
+// Columns col..col+7 of a token's row x (col % 8 == 0), or with an order, x[order[col..col+7]].
+template <bool kOrdered>
+__device__ __forceinline__ uint4 load_x8(const uint16_t* __restrict__ x, const int32_t* __restrict__ order,
+                                         int64_t col) {
+  if constexpr (!kOrdered) {
+    return __ldg(reinterpret_cast<const uint4*>(x + col));
+  } else {
+    const int4 o0 = __ldg(reinterpret_cast<const int4*>(order + col));
+    const int4 o1 = __ldg(reinterpret_cast<const int4*>(order + col + 4));
+    auto pair = [&](int a, int b) {
+      return static_cast<uint32_t>(__ldg(x + a)) | (static_cast<uint32_t>(__ldg(x + b)) << 16);
+    };
+    return make_uint4(pair(o0.x, o0.y), pair(o0.z, o0.w), pair(o1.x, o1.y), pair(o1.z, o1.w));
+  }
+}
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                          uint32_t b1) {
@@ -43,11 +66,13 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
 // halve the activations' L2 traffic (re-read once per block), which is what the kernel costs
 // past ~16 tokens; one keeps more blocks (and fewer registers) for the smallest batches.
 // group_shift: log2 of the columns per (scale, min).
-template <class Codes, int kTiles, int kGroups>
+// order: act-order's input order (kOrdered), else unused.
+template <class Codes, int kTiles, int kGroups, bool kOrdered = false>
 __global__ void __launch_bounds__(kWarps * 32)
     small_gemm_kernel(const uint16_t* __restrict__ x, const uint8_t* __restrict__ codes,
                       const uint32_t* __restrict__ groups, float* __restrict__ y, int n, int64_t m, int64_t k,
-                      int group_shift, float beta) {
+                      int group_shift, float beta, const int32_t* __restrict__ order) {
+  static_assert(!kOrdered || kTiles * 8 <= kOrderedMaxRows);
   using Chunk = typename Codes::Chunk;
   constexpr int kUnroll = kGroups == 1 ? Codes::kUnroll1 : Codes::kUnroll2;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -69,7 +94,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int tile = 0; tile < kTiles; ++tile) {
     const int token = tile * 8 + g;
-    x_rows[tile] = x + static_cast<int64_t>(token < n ? token : 0) * k + 16 * t;
+    x_rows[tile] = x + static_cast<int64_t>(token < n ? token : 0) * k;
   }
   float acc[kGroups][kTiles][4] = {};
   auto step = [&](const Chunk(&lo)[kGroups], const Chunk(&hi)[kGroups], int64_t c) {
@@ -81,10 +106,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 #pragma unroll
     for (int tile = 0; tile < kTiles; ++tile) {
-      const uint4* xs = reinterpret_cast<const uint4*>(x_rows[tile] + c * kChunk);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const uint4 b = __ldg(xs + i);
+        const uint4 b = load_x8<kOrdered>(x_rows[tile], order, c * kChunk + 16 * t + 8 * i);
 #pragma unroll
         for (int q = 0; q < kGroups; ++q) {
           mma_bf16(acc[q][tile], a[q][i][0][0], a[q][i][0][1], a[q][i][0][2], a[q][i][0][3], b.x, b.y);
@@ -152,16 +176,22 @@ void launch_tiles(const void* x, const uint8_t* codes, const uint32_t* groups, f
   const int rows = static_cast<int>(n);
   if (n > 16 && m % (2 * kRows) == 0) {
     small_gemm_kernel<Codes, kTiles, 2><<<static_cast<unsigned>(m / (2 * kRows)), kWarps * 32, 0, stream>>>(
-        xs, codes, groups, y, rows, m, k, group_shift, beta);
+        xs, codes, groups, y, rows, m, k, group_shift, beta, nullptr);
   } else {
     small_gemm_kernel<Codes, kTiles, 1><<<static_cast<unsigned>(m / kRows), kWarps * 32, 0, stream>>>(
-        xs, codes, groups, y, rows, m, k, group_shift, beta);
+        xs, codes, groups, y, rows, m, k, group_shift, beta, nullptr);
   }
 }
 
+// order: act-order's input order (n <= kOrderedMaxRows), or null.
 template <class Codes>
 void launch_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
-                       int64_t k, int group_shift, float beta, cudaStream_t stream) {
+                       int64_t k, int group_shift, float beta, cudaStream_t stream, const int32_t* order = nullptr) {
+  if (order != nullptr) {
+    small_gemm_kernel<Codes, 1, 1, true><<<static_cast<unsigned>(m / kRows), kWarps * 32, 0, stream>>>(
+        static_cast<const uint16_t*>(x), codes, groups, y, static_cast<int>(n), m, k, group_shift, beta, order);
+    return;
+  }
   switch ((n + 7) / 8) {
     case 1: launch_tiles<Codes, 1>(x, codes, groups, y, n, m, k, group_shift, beta, stream); break;
     case 2: launch_tiles<Codes, 2>(x, codes, groups, y, n, m, k, group_shift, beta, stream); break;

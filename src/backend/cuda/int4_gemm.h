@@ -19,13 +19,18 @@ struct CUstream_st;
 namespace folio::cuda {
 
 constexpr int64_t kInt4SmallGemmMaxRows = 64;
+// Act-order weights up to this many tokens read their inputs through the order in the small
+// GEMM itself (int4_small_gemm's and int8_small_gemm's input_order); beyond, a gather first.
+constexpr int64_t kSmallGemmOrderedMaxRows = 8;
 
 // 1 <= n <= kInt4SmallGemmMaxRows, m % 16 == 0, k % 64 == 0, x 16-byte aligned.
 bool int4_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
 
 // x: (n, k) bf16; codes: (m, k / 2) bytes; groups: (m, k / 32) words; y: (n, m) fp32.
+// input_order (act-order, n <= kSmallGemmOrderedMaxRows): stored column c multiplies x's
+// column input_order[c], read in place (no gather first).
 void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
-                     int64_t k, float beta, CUstream_st* stream);
+                     int64_t k, float beta, CUstream_st* stream, const int32_t* input_order = nullptr);
 
 // out: (m, k) bf16, the weights the small GEMM computes with. k % 32 == 0.
 void dequantize_int4(const uint8_t* codes, const uint32_t* groups, int64_t m, int64_t k, uint16_t* out,
