@@ -2,10 +2,9 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "backend/cpu/cpu_executor.h"
+#include "cli/calibration_text.h"
 #include "cli/model_session.h"
 #include "engine/perplexity.h"
 #include "executor/kv_pool_sizing.h"
@@ -13,7 +12,7 @@
 namespace folio::cli {
 namespace {
 
-constexpr int32_t kChunk = 512;
+constexpr int32_t kChunk = kCalibrationChunk;
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -24,18 +23,13 @@ bool ends_with(const std::string& s, const std::string& tail) {
 Expected<std::unique_ptr<cpu::ActivationStats>> collect_importance(const std::string& model_path,
                                                                    const std::string& text_path, int32_t tokens,
                                                                    int threads, bool quiet, bool gram) {
-  std::ifstream in(text_path, std::ios::binary);
-  if (!in) return Status::error("cannot read the calibration text '" + text_path + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  Expected<CalibrationText> text = read_calibration_text(text_path);
+  if (!text) return text.status();
   Expected<ModelSession> session = open_model_session(model_path, threads, true, "cpu");
   if (!session) return session.status();
   const Tokenizer& tokenizer = *session->tokenizer;
-  const std::vector<int32_t> ids = tokenizer.encode(buffer.str(), /*add_special=*/true, /*parse_special=*/false);
-  if (static_cast<int64_t>(ids.size()) < tokens) {
-    return Status::error("the calibration text '" + text_path + "' has " + std::to_string(ids.size()) +
-                         " tokens, fewer than --imatrix-tokens " + std::to_string(tokens));
-  }
+  Expected<std::vector<int32_t>> ids = calibration_tokens(*text, tokenizer, tokens, "--imatrix-tokens");
+  if (!ids) return ids.status();
   const ModelConfig& config = session->weights->config();
   KvCacheOptions kv;
   kv.kv_cache_bytes = kv_bytes_for_tokens(config, kv, kChunk);
@@ -44,8 +38,7 @@ Expected<std::unique_ptr<cpu::ActivationStats>> collect_importance(const std::st
   auto stats = std::make_unique<cpu::ActivationStats>(config, gram);
   executor.set_activation_stats(stats.get());
   SequenceRunner runner(executor, kChunk, kChunk);
-  std::optional<int32_t> bos;
-  if (tokenizer.add_bos()) bos = tokenizer.bos_id();
+  const std::optional<int32_t> bos = chunk_bos(tokenizer);
   const auto start = std::chrono::steady_clock::now();
   auto progress = [&](int64_t done, int64_t total, double perplexity) {
     if (quiet) return;
@@ -53,7 +46,7 @@ Expected<std::unique_ptr<cpu::ActivationStats>> collect_importance(const std::st
     std::fprintf(stderr, "importance matrix: chunk %lld/%lld (perplexity so far %.3f, %.1f s)\n",
                  static_cast<long long>(done), static_cast<long long>(total), perplexity, seconds);
   };
-  const std::span<const int32_t> used(ids.data(), static_cast<size_t>(tokens));
+  const std::span<const int32_t> used(ids->data(), ids->size());
   Expected<PerplexityResult> result = compute_perplexity(runner, used, kChunk, bos, 0, progress);
   if (!result) return result.status();
   if (stats->tokens(cpu::MatrixInput::kAttention, 0) == 0) {

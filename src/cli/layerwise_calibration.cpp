@@ -1,42 +1,32 @@
 #include "cli/layerwise_calibration.h"
 
 #include <cassert>
-#include <fstream>
 #include <optional>
-#include <sstream>
+
+#include "cli/calibration_text.h"
 
 namespace folio::cli {
-namespace {
-
-constexpr int32_t kChunk = 512;  // as the importance matrix's pass (importance_matrix.cpp)
-
-}  // namespace
 
 Expected<std::unique_ptr<LayerwiseCalibration>> LayerwiseCalibration::open(const std::string& model_dir,
                                                                            const std::string& text_path, int32_t tokens,
                                                                            int threads, bool quiet) {
-  std::ifstream in(text_path, std::ios::binary);
-  if (!in) return Status::error("cannot read the calibration text '" + text_path + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  constexpr int32_t kChunk = kCalibrationChunk;
+  Expected<CalibrationText> text = read_calibration_text(text_path);
+  if (!text) return text.status();
   std::unique_ptr<LayerwiseCalibration> c(new LayerwiseCalibration());
   Expected<ModelSession> session = open_model_session(model_dir, threads, quiet, "cpu");
   if (!session) return session.status();
   c->session_ = std::move(session).value();
   const Tokenizer& tokenizer = *c->session_.tokenizer;
-  const std::vector<int32_t> ids = tokenizer.encode(buffer.str(), /*add_special=*/true, /*parse_special=*/false);
-  if (static_cast<int64_t>(ids.size()) < tokens) {
-    return Status::error("the calibration text '" + text_path + "' has " + std::to_string(ids.size()) +
-                         " tokens, fewer than --calibration-tokens " + std::to_string(tokens));
-  }
+  Expected<std::vector<int32_t>> ids = calibration_tokens(*text, tokenizer, tokens, "--calibration-tokens");
+  if (!ids) return ids.status();
   if (tokens < kChunk) {
     return Status::error("the calibration needs at least one whole chunk of " + std::to_string(kChunk) + " tokens");
   }
-  std::optional<int32_t> bos;
-  if (tokenizer.add_bos()) bos = tokenizer.bos_id();
+  const std::optional<int32_t> bos = chunk_bos(tokenizer);
   c->runner_ = std::make_unique<cpu::LayerRunner>(*c->session_.weights, *c->session_.backend, kChunk);
   for (int32_t at = 0; at + kChunk <= tokens; at += kChunk) {
-    std::vector<int32_t> window(ids.begin() + at, ids.begin() + at + kChunk);
+    std::vector<int32_t> window(ids->begin() + at, ids->begin() + at + kChunk);
     if (bos) window[0] = *bos;
     c->chunks_.emplace_back();
     c->runner_->embed(window, c->chunks_.back());
