@@ -24,6 +24,7 @@
 #include "model/hf_quantization.h"
 #include "model/safetensors_writer.h"
 #include "quant/awq.h"
+#include "quant/dense_blas.h"
 
 namespace folio::cli {
 namespace {
@@ -416,6 +417,8 @@ int calibrate(const Int4QuantizeRequest& r, const HfCheckpoint& in, const std::s
     return 2;
   }
   LayerwiseCalibration& calibration = **opened;
+  quant::dense::set_threads(r.threads);  // GPTQ's factorizations and the Gram matrices
+  if (!r.quiet) std::fprintf(stderr, "calibration: linear algebra in %s\n", quant::dense::library_name());
   const std::vector<std::string> bases = layer_bases(in);
   // Gemma's RMSNorm multiplies by (1 + weight): AWQ's scale folds into that sum.
   const bool one_plus = config_text.find("\"gemma") != std::string::npos;

@@ -7,11 +7,14 @@
 #include <utility>
 
 #include "core/fp16.h"
+#include "quant/dense_blas.h"
 
 namespace folio::quant {
 namespace {
 
-using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// Float32 throughout, as AutoGPTQ computes (its Cholesky included): half the memory and twice
+// the SIMD lanes of double; the damping keeps H's factorization stable in float.
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 struct GroupParams {
   float scale = 1.0f;
@@ -20,11 +23,12 @@ struct GroupParams {
 
 // One row's group from its values: asymmetric maps [min(x, 0), max(x, 0)] onto 0..15 (zero
 // inside the range, as AutoGPTQ does), symmetric [-amax, amax] with the zero at 8.
-GroupParams group_params(const double* x, int64_t n, int64_t stride, bool symmetric) {
+template <class T>
+GroupParams group_params(const T* x, int64_t n, int64_t stride, bool symmetric) {
   double lo = 0.0, hi = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    lo = std::min(lo, x[i * stride]);
-    hi = std::max(hi, x[i * stride]);
+    lo = std::min(lo, static_cast<double>(x[i * stride]));
+    hi = std::max(hi, static_cast<double>(x[i * stride]));
   }
   if (symmetric) {
     hi = std::max(-lo, hi);
@@ -62,28 +66,25 @@ Int4Matrix empty_like(int64_t rows, int64_t cols, int64_t group_size) {
 // U upper with H^-1 = U^T U, without forming H^-1 (which costs two n^3 triangular solves and
 // a second factorization): with J the order-reversing permutation, J H J = L L^T makes
 // H = R R^T with R = J L J upper triangular, so H^-1 = R^-T R^-1 and U = R^-1. One Cholesky
-// (n^3 / 3) and one triangular solve (n^3): half the flops, which GPTQ on an 8B model's
-// 14336-input down projection spends most of its time on. In place, H's storage becoming R:
-// two n x n matrices at the peak (3.3 GB for a 14336-input matrix; a 70B model's 28672-input
-// down projection needs 13 GB).
-// An empty matrix when H is not positive definite (numerically).
-Matrix upper_cholesky_of_inverse(Matrix H) {
+// (n^3 / 3) and one triangular inverse (n^3 / 3), in place: H's storage becomes U, one n x n
+// matrix at the peak (0.8 GB for an 8B model's 14,336-input down projection). False (H
+// clobbered) when H is not positive definite (numerically).
+bool upper_cholesky_of_inverse(Matrix& H) {
+  const int64_t n = H.rows();
   H.reverseInPlace();
-  Eigen::LLT<Eigen::Ref<Matrix>> llt(H);  // H's lower triangle becomes L
-  if (llt.info() != Eigen::Success) return {};
+  if (!dense::cholesky_lower(H.data(), n)) return false;  // H's lower triangle becomes L
   H.triangularView<Eigen::StrictlyUpper>().setZero();
   H.reverseInPlace();  // R = J L J, upper
-  Matrix U = Matrix::Identity(H.rows(), H.cols());
-  H.triangularView<Eigen::Upper>().solveInPlace(U);
-  return U;
+  dense::invert_upper(H.data(), n);
+  return true;
 }
 
 }  // namespace
 
-bool gptq_inverse_factor(const double* h, int64_t n, double* u) {
-  const Matrix U = upper_cholesky_of_inverse(Eigen::Map<const Matrix>(h, n, n));
-  if (U.size() == 0) return false;
-  Eigen::Map<Matrix>(u, n, n) = U;
+bool gptq_inverse_factor(const float* h, int64_t n, float* u) {
+  Matrix H = Eigen::Map<const Matrix>(h, n, n);
+  if (!upper_cholesky_of_inverse(H)) return false;
+  Eigen::Map<Matrix>(u, n, n) = H;
   return true;
 }
 
@@ -140,33 +141,37 @@ Int4Matrix quantize_int4_gptq(const float* w, int64_t rows, int64_t cols, const 
     for (int64_t p = 0; p < cols; ++p) W(r, p) = w[r * cols + order[static_cast<size_t>(p)]];
   }
   // H in processing order, its diagonal raised by damp times its mean so that it inverts.
-  auto damped_h = [&](double damp) {
-    Matrix H(cols, cols);
+  // Inputs that were never active carry no information: their weights do not matter.
+  double mean_diagonal = 0.0;
+  for (int64_t i = 0; i < cols; ++i) {
+    const double h = gram[order[static_cast<size_t>(i)] * (cols + 1)];
+    mean_diagonal += h == 0.0 ? 1.0 : h;
+    if (h == 0.0) W.col(i).setZero();
+  }
+  mean_diagonal /= static_cast<double>(cols);
+  auto damped_h = [&](double damp, Matrix& H) {
+    H.resize(cols, cols);
     for (int64_t i = 0; i < cols; ++i) {
       for (int64_t j = 0; j <= i; ++j) {
         const int64_t a = std::max(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
         const int64_t b = std::min(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
-        H(i, j) = H(j, i) = gram[a * cols + b];  // the lower triangle of the input
+        H(i, j) = H(j, i) = static_cast<float>(gram[a * cols + b]);  // the lower triangle of the input
       }
+      double h = gram[order[static_cast<size_t>(i)] * (cols + 1)];
+      if (h == 0.0) h = 1.0;
+      H(i, i) = static_cast<float>(h + damp * mean_diagonal);
     }
-    // Inputs that were never active carry no information: their weights do not matter.
-    for (int64_t i = 0; i < cols; ++i) {
-      if (H(i, i) == 0.0) {
-        H(i, i) = 1.0;
-        W.col(i).setZero();
-      }
-    }
-    H.diagonal().array() += damp * H.diagonal().mean();
-    return H;
   };
   // U: the upper Cholesky factor of H^-1; row i of U beyond the diagonal is how column i's
   // error is spread over the later columns, U_ii its scale. Where rounding leaves H not
   // positive definite, more damping (AutoGPTQ's remedy, by hand there).
   Matrix U;
-  for (double damp = options.damp; U.size() == 0 && damp < 10.0; damp *= 10.0) {
-    U = upper_cholesky_of_inverse(damped_h(damp));
+  bool factored = false;
+  for (double damp = options.damp; !factored && damp < 10.0; damp *= 10.0) {
+    damped_h(damp, U);
+    factored = upper_cholesky_of_inverse(U);
   }
-  if (U.size() == 0) return {};
+  if (!factored) return {};
 
   Int4Matrix m = empty_like(rows, cols, g);
   std::vector<GroupParams> params(static_cast<size_t>(rows));
@@ -187,14 +192,17 @@ Int4Matrix quantize_int4_gptq(const float* w, int64_t rows, int64_t cols, const 
       for (int64_t r = 0; r < rows; ++r) {
         const uint8_t q = quantize_value(W(r, i), params[static_cast<size_t>(r)]);
         m.q[static_cast<size_t>(r * cols + order[static_cast<size_t>(i)])] = q;
-        errors(r, i - i1) = (W(r, i) - dequantize_value(q, params[static_cast<size_t>(r)])) / d;
+        errors(r, i - i1) = static_cast<float>((W(r, i) - dequantize_value(q, params[static_cast<size_t>(r)])) / d);
       }
       // Within the block at once; beyond it, once per block (the lazy batch update).
       if (i + 1 < i2) {
         W.block(0, i + 1, rows, i2 - i - 1).noalias() -= errors.col(i - i1) * U.block(i, i + 1, 1, i2 - i - 1);
       }
     }
-    if (i2 < cols) W.rightCols(cols - i2).noalias() -= errors * U.block(i1, i2, width, cols - i2);
+    if (i2 < cols) {
+      // W[:, i2:] -= errors U[i1:i2, i2:]: most of GPTQ's flops after the factorization.
+      dense::gemm_add(rows, cols - i2, width, -1.0f, errors.data(), width, &U(i1, i2), cols, &W(0, i2), cols);
+    }
   }
   for (int64_t p = 0; p < cols; ++p)
     m.g_idx[static_cast<size_t>(order[static_cast<size_t>(p)])] = static_cast<int32_t>(p / g);

@@ -43,8 +43,9 @@ void round_group_to_nearest(const double* x, int64_t n, bool symmetric, double* 
 Int4Matrix quantize_int4_rtn(const float* w, int64_t rows, int64_t cols, const Int4Options& options);
 
 // The factor GPTQ spreads errors with: U upper triangular with H^-1 = U^T U, for H (n, n)
-// symmetric positive definite (false, u untouched, where it is not); h and u row-major.
-bool gptq_inverse_factor(const double* h, int64_t n, double* u);
+// symmetric positive definite (false, u untouched, where it is not); h and u row-major, float32
+// as GPTQ computes it (quant/dense_blas.h: OpenBLAS where the build has it).
+bool gptq_inverse_factor(const float* h, int64_t n, float* u);
 
 // gram: (cols, cols), sum over calibration tokens of x x^T for this matrix's input (only the
 // lower triangle is read). Columns never active (H_ii = 0) are quantized as zeros. The empty

@@ -161,33 +161,37 @@ TEST(Gptq, InactiveInputsQuantizeToZero) {
 }
 
 // The factor without H^-1 formed is the Cholesky factor of the explicit inverse (Eigen's LLT of
-// it, as GPTQ's reference computes it), on an ill-conditioned Gram matrix like a layer's.
+// it in double, as GPTQ's reference computes it), on an ill-conditioned Gram matrix like a
+// layer's, to float32's precision; at 600 inputs the libraries' blocked paths run too.
 TEST(Gptq, InverseFactorIsTheCholeskyFactorOfTheInverse) {
-  constexpr int64_t n = 97;
-  std::mt19937_64 rng(5);
-  std::normal_distribution<double> dist(0.0, 1.0);
-  Eigen::MatrixXd x(300, n);
-  for (int64_t i = 0; i < x.rows(); ++i) {
-    for (int64_t j = 0; j < n; ++j) x(i, j) = dist(rng) * (j % 7 == 0 ? 30.0 : 1.0);  // outlier channels
+  for (int64_t n : {97, 600}) {
+    std::mt19937_64 rng(5);
+    std::normal_distribution<double> dist(0.0, 1.0);
+    Eigen::MatrixXd x(2 * n, n);
+    for (int64_t i = 0; i < x.rows(); ++i) {
+      for (int64_t j = 0; j < n; ++j) x(i, j) = dist(rng) * (j % 7 == 0 ? 30.0 : 1.0);  // outlier channels
+    }
+    Eigen::MatrixXd h = x.transpose() * x;
+    h.diagonal().array() += 0.01 * h.diagonal().mean();
+    using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const RowMajor hr = h.cast<float>();
+    RowMajor u(n, n);
+    ASSERT_TRUE(gptq_inverse_factor(hr.data(), n, u.data()));
+    const Eigen::MatrixXd want = Eigen::LLT<Eigen::MatrixXd>(hr.cast<double>().inverse()).matrixU();
+    const double scale = want.cwiseAbs().maxCoeff();
+    const Eigen::MatrixXd got = u.cast<double>();
+    EXPECT_LT((got - want).cwiseAbs().maxCoeff(), 1e-3 * scale) << n;
+    EXPECT_LT((got.transpose() * got * hr.cast<double>() - Eigen::MatrixXd::Identity(n, n)).cwiseAbs().maxCoeff(), 1e-2)
+        << n;
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_GT(u(i, i), 0.0f);
+      for (int64_t j = 0; j < i; ++j) ASSERT_EQ(u(i, j), 0.0f);
+    }
+    // An indefinite matrix is refused, not factored into garbage.
+    RowMajor indefinite = hr;
+    indefinite(5, 5) = -1.0f;
+    EXPECT_FALSE(gptq_inverse_factor(indefinite.data(), n, u.data()));
   }
-  Eigen::MatrixXd h = x.transpose() * x;
-  h.diagonal().array() += 0.01 * h.diagonal().mean();
-  using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const RowMajor hr = h;
-  RowMajor u(n, n);
-  ASSERT_TRUE(gptq_inverse_factor(hr.data(), n, u.data()));
-  const Eigen::MatrixXd want = Eigen::LLT<Eigen::MatrixXd>(h.inverse()).matrixU();
-  const double scale = want.cwiseAbs().maxCoeff();
-  EXPECT_LT((Eigen::MatrixXd(u) - want).cwiseAbs().maxCoeff(), 1e-9 * scale);
-  EXPECT_LT((Eigen::MatrixXd(u.transpose() * u) * h - Eigen::MatrixXd::Identity(n, n)).cwiseAbs().maxCoeff(), 1e-9);
-  for (int64_t i = 0; i < n; ++i) {
-    EXPECT_GT(u(i, i), 0.0);
-    for (int64_t j = 0; j < i; ++j) ASSERT_EQ(u(i, j), 0.0);
-  }
-  // An indefinite matrix is refused, not factored into garbage.
-  RowMajor indefinite = hr;
-  indefinite(5, 5) = -1.0;
-  EXPECT_FALSE(gptq_inverse_factor(indefinite.data(), n, u.data()));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #include "backend/cpu/activation_stats.h"
 
-#include <Eigen/Dense>
 #include <algorithm>
+
+#include "quant/dense_blas.h"
 
 namespace folio::cpu {
 
@@ -33,13 +34,10 @@ void ActivationStats::add(MatrixInput input, int32_t layer, const float* x, int3
   }
   s.tokens += n;
   if (s.gram.empty()) return;
-  // H += X^T X as a symmetric rank-n update (BLAS's syrk, in Eigen): the lower triangle.
-  using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const auto w = static_cast<Eigen::Index>(width);
-  const Matrix rows =
-      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(x, n, w).cast<double>();
-  Eigen::Map<Matrix> h(s.gram.data(), w, w);
-  h.selfadjointView<Eigen::Lower>().rankUpdate(rows.transpose());
+  // H += X^T X as a symmetric rank-n update (BLAS's syrk; quant/dense_blas.h), in double: the
+  // sums run over every calibration token.
+  std::vector<double> rows(x, x + static_cast<size_t>(n) * width);
+  quant::dense::syrk_lower_add(s.gram.data(), static_cast<int64_t>(width), rows.data(), n);
 }
 
 std::vector<float> ActivationStats::mean_squares(MatrixInput input, int32_t layer) const {
