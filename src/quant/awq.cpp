@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/thread_pool.h"
+#include "quant/dense_blas.h"
 
 namespace folio::quant {
 namespace {
@@ -29,7 +30,9 @@ double output_error(std::span<const AwqMatrix> matrices, int64_t cols, const std
         d(r, c) = m.w[r * cols + c] - q[static_cast<size_t>(r * cols + c)] / s[static_cast<size_t>(c)];
       }
     }
-    const MatrixF dh = d * h;
+    // D H: rows x cols^2, nearly all of the search's flops (dense_blas.h: OpenBLAS where built).
+    MatrixF dh = MatrixF::Zero(m.rows, cols);
+    dense::gemm_add(m.rows, cols, cols, 1.0f, d.data(), cols, h.data(), cols, dh.data(), cols);
     total += static_cast<double>((dh.array() * d.array()).sum());
   }
   return total;
@@ -46,10 +49,14 @@ AwqScales awq_search_scales(std::span<const AwqMatrix> matrices, int64_t cols, c
   // A common factor of the Gram matrix changes no comparison; keep the sums in float's range.
   const float norm = h.diagonal().maxCoeff();
   if (norm > 0.0f) h /= norm;
-  // The grid's points are independent: one per thread at a time.
+  // The grid's points are independent: one per thread at a time, each product on one core (the
+  // rounding around it is as long as the product on one core: OpenBLAS's threads inside one
+  // point would leave that part serial).
   constexpr int kGrid = 20;
   std::vector<std::vector<float>> scales(kGrid);
   std::vector<double> errors(kGrid);
+  const int library_threads = dense::threads();
+  dense::set_threads(1);
   ThreadPool pool;
   pool.parallel_for_dynamic(
       kGrid,
@@ -70,6 +77,7 @@ AwqScales awq_search_scales(std::span<const AwqMatrix> matrices, int64_t cols, c
         }
       },
       1);
+  dense::set_threads(library_threads);
   AwqScales best;
   const auto at = static_cast<size_t>(std::min_element(errors.begin(), errors.end()) - errors.begin());
   best.s = scales[at];

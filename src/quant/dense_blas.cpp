@@ -133,6 +133,14 @@ void set_threads(int threads) {
 #endif
 }
 
+int threads() {
+#if FOLIO_HAVE_OPENBLAS
+  return openblas_get_num_threads();
+#else
+  return 1;
+#endif
+}
+
 const char* library_name() {
   return openblas::available() ? "openblas" : "eigen";
 }

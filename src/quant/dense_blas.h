@@ -26,8 +26,10 @@ void gemm_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
 // c (n, n): its lower triangle += x^T x for x (rows, n) (the upper triangle left as it was).
 void syrk_lower_add(double* c, int64_t n, const double* x, int64_t rows);
 
-// The threads the library may use (OpenBLAS: all cores unless told); Eigen's are always one.
+// The threads the library may use (OpenBLAS: all cores unless told; 0 leaves it as it is);
+// Eigen's are always one. threads(): the current number.
 void set_threads(int threads);
+int threads();
 // "openblas" or "eigen".
 const char* library_name();
 
