@@ -48,6 +48,10 @@ struct GemmPolicy {
   // cuBLASLt (2.5 bytes per weight more traffic than a BF16 model: 0.3-0.9x BF16 from n = 96
   // to 2048, even at 8192; docs/BENCHMARKS.md, issue 13). 0: always dequantize.
   int32_t int4_small_gemm_max_rows = 64;
+  // The INT4 small GEMM in 128-column chunks where k allows (16-byte loads of 32 columns a
+  // thread, int4_gemm.h), else 64-column ones (8-byte loads): the same products, in another order
+  // over k. On as of 2026-12-05 (eighth session); docs/BENCHMARKS.md has both measured.
+  bool int4_small_gemm_wide = true;
   // The same for INT8 weights (int8_gemm.h: the 5- to 8-bit GGUF types).
   int32_t int8_small_gemm_max_rows = 64;
   // Off the invariant policy, on Hopper: INT4 and INT8 weights past the small kernel's rows

@@ -49,6 +49,7 @@ __device__ __forceinline__ uint32_t dequantize_byte_pair(uint32_t word, int j, f
 // (a0 / a1) and 2h + 1 (a2 / a3).
 struct Int4Codes {
   using Chunk = uint2;
+  static constexpr int kColumns = 16;
   static constexpr int kChunkBytes = 32;
   static constexpr int kUnroll1 = 8, kUnroll2 = 4;
   __device__ __forceinline__ static Chunk load(const uint8_t* p) { return load_streaming8(p); }
@@ -94,11 +95,39 @@ struct Int4Codes {
   }
 };
 
+// The 4-bit layout read in 128-column chunks (the small GEMM only, k % 128 == 0): a thread's 32
+// columns of a row are four words, one 16-byte load (Int4Codes' 8-byte loads issue twice the
+// load instructions for the same bytes), and lie in one 32-column group. MMA (i, h) takes word
+// i's pairs as Int4Codes does.
+struct Int4WideCodes {
+  using Chunk = uint4;
+  static constexpr int kColumns = 32;
+  static constexpr int kChunkBytes = 64;
+  static constexpr int kUnroll1 = 4, kUnroll2 = 2;
+  __device__ __forceinline__ static Chunk load(const uint8_t* p) { return load_streaming(p); }
+  __device__ __forceinline__ static void dequantize(const uint4 lo, const uint4 hi, uint32_t lo_group,
+                                                    uint32_t hi_group, uint32_t (&a)[4][2][4]) {
+    const Groups lo_g = split(lo_group), hi_g = split(hi_group);
+    const uint32_t lo_words[4] = {lo.x, lo.y, lo.z, lo.w}, hi_words[4] = {hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        a[i][h][0] = dequantize_pair(lo_words[i], 2 * h, lo_g.scale, lo_g.min);
+        a[i][h][1] = dequantize_pair(hi_words[i], 2 * h, hi_g.scale, hi_g.min);
+        a[i][h][2] = dequantize_pair(lo_words[i], 2 * h + 1, lo_g.scale, lo_g.min);
+        a[i][h][3] = dequantize_pair(hi_words[i], 2 * h + 1, hi_g.scale, hi_g.min);
+      }
+    }
+  }
+};
+
 // 8 bits a weight: a thread's 16 columns of a row are four words of 4 columns in byte order;
 // MMA (i, h) takes word 2i + h, bytes 0-1 (a0 / a1) and 2-3 (a2 / a3). Half the chunks of
 // Int4Codes in flight: the same bytes.
 struct Int8Codes {
   using Chunk = uint4;
+  static constexpr int kColumns = 16;
   static constexpr int kChunkBytes = 64;
   static constexpr int kUnroll1 = 4, kUnroll2 = 2;
   __device__ __forceinline__ static Chunk load(const uint8_t* p) { return load_streaming(p); }

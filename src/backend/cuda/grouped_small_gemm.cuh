@@ -19,9 +19,11 @@
 // launch and round trip before it. Larger batches gather first (gather_rows.h): there the
 // activations' traffic is what the kernel costs.
 //
-// Codes provides: Chunk (a thread's codes of one row and chunk), kChunkBytes (a row's code
-// bytes per 64 columns), kUnroll1 / kUnroll2 (chunks in flight per thread, with one and two row
-// groups), load(p) and dequantize(lo, hi, lo_group, hi_group, a) (a[i][h] = a0..a3 of MMA (i, h)).
+// Codes provides: kColumns (a thread's columns of a row per chunk: 16, or 32 for the wide INT4
+// layout, whose chunks are then 128 columns and whose loads 16 bytes), Chunk (a thread's codes
+// of one row and chunk), kChunkBytes (a row's code bytes per chunk), kUnroll1 / kUnroll2 (chunks
+// in flight per thread, with one and two row groups), load(p) and dequantize(lo, hi, lo_group,
+// hi_group, a) (a[i][h] = a0..a3 of MMA (i, h), i < kColumns / 8).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -34,7 +36,7 @@ namespace folio::cuda::grouped {
 
 constexpr int kWarps = 8;
 constexpr int kRows = 16;           // weight rows per row group (the MMA's M)
-constexpr int kChunk = 64;          // k columns one step of a warp covers (four m16n8k16)
+constexpr int kChunk = 64;          // k columns one step of a warp covers (four m16n8k16), kColumns 16
 constexpr int kOrderedMaxRows = 8;  // one 8-token tile
 
 // Columns col..col+7 of a token's row x (col % 8 == 0), or with an order, x[order[col..col+7]].
@@ -75,12 +77,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   static_assert(!kOrdered || kTiles * 8 <= kOrderedMaxRows);
   using Chunk = typename Codes::Chunk;
   constexpr int kUnroll = kGroups == 1 ? Codes::kUnroll1 : Codes::kUnroll2;
+  constexpr int kCols = Codes::kColumns, kChunkCols = 4 * kCols;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows * kGroups;
-  const int64_t chunks = k / kChunk;
+  const int64_t chunks = k / kChunkCols;
   const int64_t begin = chunks * warp / kWarps, end = chunks * (warp + 1) / kWarps;
-  const int64_t row_bytes = k / kChunk * Codes::kChunkBytes, row_groups = k >> group_shift;
+  const int64_t row_bytes = k / kChunkCols * Codes::kChunkBytes, row_groups = k >> group_shift;
   const uint8_t* w_lo[kGroups];
   const uint32_t* g_lo[kGroups];
 #pragma unroll
@@ -98,8 +101,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   float acc[kGroups][kTiles][4] = {};
   auto step = [&](const Chunk(&lo)[kGroups], const Chunk(&hi)[kGroups], int64_t c) {
-    const int64_t group = (c * kChunk + 16 * t) >> group_shift;
-    uint32_t a[kGroups][2][2][4];  // (row group, i, h) -> a0..a3
+    const int64_t group = (c * kChunkCols + kCols * t) >> group_shift;
+    uint32_t a[kGroups][kCols / 8][2][4];  // (row group, i, h) -> a0..a3
 #pragma unroll
     for (int q = 0; q < kGroups; ++q) {
       Codes::dequantize(lo[q], hi[q], __ldg(g_lo[q] + group), __ldg(g_lo[q] + 8 * row_groups + group), a[q]);
@@ -107,8 +110,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int tile = 0; tile < kTiles; ++tile) {
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const uint4 b = load_x8<kOrdered>(x_rows[tile], order, c * kChunk + 16 * t + 8 * i);
+      for (int i = 0; i < kCols / 8; ++i) {
+        const uint4 b = load_x8<kOrdered>(x_rows[tile], order, c * kChunkCols + kCols * t + 8 * i);
 #pragma unroll
         for (int q = 0; q < kGroups; ++q) {
           mma_bf16(acc[q][tile], a[q][i][0][0], a[q][i][0][1], a[q][i][0][2], a[q][i][0][3], b.x, b.y);
