@@ -93,66 +93,77 @@ AwqClip awq_clip(float* w, int64_t rows, int64_t cols, const std::vector<float>&
   const int64_t groups = cols / g;
   // Each group's block of the scaled input's Gram matrix, H_ij / (s_i s_j), normalized by the
   // largest diagonal entry (a common factor changes no comparison).
-  using MatrixD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
   double norm = 0.0;
   for (int64_t i = 0; i < cols; ++i) {
     norm = std::max(norm,
                     gram[i * cols + i] / (static_cast<double>(s[static_cast<size_t>(i)]) * s[static_cast<size_t>(i)]));
   }
   if (!(norm > 0.0)) norm = 1.0;
-  std::vector<MatrixD> blocks(static_cast<size_t>(groups), MatrixD(g, g));
+  // AutoAWQ's grid: 20 steps, shrinking to at most half the range.
+  constexpr int kSteps = 10;
+  auto limit_of = [](double amax, int step) { return amax * (1.0 - step / 20.0); };
+  std::vector<double> error(static_cast<size_t>(rows), 0.0), unclipped(static_cast<size_t>(rows), 0.0);
+  std::vector<int64_t> clipped(static_cast<size_t>(rows), 0);
+  // One group of every row at a time: each step's errors e (rows, g), then e H_gg for all rows
+  // as one product (dense_blas.h) and each row's e^T H_gg e from it.
+  MatrixF h(g, g), e(rows, g), eh(rows, g);
+  std::vector<double> amax(static_cast<size_t>(rows)), best_error(static_cast<size_t>(rows));
+  std::vector<int> best_step(static_cast<size_t>(rows));
+  ThreadPool pool;
   for (int64_t b = 0; b < groups; ++b) {
     for (int64_t i = 0; i < g; ++i) {
       for (int64_t j = 0; j <= i; ++j) {
         const int64_t gi = b * g + i, gj = b * g + j;
         const double v = gram[gi * cols + gj] /
                          (static_cast<double>(s[static_cast<size_t>(gi)]) * s[static_cast<size_t>(gj)] * norm);
-        blocks[static_cast<size_t>(b)](i, j) = blocks[static_cast<size_t>(b)](j, i) = v;
+        h(i, j) = h(j, i) = static_cast<float>(v);
       }
     }
-  }
-  // AutoAWQ's grid: 20 steps, shrinking to at most half the range.
-  constexpr int kSteps = 10;
-  std::vector<double> error(static_cast<size_t>(rows), 0.0), unclipped(static_cast<size_t>(rows), 0.0);
-  std::vector<int64_t> clipped(static_cast<size_t>(rows), 0);
-  ThreadPool pool;
-  pool.parallel_for_dynamic(
-      rows,
-      [&](int, int64_t begin, int64_t end) {
-        Eigen::VectorXd x(g), clamped(g), q(g), e(g), best(g);
-        for (int64_t r = begin; r < end; ++r) {
-          for (int64_t b = 0; b < groups; ++b) {
-            float* row = w + r * cols + b * g;
-            double amax = 0.0;
-            for (int64_t i = 0; i < g; ++i) {
-              x(i) = row[i];
-              amax = std::max(amax, std::fabs(x(i)));
-            }
-            const MatrixD& h = blocks[static_cast<size_t>(b)];
-            double best_error = 0.0;
-            int best_step = 0;
-            for (int step = 0; step < kSteps; ++step) {
-              const double limit = amax * (1.0 - step / 20.0);
-              for (int64_t i = 0; i < g; ++i) clamped(i) = std::clamp(x(i), -limit, limit);
-              round_group_to_nearest(clamped.data(), g, options.symmetric, q.data());
-              e = x - q;
-              const double err = e.dot(h * e);
-              if (step == 0) unclipped[static_cast<size_t>(r)] += err;
-              if (step == 0 || err < best_error) {
-                best_error = err;
-                best_step = step;
-                best = clamped;
+    for (int64_t r = 0; r < rows; ++r) {
+      double a = 0.0;
+      for (int64_t i = 0; i < g; ++i) a = std::max(a, std::fabs(static_cast<double>(w[r * cols + b * g + i])));
+      amax[static_cast<size_t>(r)] = a;
+    }
+    for (int step = 0; step < kSteps; ++step) {
+      pool.parallel_for_dynamic(
+          rows,
+          [&](int, int64_t begin, int64_t end) {
+            std::vector<double> clamped(static_cast<size_t>(g)), q(static_cast<size_t>(g));
+            for (int64_t r = begin; r < end; ++r) {
+              const float* row = w + r * cols + b * g;
+              const double limit = limit_of(amax[static_cast<size_t>(r)], step);
+              for (int64_t i = 0; i < g; ++i) {
+                clamped[static_cast<size_t>(i)] = std::clamp(static_cast<double>(row[i]), -limit, limit);
               }
+              round_group_to_nearest(clamped.data(), g, options.symmetric, q.data());
+              for (int64_t i = 0; i < g; ++i) e(r, i) = static_cast<float>(row[i] - q[static_cast<size_t>(i)]);
             }
-            error[static_cast<size_t>(r)] += best_error;
-            if (best_step > 0) {
-              ++clipped[static_cast<size_t>(r)];
-              for (int64_t i = 0; i < g; ++i) row[i] = static_cast<float>(best(i));
-            }
-          }
+          },
+          64);
+      eh.setZero();
+      dense::gemm_add(rows, g, g, 1.0f, e.data(), g, h.data(), g, eh.data(), g);
+      for (int64_t r = 0; r < rows; ++r) {
+        double err = 0.0;
+        for (int64_t i = 0; i < g; ++i) err += static_cast<double>(e(r, i)) * eh(r, i);
+        const auto at = static_cast<size_t>(r);
+        if (step == 0) unclipped[at] += err;
+        if (step == 0 || err < best_error[at]) {
+          best_error[at] = err;
+          best_step[at] = step;
         }
-      },
-      16);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto at = static_cast<size_t>(r);
+      error[at] += best_error[at];
+      if (best_step[at] == 0) continue;
+      ++clipped[at];
+      const double limit = limit_of(amax[at], best_step[at]);
+      float* row = w + r * cols + b * g;
+      for (int64_t i = 0; i < g; ++i)
+        row[i] = static_cast<float>(std::clamp(static_cast<double>(row[i]), -limit, limit));
+    }
+  }
   AwqClip out;
   out.groups = rows * groups;
   for (int64_t r = 0; r < rows; ++r) {
