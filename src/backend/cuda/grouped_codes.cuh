@@ -44,6 +44,25 @@ __device__ __forceinline__ uint32_t dequantize_byte_pair(uint32_t word, int j, f
   return bits(__floats2bfloat162_rn(fmaf(q0, scale, min), fmaf(q1, scale, min)));
 }
 
+// kWords codes words of a row (lo) and of the row 8 below (hi), one group each, as MMA
+// operands: MMA (i, h) takes word i's pairs 2h (a0 / a1) and 2h + 1 (a2 / a3).
+template <int kWords>
+__device__ __forceinline__ void dequantize_int4_words(const uint32_t (&lo_words)[kWords],
+                                                      const uint32_t (&hi_words)[kWords], uint32_t lo_group,
+                                                      uint32_t hi_group, uint32_t (&a)[kWords][2][4]) {
+  const Groups lo_g = split(lo_group), hi_g = split(hi_group);
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      a[i][h][0] = dequantize_pair(lo_words[i], 2 * h, lo_g.scale, lo_g.min);
+      a[i][h][1] = dequantize_pair(hi_words[i], 2 * h, hi_g.scale, hi_g.min);
+      a[i][h][2] = dequantize_pair(lo_words[i], 2 * h + 1, lo_g.scale, lo_g.min);
+      a[i][h][3] = dequantize_pair(hi_words[i], 2 * h + 1, hi_g.scale, hi_g.min);
+    }
+  }
+}
+
 // 4 bits a weight: a thread's 16 columns of a row are two words (8 columns each, column
 // c + 2j in bits 4j and c + 2j + 1 in bits 16 + 4j); MMA (i, h) takes word i's pairs 2h
 // (a0 / a1) and 2h + 1 (a2 / a3).
@@ -55,18 +74,8 @@ struct Int4Codes {
   __device__ __forceinline__ static Chunk load(const uint8_t* p) { return load_streaming8(p); }
   __device__ __forceinline__ static void dequantize(const uint2 lo, const uint2 hi, uint32_t lo_group,
                                                     uint32_t hi_group, uint32_t (&a)[2][2][4]) {
-    const Groups lo_g = split(lo_group), hi_g = split(hi_group);
     const uint32_t lo_words[2] = {lo.x, lo.y}, hi_words[2] = {hi.x, hi.y};
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        a[i][h][0] = dequantize_pair(lo_words[i], 2 * h, lo_g.scale, lo_g.min);
-        a[i][h][1] = dequantize_pair(hi_words[i], 2 * h, hi_g.scale, hi_g.min);
-        a[i][h][2] = dequantize_pair(lo_words[i], 2 * h + 1, lo_g.scale, lo_g.min);
-        a[i][h][3] = dequantize_pair(hi_words[i], 2 * h + 1, hi_g.scale, hi_g.min);
-      }
-    }
+    dequantize_int4_words(lo_words, hi_words, lo_group, hi_group, a);
   }
 
   // The wgmma GEMM (grouped_wgmma_gemm.cu): a row's 64-column chunk of codes in shared memory
@@ -107,18 +116,8 @@ struct Int4WideCodes {
   __device__ __forceinline__ static Chunk load(const uint8_t* p) { return load_streaming(p); }
   __device__ __forceinline__ static void dequantize(const uint4 lo, const uint4 hi, uint32_t lo_group,
                                                     uint32_t hi_group, uint32_t (&a)[4][2][4]) {
-    const Groups lo_g = split(lo_group), hi_g = split(hi_group);
     const uint32_t lo_words[4] = {lo.x, lo.y, lo.z, lo.w}, hi_words[4] = {hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        a[i][h][0] = dequantize_pair(lo_words[i], 2 * h, lo_g.scale, lo_g.min);
-        a[i][h][1] = dequantize_pair(hi_words[i], 2 * h, hi_g.scale, hi_g.min);
-        a[i][h][2] = dequantize_pair(lo_words[i], 2 * h + 1, lo_g.scale, lo_g.min);
-        a[i][h][3] = dequantize_pair(hi_words[i], 2 * h + 1, hi_g.scale, hi_g.min);
-      }
-    }
+    dequantize_int4_words(lo_words, hi_words, lo_group, hi_group, a);
   }
 };
 
