@@ -361,13 +361,17 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
                         {576, 1536, DType::Q4_1, kInt4, 5, true},
                         {960, 576, DType::Q8_0, kInt8, 5, true}};
   const int64_t rows_list[] = {1, 2, 5, 8, 9, 16, 17, 33, 64, 65, 300, 1024, 1100};
-  // kOtherWidth: the default with the INT4 small GEMM's chunk width flipped (int4_small_gemm_wide).
+  // kOtherWidth: the default with the INT4 small GEMM's chunk width flipped (int4_small_gemm_wide)
+  // and act-order's inputs read the other way (small_gemm_reads_input_order).
   enum Mode { kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant, kOtherWidth };
   for (Mode mode : {kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant, kOtherWidth}) {
     const bool invariant = mode == kInvariant;
     GemmPolicy policy;
     policy.batch_invariant = invariant;
-    if (mode == kOtherWidth) policy.int4_small_gemm_wide = !policy.int4_small_gemm_wide;
+    if (mode == kOtherWidth) {
+      policy.int4_small_gemm_wide = !policy.int4_small_gemm_wide;
+      policy.small_gemm_reads_input_order = !policy.small_gemm_reads_input_order;
+    }
     if (mode == kWgmmaOnly || mode == kDequantizeOnly) {
       policy.int4_small_gemm_max_rows = 0;
       policy.int8_small_gemm_max_rows = 0;
@@ -386,7 +390,7 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
     for (const Case& wc : cases) {
       if (opt.quick && wc.k == 14336) continue;
       const bool int4 = wc.format == WeightFormat::kInt4;
-      if (mode == kOtherWidth && !int4) continue;
+      if (mode == kOtherWidth && !int4 && !wc.act_order) continue;
       const char* name = int4 ? "int4_gemm" : "int8_gemm";
       GroupedWeight w = random_grouped(rng, wc.type, wc.format, wc.group_shift, wc.m, wc.k);
       DeviceBuffer<uint8_t> d_codes(w.codes);

@@ -459,7 +459,8 @@ void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_
     // Act-order: the small GEMM reads a decode step's inputs through the order itself; other
     // products gather them first.
     const int32_t* order = w.input_order;
-    if (order != nullptr && !(n <= kSmallGemmOrderedMaxRows && small_gemm_takes(x))) {
+    if (order != nullptr &&
+        !(policy_.small_gemm_reads_input_order && n <= kSmallGemmOrderedMaxRows && small_gemm_takes(x))) {
       if (n > gather_rows_ || k > gather_k_) {
         cuda_fail("CublasLtGemm::matmul", __FILE__, __LINE__, "act-order input gather not reserved");
       }

@@ -52,6 +52,10 @@ struct GemmPolicy {
   // thread, int4_gemm.h), else 64-column ones (8-byte loads): the same products, in another order
   // over k. On as of 2026-12-05 (eighth session); docs/BENCHMARKS.md has both measured.
   bool int4_small_gemm_wide = true;
+  // Act-order weights (DeviceMatrix::input_order) at up to kSmallGemmOrderedMaxRows tokens: the
+  // small GEMM reads its inputs through the order itself; off, a gather kernel runs first (as
+  // for larger batches).
+  bool small_gemm_reads_input_order = true;
   // The same for INT8 weights (int8_gemm.h: the 5- to 8-bit GGUF types).
   int32_t int8_small_gemm_max_rows = 64;
   // Off the invariant policy, on Hopper: INT4 and INT8 weights past the small kernel's rows
