@@ -50,8 +50,9 @@ struct GemmPolicy {
   int32_t int4_small_gemm_max_rows = 64;
   // The INT4 small GEMM in 128-column chunks where k allows (16-byte loads of 32 columns a
   // thread, int4_gemm.h), else 64-column ones (8-byte loads): the same products, in another order
-  // over k. On as of 2026-12-05 (eighth session); docs/BENCHMARKS.md has both measured.
-  bool int4_small_gemm_wide = true;
+  // over k. Off until measured: written 2026-12-05 (eighth session) when no GPU was lent; the
+  // GEMM bench prints both widths and check_gemm checks both.
+  bool int4_small_gemm_wide = false;
   // Act-order weights (DeviceMatrix::input_order) at up to kSmallGemmOrderedMaxRows tokens: the
   // small GEMM reads its inputs through the order itself; off, a gather kernel runs first (as
   // for larger batches).

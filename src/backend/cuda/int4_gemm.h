@@ -32,7 +32,7 @@ bool int4_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
 // thread loads 16 bytes of a row at a time (32 columns) instead of 8 (GemmPolicy::int4_small_gemm_wide).
 void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
                      int64_t k, float beta, CUstream_st* stream, const int32_t* input_order = nullptr,
-                     bool wide = true);
+                     bool wide = false);
 
 // out: (m, k) bf16, the weights the small GEMM computes with. k % 32 == 0.
 void dequantize_int4(const uint8_t* codes, const uint32_t* groups, int64_t m, int64_t k, uint16_t* out,
