@@ -142,11 +142,14 @@ Int4Matrix quantize_int4_gptq(const float* w, int64_t rows, int64_t cols, const 
   }
   // H in processing order, its diagonal raised by damp times its mean so that it inverts.
   // Inputs that were never active carry no information: their weights do not matter.
+  // Their H_ii (0) becomes 1, which keeps H invertible.
+  std::vector<double> diagonal(static_cast<size_t>(cols));
   double mean_diagonal = 0.0;
   for (int64_t i = 0; i < cols; ++i) {
     const double h = gram[order[static_cast<size_t>(i)] * (cols + 1)];
-    mean_diagonal += h == 0.0 ? 1.0 : h;
     if (h == 0.0) W.col(i).setZero();
+    diagonal[static_cast<size_t>(i)] = h == 0.0 ? 1.0 : h;
+    mean_diagonal += diagonal[static_cast<size_t>(i)];
   }
   mean_diagonal /= static_cast<double>(cols);
   auto damped_h = [&](double damp, Matrix& H) {
@@ -157,9 +160,7 @@ Int4Matrix quantize_int4_gptq(const float* w, int64_t rows, int64_t cols, const 
         const int64_t b = std::min(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
         H(i, j) = H(j, i) = static_cast<float>(gram[a * cols + b]);  // the lower triangle of the input
       }
-      double h = gram[order[static_cast<size_t>(i)] * (cols + 1)];
-      if (h == 0.0) h = 1.0;
-      H(i, i) = static_cast<float>(h + damp * mean_diagonal);
+      H(i, i) = static_cast<float>(diagonal[static_cast<size_t>(i)] + damp * mean_diagonal);
     }
   };
   // U: the upper Cholesky factor of H^-1; row i of U beyond the diagonal is how column i's
