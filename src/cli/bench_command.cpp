@@ -74,6 +74,7 @@ int run(const BenchOptions& options) {
   request.batch_invariant = options.device.batch_invariant;
   request.quantization = options.device.quantization;
   request.tensor_parallel_size = options.device.tensor_parallel_size;
+  request.tensor_parallel_devices = options.device.tensor_parallel_devices;
   request.gpu_memory_utilization = options.device.gpu_memory_utilization;
   Expected<std::unique_ptr<Executor>> executor = make_executor(*session, request, options.json);
   if (!executor) {

@@ -52,9 +52,16 @@ void add_device_options(CLI::App& cmd, DeviceOptions& options) {
   cmd.add_option("--tensor-parallel-size,--tp", options.tensor_parallel_size,
                  "Split the model over this many ranks (Megatron-style: heads, FFN and vocabulary sharded, an "
                  "all-reduce after attention and after the MLP). With --device cpu the ranks are threads sharing "
-                 "--threads; with --device cuda it needs one GPU per rank (not built yet)")
+                 "--threads; with --device cuda one GPU per rank (GPUs 0 to N-1, through NCCL)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--tensor-parallel-devices", options.tensor_parallel_devices,
+                 "With --device cuda: the GPU of each rank, comma-separated (default 0,1,...,N-1). The same GPU "
+                 "for every rank runs the sharded model on one GPU without NCCL and without CUDA graphs: no "
+                 "speed-up, for checking the sharded path where one GPU is all there is")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1023))
       ->group(group);
   cmd.add_option(
          "--kv-cache-dtype", options.kv_cache_dtype,
@@ -235,6 +242,7 @@ ExecutorRequest to_executor_request(const EngineOptions& options, const EngineCo
   request.batch_invariant = options.device.batch_invariant;
   request.quantization = options.device.quantization;
   request.tensor_parallel_size = options.device.tensor_parallel_size;
+  request.tensor_parallel_devices = options.device.tensor_parallel_devices;
   // Every proposal of a step is a row of logits (or a token chosen on the device).
   if (config.speculative.num_tokens > 0) {
     request.max_logit_rows = std::min(config.scheduler.max_num_seqs * (1 + config.speculative.num_tokens), 1024);

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cli/model_session.h"
 #include "engine/engine.h"
@@ -25,6 +26,7 @@ struct DeviceOptions {
   std::string kv_cache_dtype = "auto";  // --kv-cache-dtype (kv/kv_format.h)
   std::string quantization = "auto";    // --quantization: auto | none | fp8 (cuda: 4-bit kept / BF16 / FP8 W8A8)
   int32_t tensor_parallel_size = 1;     // --tensor-parallel-size: ranks the model is split over
+  std::vector<int32_t> tensor_parallel_devices;  // --tensor-parallel-devices (cuda): each rank's GPU
 };
 
 // Speculative decoding (engine/spec/): a proposer, how many tokens it may propose per step, and

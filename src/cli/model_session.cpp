@@ -17,6 +17,7 @@
 
 #ifdef FOLIO_HAS_CUDA
 #include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/cuda_tensor_parallel_executor.h"
 #endif
 
 namespace folio::cli {
@@ -149,6 +150,34 @@ Expected<SamplingParams> default_sampling(const ModelSession& session) {
   return p;
 }
 
+#ifdef FOLIO_HAS_CUDA
+namespace {
+
+// One GPU, or (--tensor-parallel-size / --tensor-parallel-devices) the model split over ranks.
+Expected<std::unique_ptr<Executor>> make_cuda_executor(const ModelWeights& weights, const ExecutorRequest& request,
+                                                       const cuda::CudaExecutorOptions& options) {
+  std::vector<int32_t> devices = request.tensor_parallel_devices;
+  if (devices.empty() && request.tensor_parallel_size > 1) {
+    for (int32_t r = 0; r < request.tensor_parallel_size; ++r) devices.push_back(r);
+  }
+  if (devices.empty()) {
+    Expected<std::unique_ptr<cuda::CudaExecutor>> one = cuda::CudaExecutor::create(weights, options);
+    if (!one) return one.status();
+    return std::unique_ptr<Executor>(std::move(one).value());
+  }
+  if (static_cast<int32_t>(devices.size()) != request.tensor_parallel_size) {
+    return Status::error("--tensor-parallel-devices names " + std::to_string(devices.size()) + " GPUs for " +
+                         std::to_string(request.tensor_parallel_size) + " ranks (--tensor-parallel-size)");
+  }
+  Expected<std::unique_ptr<cuda::CudaTensorParallelExecutor>> tp =
+      cuda::CudaTensorParallelExecutor::create(weights, devices, options);
+  if (!tp) return tp.status();
+  return std::unique_ptr<Executor>(std::move(tp).value());
+}
+
+}  // namespace
+#endif
+
 Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const ExecutorRequest& request, bool quiet) {
   if (std::string error =
           kv_format_shape_error(request.kv.format, request.kv.block_size, session.weights->config().head_dim);
@@ -166,6 +195,9 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
         config, static_cast<int32_t>(std::min<int64_t>(blocks, int64_t{1} << 30)), request.kv.block_size));
   }
   if (request.device != "cuda") {
+    if (!request.tensor_parallel_devices.empty()) {
+      return Status::error("--tensor-parallel-devices names GPUs: use it with --device cuda");
+    }
     if (request.quantization != "none" && request.quantization != "auto") {
       return Status::error("--quantization " + request.quantization +
                            " is a GPU format (FP8 tensor cores): use it with --device cuda; the CPU computes with the "
@@ -183,11 +215,6 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
     }
     return std::unique_ptr<Executor>(
         std::make_unique<cpu::CpuExecutor>(*session.weights, *session.backend, request.kv));
-  }
-  if (request.tensor_parallel_size > 1) {
-    return Status::error("--tensor-parallel-size " + std::to_string(request.tensor_parallel_size) +
-                         " with --device cuda: multi-GPU tensor parallelism (NCCL) is not built yet; the CPU runs "
-                         "it (--device cpu)");
   }
 #ifdef FOLIO_HAS_CUDA
   cuda::CudaExecutorOptions options;
@@ -209,7 +236,7 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
                                                            : cuda::WeightFormat::kBf16;
   options.quiet = quiet;
   const auto start = std::chrono::steady_clock::now();
-  Expected<std::unique_ptr<cuda::CudaExecutor>> executor = cuda::CudaExecutor::create(*session.weights, options);
+  Expected<std::unique_ptr<Executor>> executor = make_cuda_executor(*session.weights, request, options);
   if (!executor) return executor.status();
   if (!quiet) {
     std::fprintf(stderr, "cuda: executor ready in %.2f s (weights uploaded, GEMMs tuned, pools allocated)\n",

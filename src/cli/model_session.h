@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/status.h"
@@ -62,8 +63,9 @@ struct ExecutorRequest {
   int32_t max_logit_rows = 0;  // cuda: rows of logits one step returns (0: one per sequence)
   bool cuda_graphs = true;
   bool batch_invariant = false;
-  std::string quantization = "auto";  // --quantization (engine_options.h)
-  int32_t tensor_parallel_size = 1;   // --tensor-parallel-size (engine_options.h)
+  std::string quantization = "auto";             // --quantization (engine_options.h)
+  int32_t tensor_parallel_size = 1;              // --tensor-parallel-size (engine_options.h)
+  std::vector<int32_t> tensor_parallel_devices;  // --tensor-parallel-devices (engine_options.h)
 };
 
 // The executor on request.device: the CPU, or the CUDA executor (an error when folio was built

@@ -8,11 +8,17 @@
 namespace folio {
 namespace {
 
+// Rows stored in Hugging Face's Q / K order (WeightTensor::interleave_heads) are permuted within
+// each head only, so a slice of whole heads is the same heads' stored rows, still interleaved.
 WeightTensor row_slice(const WeightTensor& w, int64_t begin, int64_t count) {
   WeightTensor slice = w;
   slice.rows = count;
   slice.data = w.row(begin);
   slice.packed = nullptr;
+  if (w.interleave_heads != 0) {
+    const int64_t head_dim = w.rows / w.interleave_heads;
+    slice.interleave_heads = static_cast<int32_t>(count / head_dim);
+  }
   return slice;
 }
 
@@ -62,7 +68,13 @@ std::vector<float> vector_slice(const std::vector<float>& v, int64_t begin, int6
 }  // namespace
 
 Expected<std::unique_ptr<ModelWeights>> ModelWeights::shard(const RankShard& rank) const {
-  if (!in_computing_order()) return Status::error("tensor parallel: the weights are not in computing order");
+  // Q and K may be stored in Hugging Face's order (a GPU session's views of the file): they are
+  // sliced by whole heads. Every other matrix must be in computing order.
+  for (const LayerWeights& w : layers_) {
+    for (const WeightTensor* t : {&w.v, &w.o, &w.gate, &w.up, &w.down}) {
+      if (t->interleave_heads != 0) return Status::error("tensor parallel: the weights are not in computing order");
+    }
+  }
   std::unique_ptr<ModelWeights> s(new ModelWeights());
   s->config_ = rank_config(config_, rank);
   s->architecture_ = architecture_;

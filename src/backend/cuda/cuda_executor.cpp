@@ -65,8 +65,11 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
   const ModelConfig& c = weights.config();
   e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : c.context_length;
   e->max_blocks_per_seq_ = (e->max_model_len_ + options.block_size - 1) / options.block_size;
-  e->max_graph_seqs_ =
-      options.cuda_graphs ? std::min(kMaxGraphSeqs, decode_graph_bucket(std::max(1, options.max_num_seqs))) : 0;
+  const bool graphs = options.cuda_graphs &&
+                      (options.tensor_parallel == nullptr || options.tensor_parallel->collectives->graph_capturable());
+  e->max_graph_seqs_ = graphs ? std::min(kMaxGraphSeqs, decode_graph_bucket(std::max(1, options.max_num_seqs))) : 0;
+  e->options_.cuda_graphs = graphs;
+  e->total_memory_ = props.totalGlobalMem;
 
   CudaModelLimits limits;
   limits.max_tokens = std::max(options.max_num_batched_tokens, e->max_graph_seqs_);
@@ -87,7 +90,7 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
     std::fflush(stderr);
   };
   Expected<std::unique_ptr<CudaModel>> cuda_model =
-      CudaModel::create(weights, limits, e->sm_count_, options.weight_format, progress);
+      CudaModel::create(weights, limits, e->sm_count_, options.weight_format, progress, options.tensor_parallel);
   if (!cuda_model) return cuda_model.status();
   e->model_ = std::move(cuda_model).value();
   e->stats_.weight_bytes = static_cast<int64_t>(e->model_->weight_bytes());
@@ -95,21 +98,27 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
   e->model_->gemm().set_policy(options.gemm);
   if (Status s = e->tune_gemms(); !s) return s;
   if (Status s = e->allocate_step_buffers(); !s) return s;
-  if (Status s = e->allocate_kv(props.totalGlobalMem); !s) return s;
-  if (!options.quiet) {
-    std::fprintf(stderr,
-                 "cuda: %s, %d SMs; weights %.2f GB (%s), activations %.2f GB, KV pool %d blocks of %d "
-                 "tokens (%.2f GB), swap %d blocks; graphs %s (up to %d sequences)\n",
-                 props.name, e->sm_count_, e->stats_.weight_bytes / 1e9, e->model_->describe_weight_format().c_str(),
-                 e->stats_.activation_bytes / 1e9, e->num_blocks_, options.block_size, e->stats_.kv_pool_bytes / 1e9,
-                 e->num_host_blocks_, options.cuda_graphs ? "on" : "off", e->max_graph_seqs_);
+  if (!options.defer_kv) {
+    Expected<CudaKvPlan> plan = e->plan_kv(1.0);
+    if (!plan) return plan.status();
+    if (Status s = e->allocate_kv(*plan); !s) return s;
   }
   return Expected<std::unique_ptr<CudaExecutor>>(std::move(e));
 }
 
+void CudaExecutor::print_summary() const {
+  if (options_.quiet) return;
+  std::fprintf(stderr,
+               "cuda: %s, %d SMs; weights %.2f GB (%s), activations %.2f GB, KV pool %d blocks of %d "
+               "tokens (%.2f GB), swap %d blocks; graphs %s (up to %d sequences)\n",
+               stats_.device_name.c_str(), sm_count_, stats_.weight_bytes / 1e9,
+               model_->describe_weight_format().c_str(), stats_.activation_bytes / 1e9, num_blocks_,
+               options_.block_size, stats_.kv_pool_bytes / 1e9, num_host_blocks_, options_.cuda_graphs ? "on" : "off",
+               max_graph_seqs_);
+}
+
 Status CudaExecutor::allocate_step_buffers() {
   const CudaModelLimits& limits = model_->limits();
-  const ModelConfig& c = model_->config();
   // Static inputs: the small arrays first and the block tables last, so that one copy of a
   // prefix moves a whole step's inputs. A pass of n tokens fills at most n / block_size + 1
   // blocks of each sequence: that bounds the seal list. Every block-table group has its own
@@ -136,7 +145,9 @@ Status CudaExecutor::allocate_step_buffers() {
   // One logit row per sequence at most (the last token of each), so max_seqs rows, not
   // max_tokens: at 8192 tokens and a 128k vocabulary that would be 4 GB of pinned memory.
   logits_host_rows_ = static_cast<size_t>(std::max(limits.max_seqs, limits.max_logit_rows));
-  if (Status s = logits_host_.allocate(logits_host_rows_ * c.vocab_size * sizeof(float), "pinned logits"); !s) {
+  if (Status s = logits_host_.allocate(logits_host_rows_ * static_cast<size_t>(model_->logits_vocab()) * sizeof(float),
+                                       "pinned logits");
+      !s) {
     return s;
   }
   const size_t rows = static_cast<size_t>(limits.max_logit_rows);
@@ -159,23 +170,27 @@ Status CudaExecutor::allocate_step_buffers() {
   return Status::ok();
 }
 
-Status CudaExecutor::allocate_kv(size_t total_memory) {
+int64_t CudaExecutor::kv_bytes_per_block() const {
+  return folio::kv_bytes_per_block(model_->config(), options_.block_size, options_.kv_format,
+                                   options_.release_window_blocks);
+}
+
+Expected<CudaKvPlan> CudaExecutor::plan_kv(double memory_share) const {
   const ModelConfig& c = model_->config();
-  block_bytes_ = kv_block_bytes(options_.kv_format, options_.block_size, c.num_kv_heads, c.head_dim);
-  // A block holds one group's layer slots (every layer with one group).
-  const int64_t bytes_per_block =
-      kv_bytes_per_block(c, options_.block_size, options_.kv_format, options_.release_window_blocks);
-  const size_t num_slots = static_cast<size_t>(groups_.num_slots);
+  const int64_t bytes_per_block = kv_bytes_per_block();
+  const int64_t staging_bytes =
+      2 * static_cast<int64_t>(c.num_layers) *
+      static_cast<int64_t>(kv_block_bytes(KvFormat::kFp16, options_.block_size, c.num_kv_heads, c.head_dim));
   int64_t budget = options_.kv_cache_bytes;
   if (budget <= 0) {
     size_t free_bytes = 0, total = 0;
     if (Status s = cuda_status(cudaMemGetInfo(&free_bytes, &total), "memory info"); !s) return s;
-    budget = static_cast<int64_t>(static_cast<double>(total_memory) * options_.gpu_memory_utilization -
-                                  static_cast<double>(total - free_bytes) - static_cast<double>(kReserveBytes));
+    budget = static_cast<int64_t>(memory_share *
+                                  (static_cast<double>(total_memory_) * options_.gpu_memory_utilization -
+                                   static_cast<double>(total - free_bytes) - static_cast<double>(kReserveBytes)));
   }
+  CudaKvPlan plan;
   // Residual formats: the staging blocks come out of the budget first (kv_pool_sizing.h).
-  staging_block_bytes_ = kv_block_bytes(KvFormat::kFp16, options_.block_size, c.num_kv_heads, c.head_dim);
-  const int64_t staging_bytes = 2 * static_cast<int64_t>(c.num_layers) * static_cast<int64_t>(staging_block_bytes_);
   if (kv_format_has_residual(options_.kv_format)) {
     const int32_t wanted =
         options_.num_staging_blocks > 0
@@ -183,8 +198,8 @@ Status CudaExecutor::allocate_kv(size_t total_memory) {
             : static_cast<int32_t>(std::min<int64_t>(
                   kv_staging_blocks_for(options_.max_num_seqs, options_.max_num_batched_tokens, options_.block_size),
                   budget / 4 / staging_bytes));
-    num_staging_ = std::max(3, wanted);
-    budget -= num_staging_ * staging_bytes;
+    plan.staging = std::max(3, wanted);
+    budget -= plan.staging * staging_bytes;
   }
   if (budget < 2 * bytes_per_block) {
     return Status::error(
@@ -192,8 +207,22 @@ Status CudaExecutor::allocate_kv(size_t total_memory) {
         "--gpu-memory-utilization or lower --max-num-batched-tokens)");
   }
   // A budget the caller gave buys the null block too; the utilization budget leaves it out.
-  num_blocks_ = kv_blocks_for_budget(budget, bytes_per_block) - (options_.kv_cache_bytes > 0 ? 0 : 1);
-  num_blocks_ = std::max(num_blocks_, 2);
+  plan.blocks = std::max(2, kv_blocks_for_budget(budget, bytes_per_block) - (options_.kv_cache_bytes > 0 ? 0 : 1));
+  // The swap budget buys host staging blocks first, as many as the device has.
+  plan.host_blocks = kv_blocks_for_budget(options_.swap_space_bytes - plan.staging * staging_bytes, bytes_per_block);
+  return plan;
+}
+
+Status CudaExecutor::allocate_kv(const CudaKvPlan& plan) {
+  if (kv_pool_.get() != nullptr) return Status::error("cuda: the KV pool is allocated already");
+  const ModelConfig& c = model_->config();
+  block_bytes_ = kv_block_bytes(options_.kv_format, options_.block_size, c.num_kv_heads, c.head_dim);
+  const int64_t bytes_per_block = kv_bytes_per_block();
+  const size_t num_slots = static_cast<size_t>(groups_.num_slots);
+  staging_block_bytes_ = kv_block_bytes(KvFormat::kFp16, options_.block_size, c.num_kv_heads, c.head_dim);
+  const int64_t staging_bytes = 2 * static_cast<int64_t>(c.num_layers) * static_cast<int64_t>(staging_block_bytes_);
+  num_staging_ = plan.staging;
+  num_blocks_ = plan.blocks;
   layer_bytes_ = align256(block_bytes_ * static_cast<size_t>(num_blocks_));
   const size_t pool = 2 * num_slots * layer_bytes_;
   if (Status s = kv_pool_.allocate(pool, "allocating the KV pool"); !s) return s;
@@ -228,9 +257,7 @@ Status CudaExecutor::allocate_kv(size_t total_memory) {
     }
     kv_layers_.push_back(view);
   }
-  // The swap budget buys host staging blocks first, as many as the device has.
-  const int64_t swap_budget = options_.swap_space_bytes - num_staging_ * staging_bytes;
-  num_host_blocks_ = kv_blocks_for_budget(swap_budget, bytes_per_block);
+  num_host_blocks_ = plan.host_blocks;
   if (num_host_blocks_ > 1) {
     if (Status s = host_pool_.allocate(static_cast<size_t>(num_host_blocks_) * bytes_per_block, "pinned swap pool");
         !s) {
@@ -247,6 +274,7 @@ Status CudaExecutor::allocate_kv(size_t total_memory) {
   } else {
     num_host_blocks_ = 0;
   }
+  print_summary();
   return Status::ok();
 }
 
@@ -262,14 +290,11 @@ CudaExecutor::~CudaExecutor() {
 }
 
 const ModelConfig& CudaExecutor::config() const {
-  return model_->config();
+  return options_.tensor_parallel != nullptr ? options_.tensor_parallel->full_config : model_->config();
 }
 
 KvPoolLayout CudaExecutor::kv_pool() const {
-  KvPoolLayout layout{
-      num_blocks_, options_.block_size, num_host_blocks_,
-      kv_bytes_per_block(model_->config(), options_.block_size, options_.kv_format, options_.release_window_blocks),
-      options_.kv_format};
+  KvPoolLayout layout{num_blocks_, options_.block_size, num_host_blocks_, kv_bytes_per_block(), options_.kv_format};
   layout.num_staging_blocks = num_staging_;
   layout.num_host_staging_blocks = num_host_staging_;
   if (groups_.num_groups() > 1) layout.group_windows = groups_.windows;
@@ -625,7 +650,7 @@ StepResult CudaExecutor::execute(const ForwardBatch& batch, const SamplingPlan* 
   const RowSampler sampler = sample_here ? upload_sampling(*plan, rows) : RowSampler{};
   const int32_t m = run(batch, sampler);
   if (sample_here) return StepResult{{}, read_samples(m)};
-  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
+  const size_t vocab = static_cast<size_t>(model_->logits_vocab());
   return StepResult{std::span<const float>(logits_host_.get<float>(), m * vocab), {}};
 }
 

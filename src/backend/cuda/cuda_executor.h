@@ -24,6 +24,7 @@
 
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_matrix.h"
+#include "backend/cuda/device_rank.h"
 #include "backend/cuda/gemm_policy.h"
 #include "core/status.h"
 #include "executor/executor.h"
@@ -69,6 +70,19 @@ struct CudaExecutorOptions {
   GemmPolicy gemm;
   bool device_sampling = true;  // rows are sampled on the GPU (Capabilities::samples_on_device)
   bool quiet = false;           // no progress or summary on stderr
+  // Tensor parallel (cuda_tensor_parallel_executor.h): the weights are this rank's shard; it
+  // must outlive the executor. Decode graphs stay off where its collectives cannot be captured.
+  const DeviceRank* tensor_parallel = nullptr;
+  // true: create() allocates no KV pool; the caller sizes it with plan_kv() and allocate_kv()
+  // (tensor-parallel ranks hold the same number of blocks).
+  bool defer_kv = false;
+};
+
+// A KV pool's size: device blocks, staging blocks (residual formats) and host swap blocks.
+struct CudaKvPlan {
+  int32_t blocks = 0;
+  int32_t staging = 0;
+  int32_t host_blocks = 0;
 };
 
 // What the executor did, for logs and benchmarks.
@@ -128,6 +142,14 @@ class CudaExecutor final : public Executor {
   // with block-table groups the block is one of that layer's group.
   std::vector<uint8_t> read_block(int32_t layer, bool values, int32_t block);
 
+  // The pool the options buy with memory_share of what the utilization budget leaves on this
+  // GPU now (ranks sharing a GPU split it), or with kv_cache_bytes / swap_space_bytes if given.
+  Expected<CudaKvPlan> plan_kv(double memory_share) const;
+  // Allocates the pool (once; create() does it unless options.defer_kv).
+  Status allocate_kv(const CudaKvPlan& plan);
+  // One KV block of this executor's layers (its KV heads), all slots, K and V.
+  int64_t kv_bytes_per_block() const;
+
  private:
   // Where a step's rows are sampled: logits copied to the host (params null), or on the GPU
   // with these device-side params (one per row, or one set shared by every row: the greedy
@@ -139,8 +161,8 @@ class CudaExecutor final : public Executor {
   };
 
   CudaExecutor() = default;
-  Status allocate_kv(size_t total_memory);
   Status allocate_step_buffers();
+  void print_summary() const;
   // Batch-invariant policy with tune_pinned: pins each weight shape's algorithm by timing
   // (CudaModel::tune_pinned_gemms), shapes already in options_.gemm.pinned excepted, and
   // records the result there and in tuned_. A tuning that fails is a warning (the rest pin the
@@ -164,6 +186,7 @@ class CudaExecutor final : public Executor {
 
   CudaExecutorOptions options_;
   std::unique_ptr<CudaModel> model_;
+  size_t total_memory_ = 0;  // the GPU's
   CUstream_st* stream_ = nullptr;
   int32_t sm_count_ = 0;
   int32_t max_model_len_ = 0;

@@ -52,7 +52,7 @@ CudaExecutor::RowSampler CudaExecutor::upload_sampling(const SamplingPlan& plan,
 }
 
 void CudaExecutor::finish_rows(int32_t first, int32_t count, const RowSampler& sampler) {
-  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
+  const size_t vocab = static_cast<size_t>(model_->logits_vocab());
   if (sampler.params == nullptr) {
     FOLIO_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get<float>() + first * vocab, model_->logits_buffer(),
                                      count * vocab * sizeof(float), cudaMemcpyDeviceToHost, stream_));

@@ -1,17 +1,28 @@
 #include "backend/cuda/cuda_forward.h"
 
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gather_rows.h"
+#include "backend/cuda/rank_sum.h"
 
 namespace folio::cuda {
 
 void CudaForward::embed() {
+  // A rank's table is its vocabulary slice: other tokens embed as zeros, which the sum fills.
   embed_rows(w_.embedding, c_.vocab_size, c_.hidden_dim, batch_.tokens, batch_.num_tokens, a_.x, stream_,
-             arch_.embedding_scale);
+             arch_.embedding_scale, tp_ != nullptr ? tp_->shard().vocab_begin : 0);
+  if (tp_ != nullptr) all_reduce_rows(a_.x, batch_.num_tokens);
 }
 
 void CudaForward::norm(NormSite site, int32_t l) {
   const float* weight = site == NormSite::kAttentionInput ? layer(l).attn_norm : layer(l).ffn_norm;
-  rms_norm(a_.x, nullptr, weight, a_.normed, batch_.num_tokens, c_.hidden_dim, c_.rms_norm_eps, stream_);
+  rms_norm(a_.x, pending_add_, weight, a_.normed, batch_.num_tokens, c_.hidden_dim, c_.rms_norm_eps, stream_);
+  pending_add_ = nullptr;
+}
+
+void CudaForward::finish_residual() {
+  if (pending_add_ == nullptr) return;
+  add_in_place(a_.x, pending_add_, static_cast<size_t>(batch_.num_tokens) * c_.hidden_dim, stream_);
+  pending_add_ = nullptr;
 }
 
 void CudaForward::project_qkv(int32_t l) {
@@ -58,11 +69,17 @@ void CudaForward::attend(int32_t l, float scale, int32_t window) {
 }
 
 void CudaForward::project_output_add(int32_t l) {
+  if (tp_ != nullptr) {
+    project_output(l);
+    pending_add_ = a_.proj;
+    return;
+  }
   gemm_.matmul(a_.attn, layer(l).o, a_.x, batch_.num_tokens, c_.hidden_dim, c_.q_dim(), 1.0f, stream_);
 }
 
 void CudaForward::project_output(int32_t l) {
   gemm_.matmul(a_.attn, layer(l).o, a_.proj, batch_.num_tokens, c_.hidden_dim, c_.q_dim(), 0.0f, stream_);
+  if (tp_ != nullptr) all_reduce_rows(a_.proj, batch_.num_tokens);
 }
 
 void CudaForward::project_gate_up_activate(int32_t l, Activation activation) {
@@ -77,6 +94,7 @@ void CudaForward::project_gate_up_activate(int32_t l, Activation activation) {
 
 void CudaForward::project_down(int32_t l) {
   gemm_.matmul(a_.act, layer(l).down, a_.proj, batch_.num_tokens, c_.hidden_dim, c_.ffn_dim, 0.0f, stream_);
+  if (tp_ != nullptr) all_reduce_rows(a_.proj, batch_.num_tokens);
 }
 
 void CudaForward::post_norm_add(NormSite site, int32_t l) {
@@ -85,6 +103,11 @@ void CudaForward::post_norm_add(NormSite site, int32_t l) {
 }
 
 void CudaForward::project_down_add(int32_t l) {
+  if (tp_ != nullptr) {
+    project_down(l);
+    pending_add_ = a_.proj;
+    return;
+  }
   gemm_.matmul(a_.act, layer(l).down, a_.x, batch_.num_tokens, c_.hidden_dim, c_.ffn_dim, 1.0f, stream_);
 }
 
@@ -97,7 +120,24 @@ void CudaForward::final_norm(int32_t count) {
 }
 
 void CudaForward::project_vocab(int32_t count) {
-  gemm_.matmul(a_.final_normed, w_.output, a_.logits, count, c_.vocab_size, c_.hidden_dim, 0.0f, stream_);
+  if (tp_ == nullptr) {
+    gemm_.matmul(a_.final_normed, w_.output, a_.logits, count, c_.vocab_size, c_.hidden_dim, 0.0f, stream_);
+    return;
+  }
+  // This rank's slice of every row, then every rank's slices side by side in each row. The
+  // all-gather sends equal counts: each rank's (count, its slice) rows, padded to the widest.
+  gemm_.matmul(a_.final_normed, w_.output, a_.vocab_slice, count, c_.vocab_size, c_.hidden_dim, 0.0f, stream_);
+  const size_t widest = static_cast<size_t>(tp_->max_vocab_slice());
+  const size_t per_rank = static_cast<size_t>(count) * widest;
+  tp_->collectives->all_gather(tp_->rank, a_.vocab_slice, a_.vocab_gathered, per_rank, stream_);
+  const size_t vocab = static_cast<size_t>(tp_->full_config.vocab_size);
+  for (size_t r = 0; r < tp_->shards.size(); ++r) {
+    const RankShard& s = tp_->shards[r];
+    const size_t width = static_cast<size_t>(s.vocab_count) * sizeof(float);
+    FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(a_.logits + s.vocab_begin, vocab * sizeof(float),
+                                       a_.vocab_gathered + r * per_rank, width, width, static_cast<size_t>(count),
+                                       cudaMemcpyDeviceToDevice, stream_));
+  }
 }
 
 }  // namespace folio::cuda

@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_weights.h"
+#include "backend/cuda/device_rank.h"
 #include "backend/cuda/kernels/kernels.h"
 #include "model/model_config.h"
 #include "model/transformer_recipe.h"
@@ -58,11 +59,16 @@ struct CudaActivations {
   uint16_t* q = nullptr;             // (max_tokens, q_dim) fp16, roped
   uint16_t* attn = nullptr;          // (max_tokens, q_dim) bf16
   float* proj = nullptr;             // (max_tokens, hidden) fp32: O / down outputs before a post norm
+                                     // or (tensor parallel) before the all-reduce
   float* gate_up = nullptr;          // (max_tokens, 2 ffn) fp32
   uint16_t* act = nullptr;           // (max_tokens, ffn) bf16
   float* final_x = nullptr;          // (max_logit_rows, hidden) fp32, gathered rows
   uint16_t* final_normed = nullptr;  // (max_logit_rows, hidden) bf16
-  float* logits = nullptr;           // (max_logit_rows, vocab) fp32
+  float* logits = nullptr;           // (max_logit_rows, vocab) fp32, the whole vocabulary
+  // Tensor parallel: this rank's logits (max_logit_rows, its vocabulary slice), then every
+  // rank's, (ranks, max_logit_rows * widest slice), before they are stitched into logits.
+  float* vocab_slice = nullptr;
+  float* vocab_gathered = nullptr;
   Workspace attention_workspace;
 };
 
@@ -70,7 +76,7 @@ class CudaForward {
  public:
   CudaForward(const ModelConfig& config, const Architecture& arch, const DeviceWeights& weights, CublasLtGemm& gemm,
               const CudaActivations& a, int32_t sm_count, const DeviceBatch& batch, std::span<const KvLayerView> kv,
-              cudaStream_t stream)
+              cudaStream_t stream, const DeviceRank* tp = nullptr)
       : c_(config),
         arch_(arch),
         w_(weights),
@@ -79,7 +85,8 @@ class CudaForward {
         sm_count_(sm_count),
         batch_(batch),
         kv_(kv),
-        stream_(stream) {}
+        stream_(stream),
+        tp_(tp) {}
 
   void embed();
   void norm(NormSite site, int32_t layer);
@@ -97,8 +104,16 @@ class CudaForward {
   void gather_logit_rows(int32_t first, int32_t count);
   void final_norm(int32_t count);
   void project_vocab(int32_t count);
+  // Tensor parallel: the last residual add still pending (the last down projection's, which no
+  // norm of a next layer takes in); call at the end of the layers.
+  void finish_residual();
 
  private:
+  // Tensor parallel: sums every rank's partial product in proj (n rows); the add into the
+  // residual stream rides on the next norm (rms_norm's add) or finish_residual().
+  void all_reduce_rows(float* rows, int32_t n) {
+    tp_->collectives->all_reduce_sum(tp_->rank, rows, static_cast<size_t>(n) * c_.hidden_dim, stream_);
+  }
   const DeviceLayer& layer(int32_t l) const { return w_.layers[static_cast<size_t>(l)]; }
 
   const ModelConfig& c_;
@@ -110,6 +125,8 @@ class CudaForward {
   const DeviceBatch& batch_;
   std::span<const KvLayerView> kv_;
   cudaStream_t stream_;
+  const DeviceRank* tp_;
+  const float* pending_add_ = nullptr;  // tensor parallel: added to x by the next norm
 };
 
 }  // namespace folio::cuda

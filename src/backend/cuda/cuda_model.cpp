@@ -17,9 +17,11 @@ size_t align256(size_t bytes) {
 
 Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model, const CudaModelLimits& limits,
                                                        int32_t sm_count, WeightFormat format,
-                                                       const std::function<void(uint64_t, uint64_t)>& progress) {
+                                                       const std::function<void(uint64_t, uint64_t)>& progress,
+                                                       const DeviceRank* tp) {
   std::unique_ptr<CudaModel> m(new CudaModel());
   m->config_ = model.config();
+  m->tp_ = tp;
   m->architecture_ = model.architecture();
   m->limits_ = limits;
   m->sm_count_ = sm_count;
@@ -57,6 +59,10 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
   const size_t qkv = static_cast<size_t>(c.q_dim()) + 2 * static_cast<size_t>(c.kv_dim());
   const size_t q = static_cast<size_t>(c.q_dim());
   const size_t ffn = static_cast<size_t>(c.ffn_dim);
+  // Tensor parallel: the whole vocabulary's logits, this rank's slice, every rank's slices.
+  const size_t vocab = static_cast<size_t>(m->logits_vocab());
+  const size_t ranks = tp != nullptr ? tp->shards.size() : 0;
+  const size_t widest_slice = tp != nullptr ? static_cast<size_t>(tp->max_vocab_slice()) : 0;
   const size_t workspace = attention_workspace_bytes(limits.max_seqs, c.num_heads, c.num_kv_heads, c.head_dim,
                                                      limits.max_context_len, sm_count);
   size_t size = 0;
@@ -67,9 +73,11 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
   };
   const size_t x_at = take(t * hidden * 4), normed_at = take(t * hidden * 2), qkv_at = take(t * qkv * 4),
                q_at = take(t * q * 2), attn_at = take(t * q * 2),
-               proj_at = arch.post_norms ? take(t * hidden * 4) : SIZE_MAX, gate_up_at = take(t * 2 * ffn * 4),
-               act_at = take(t * ffn * 2), final_x_at = take(r * hidden * 4), final_normed_at = take(r * hidden * 2),
-               logits_at = take(r * c.vocab_size * 4), workspace_at = take(workspace);
+               proj_at = arch.post_norms || tp != nullptr ? take(t * hidden * 4) : SIZE_MAX,
+               gate_up_at = take(t * 2 * ffn * 4), act_at = take(t * ffn * 2), final_x_at = take(r * hidden * 4),
+               final_normed_at = take(r * hidden * 2), logits_at = take(r * vocab * 4),
+               slice_at = take(r * widest_slice * 4), gathered_at = take(ranks * r * widest_slice * 4),
+               workspace_at = take(workspace);
   if (Status s = m->activation_memory_.allocate(size, "allocating activations"); !s) return s;
   auto* base = m->activation_memory_.get<uint8_t>();
   CudaActivations& a = m->activations_;
@@ -84,6 +92,10 @@ Expected<std::unique_ptr<CudaModel>> CudaModel::create(const ModelWeights& model
   a.final_x = reinterpret_cast<float*>(base + final_x_at);
   a.final_normed = reinterpret_cast<uint16_t*>(base + final_normed_at);
   a.logits = reinterpret_cast<float*>(base + logits_at);
+  if (tp != nullptr) {
+    a.vocab_slice = reinterpret_cast<float*>(base + slice_at);
+    a.vocab_gathered = reinterpret_cast<float*>(base + gathered_at);
+  }
   a.attention_workspace = Workspace{workspace > 0 ? base + workspace_at : nullptr, workspace};
   return Expected<std::unique_ptr<CudaModel>>(std::move(m));
 }
@@ -101,15 +113,17 @@ Status CudaModel::tune_pinned_gemms(cudaStream_t stream, const std::function<voi
     float beta;  // as forward() calls it: O and down add into the residual stream
   };
   const CudaActivations& a = activations_;
-  // With post norms (Gemma) O and down write proj instead (beta = 0).
-  float* o_out = architecture_.post_norms ? a.proj : a.x;
-  const float o_beta = architecture_.post_norms ? 0.0f : 1.0f;
+  // With post norms (Gemma) or tensor parallel, O and down write proj instead (beta = 0).
+  const bool to_proj = architecture_.post_norms || tp_ != nullptr;
+  float* o_out = to_proj ? a.proj : a.x;
+  const float o_beta = to_proj ? 0.0f : 1.0f;
   const Shape shapes[] = {
       {a.normed, layer.qkv, a.qkv, t, qkv_dim, c.hidden_dim, 0.0f},
       {a.attn, layer.o, o_out, t, c.hidden_dim, c.q_dim(), o_beta},
       {a.normed, layer.gate_up, a.gate_up, t, 2 * static_cast<int64_t>(c.ffn_dim), c.hidden_dim, 0.0f},
       {a.act, layer.down, o_out, t, c.hidden_dim, c.ffn_dim, o_beta},
-      {a.final_normed, weights_.output, a.logits, limits_.max_logit_rows, c.vocab_size, c.hidden_dim, 0.0f}};
+      {a.final_normed, weights_.output, tp_ != nullptr ? a.vocab_slice : a.logits, limits_.max_logit_rows, c.vocab_size,
+       c.hidden_dim, 0.0f}};
   // Inputs of about 0.01 (bf16 0x3c3c): timings on live-looking values, not on zeros.
   if (Status s =
           cuda_status(cudaMemsetAsync(activation_memory_.get(), 0x3c, activation_memory_.bytes(), stream), "tuning");
@@ -132,6 +146,7 @@ Status CudaModel::tune_pinned_gemms(cudaStream_t stream, const std::function<voi
 void CudaModel::forward(const DeviceBatch& batch, std::span<const KvLayerView> kv, cudaStream_t stream) {
   CudaForward device = bind(batch, kv, stream);
   run_transformer_layers(architecture_, device);
+  device.finish_residual();
 }
 
 void CudaModel::logits(const DeviceBatch& batch, int32_t first, int32_t count, cudaStream_t stream) {

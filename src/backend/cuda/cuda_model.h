@@ -30,11 +30,16 @@ struct CudaModelLimits {
 
 class CudaModel {
  public:
+  // tp: this model is one tensor-parallel rank (model is its shard); it must outlive the model.
   static Expected<std::unique_ptr<CudaModel>> create(const ModelWeights& model, const CudaModelLimits& limits,
                                                      int32_t sm_count, WeightFormat format = WeightFormat::kBf16,
-                                                     const std::function<void(uint64_t, uint64_t)>& progress = {});
+                                                     const std::function<void(uint64_t, uint64_t)>& progress = {},
+                                                     const DeviceRank* tp = nullptr);
 
+  // The shard's config for a tensor-parallel rank (its heads, FFN width and vocabulary slice).
   const ModelConfig& config() const { return config_; }
+  // The width of logits_buffer()'s rows: the whole vocabulary, also on a tensor-parallel rank.
+  int32_t logits_vocab() const { return tp_ != nullptr ? tp_->full_config.vocab_size : config_.vocab_size; }
   const CudaModelLimits& limits() const { return limits_; }
   uint64_t weight_bytes() const { return weights_.bytes; }
   WeightFormat weight_format() const { return weights_.layer_format; }
@@ -50,18 +55,19 @@ class CudaModel {
   // Every layer over the batch; K/V of the new tokens go to kv[layer] at their slots.
   void forward(const DeviceBatch& batch, std::span<const KvLayerView> kv, cudaStream_t stream);
   // Final norm and vocabulary projection of rows [first, first + count) of batch.logit_rows
-  // (count <= max_logit_rows) into logits_buffer(): (count, vocab) fp32, device.
+  // (count <= max_logit_rows) into logits_buffer(): (count, logits_vocab()) fp32, device.
   void logits(const DeviceBatch& batch, int32_t first, int32_t count, cudaStream_t stream);
   float* logits_buffer() const { return activations_.logits; }
 
  private:
   CudaModel() = default;
   CudaForward bind(const DeviceBatch& batch, std::span<const KvLayerView> kv, cudaStream_t stream) {
-    return CudaForward(config_, architecture_, weights_, *gemm_, activations_, sm_count_, batch, kv, stream);
+    return CudaForward(config_, architecture_, weights_, *gemm_, activations_, sm_count_, batch, kv, stream, tp_);
   }
 
   ModelConfig config_;
   Architecture architecture_;
+  const DeviceRank* tp_ = nullptr;
   CudaModelLimits limits_;
   int32_t sm_count_ = 0;
   DeviceWeights weights_;

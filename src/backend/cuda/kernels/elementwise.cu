@@ -16,9 +16,9 @@ using namespace detail;
 // --- embed ----------------------------------------------------------------------------------
 
 __global__ void embed_kernel(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens, float* out,
-                             float scale) {
+                             float scale, int64_t first) {
   const int64_t t = blockIdx.x;
-  const int32_t token = tokens[t];
+  const int64_t token = tokens[t] - first;
   const bool valid = token >= 0 && token < vocab;
   const uint4* src = reinterpret_cast<const uint4*>(table + static_cast<int64_t>(valid ? token : 0) * hidden);
   float4* dst = reinterpret_cast<float4*>(out + t * hidden);
@@ -226,10 +226,10 @@ __global__ void swiglu_kernel(const float* gate_up, int64_t n, int64_t ffn, uint
 }  // namespace
 
 void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens, int64_t n, float* out,
-                Stream stream, float scale) {
+                Stream stream, float scale, int64_t first) {
   assert(hidden % 8 == 0);
   if (n == 0) return;
-  embed_kernel<<<static_cast<unsigned>(n), 128, 0, stream>>>(table, vocab, hidden, tokens, out, scale);
+  embed_kernel<<<static_cast<unsigned>(n), 128, 0, stream>>>(table, vocab, hidden, tokens, out, scale, first);
 }
 
 void rms_norm(float* residual, const float* add, const float* weight, uint16_t* out, int64_t n, int64_t dim, float eps,

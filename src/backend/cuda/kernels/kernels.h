@@ -30,11 +30,12 @@ using Stream = CUstream_st*;  // == cudaStream_t
 // data[i] = bf16(fp16 data[i]), rounded to nearest even. data: (n,) 16-bit words.
 void f16_to_bf16_inplace(uint16_t* data, int64_t n, Stream stream);
 
-// out[t] = table[tokens[t]] widened to fp32, times scale (Gemma: sqrt(hidden)). Tokens outside
-// [0, vocab) give a zero row. table: (vocab, hidden) bf16; tokens: (n,); out: (n, hidden) fp32.
-// hidden % 8 == 0.
+// out[t] = table[tokens[t] - first] widened to fp32, times scale (Gemma: sqrt(hidden)). Tokens
+// outside [first, first + vocab) give a zero row (a tensor-parallel rank's table holds the
+// vocabulary slice from `first`). table: (vocab, hidden) bf16; tokens: (n,); out: (n, hidden)
+// fp32. hidden % 8 == 0.
 void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int32_t* tokens, int64_t n, float* out,
-                Stream stream, float scale = 1.0f);
+                Stream stream, float scale = 1.0f, int64_t first = 0);
 
 // The fused "residual add, then RMS norm" between blocks:
 //   if add != null: residual += add (written back);  out = residual / rms(residual) * weight.
