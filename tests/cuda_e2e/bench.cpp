@@ -347,7 +347,8 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       // small-batch kernel, dequantize + cuBLASLt) beside BF16's default policy: what
       // GemmPolicy::int4_small_gemm_max_rows / int8_small_gemm_max_rows are set from.
       // Paths: 0 the small kernel (n <= 64), 1 dequantize + cuBLASLt, 2 the main-loop GEMM, 3 the
-      // small kernel in the other chunk width (int4_small_gemm_wide flipped; INT4 only).
+      // small kernel with int4_small_gemm_wide flipped (INT4 only; default on: 128-column chunks
+      // at n <= 8 and n > 48, so this column is 64-column chunks at every n).
       cuda::GemmPolicy paths[4];
       paths[0].grouped_wgmma_max_rows = 0;
       paths[3].grouped_wgmma_max_rows = 0;

@@ -50,9 +50,11 @@ struct GemmPolicy {
   int32_t int4_small_gemm_max_rows = 64;
   // The INT4 small GEMM in 128-column chunks where k allows (16-byte loads of 32 columns a
   // thread, int4_gemm.h), else 64-column ones (8-byte loads): the same products, in another order
-  // over k. Off until measured: written 2026-12-05 (eighth session) when no GPU was lent; the
-  // GEMM bench prints both widths and check_gemm checks both.
-  bool int4_small_gemm_wide = false;
+  // over k. Measured on an H100 (2026-12-06, Llama-3-8B shapes): 128-column chunks are 5-14%
+  // faster at n <= 8 (down equal) and 10-18% at n = 64, 5-16% slower at n = 16 and mixed between,
+  // so they are taken at n <= 8 and n > 48 (int4_wide_for); false: 64-column chunks always.
+  bool int4_small_gemm_wide = true;
+  bool int4_wide_for(int64_t n) const { return int4_small_gemm_wide && (n <= 8 || n > 48); }
   // Act-order weights (DeviceMatrix::input_order) at up to kSmallGemmOrderedMaxRows tokens: the
   // small GEMM reads its inputs through the order itself; off, a gather kernel runs first (as
   // for larger batches).
