@@ -231,5 +231,48 @@ TEST(TensorParallelModel, GptqActOrderSplitsByRowsAndColumns) {
   expect_tp_matches_single(**weights, kPrompt, {2, 3}, kFloat32);
 }
 
+// A GPU session reads a Hugging Face directory as stored (HfLoadOptions::for_cpu false: Q and K
+// rows in Hugging Face's order, permuted within each head). Its shards slice whole heads, so
+// each rank's Q and K, put in computing order the way the upload does (stored_row), are the
+// CPU load's shard row for row.
+TEST(TensorParallelModel, ShardsOfStoredOrderQkMatchComputingOrder) {
+  const std::string dir = testing::models_dir() + "/hf/smollm2-bf16";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/config.json")) << "missing " << dir << " (make test makes it)";
+  Expected<HfModelConfig> config = read_hf_config(dir);
+  ASSERT_TRUE(config) << config.error();
+  Expected<HfCheckpoint> checkpoint = HfCheckpoint::open(dir);
+  ASSERT_TRUE(checkpoint) << checkpoint.error();
+  Expected<std::unique_ptr<ModelWeights>> cpu = ModelWeights::load_hf(*checkpoint, *config);
+  ASSERT_TRUE(cpu) << cpu.error();
+  HfLoadOptions stored_order;
+  stored_order.for_cpu = false;
+  Expected<std::unique_ptr<ModelWeights>> gpu = ModelWeights::load_hf(*checkpoint, *config, stored_order);
+  ASSERT_TRUE(gpu) << gpu.error();
+  ASSERT_NE((*gpu)->layers()[0].q.interleave_heads, 0) << "the stored-order load should keep Hugging Face's order";
+  for (int32_t ranks : {2, 3, 4}) {
+    Expected<std::vector<RankShard>> plan = plan_tensor_parallel((*cpu)->config(), ranks, 64);
+    ASSERT_TRUE(plan) << plan.error();
+    for (const RankShard& rank : *plan) {
+      SCOPED_TRACE(std::to_string(ranks) + " ranks, rank " + std::to_string(rank.rank));
+      Expected<std::unique_ptr<ModelWeights>> a = (*cpu)->shard(rank);
+      Expected<std::unique_ptr<ModelWeights>> b = (*gpu)->shard(rank);
+      ASSERT_TRUE(a) << a.error();
+      ASSERT_TRUE(b) << b.error();
+      for (size_t l = 0; l < (*a)->layers().size(); ++l) {
+        for (auto member : {&LayerWeights::q, &LayerWeights::k}) {
+          const WeightTensor& want = (*a)->layers()[l].*member;
+          const WeightTensor& got = (*b)->layers()[l].*member;
+          ASSERT_EQ(got.rows, want.rows);
+          ASSERT_EQ(got.interleave_heads, static_cast<int32_t>(got.rows / (*cpu)->config().head_dim));
+          const size_t bytes = want.row_stride_bytes();
+          for (int64_t r = 0; r < want.rows; ++r) {
+            ASSERT_EQ(std::memcmp(got.row(got.stored_row(r)), want.row(r), bytes), 0) << "layer " << l << " row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace folio
