@@ -34,9 +34,9 @@ Expected<std::unique_ptr<LayerwiseCalibration>> LayerwiseCalibration::open(const
   return c;
 }
 
-std::unique_ptr<cpu::ActivationStats> LayerwiseCalibration::collect(int32_t layer) {
+std::unique_ptr<cpu::ActivationStats> LayerwiseCalibration::collect(int32_t layer, bool keep_inputs) {
   assert(layer == next_layer_);
-  auto stats = std::make_unique<cpu::ActivationStats>(weights().config(), /*gram=*/true, layer, 1);
+  auto stats = std::make_unique<cpu::ActivationStats>(weights().config(), /*gram=*/true, layer, 1, keep_inputs);
   // The float layer's outputs are kept for advance() without a replacement (AWQ's order).
   outputs_.resize(chunks_.size());
   for (size_t i = 0; i < chunks_.size(); ++i) {

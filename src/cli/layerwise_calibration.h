@@ -34,7 +34,8 @@ class LayerwiseCalibration {
 
   // Layer `layer`'s input statistics, with Gram matrices, over every chunk. Layers go in order:
   // collect(l), then advance(l), then collect(l + 1).
-  std::unique_ptr<cpu::ActivationStats> collect(int32_t layer);
+  // keep_inputs: the inputs themselves too (cpu::ActivationStats::inputs).
+  std::unique_ptr<cpu::ActivationStats> collect(int32_t layer, bool keep_inputs = false);
   // Every chunk's residual stream through layer `layer`, computed with `replacement` swapped in
   // for the model's layer (null: the model's own).
   void advance(int32_t layer, LayerWeights* replacement);

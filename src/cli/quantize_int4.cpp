@@ -120,7 +120,8 @@ Status awq_scale_layer(const HfCheckpoint& in, const cpu::ActivationStats& stats
       }
       std::vector<float> rms(ms.size());
       for (size_t i = 0; i < ms.size(); ++i) rms[i] = std::sqrt(ms[i]);
-      const quant::AwqScales s = quant::awq_search_scales(matrices, cols, rms, gram.data(), options);
+      const quant::AwqScales s =
+          quant::awq_search_scales(matrices, cols, rms, gram.data(), options, stats.inputs(input, layer));
       for (const std::string& l : linears) {
         std::vector<float>& w = tensor(base + l + ".weight");
         for (size_t i = 0; i < w.size(); ++i) w[i] *= s.s[i % static_cast<size_t>(cols)];
@@ -429,7 +430,7 @@ int calibrate(const Int4QuantizeRequest& r, const HfCheckpoint& in, const std::s
       return 1;
     }
     const std::string& base = bases[static_cast<size_t>(l)];
-    const std::unique_ptr<cpu::ActivationStats> stats = calibration.collect(l);
+    const std::unique_ptr<cpu::ActivationStats> stats = calibration.collect(l, r.method == Method::kAwq);
     Status s = Status::ok();
     if (r.method == Method::kGptq) {
       LayerWeights replacement = calibration.weights().layers()[static_cast<size_t>(l)];

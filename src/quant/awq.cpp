@@ -12,9 +12,10 @@ namespace {
 
 using MatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// ||(W - Q(W diag s) / s) X^T||^2 over the matrices = sum of trace(D H D^T).
+// ||(W - Q(W diag s) / s) X^T||^2 over the matrices: sum of trace(D H D^T) from the Gram matrix
+// h (normalized by `norm`), or, with x (tokens, cols) given, ||X D^T||^2 / norm.
 double output_error(std::span<const AwqMatrix> matrices, int64_t cols, const std::vector<float>& s, const MatrixF& h,
-                    const Int4Options& options) {
+                    std::span<const float> x, float norm, const Int4Options& options) {
   double total = 0.0;
   std::vector<float> scaled;
   for (const AwqMatrix& m : matrices) {
@@ -24,6 +25,20 @@ double output_error(std::span<const AwqMatrix> matrices, int64_t cols, const std
         scaled[static_cast<size_t>(r * cols + c)] = m.w[r * cols + c] * s[static_cast<size_t>(c)];
     }
     const std::vector<float> q = quantize_int4_rtn(scaled.data(), m.rows, cols, options).dequantize();
+    if (!x.empty()) {
+      // D^T (cols, rows), then X D^T (tokens, rows): every flop of this path.
+      const auto tokens = static_cast<int64_t>(x.size()) / cols;
+      MatrixF dt(cols, m.rows);
+      for (int64_t r = 0; r < m.rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          dt(c, r) = m.w[r * cols + c] - q[static_cast<size_t>(r * cols + c)] / s[static_cast<size_t>(c)];
+        }
+      }
+      MatrixF xd = MatrixF::Zero(tokens, m.rows);
+      dense::gemm_add(tokens, m.rows, cols, 1.0f, x.data(), cols, dt.data(), m.rows, xd.data(), m.rows);
+      total += static_cast<double>(xd.squaredNorm()) / norm;
+      continue;
+    }
     MatrixF d(m.rows, cols);
     for (int64_t r = 0; r < m.rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
@@ -41,14 +56,21 @@ double output_error(std::span<const AwqMatrix> matrices, int64_t cols, const std
 }  // namespace
 
 AwqScales awq_search_scales(std::span<const AwqMatrix> matrices, int64_t cols, const std::vector<float>& rms,
-                            const double* gram, const Int4Options& options) {
-  MatrixF h(cols, cols);
-  for (int64_t i = 0; i < cols; ++i) {
-    for (int64_t j = 0; j <= i; ++j) h(i, j) = h(j, i) = static_cast<float>(gram[i * cols + j]);
-  }
+                            const double* gram, const Int4Options& options, std::span<const float> inputs) {
   // A common factor of the Gram matrix changes no comparison; keep the sums in float's range.
-  const float norm = h.diagonal().maxCoeff();
-  if (norm > 0.0f) h /= norm;
+  double largest = 0.0;
+  for (int64_t i = 0; i < cols; ++i) largest = std::max(largest, gram[i * cols + i]);
+  const float norm = largest > 0.0 ? static_cast<float>(largest) : 1.0f;
+  // The inputs themselves where they are the smaller factor of the Gram matrix.
+  const bool from_inputs = !inputs.empty() && static_cast<int64_t>(inputs.size()) / cols < cols;
+  MatrixF h;
+  if (!from_inputs) {
+    h.resize(cols, cols);
+    for (int64_t i = 0; i < cols; ++i) {
+      for (int64_t j = 0; j <= i; ++j) h(i, j) = h(j, i) = static_cast<float>(gram[i * cols + j] / norm);
+    }
+  }
+  const std::span<const float> x = from_inputs ? inputs : std::span<const float>{};
   // The grid's points are independent: one per thread at a time, each product on one core (the
   // rounding around it is as long as the product on one core: OpenBLAS's threads inside one
   // point would leave that part serial).
@@ -73,7 +95,7 @@ AwqScales awq_search_scales(std::span<const AwqMatrix> matrices, int64_t cols, c
           }
           const auto mean = static_cast<float>(std::exp(log_sum / static_cast<double>(cols)));
           for (float& v : s) v /= mean;
-          errors[static_cast<size_t>(step)] = output_error(matrices, cols, s, h, options);
+          errors[static_cast<size_t>(step)] = output_error(matrices, cols, s, h, x, norm, options);
         }
       },
       1);

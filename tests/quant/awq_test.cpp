@@ -74,6 +74,41 @@ TEST(Awq, ScalesCutTheOutputErrorOnOutlierChannels) {
   EXPECT_NEAR(scaled / plain, s.error / s.error_unscaled, 0.02);
 }
 
+// With fewer calibration tokens than input columns the search reads the inputs themselves
+// (||D X^T||^2, the cheaper product): it must make the same choice as the Gram matrix path and
+// report the same errors within float rounding.
+TEST(Awq, SearchFromInputsEqualsTheGramPath) {
+  const int64_t rows = 40, cols = 256, tokens = 96;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(tokens * cols));
+  for (float& v : w) v = 0.05f * normal(rng);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t c = 0; c < cols; ++c)
+      x[static_cast<size_t>(t * cols + c)] = normal(rng) * (c % 32 == 3 ? 15.0f : 1.0f + static_cast<float>(c % 5));
+  }
+  std::vector<double> gram(static_cast<size_t>(cols * cols), 0.0);
+  std::vector<float> rms(static_cast<size_t>(cols), 0.0f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 0; i < cols; ++i) {
+      const double xi = x[static_cast<size_t>(t * cols + i)];
+      rms[static_cast<size_t>(i)] += static_cast<float>(xi * xi / tokens);
+      for (int64_t j = 0; j <= i; ++j)
+        gram[static_cast<size_t>(i * cols + j)] += xi * x[static_cast<size_t>(t * cols + j)];
+    }
+  }
+  for (float& r : rms) r = std::sqrt(r);
+  const Int4Options options{.group_size = 32};
+  const AwqMatrix m{w.data(), rows};
+  const AwqScales from_gram = awq_search_scales({&m, 1}, cols, rms, gram.data(), options);
+  const AwqScales from_inputs = awq_search_scales({&m, 1}, cols, rms, gram.data(), options, x);
+  EXPECT_EQ(from_inputs.alpha, from_gram.alpha);
+  EXPECT_EQ(from_inputs.s, from_gram.s);
+  EXPECT_NEAR(from_inputs.error / from_gram.error, 1.0, 1e-4);
+  EXPECT_NEAR(from_inputs.error_unscaled / from_gram.error_unscaled, 1.0, 1e-4);
+  EXPECT_LT(from_inputs.error, from_inputs.error_unscaled);
+}
+
 // The clipping search on heavy-tailed weights (Student's t, 3 degrees of freedom: a few large
 // weights per group stretch the grid for the rest): it never raises the error it minimizes, it
 // clips some groups, and the output error recomputed from X in float64 for the clamped weights

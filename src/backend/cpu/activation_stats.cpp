@@ -6,14 +6,18 @@
 
 namespace folio::cpu {
 
-ActivationStats::ActivationStats(const ModelConfig& c, bool gram, int32_t first_layer, int32_t num_layers)
-    : first_layer_(first_layer),
+ActivationStats::ActivationStats(const ModelConfig& c, bool gram, int32_t first_layer, int32_t num_layers,
+                                 bool keep_inputs)
+    : keep_inputs_(keep_inputs),
+      first_layer_(first_layer),
       end_layer_(num_layers < 0 ? c.num_layers : std::min(c.num_layers, first_layer + num_layers)) {
   for (int32_t l = first_layer_; l < end_layer_; ++l) {
     for (int64_t width : {static_cast<int64_t>(c.hidden_dim), static_cast<int64_t>(c.q_dim()),
                           static_cast<int64_t>(c.hidden_dim), static_cast<int64_t>(c.ffn_dim)}) {
-      sites_.push_back(Site{std::vector<double>(static_cast<size_t>(width), 0.0), 0,
-                            std::vector<double>(gram ? static_cast<size_t>(width * width) : 0, 0.0)});
+      sites_.push_back(Site{std::vector<double>(static_cast<size_t>(width), 0.0),
+                            0,
+                            std::vector<double>(gram ? static_cast<size_t>(width * width) : 0, 0.0),
+                            {}});
     }
   }
 }
@@ -33,6 +37,7 @@ void ActivationStats::add(MatrixInput input, int32_t layer, const float* x, int3
     for (size_t i = 0; i < width; ++i) s.sums[i] += static_cast<double>(row[i]) * row[i];
   }
   s.tokens += n;
+  if (keep_inputs_) s.inputs.insert(s.inputs.end(), x, x + static_cast<size_t>(n) * width);
   if (s.gram.empty()) return;
   // H += X^T X as a symmetric rank-n update (BLAS's syrk; quant/dense_blas.h), in double: the
   // sums run over every calibration token.
