@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
@@ -376,6 +377,92 @@ void check_embed_scaled(const Options&, std::mt19937_64& rng) {
   report(outcome_of("embed_rows(scaled)", "n=19 hidden=640 scale=sqrt(640)", widen(d_out.download()), ref, 0.0, 1e-7));
 }
 
+// A tensor-parallel rank's embedding: its table holds the vocabulary slice from `first`; other
+// tokens give zero rows (the all-reduce over ranks fills them). Exact.
+void check_embed_slice(const Options&, std::mt19937_64& rng) {
+  const int64_t vocab = 300, first = 700, hidden = 576, n = 64;
+  std::vector<uint16_t> table(vocab * hidden);
+  const std::vector<float> values = random_floats(rng, table.size(), 1.0f);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = to_bf16(values[i]);
+  std::vector<int32_t> tokens(n);
+  std::uniform_int_distribution<int32_t> pick(0, 1199);
+  for (int32_t& t : tokens) t = pick(rng);
+  tokens[0] = 700, tokens[1] = 999, tokens[2] = 699, tokens[3] = 1000;  // the slice's edges
+  DeviceBuffer<uint16_t> d_table(table);
+  DeviceBuffer<int32_t> d_tokens(tokens);
+  DeviceBuffer<float> d_out(n * hidden);
+  d_out.poison();
+  embed_rows(d_table.get(), vocab, hidden, d_tokens.get(), n, d_out.get(), nullptr, 1.0f, first);
+  sync_or_die("embed_rows slice");
+  std::vector<double> ref(n * hidden, 0.0);
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t row = tokens[t] - first;
+    if (row < 0 || row >= vocab) continue;
+    for (int64_t i = 0; i < hidden; ++i) ref[t * hidden + i] = from_bf16(table[row * hidden + i]);
+  }
+  report(outcome_of("embed_rows(slice)", "vocab [700, 1000) of 1200", widen(d_out.download()), ref, 0.0, 0.0));
+}
+
+// The kernels that make an act-order matrix's input write it in the matrix's order
+// (out_position, GemmPolicy::inputs_written_in_order): each output must be the plain run's,
+// feature i moved to column position[i], bit for bit.
+void check_ordered_outputs(const Options&, std::mt19937_64& rng) {
+  auto permutation = [&](int64_t n) {
+    std::vector<int32_t> order(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    std::shuffle(order.begin(), order.end(), rng);
+    return order;
+  };
+  auto expect_moved = [&](const char* name, const std::string& shape, const std::vector<uint16_t>& plain,
+                          const std::vector<uint16_t>& moved, const std::vector<int32_t>& position, int64_t width) {
+    std::vector<double> want(plain.size()), got(moved.size());
+    for (size_t r = 0; r < plain.size() / static_cast<size_t>(width); ++r) {
+      for (int64_t i = 0; i < width; ++i) {
+        const size_t row = r * static_cast<size_t>(width);
+        want[row + static_cast<size_t>(position[static_cast<size_t>(i)])] =
+            from_bf16(plain[row + static_cast<size_t>(i)]);
+        got[row + static_cast<size_t>(i)] = from_bf16(moved[row + static_cast<size_t>(i)]);
+      }
+    }
+    report(outcome_of(name, shape, got, want, 0.0, 0.0));
+  };
+  for (int64_t dim : {576, 4096}) {
+    const int64_t n = 5;
+    const std::vector<int32_t> position = permutation(dim);
+    const std::vector<float> x = random_floats(rng, n * dim, 2.0f), weight = random_floats(rng, dim, 1.0f);
+    DeviceBuffer<float> d_x(x), d_x2(x), d_w(weight);
+    DeviceBuffer<int32_t> d_position(position);
+    DeviceBuffer<uint16_t> d_plain(n * dim), d_moved(n * dim);
+    d_moved.poison();
+    rms_norm(d_x.get(), nullptr, d_w.get(), d_plain.get(), n, dim, 1e-5f, nullptr);
+    rms_norm(d_x2.get(), nullptr, d_w.get(), d_moved.get(), n, dim, 1e-5f, nullptr, d_position.get());
+    sync_or_die("rms_norm ordered");
+    expect_moved("rms_norm(out_position)", "n=5 dim=" + std::to_string(dim), d_plain.download(), d_moved.download(),
+                 position, dim);
+  }
+  for (int64_t ffn : {1536, 14336}) {
+    const int64_t n = 3;
+    const std::vector<int32_t> position = permutation(ffn);
+    const std::vector<float> gate_up = random_floats(rng, n * 2 * ffn, 3.0f);
+    DeviceBuffer<float> d_in(gate_up);
+    DeviceBuffer<int32_t> d_position(position);
+    DeviceBuffer<uint16_t> d_plain(n * ffn), d_moved(n * ffn);
+    for (bool gelu : {false, true}) {
+      d_moved.poison();
+      if (gelu) {
+        geglu_tanh(d_in.get(), n, ffn, d_plain.get(), nullptr);
+        geglu_tanh(d_in.get(), n, ffn, d_moved.get(), nullptr, d_position.get());
+      } else {
+        swiglu(d_in.get(), n, ffn, d_plain.get(), nullptr);
+        swiglu(d_in.get(), n, ffn, d_moved.get(), nullptr, d_position.get());
+      }
+      sync_or_die("activation ordered");
+      expect_moved(gelu ? "geglu_tanh(out_position)" : "swiglu(out_position)", "n=3 ffn=" + std::to_string(ffn),
+                   d_plain.download(), d_moved.download(), position, ffn);
+    }
+  }
+}
+
 Register r0("f16_to_bf16", check_f16_to_bf16);
 Register r1("embed_rows", check_embed);
 Register r2("rms_norm", check_rms_norm);
@@ -385,6 +472,8 @@ Register r5("geglu_tanh", check_geglu_tanh);
 Register r6("rms_norm_heads", check_rms_norm_heads);
 Register r7("rms_norm_into_residual", check_rms_norm_into_residual);
 Register r8("embed_rows_scaled", check_embed_scaled);
+Register r9("embed_rows_slice", check_embed_slice);
+Register r10("ordered_outputs", check_ordered_outputs);
 
 }  // namespace
 }  // namespace folio::cuda::check

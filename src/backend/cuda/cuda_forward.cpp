@@ -14,8 +14,10 @@ void CudaForward::embed() {
 }
 
 void CudaForward::norm(NormSite site, int32_t l) {
-  const float* weight = site == NormSite::kAttentionInput ? layer(l).attn_norm : layer(l).ffn_norm;
-  rms_norm(a_.x, pending_add_, weight, a_.normed, batch_.num_tokens, c_.hidden_dim, c_.rms_norm_eps, stream_);
+  const bool attention = site == NormSite::kAttentionInput;
+  const float* weight = attention ? layer(l).attn_norm : layer(l).ffn_norm;
+  rms_norm(a_.x, pending_add_, weight, a_.normed, batch_.num_tokens, c_.hidden_dim, c_.rms_norm_eps, stream_,
+           written_order(attention ? layer(l).qkv : layer(l).gate_up));
   pending_add_ = nullptr;
 }
 
@@ -27,7 +29,8 @@ void CudaForward::finish_residual() {
 
 void CudaForward::project_qkv(int32_t l) {
   const int64_t qkv_dim = c_.q_dim() + 2 * static_cast<int64_t>(c_.kv_dim());
-  gemm_.matmul(a_.normed, layer(l).qkv, a_.qkv, batch_.num_tokens, qkv_dim, c_.hidden_dim, 0.0f, stream_);
+  gemm_.matmul(a_.normed, read_in_order(layer(l).qkv), a_.qkv, batch_.num_tokens, qkv_dim, c_.hidden_dim, 0.0f,
+               stream_);
 }
 
 void CudaForward::rope_and_store_kv(int32_t l, const RopeSpec& spec) {
@@ -83,17 +86,19 @@ void CudaForward::project_output(int32_t l) {
 }
 
 void CudaForward::project_gate_up_activate(int32_t l, Activation activation) {
-  gemm_.matmul(a_.normed, layer(l).gate_up, a_.gate_up, batch_.num_tokens, 2 * static_cast<int64_t>(c_.ffn_dim),
-               c_.hidden_dim, 0.0f, stream_);
+  gemm_.matmul(a_.normed, read_in_order(layer(l).gate_up), a_.gate_up, batch_.num_tokens,
+               2 * static_cast<int64_t>(c_.ffn_dim), c_.hidden_dim, 0.0f, stream_);
+  const int32_t* down_order = written_order(layer(l).down);
   if (activation == Activation::kGeGluTanh) {
-    geglu_tanh(a_.gate_up, batch_.num_tokens, c_.ffn_dim, a_.act, stream_);
+    geglu_tanh(a_.gate_up, batch_.num_tokens, c_.ffn_dim, a_.act, stream_, down_order);
   } else {
-    swiglu(a_.gate_up, batch_.num_tokens, c_.ffn_dim, a_.act, stream_);
+    swiglu(a_.gate_up, batch_.num_tokens, c_.ffn_dim, a_.act, stream_, down_order);
   }
 }
 
 void CudaForward::project_down(int32_t l) {
-  gemm_.matmul(a_.act, layer(l).down, a_.proj, batch_.num_tokens, c_.hidden_dim, c_.ffn_dim, 0.0f, stream_);
+  gemm_.matmul(a_.act, read_in_order(layer(l).down), a_.proj, batch_.num_tokens, c_.hidden_dim, c_.ffn_dim, 0.0f,
+               stream_);
   if (tp_ != nullptr) all_reduce_rows(a_.proj, batch_.num_tokens);
 }
 
@@ -108,7 +113,7 @@ void CudaForward::project_down_add(int32_t l) {
     pending_add_ = a_.proj;
     return;
   }
-  gemm_.matmul(a_.act, layer(l).down, a_.x, batch_.num_tokens, c_.hidden_dim, c_.ffn_dim, 1.0f, stream_);
+  gemm_.matmul(a_.act, read_in_order(layer(l).down), a_.x, batch_.num_tokens, c_.hidden_dim, c_.ffn_dim, 1.0f, stream_);
 }
 
 void CudaForward::gather_logit_rows(int32_t first, int32_t count) {

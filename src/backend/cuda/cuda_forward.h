@@ -115,6 +115,17 @@ class CudaForward {
     tp_->collectives->all_reduce_sum(tp_->rank, rows, static_cast<size_t>(n) * c_.hidden_dim, stream_);
   }
   const DeviceLayer& layer(int32_t l) const { return w_.layers[static_cast<size_t>(l)]; }
+  // Act-order matrices whose input the kernel before them writes in their order
+  // (GemmPolicy::inputs_written_in_order): the positions that kernel writes to, and the matrix
+  // as the product then reads it (no input order left). Both null / unchanged otherwise.
+  const int32_t* written_order(const DeviceMatrix& m) const {
+    return gemm_.policy().inputs_written_in_order ? m.input_position : nullptr;
+  }
+  DeviceMatrix read_in_order(const DeviceMatrix& m) const {
+    DeviceMatrix plain = m;
+    if (written_order(m) != nullptr) plain.input_order = nullptr;
+    return plain;
+  }
 
   const ModelConfig& c_;
   const Architecture& arch_;

@@ -285,7 +285,7 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     WeightFormat format = WeightFormat::kBf16;
     int32_t group_shift = 5;
     size_t cols = 0;
-    size_t data = 0, scales = SIZE_MAX, groups = SIZE_MAX, order = SIZE_MAX;
+    size_t data = 0, scales = SIZE_MAX, groups = SIZE_MAX, order = SIZE_MAX, position = SIZE_MAX;
   };
   // order: the parts' shared act-order column order (format_of saw to it), or null.
   auto take_matrix = [&](size_t rows, size_t cols, MatrixLayout choice, const int32_t* order) {
@@ -301,8 +301,9 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
       at.data = take(code_bytes);
       at.groups = take(group_bytes);
       if (order != nullptr) {
-        uploaded += cols * 4;
+        uploaded += 2 * cols * 4;
         at.order = take(cols * 4);
+        at.position = take(cols * 4);
         out.ordered_matrices += 1;
         out.widest_ordered = std::max(out.widest_ordered, static_cast<int64_t>(cols));
       }
@@ -361,7 +362,8 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
                         at.scales == SIZE_MAX ? nullptr : f32_at(at.scales),
                         at.groups == SIZE_MAX ? nullptr : u32_at(at.groups),
                         at.group_shift,
-                        at.order == SIZE_MAX ? nullptr : reinterpret_cast<const int32_t*>(base + at.order)};
+                        at.order == SIZE_MAX ? nullptr : reinterpret_cast<const int32_t*>(base + at.order),
+                        at.position == SIZE_MAX ? nullptr : reinterpret_cast<const int32_t*>(base + at.position)};
   };
   // Rows [row, ...) of matrix m: the start of one part of Q|K|V or gate|up.
   auto part = [&](const MatrixOffsets& at, size_t row) {
@@ -378,10 +380,14 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   };
 
   Uploader up(uploaded, progress);
-  // An act-order matrix's column order, uploaded once beside its codes.
+  // An act-order matrix's column order and its inverse, uploaded once beside its codes.
+  std::vector<int32_t> position;
   auto order = [&](const WeightTensor& first, const MatrixOffsets& at) {
     if (at.order == SIZE_MAX) return Status::ok();
-    return up.ints(first.input_order, at.cols, reinterpret_cast<int32_t*>(base + at.order));
+    position.assign(at.cols, 0);
+    for (size_t c = 0; c < at.cols; ++c) position[static_cast<size_t>(first.input_order[c])] = static_cast<int32_t>(c);
+    if (Status s = up.ints(first.input_order, at.cols, reinterpret_cast<int32_t*>(base + at.order)); !s) return s;
+    return up.ints(position.data(), at.cols, reinterpret_cast<int32_t*>(base + at.position));
   };
   out.embedding = bf16_at(embedding_at);
   out.output = DeviceMatrix{WeightFormat::kBf16, bf16_at(output_at), nullptr};

@@ -33,6 +33,10 @@ struct DeviceMatrix {
   // kInt4 / kInt8 of act-order checkpoints: (cols,) device, stored column c reads input
   // input_order[c] (WeightTensor::input_order); the GEMM gathers its input first. Null: in order.
   const int32_t* input_order = nullptr;
+  // The inverse of input_order, (cols,) device: input i is stored column input_position[i]. The
+  // kernels that make a matrix's input can write it in the matrix's order with it
+  // (GemmPolicy::inputs_written_in_order), so the product reads its input as a plain matrix.
+  const int32_t* input_position = nullptr;
 
   bool grouped() const { return format == WeightFormat::kInt4 || format == WeightFormat::kInt8; }
 };

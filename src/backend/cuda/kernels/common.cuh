@@ -33,6 +33,20 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 __device__ __forceinline__ uint32_t pack_bf162(float lo, float hi) {
   return static_cast<uint32_t>(float_to_bf16_bits(lo)) | (static_cast<uint32_t>(float_to_bf16_bits(hi)) << 16);
 }
+// Four consecutive features (4 * i4 .. 4 * i4 + 3) of a bf16 row: one 8-byte store, or, with
+// positions (an act-order reader's input order), each to its own column.
+__device__ __forceinline__ void store_bf16x4(uint16_t* row, int64_t i4, float a, float b, float c, float d,
+                                             const int32_t* positions) {
+  if (positions == nullptr) {
+    reinterpret_cast<uint2*>(row)[i4] = make_uint2(pack_bf162(a, b), pack_bf162(c, d));
+    return;
+  }
+  const int32_t* p = positions + 4 * i4;
+  row[p[0]] = float_to_bf16_bits(a);
+  row[p[1]] = float_to_bf16_bits(b);
+  row[p[2]] = float_to_bf16_bits(c);
+  row[p[3]] = float_to_bf16_bits(d);
+}
 // Eight bf16 in a 16-byte vector -> eight floats (bf16 is fp32's top half).
 __device__ __forceinline__ void unpack_bf16x8(const uint4& v, float (&out)[8]) {
   const uint32_t words[4] = {v.x, v.y, v.z, v.w};

@@ -44,7 +44,7 @@ constexpr int kNormMaxVecs = 8;
 
 template <bool kBf16Out>
 __global__ void rms_norm_kernel(float* residual, const float* add, const float* weight, void* out, int64_t dim,
-                                float eps) {
+                                float eps, const int32_t* out_position) {
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   float4* x = reinterpret_cast<float4*>(residual + row * dim);
@@ -80,8 +80,7 @@ __global__ void rms_norm_kernel(float* residual, const float* add, const float* 
       const float4 g = w[i];
       const float4 r = make_float4(v.x * inv_rms * g.x, v.y * inv_rms * g.y, v.z * inv_rms * g.z, v.w * inv_rms * g.w);
       if constexpr (kBf16Out) {
-        reinterpret_cast<uint2*>(static_cast<uint16_t*>(out) + row * dim)[i] =
-            make_uint2(pack_bf162(r.x, r.y), pack_bf162(r.z, r.w));
+        store_bf16x4(static_cast<uint16_t*>(out) + row * dim, i, r.x, r.y, r.z, r.w, out_position);
       } else {
         reinterpret_cast<float4*>(static_cast<float*>(out) + row * dim)[i] = r;
       }
@@ -91,14 +90,15 @@ __global__ void rms_norm_kernel(float* residual, const float* add, const float* 
 
 template <bool kBf16Out>
 void launch_rms_norm(float* residual, const float* add, const float* weight, void* out, int64_t n, int64_t dim,
-                     float eps, Stream stream) {
+                     float eps, Stream stream, const int32_t* out_position = nullptr) {
   assert(dim % 4 == 0);
   const int64_t vecs = dim / 4;
   int threads = 128;
   while (threads < 1024 && threads * kNormMaxVecs < vecs) threads *= 2;
   assert(vecs <= static_cast<int64_t>(threads) * kNormMaxVecs);  // dim <= 32768
   if (n == 0) return;
-  rms_norm_kernel<kBf16Out><<<static_cast<unsigned>(n), threads, 0, stream>>>(residual, add, weight, out, dim, eps);
+  rms_norm_kernel<kBf16Out>
+      <<<static_cast<unsigned>(n), threads, 0, stream>>>(residual, add, weight, out, dim, eps, out_position);
 }
 
 // --- rope + kv write --------------------------------------------------------------------------
@@ -205,7 +205,8 @@ __global__ void rope_write_kv_kernel(const float* qkv, const float* bias, const 
 
 // --- swiglu ---------------------------------------------------------------------------------
 
-__global__ void swiglu_kernel(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out) {
+__global__ void swiglu_kernel(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out,
+                              const int32_t* out_position) {
   const int64_t vecs_per_row = ffn / 4;
   const int64_t total = n * vecs_per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -219,7 +220,7 @@ __global__ void swiglu_kernel(const float* gate_up, int64_t n, int64_t ffn, uint
     const float y1 = g.y / (1.0f + expf(-g.y)) * u.y;
     const float y2 = g.z / (1.0f + expf(-g.z)) * u.z;
     const float y3 = g.w / (1.0f + expf(-g.w)) * u.w;
-    reinterpret_cast<uint2*>(out + r * ffn)[c] = make_uint2(pack_bf162(y0, y1), pack_bf162(y2, y3));
+    store_bf16x4(out + r * ffn, c, y0, y1, y2, y3, out_position);
   }
 }
 
@@ -233,8 +234,8 @@ void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int3
 }
 
 void rms_norm(float* residual, const float* add, const float* weight, uint16_t* out, int64_t n, int64_t dim, float eps,
-              Stream stream) {
-  launch_rms_norm<true>(residual, add, weight, out, n, dim, eps, stream);
+              Stream stream, const int32_t* out_position) {
+  launch_rms_norm<true>(residual, add, weight, out, n, dim, eps, stream, out_position);
 }
 
 void rms_norm_f32(float* residual, const float* add, const float* weight, float* out, int64_t n, int64_t dim, float eps,
@@ -257,13 +258,13 @@ void rope_write_kv(const float* qkv, const float* bias, const int32_t* positions
                                                                   q_out, cache);
 }
 
-void swiglu(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream) {
+void swiglu(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream, const int32_t* out_position) {
   assert(ffn % 4 == 0);
   const int64_t total = n * (ffn / 4);
   if (total == 0) return;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 132 * 16);
-  swiglu_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(gate_up, n, ffn, out);
+  swiglu_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(gate_up, n, ffn, out, out_position);
 }
 
 }  // namespace folio::cuda

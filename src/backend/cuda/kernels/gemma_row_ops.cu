@@ -19,7 +19,8 @@ __device__ __forceinline__ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }
 
-__global__ void geglu_tanh_kernel(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out) {
+__global__ void geglu_tanh_kernel(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out,
+                                  const int32_t* out_position) {
   const int64_t vecs_per_row = ffn / 4;
   const int64_t total = n * vecs_per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -30,7 +31,7 @@ __global__ void geglu_tanh_kernel(const float* gate_up, int64_t n, int64_t ffn, 
     const float4 u = reinterpret_cast<const float4*>(gate_up + r * 2 * ffn + ffn)[c];
     const float y0 = gelu_tanh(g.x) * u.x, y1 = gelu_tanh(g.y) * u.y;
     const float y2 = gelu_tanh(g.z) * u.z, y3 = gelu_tanh(g.w) * u.w;
-    reinterpret_cast<uint2*>(out + r * ffn)[c] = make_uint2(pack_bf162(y0, y1), pack_bf162(y2, y3));
+    store_bf16x4(out + r * ffn, c, y0, y1, y2, y3, out_position);
   }
 }
 
@@ -97,13 +98,14 @@ __global__ void rms_norm_into_residual_kernel(float* residual, const float* proj
 
 }  // namespace
 
-void geglu_tanh(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream) {
+void geglu_tanh(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream,
+                const int32_t* out_position) {
   assert(ffn % 4 == 0);
   const int64_t total = n * (ffn / 4);
   if (total == 0) return;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 132 * 16);
-  geglu_tanh_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(gate_up, n, ffn, out);
+  geglu_tanh_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(gate_up, n, ffn, out, out_position);
 }
 
 void rms_norm_heads(float* qkv, const float* q_weight, const float* k_weight, int64_t n, int32_t num_heads,

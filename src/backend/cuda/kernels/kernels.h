@@ -42,8 +42,10 @@ void embed_rows(const uint16_t* table, int64_t vocab, int64_t hidden, const int3
 // residual: (n, dim) fp32 in/out; add: (n, dim) fp32 or null; weight: (dim,) fp32;
 // out: (n, dim) bf16. dim % 4 == 0. The sum of squares is accumulated in fp32 per thread and
 // reduced as a tree (the CPU uses float64; the difference is far below bf16 rounding).
+// out_position: null, or (dim,) device: feature i is written to column out_position[i] of its
+// row (the input order of the act-order matrix that reads out: DeviceMatrix::input_position).
 void rms_norm(float* residual, const float* add, const float* weight, uint16_t* out, int64_t n, int64_t dim, float eps,
-              Stream stream);
+              Stream stream, const int32_t* out_position = nullptr);
 // Same, fp32 output (the final norm before the vocabulary projection if that GEMM is fp32).
 void rms_norm_f32(float* residual, const float* add, const float* weight, float* out, int64_t n, int64_t dim, float eps,
                   Stream stream);
@@ -83,13 +85,15 @@ void kv_seal_blocks(const KvLayerView& cache, const int32_t* seals, const int32_
                     Stream stream);
 
 // out = silu(gate) * up.  gate_up: (n, 2 * ffn) fp32 = [gate | up] per row;
-// out: (n, ffn) bf16. ffn % 4 == 0.
-void swiglu(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream);
+// out: (n, ffn) bf16. ffn % 4 == 0. out_position as rms_norm's.
+void swiglu(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream,
+            const int32_t* out_position = nullptr);
 
 // Gemma's row ops (gemma_row_ops.cu).
 // out = gelu_tanh(gate) * up, GELU's tanh approximation with tanhf as the CPU has it; shapes as
 // swiglu's.
-void geglu_tanh(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream);
+void geglu_tanh(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out, Stream stream,
+                const int32_t* out_position = nullptr);
 // QK norm, in place before RoPE: every q head of qkv's rows RMS-normed and multiplied by
 // q_weight, every k head by k_weight (v untouched). qkv: (n, (num_heads + 2 num_kv_heads) *
 // head_dim) fp32; weights: (head_dim,) fp32. head_dim % 32 == 0, <= 256. One warp per head.
