@@ -64,6 +64,10 @@ class ModelWeights {
   // boundaries and dequantized to F32 where it would split a block. These weights must outlive
   // the shard.
   Expected<std::unique_ptr<ModelWeights>> shard(const RankShard& rank) const;
+  // The multiple the FFN splits in over tensor-parallel ranks (plan_tensor_parallel's ffn_unit):
+  // the down projection's block, so that its column slices stay in its type, and `minimum` at
+  // least (the executors' panel or code-group widths).
+  int64_t tensor_parallel_ffn_unit(int64_t minimum) const;
   // Whether every tensor is in computing order (what the CPU computes on).
   bool in_computing_order() const;
 

@@ -1,4 +1,5 @@
 // ModelWeights::shard: one tensor-parallel rank's slices of a loaded model.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -66,6 +67,12 @@ std::vector<float> vector_slice(const std::vector<float>& v, int64_t begin, int6
 }
 
 }  // namespace
+
+int64_t ModelWeights::tensor_parallel_ffn_unit(int64_t minimum) const {
+  int64_t unit = minimum;
+  for (const LayerWeights& l : layers_) unit = std::max(unit, dtype_info(l.down.type).block_elems);
+  return unit;
+}
 
 Expected<std::unique_ptr<ModelWeights>> ModelWeights::shard(const RankShard& rank) const {
   // Q and K may be stored in Hugging Face's order (a GPU session's views of the file): they are

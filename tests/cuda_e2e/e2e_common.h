@@ -71,6 +71,9 @@ struct Greedy {
 // One sequence through an executor (greedy_run.cpp): the prompt in one forward, then `steps`
 // greedy tokens chosen on the host. The pool needs (prompt + steps) / 16 + 1 blocks.
 Greedy run_greedy(Executor& executor, const std::vector<int32_t>& prompt, int32_t steps);
+// The same run with the executor choosing the tokens on its side (a greedy SamplingPlan): only
+// token ids and logprobs come back.
+std::vector<SampledToken> run_device_greedy(Executor& executor, const std::vector<int32_t>& prompt, int32_t steps);
 
 int run_golden(const std::vector<std::string>& args);
 int run_hf(const std::vector<std::string>& args);

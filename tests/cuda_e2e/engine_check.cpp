@@ -11,23 +11,11 @@
 
 #include "e2e_common.h"
 #include "engine/engine.h"
+#include "engine_helpers.h"
 #include "model/synth_model.h"
 
 namespace folio::e2e {
 namespace {
-
-RequestParams greedy(int32_t max_tokens) {
-  RequestParams params;
-  params.sampling.temperature = 0.0f;
-  params.max_tokens = max_tokens;
-  params.ignore_eos = true;
-  return params;
-}
-
-bool pool_empty(const Engine& engine) {
-  const EngineMetrics m = engine.metrics();
-  return m.kv.num_used_blocks == 0 && m.kv.num_sequences == 0 && m.num_running + m.num_waiting + m.num_swapped == 0;
-}
 
 // Sliding-window layers in their own block tables (kv/kv_groups.h) against one table for every
 // layer, pinned GEMMs: prompts past the window, so the window groups release blocks while the

@@ -15,39 +15,6 @@
 #include "e2e_common.h"
 
 namespace folio::e2e {
-namespace {
-
-// The same greedy run with the executor choosing the tokens on its side (a greedy
-// SamplingPlan): only token ids and logprobs come back.
-std::vector<SampledToken> run_device_greedy(Executor& executor, const std::vector<int32_t>& prompt, int32_t steps) {
-  std::vector<SampledToken> out;
-  SamplingPlan plan;
-  plan.rows.resize(1);
-  plan.rows[0].temperature = 0.0f;
-  std::vector<int32_t> table;
-  std::vector<int32_t> all = prompt;
-  int32_t done = 0;
-  for (int32_t step = 0; step < steps; ++step) {
-    const int32_t total = static_cast<int32_t>(all.size());
-    while (static_cast<int32_t>(table.size()) * kBlock < total) table.push_back(static_cast<int32_t>(table.size()) + 1);
-    ForwardBatch batch;
-    for (int32_t p = done; p < total; ++p) {
-      batch.tokens.push_back(all[static_cast<size_t>(p)]);
-      batch.positions.push_back(p);
-      batch.slot_mapping.push_back(table[static_cast<size_t>(p / kBlock)] * kBlock + p % kBlock);
-    }
-    batch.sequences.push_back({0, total - done, total, table});
-    batch.logit_rows.push_back(total - done - 1);
-    const std::span<const SampledToken> sampled = executor.execute(batch, &plan).tokens;
-    out.push_back(sampled[0]);
-    done = total;
-    all.push_back(sampled[0].token);
-  }
-  return out;
-}
-
-}  // namespace
-
 int run_golden(const std::vector<std::string>& args) {
   const std::string path = arg_value(args, "--model", "");
   const std::string goldens =

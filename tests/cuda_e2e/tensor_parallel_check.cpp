@@ -23,6 +23,7 @@
 #include "backend/cuda/nccl_collectives.h"
 #include "e2e_common.h"
 #include "engine/engine.h"
+#include "engine_helpers.h"
 #include "executor/kv_pool_sizing.h"
 #include "model/synth_model.h"
 
@@ -96,44 +97,6 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& r
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
-// The greedy run with the executor sampling (every rank samples the gathered logits alike).
-std::vector<int32_t> device_greedy(Executor& executor, const std::vector<int32_t>& prompt, int32_t steps) {
-  SamplingPlan plan;
-  plan.rows.resize(1);
-  plan.rows[0].temperature = 0.0f;
-  std::vector<int32_t> table, all = prompt, out;
-  int32_t done = 0;
-  for (int32_t step = 0; step < steps; ++step) {
-    const auto total = static_cast<int32_t>(all.size());
-    while (static_cast<int32_t>(table.size()) * kBlock < total) table.push_back(static_cast<int32_t>(table.size()) + 1);
-    ForwardBatch batch;
-    for (int32_t p = done; p < total; ++p) {
-      batch.tokens.push_back(all[static_cast<size_t>(p)]);
-      batch.positions.push_back(p);
-      batch.slot_mapping.push_back(table[static_cast<size_t>(p / kBlock)] * kBlock + p % kBlock);
-    }
-    batch.sequences.push_back({0, total - done, total, table});
-    batch.logit_rows.push_back(total - done - 1);
-    out.push_back(executor.execute(batch, &plan).tokens[0].token);
-    done = total;
-    all.push_back(out.back());
-  }
-  return out;
-}
-
-RequestParams greedy_params(int32_t max_tokens) {
-  RequestParams params;
-  params.sampling.temperature = 0.0f;
-  params.max_tokens = max_tokens;
-  params.ignore_eos = true;
-  return params;
-}
-
-bool pool_empty(const Engine& engine) {
-  const EngineMetrics m = engine.metrics();
-  return m.kv.num_used_blocks == 0 && m.kv.num_sequences == 0 && m.num_running + m.num_waiting + m.num_swapped == 0;
-}
-
 void golden(const LoadedModel& loaded, const nlohmann::json& cases, const std::vector<int32_t>& rank_counts,
             int32_t steps, Tally& tally) {
   const ModelWeights& model = *loaded.model;
@@ -178,7 +141,8 @@ void golden(const LoadedModel& loaded, const nlohmann::json& cases, const std::v
           continue;
         }
         const Greedy got = run_greedy(*tp, prompt, steps);
-        const std::vector<int32_t> sampled = device_greedy(*tp, prompt, steps);
+        std::vector<int32_t> sampled;
+        for (const SampledToken& t : run_device_greedy(*tp, prompt, steps)) sampled.push_back(t.token);
         tp.reset();
         const double err = relative_error(got.last_prompt_logits, ref.last_prompt_logits);
         size_t first = 0;
@@ -234,7 +198,7 @@ void engine_checks(const LoadedModel& loaded, Tally& tally) {
   {  // Batch invariance: 16 requests, chunked prefill beside decodes, against each alone.
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < 16; ++i) prompts.push_back(slice(97 * i, 3 + (i * 37) % 150));
-    const RequestParams params = greedy_params(10);
+    const RequestParams params = greedy(10);
     const auto reference = alone(prompts, params);
     EngineConfig config;
     config.scheduler.max_num_batched_tokens = 128;
@@ -257,7 +221,7 @@ void engine_checks(const LoadedModel& loaded, Tally& tally) {
     } else {
       std::vector<std::vector<int32_t>> prompts;
       for (int i = 0; i < 8; ++i) prompts.push_back(slice(211 * i, 40 + 23 * i));
-      const RequestParams params = greedy_params(40);
+      const RequestParams params = greedy(40);
       std::vector<std::vector<int32_t>> reference;
       for (const auto& prompt : prompts) {
         Engine engine(*kivi, tokenizer, EngineConfig{});
@@ -278,7 +242,7 @@ void engine_checks(const LoadedModel& loaded, Tally& tally) {
     const auto a = slice(5000, 20), b = slice(6000, 25);
     first.insert(first.end(), a.begin(), a.end());
     second.insert(second.end(), b.begin(), b.end());
-    const RequestParams params = greedy_params(10);
+    const RequestParams params = greedy(10);
     Engine engine(*roomy, tokenizer, EngineConfig{});
     engine.generate({first}, params);
     const int64_t before = engine.metrics().num_prompt_tokens_computed;
@@ -295,7 +259,7 @@ void engine_checks(const LoadedModel& loaded, Tally& tally) {
   {  // Preemption in a 24-block pool, by recompute and by swap, against unconstrained runs.
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < 8; ++i) prompts.push_back(slice(300 * i, 60 + 10 * i));
-    const RequestParams params = greedy_params(40);
+    const RequestParams params = greedy(40);
     const auto reference = alone(prompts, params);
     for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
       const bool swap = mode == PreemptionMode::kSwap;

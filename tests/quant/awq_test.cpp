@@ -32,6 +32,26 @@ double output_error(const std::vector<float>& w, const std::vector<float>& q, co
   return total;
 }
 
+// sum x x^T (lower triangle) and the RMS per channel of inputs x (tokens, cols).
+struct InputStats {
+  std::vector<double> gram;
+  std::vector<float> rms;
+};
+InputStats input_stats(const std::vector<float>& x, int64_t cols, int64_t tokens) {
+  InputStats st{std::vector<double>(static_cast<size_t>(cols * cols), 0.0),
+                std::vector<float>(static_cast<size_t>(cols), 0.0f)};
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 0; i < cols; ++i) {
+      const double xi = x[static_cast<size_t>(t * cols + i)];
+      st.rms[static_cast<size_t>(i)] += static_cast<float>(xi * xi / tokens);
+      for (int64_t j = 0; j <= i; ++j)
+        st.gram[static_cast<size_t>(i * cols + j)] += xi * x[static_cast<size_t>(t * cols + j)];
+    }
+  }
+  for (float& r : st.rms) r = std::sqrt(r);
+  return st;
+}
+
 TEST(Awq, ScalesCutTheOutputErrorOnOutlierChannels) {
   const int64_t rows = 48, cols = 128, tokens = 256;
   std::mt19937 rng(11);
@@ -42,17 +62,7 @@ TEST(Awq, ScalesCutTheOutputErrorOnOutlierChannels) {
     for (int64_t c = 0; c < cols; ++c)
       x[static_cast<size_t>(t * cols + c)] = normal(rng) * (c % 16 == 5 ? 20.0f : 1.0f);
   }
-  std::vector<double> gram(static_cast<size_t>(cols * cols), 0.0);
-  std::vector<float> rms(static_cast<size_t>(cols), 0.0f);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t i = 0; i < cols; ++i) {
-      const double xi = x[static_cast<size_t>(t * cols + i)];
-      rms[static_cast<size_t>(i)] += static_cast<float>(xi * xi / tokens);
-      for (int64_t j = 0; j <= i; ++j)
-        gram[static_cast<size_t>(i * cols + j)] += xi * x[static_cast<size_t>(t * cols + j)];
-    }
-  }
-  for (float& r : rms) r = std::sqrt(r);
+  const auto [gram, rms] = input_stats(x, cols, tokens);
   const Int4Options options{.group_size = 32};
   const AwqMatrix m{w.data(), rows};
   const AwqScales s = awq_search_scales({&m, 1}, cols, rms, gram.data(), options);
@@ -87,17 +97,7 @@ TEST(Awq, SearchFromInputsEqualsTheGramPath) {
     for (int64_t c = 0; c < cols; ++c)
       x[static_cast<size_t>(t * cols + c)] = normal(rng) * (c % 32 == 3 ? 15.0f : 1.0f + static_cast<float>(c % 5));
   }
-  std::vector<double> gram(static_cast<size_t>(cols * cols), 0.0);
-  std::vector<float> rms(static_cast<size_t>(cols), 0.0f);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t i = 0; i < cols; ++i) {
-      const double xi = x[static_cast<size_t>(t * cols + i)];
-      rms[static_cast<size_t>(i)] += static_cast<float>(xi * xi / tokens);
-      for (int64_t j = 0; j <= i; ++j)
-        gram[static_cast<size_t>(i * cols + j)] += xi * x[static_cast<size_t>(t * cols + j)];
-    }
-  }
-  for (float& r : rms) r = std::sqrt(r);
+  const auto [gram, rms] = input_stats(x, cols, tokens);
   const Int4Options options{.group_size = 32};
   const AwqMatrix m{w.data(), rows};
   const AwqScales from_gram = awq_search_scales({&m, 1}, cols, rms, gram.data(), options);

@@ -7,17 +7,6 @@
 #include <thread>
 
 namespace folio::cpu {
-namespace {
-
-// Column slices of down stay in its type when the FFN splits at its blocks; 32 at least keeps
-// gate and up in whole panels.
-int64_t ffn_split_unit(const ModelWeights& weights) {
-  int64_t unit = 32;
-  for (const LayerWeights& l : weights.layers()) unit = std::max(unit, dtype_info(l.down.type).block_elems);
-  return unit;
-}
-
-}  // namespace
 
 TensorParallelExecutor::TensorParallelExecutor(const ModelWeights& weights, int32_t num_ranks)
     : weights_(weights), all_reduce_(num_ranks), rank_threads_(num_ranks) {}
@@ -26,7 +15,9 @@ Expected<std::unique_ptr<TensorParallelExecutor>> TensorParallelExecutor::create
                                                                                  int32_t num_ranks, int num_threads,
                                                                                  const KvCacheOptions& kv, Isa isa,
                                                                                  ActivationPrecision precision) {
-  Expected<std::vector<RankShard>> plan = plan_tensor_parallel(weights.config(), num_ranks, ffn_split_unit(weights));
+  // FFN slices in multiples of 32 at least: gate and up in whole panels.
+  const int64_t ffn_unit = weights.tensor_parallel_ffn_unit(32);
+  Expected<std::vector<RankShard>> plan = plan_tensor_parallel(weights.config(), num_ranks, ffn_unit);
   if (!plan) return plan.status();
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads_per_rank = std::max(1, num_threads / num_ranks);

@@ -11,19 +11,15 @@
 #include <mutex>
 #include <string>
 
+#include "backend/cuda/cuda_library.h"
+
 namespace {
 
 void* open_library() {
-  const std::string name = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&cudaGetDeviceCount), &info) != 0 && info.dli_fname != nullptr) {
-    std::string dir = info.dli_fname;
-    dir = dir.substr(0, dir.find_last_of('/') + 1);
-    if (void* handle = dlopen((dir + name).c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
-  }
-  if (void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
-  std::fprintf(stderr, "folio: cannot open %s: %s\n", name.c_str(), dlerror());
-  return nullptr;
+  std::string error;
+  void* handle = folio::cuda::open_cuda_library("libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), error);
+  if (handle == nullptr) std::fprintf(stderr, "folio: %s\n", error.c_str());
+  return handle;
 }
 
 void* library() {

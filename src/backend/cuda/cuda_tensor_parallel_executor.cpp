@@ -14,17 +14,6 @@
 #include "model/tensor_parallel_plan.h"
 
 namespace folio::cuda {
-namespace {
-
-// FFN slices in multiples of the down projection's block (its column slices stay in its type),
-// and of 64 at least: the INT4 layout packs 64 columns a word group.
-int64_t ffn_split_unit(const ModelWeights& weights) {
-  int64_t unit = 64;
-  for (const LayerWeights& l : weights.layers()) unit = std::max(unit, dtype_info(l.down.type).block_elems);
-  return unit;
-}
-
-}  // namespace
 
 CudaTensorParallelExecutor::CudaTensorParallelExecutor(const ModelConfig& config, int32_t num_ranks)
     : config_(config), ranks_(static_cast<size_t>(num_ranks)), rank_threads_(num_ranks) {}
@@ -57,7 +46,9 @@ Expected<std::unique_ptr<CudaTensorParallelExecutor>> CudaTensorParallelExecutor
     }
   }
   const ModelConfig& c = weights.config();
-  Expected<std::vector<RankShard>> plan = plan_tensor_parallel(c, num_ranks, ffn_split_unit(weights));
+  // FFN slices in multiples of 64 at least: the INT4 layout packs 64 columns a word group.
+  const int64_t ffn_unit = weights.tensor_parallel_ffn_unit(64);
+  Expected<std::vector<RankShard>> plan = plan_tensor_parallel(c, num_ranks, ffn_unit);
   if (!plan) return plan.status();
 
   std::unique_ptr<CudaTensorParallelExecutor> tp(new CudaTensorParallelExecutor(c, num_ranks));

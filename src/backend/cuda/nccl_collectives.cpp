@@ -1,6 +1,6 @@
-// NCCL is opened with dlopen on first use, like cuBLASLt (cublaslt_lazy.cpp): the binary builds
-// and runs without it (one GPU needs no NCCL), and the library is the one installed beside
-// CUDA, named by FOLIO_NCCL_LIBRARY, or found on the loader's path. The few entry points and
+// NCCL is opened with dlopen on first use, like cuBLASLt (cuda_library.h): the binary builds and
+// runs without it (one GPU needs no NCCL), and the library is the one FOLIO_NCCL_LIBRARY names,
+// the one installed beside CUDA, or one on the loader's path. The few entry points and
 // constants folio uses are declared here from NCCL's stable C ABI; where nccl.h is present at
 // build time the constants are checked against it.
 #include "backend/cuda/nccl_collectives.h"
@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_library.h"
 
 #if __has_include(<nccl.h>)
 #include <nccl.h>
@@ -51,16 +52,9 @@ void* open_library(std::string& error) {
     error = std::string("cannot open FOLIO_NCCL_LIBRARY=") + path + ": " + dlerror();
     return nullptr;
   }
-  const std::string name = "libnccl.so.2";
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&cudaGetDeviceCount), &info) != 0 && info.dli_fname != nullptr) {
-    std::string dir = info.dli_fname;
-    dir = dir.substr(0, dir.find_last_of('/') + 1);
-    if (void* handle = dlopen((dir + name).c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
-  }
-  if (void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
-  error = "cannot open " + name + " (" + dlerror() + "); set FOLIO_NCCL_LIBRARY to its path";
-  return nullptr;
+  void* handle = open_cuda_library("libnccl.so.2", error);
+  if (handle == nullptr) error += "; set FOLIO_NCCL_LIBRARY to its path";
+  return handle;
 }
 
 const Nccl& nccl() {
