@@ -81,6 +81,7 @@ int run_engine(const std::vector<std::string>& args);
 int run_speculative(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
 int run_tensor_parallel(const std::vector<std::string>& args);
+int run_tensor_parallel_bench(const std::vector<std::string>& args);
 
 // --name value lookup in args; fallback when absent.
 std::string arg_value(const std::vector<std::string>& args, const std::string& name, const std::string& fallback);

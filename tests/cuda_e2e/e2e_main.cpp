@@ -8,6 +8,7 @@
 //   folio_cuda_e2e bench --model llama3-8b.gguf  decode tok/s vs bandwidth, offline throughput
 //   folio_cuda_e2e hf --dir HF_DIR_ROOT          Hugging Face directories vs transformers' goldens
 //   folio_cuda_e2e tp --model SmolLM2.gguf       tensor parallel (TP = 1..4) against one executor
+//   folio_cuda_e2e tp-bench                      the NCCL all-reduce alone, 2+ GPUs
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
   if (mode == "bench") return folio::e2e::run_bench(args);
   if (mode == "hf") return folio::e2e::run_hf(args);
   if (mode == "tp") return folio::e2e::run_tensor_parallel(args);
-  std::fprintf(stderr, "usage: folio_cuda_e2e golden|engine|speculative|bench|hf|tp [--model FILE] ...\n");
+  if (mode == "tp-bench") return folio::e2e::run_tensor_parallel_bench(args);
+  std::fprintf(stderr, "usage: folio_cuda_e2e golden|engine|speculative|bench|hf|tp|tp-bench [--model FILE] ...\n");
   return 2;
 }

@@ -11,13 +11,17 @@
 // (SameDeviceCollectives); --ranks 1 runs the NCCL path with one rank.
 //
 //   folio_cuda_e2e tp [--model SmolLM2.gguf] [--ranks 1,2,3,4] [--tokens 16] [--cases 3]
+//   folio_cuda_e2e tp-bench [--ranks N]   the all-reduce alone (below)
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "backend/cuda/cuda_tensor_parallel_executor.h"
 #include "backend/cuda/nccl_collectives.h"
@@ -332,6 +336,63 @@ int run_tensor_parallel(const std::vector<std::string>& args) {
   engine_checks(*loaded, tally);
   std::printf("tp: %d passed, %d failed\n", tally.passed, tally.failed);
   return tally.failed == 0 ? 0 : 1;
+}
+
+// The all-reduce a decode step pays twice a layer, timed alone over NCCL with one rank per GPU:
+// microseconds a call at 1 to 512 tokens of the Llama-3-8B hidden size (4,096 floats a token),
+// and the bus bandwidth it reaches (2 (N - 1) / N of the bytes over the time, NCCL's measure).
+//
+//   folio_cuda_e2e tp-bench [--ranks N]   (N GPUs, default all)
+int run_tensor_parallel_bench(const std::vector<std::string>& args) {
+  int gpus = 0;
+  cudaGetDeviceCount(&gpus);
+  const int32_t ranks = std::stoi(arg_value(args, "--ranks", std::to_string(gpus)));
+  if (ranks < 2 || ranks > gpus) {
+    std::printf("tp-bench: needs 2 or more GPUs (this machine has %d)\n", gpus);
+    return gpus < 2 ? 0 : 2;
+  }
+  std::vector<int32_t> devices;
+  for (int32_t r = 0; r < ranks; ++r) devices.push_back(r);
+  Expected<std::unique_ptr<cuda::NcclCollectives>> nccl = cuda::NcclCollectives::create(devices);
+  if (!nccl) {
+    std::fprintf(stderr, "tp-bench: %s\n", nccl.error().c_str());
+    return 2;
+  }
+  constexpr int64_t kHidden = 4096;
+  constexpr int kIterations = 200;
+  std::printf("tp-bench: NCCL %s, %d ranks\n", cuda::NcclCollectives::version().c_str(), ranks);
+  for (int64_t tokens : {1, 8, 64, 512}) {
+    const size_t n = static_cast<size_t>(tokens * kHidden);
+    std::vector<double> seconds(static_cast<size_t>(ranks), 0.0);
+    std::vector<std::thread> threads;
+    std::atomic<int> ready{0};
+    for (int32_t r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        cudaSetDevice(r);
+        float* data = nullptr;
+        cudaStream_t stream = nullptr;
+        cudaMalloc(&data, n * sizeof(float));
+        cudaMemset(data, 0, n * sizeof(float));
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        for (int i = 0; i < 10; ++i) (*nccl)->all_reduce_sum(r, data, n, stream);  // warm-up
+        cudaStreamSynchronize(stream);
+        ready.fetch_add(1);
+        while (ready.load() < ranks) std::this_thread::yield();
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < kIterations; ++i) (*nccl)->all_reduce_sum(r, data, n, stream);
+        cudaStreamSynchronize(stream);
+        seconds[static_cast<size_t>(r)] = seconds_since(start) / kIterations;
+        cudaStreamDestroy(stream);
+        cudaFree(data);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    const double s = *std::max_element(seconds.begin(), seconds.end());
+    const double bytes = static_cast<double>(n * sizeof(float));
+    std::printf("RESULT tp_all_reduce ranks=%d tokens=%lld bytes=%.0f us=%.1f bus_gbps=%.1f\n", ranks,
+                static_cast<long long>(tokens), bytes, s * 1e6, 2.0 * (ranks - 1) / ranks * bytes / s / 1e9);
+  }
+  return 0;
 }
 
 }  // namespace folio::e2e
