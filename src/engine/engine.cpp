@@ -40,6 +40,7 @@ Engine::Engine(Executor& executor, const Tokenizer& tokenizer, const EngineConfi
     : executor_(executor),
       tokenizer_(tokenizer),
       kv_layout_(executor.kv_pool()),
+      device_(executor.capabilities().device),
       max_model_len_(config.max_model_len > 0 ? config.max_model_len : executor.config().context_length),
       max_num_seqs_(config.scheduler.max_num_seqs),
       max_logit_rows_(executor.capabilities().max_logit_rows),
@@ -386,6 +387,7 @@ EngineMetrics Engine::metrics() const {
   m.num_device_sampled_steps = num_device_sampled_steps_;
   m.kv = scheduler_.kv().metrics();
   m.kv_format = kv_layout_.format;
+  m.device = device_;
   m.kv_block_size = kv_layout_.block_size;
   // A block holds one group's layers; a token takes a block slot in every group's table.
   m.kv_bytes_per_token = static_cast<double>(kv_layout_.bytes_per_block) *

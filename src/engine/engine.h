@@ -86,6 +86,7 @@ struct EngineMetrics {
   SpeculationMetrics speculation;
   int64_t kv_bytes_per_block = 0;  // one block id: its group's layers (kv/kv_groups.h)
   int32_t kv_num_groups = 1;       // block tables per sequence
+  std::string device;              // the executor's Capabilities::device ("cuda (...), tensor parallel: ...")
 };
 
 // Result of the offline batch call.
@@ -153,6 +154,7 @@ class Engine {
   Executor& executor_;
   const Tokenizer& tokenizer_;
   KvPoolLayout kv_layout_;
+  std::string device_;  // Capabilities::device, for metrics
   int32_t max_model_len_;
   int32_t max_num_seqs_;
   int32_t max_logit_rows_;

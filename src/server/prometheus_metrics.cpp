@@ -65,6 +65,11 @@ std::string prometheus_metrics_text(const WorkerMetrics& metrics, const std::str
       "# HELP folio:kv_cache_dtype_info The KV cache format (--kv-cache-dtype).\n"
       "# TYPE folio:kv_cache_dtype_info gauge\nfolio:kv_cache_dtype_info{" +
       w.model_label() + ",dtype=\"" + std::string(kv_format_name(e.kv_format)) + "\"} 1\n";
+  // Where the model runs (device, ISA or GPU, tensor-parallel ranks), for an operator.
+  w.text() +=
+      "# HELP folio:device_info The executor: device and, split over ranks, the tensor parallelism.\n"
+      "# TYPE folio:device_info gauge\nfolio:device_info{" +
+      w.model_label() + ",device=\"" + escape_label(e.device) + "\"} 1\n";
   w.add("folio:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
         static_cast<double>(e.kv.prefix_cache.num_query_tokens));
   w.add("folio:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",

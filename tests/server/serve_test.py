@@ -107,6 +107,8 @@ try:
     check("a vanished client's request is aborted", "request_aborted_total" in metrics and
           'folio:request_aborted_total{model_name="SmolLM2-135M-Instruct.Q4_1"} 1' in metrics, metrics)
     check("its KV blocks are freed", 'folio:kv_cache_usage_perc{model_name="SmolLM2-135M-Instruct.Q4_1"} 0\n' in metrics)
+    check("/metrics names the device", 'folio:device_info{model_name="SmolLM2-135M-Instruct.Q4_1",device="cpu' in metrics,
+          metrics)
 finally:
     server.send_signal(signal.SIGTERM)
     try:
