@@ -37,6 +37,11 @@ check "missing model is named" grep -q "does not exist" "$tmp/err"
 
 code=$(exit_code "$folio" run -p hi -n 2 --tensor-parallel-size 2 --device cuda)
 check "tensor parallelism on cuda fails cleanly" is_clean_failure "$code"
+code=$(exit_code "$folio" run -p hi -n 2 --tensor-parallel-devices 0,0 --tensor-parallel-size 2)
+check "GPU placement of ranks on the CPU fails cleanly" is_clean_failure "$code"
+check "GPU placement of ranks on the CPU is explained" grep -q -- "use it with --device cuda" "$tmp/err"
+code=$(exit_code "$folio" run -p hi -n 2 --device cuda --tensor-parallel-size 3 --tensor-parallel-devices 0,0)
+check "fewer GPUs named than ranks fail cleanly" is_clean_failure "$code"
 code=$(exit_code "$folio" run -p hi -n 2 --tensor-parallel-size 10)
 check "more ranks than the heads allow fail cleanly" is_clean_failure "$code"
 check "more ranks than the heads allow are explained" grep -q "no query head" "$tmp/err"
