@@ -93,7 +93,12 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
   e->model_ = std::move(cuda_model).value();
   e->stats_.weight_bytes = static_cast<int64_t>(e->model_->weight_bytes());
   e->stats_.activation_bytes = static_cast<int64_t>(e->model_->activation_bytes());
-  e->model_->gemm().set_policy(options.gemm);
+  // FOLIO_ACT_ORDER_GATHER=1 gathers act-order inputs before the product instead of having the
+  // kernel before it write them in the matrix's order: the earlier path, for side-by-side runs.
+  if (const char* gather = std::getenv("FOLIO_ACT_ORDER_GATHER"); gather != nullptr && *gather == '1') {
+    e->options_.gemm.inputs_written_in_order = false;
+  }
+  e->model_->gemm().set_policy(e->options_.gemm);
   if (Status s = e->tune_gemms(); !s) return s;
   if (Status s = e->allocate_step_buffers(); !s) return s;
   if (!options.defer_kv) {

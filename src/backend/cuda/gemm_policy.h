@@ -62,10 +62,10 @@ struct GemmPolicy {
   // Act-order weights whose input a kernel of folio makes (the RMSNorm before Q|K|V and gate|up,
   // the SwiGLU / GeGLU before down): that kernel writes the input in the matrix's order
   // (DeviceMatrix::input_position), and the product reads it as a plain matrix, with no gather
-  // and no scattered loads. The attention output (O's input) keeps the two ways above. Off until
-  // a GPU has run it (written 2026-12-06 after the session's one GPU call; `folio_cuda_check
-  // --filter ordered_outputs` checks the kernels, hfsynth's act-order row measures it).
-  bool inputs_written_in_order = false;
+  // and no scattered loads. The attention output (O's input) keeps the two ways above.
+  // `folio_cuda_check --filter ordered_outputs` checks the kernels; hfsynth's act-order rows
+  // measure it against FOLIO_ACT_ORDER_GATHER=1 (this off) in the same run.
+  bool inputs_written_in_order = true;
   // The same for INT8 weights (int8_gemm.h: the 5- to 8-bit GGUF types).
   int32_t int8_small_gemm_max_rows = 64;
   // Off the invariant policy, on Hopper: INT4 and INT8 weights past the small kernel's rows
