@@ -119,7 +119,9 @@ class CudaForward {
   // (GemmPolicy::inputs_written_in_order): the positions that kernel writes to, and the matrix
   // as the product then reads it (no input order left). Both null / unchanged otherwise.
   const int32_t* written_order(const DeviceMatrix& m) const {
-    return gemm_.policy().inputs_written_in_order ? m.input_position : nullptr;
+    const GemmPolicy& p = gemm_.policy();
+    const bool in_order = p.inputs_written_in_order && batch_.num_tokens <= p.inputs_written_in_order_max_rows;
+    return in_order ? m.input_position : nullptr;
   }
   DeviceMatrix read_in_order(const DeviceMatrix& m) const {
     DeviceMatrix plain = m;

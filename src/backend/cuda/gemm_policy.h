@@ -64,8 +64,13 @@ struct GemmPolicy {
   // (DeviceMatrix::input_position), and the product reads it as a plain matrix, with no gather
   // and no scattered loads. The attention output (O's input) keeps the two ways above.
   // `folio_cuda_check --filter ordered_outputs` checks the kernels; hfsynth's act-order rows
-  // measure it against FOLIO_ACT_ORDER_GATHER=1 (this off) in the same run.
+  // measure it against FOLIO_ACT_ORDER_GATHER=1 (this off) in the same run. On the H100
+  // (2026-12-06, Llama-3-8B GPTQ act-order): tg128 252.3 tok/s against 190.7 gathering (plain
+  // GPTQ 279.3), but pp512 20,841 against 22,727: the kernels' scattered 2-byte stores cost more
+  // than a gather's scattered loads once the batch is large. So only up to
+  // inputs_written_in_order_max_rows tokens (the small GEMM's; its larger batches unmeasured).
   bool inputs_written_in_order = true;
+  int32_t inputs_written_in_order_max_rows = 64;
   // The same for INT8 weights (int8_gemm.h: the 5- to 8-bit GGUF types).
   int32_t int8_small_gemm_max_rows = 64;
   // Off the invariant policy, on Hopper: INT4 and INT8 weights past the small kernel's rows
