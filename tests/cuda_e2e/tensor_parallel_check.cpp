@@ -142,6 +142,8 @@ void golden(const LoadedModel& loaded, const nlohmann::json& cases, const std::v
       TpSetup s = v.setup;
       s.kv_blocks = plain.kv_blocks;
       s.max_tokens = plain.max_tokens;
+      // fp8's newest block waits in fp16 staging (greedy_run.cpp lends block i staging i).
+      if (kv_format_has_residual(s.pool.format)) s.pool.num_staging = s.kv_blocks;
       std::unique_ptr<Executor> one = make_one(model, s);
       const Greedy ref = run_greedy(*one, prompt, steps);
       one.reset();
