@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Where a decode step's time goes on the GPU, kernel by kernel (issues 13, 15, 16).
+
+Runs `folio bench` under Nsight Compute (ncu, one metric: each kernel's duration, clocks not
+locked) with a short prompt and a few decode steps, then prints the last complete decode step:
+every kernel in launch order folded by name, its count, total microseconds and share, the GEMMs'
+and the rest's totals, against the step's wall time that `folio bench` reports without ncu.
+
+    bench/decode_profile.py --folio build-gpu/folio --model DIR_OR_GGUF [--steps 4] [--out CSV]
+
+A step starts at the embedding kernel (`embed_kernel`); a decode step is one whose kernels
+include no prefill attention. ncu serializes kernels (no overlap) and adds no time to a
+kernel's own duration, so the sum is the step's device time without launch gaps; graphs are
+profiled node by node.
+"""
+import argparse
+import csv
+import glob
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import OrderedDict
+
+
+def find_ncu():
+    found = shutil.which("ncu")
+    if found:
+        return found
+    candidates = sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu") + glob.glob("/usr/local/cuda*/bin/ncu"))
+    return candidates[-1] if candidates else None
+
+
+def run_ncu(ncu, folio, model, steps, extra):
+    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--page", "raw",
+           "--print-units", "base", folio, "bench", "-m", model, "--device", "cuda", "-p", "32", "-n", str(steps),
+           "-r", "1"] + extra
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr[-4000:])
+        sys.exit(f"ncu exited with {done.returncode}")
+    return done.stdout
+
+
+def parse(text):
+    # ncu prints the program's own output first; the CSV starts at the header line.
+    start = text.find('"ID"')
+    if start < 0:
+        sys.exit("no ncu CSV in the output:\n" + text[-3000:])
+    rows = list(csv.DictReader(io.StringIO(text[start:])))
+    kernels = []
+    for row in rows:
+        value = row.get("gpu__time_duration.sum", "")
+        try:
+            ns = float(value.replace(",", ""))
+        except ValueError:
+            continue  # the units row
+        kernels.append((row["Kernel Name"], ns / 1e3))
+    return kernels
+
+
+def short_name(name):
+    name = re.sub(r"\(.*$", "", name)  # drop the argument list
+    name = re.sub(r"^void ", "", name)
+    name = re.sub(r"<.*>$", lambda m: "<" + str(m.group(0).count(",") + 1) + " args>" if len(m.group(0)) > 60 else m.group(0), name)
+    return name[:90]
+
+
+def steps_of(kernels):
+    steps, current = [], []
+    for name, us in kernels:
+        if "embed_kernel" in name and current:
+            steps.append(current)
+            current = []
+        current.append((name, us))
+    if current:
+        steps.append(current)
+    return steps
+
+
+def is_gemm(name):
+    return bool(re.search(r"gemm|gemv|Gemm|cutlass|sm90_xmma|nvjet|matmul|int4_|int8_|fp8_small", name))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--folio", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--out", help="write every kernel (step, name, us) here as CSV")
+    ap.add_argument("extra", nargs="*", help="more `folio bench` flags, after --")
+    args = ap.parse_args()
+    ncu = find_ncu()
+    if ncu is None:
+        sys.exit("ncu (Nsight Compute) not found")
+    kernels = parse(run_ncu(ncu, args.folio, args.model, args.steps, args.extra))
+    steps = steps_of(kernels)
+    decode = [s for s in steps if not any("prefill" in n for n, _ in s)]
+    if not decode:
+        sys.exit(f"no decode step among {len(steps)} steps ({len(kernels)} kernels)")
+    if args.out:
+        with open(args.out, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["step", "kernel", "us"])
+            for i, s in enumerate(steps):
+                for n, us in s:
+                    w.writerow([i, n, f"{us:.3f}"])
+    step = decode[-1]
+    total = sum(us for _, us in step)
+    folded = OrderedDict()
+    for name, us in step:
+        key = short_name(name)
+        count, sum_us = folded.get(key, (0, 0.0))
+        folded[key] = (count + 1, sum_us + us)
+    print(f"decode step: {len(step)} kernels, {total:.1f} us of device time "
+          f"({len(steps)} steps profiled, {len(decode)} decode)")
+    print(f"{'kernel':<92} {'count':>5} {'us':>9} {'share':>6}")
+    for key, (count, us) in sorted(folded.items(), key=lambda kv: -kv[1][1]):
+        print(f"{key:<92} {count:>5} {us:>9.1f} {100 * us / total:>5.1f}%")
+    gemm = sum(us for n, us in step if is_gemm(n))
+    print(f"RESULT decode_profile kernels={len(step)} device_us={total:.1f} gemm_us={gemm:.1f} "
+          f"other_us={total - gemm:.1f} other_kernels={sum(1 for n, _ in step if not is_gemm(n))}")
+
+
+if __name__ == "__main__":
+    main()
