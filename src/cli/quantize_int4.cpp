@@ -120,8 +120,10 @@ Status awq_scale_layer(const HfCheckpoint& in, const cpu::ActivationStats& stats
       }
       std::vector<float> rms(ms.size());
       for (size_t i = 0; i < ms.size(); ++i) rms[i] = std::sqrt(ms[i]);
+      const auto search_start = std::chrono::steady_clock::now();
       const quant::AwqScales s =
           quant::awq_search_scales(matrices, cols, rms, gram.data(), options, stats.inputs(input, layer));
+      const auto clip_start = std::chrono::steady_clock::now();
       for (const std::string& l : linears) {
         std::vector<float>& w = tensor(base + l + ".weight");
         for (size_t i = 0; i < w.size(); ++i) w[i] *= s.s[i % static_cast<size_t>(cols)];
@@ -152,7 +154,11 @@ Status awq_scale_layer(const HfCheckpoint& in, const cpu::ActivationStats& stats
         clipped.clipped += c.clipped;
       }
       if (!quiet) {
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const auto now = std::chrono::steady_clock::now();
+        auto seconds_from = [&](std::chrono::steady_clock::time_point t) {
+          return std::chrono::duration<double>(now - t).count();
+        };
+        const double search_s = std::chrono::duration<double>(clip_start - search_start).count();
         std::fprintf(stderr, "awq layer %d %-28s alpha %.2f, output error %.3g of round to nearest's", layer,
                      linears.front().c_str(), s.alpha, s.error_unscaled > 0.0 ? s.error / s.error_unscaled : 1.0);
         if (clipped.groups > 0) {
@@ -160,7 +166,8 @@ Status awq_scale_layer(const HfCheckpoint& in, const cpu::ActivationStats& stats
                        static_cast<long long>(clipped.clipped), static_cast<long long>(clipped.groups),
                        clipped.error_unclipped > 0.0 ? clipped.error / clipped.error_unclipped : 1.0);
         }
-        std::fprintf(stderr, "  (%.1f s)\n", seconds);
+        std::fprintf(stderr, "  (scales %.1f s, clipping %.1f s; layer %.1f s)\n", search_s, seconds_from(clip_start),
+                     seconds_from(start));
       }
       return Status::ok();
     };
