@@ -12,39 +12,52 @@ namespace {
 
 using MatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// Rows [r0, r0 + n) of D = W - Q(W diag s) / s for one matrix, as quantize_int4_rtn and
+// Int4Matrix::dequantize compute it (the same bits): the scaled row in double, each group rounded
+// to nearest, then w - q / s in float. row, out: cols doubles of scratch.
+void rounding_error_rows(const float* w, int64_t r0, int64_t n, int64_t cols, const std::vector<float>& s,
+                         const Int4Options& options, std::vector<double>& row, std::vector<double>& out, float* d) {
+  const int64_t g = options.group_size;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* wr = w + (r0 + r) * cols;
+    for (int64_t c = 0; c < cols; ++c) row[static_cast<size_t>(c)] = wr[c] * s[static_cast<size_t>(c)];
+    for (int64_t c0 = 0; c0 < cols; c0 += g) {  // (a last partial group: the checkpoint writer refuses that shape)
+      round_group_to_nearest(row.data() + c0, std::min(g, cols - c0), options.symmetric, out.data() + c0);
+    }
+    float* dr = d + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      dr[c] = wr[c] - static_cast<float>(out[static_cast<size_t>(c)]) / s[static_cast<size_t>(c)];
+    }
+  }
+}
+
 // ||(W - Q(W diag s) / s) X^T||^2 over the matrices: sum of trace(D H D^T) from the Gram matrix
 // h (normalized by `norm`), or, with x (tokens, cols) given, ||X D^T||^2 / norm.
 double output_error(std::span<const AwqMatrix> matrices, int64_t cols, const std::vector<float>& s, const MatrixF& h,
                     std::span<const float> x, float norm, const Int4Options& options) {
   double total = 0.0;
-  std::vector<float> scaled;
+  std::vector<double> row(static_cast<size_t>(cols)), out(static_cast<size_t>(cols));
+  if (!x.empty()) {
+    // kChunk rows of D at a time, X D^T straight from D's rows (the product reads them as
+    // columns): every flop of this path, in a few MB (a whole D and its transpose were 0.5 GB a
+    // thread at an 8B model's gate | up, and the transposing writes cost as much as the rounding).
+    constexpr int64_t kChunk = 256;
+    const auto tokens = static_cast<int64_t>(x.size()) / cols;
+    MatrixF d(kChunk, cols), xd(tokens, kChunk);
+    for (const AwqMatrix& m : matrices) {
+      for (int64_t r0 = 0; r0 < m.rows; r0 += kChunk) {
+        const int64_t n = std::min(kChunk, m.rows - r0);
+        rounding_error_rows(m.w, r0, n, cols, s, options, row, out, d.data());
+        xd.setZero();
+        dense::gemm_nt_add(tokens, n, cols, 1.0f, x.data(), cols, d.data(), cols, xd.data(), kChunk);
+        total += static_cast<double>(xd.leftCols(n).squaredNorm()) / norm;
+      }
+    }
+    return total;
+  }
   for (const AwqMatrix& m : matrices) {
-    scaled.resize(static_cast<size_t>(m.rows * cols));
-    for (int64_t r = 0; r < m.rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c)
-        scaled[static_cast<size_t>(r * cols + c)] = m.w[r * cols + c] * s[static_cast<size_t>(c)];
-    }
-    const std::vector<float> q = quantize_int4_rtn(scaled.data(), m.rows, cols, options).dequantize();
-    if (!x.empty()) {
-      // D^T (cols, rows), then X D^T (tokens, rows): every flop of this path.
-      const auto tokens = static_cast<int64_t>(x.size()) / cols;
-      MatrixF dt(cols, m.rows);
-      for (int64_t r = 0; r < m.rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) {
-          dt(c, r) = m.w[r * cols + c] - q[static_cast<size_t>(r * cols + c)] / s[static_cast<size_t>(c)];
-        }
-      }
-      MatrixF xd = MatrixF::Zero(tokens, m.rows);
-      dense::gemm_add(tokens, m.rows, cols, 1.0f, x.data(), cols, dt.data(), m.rows, xd.data(), m.rows);
-      total += static_cast<double>(xd.squaredNorm()) / norm;
-      continue;
-    }
     MatrixF d(m.rows, cols);
-    for (int64_t r = 0; r < m.rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        d(r, c) = m.w[r * cols + c] - q[static_cast<size_t>(r * cols + c)] / s[static_cast<size_t>(c)];
-      }
-    }
+    rounding_error_rows(m.w, 0, m.rows, cols, s, options, row, out, d.data());
     // D H: rows x cols^2, nearly all of the search's flops (dense_blas.h: OpenBLAS where built).
     MatrixF dh = MatrixF::Zero(m.rows, cols);
     dense::gemm_add(m.rows, cols, cols, 1.0f, d.data(), cols, h.data(), cols, dh.data(), cols);

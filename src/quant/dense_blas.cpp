@@ -46,6 +46,14 @@ void gemm_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
   cm.noalias() += alpha * am * bm;
 }
 
+void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float* c, int64_t ldc) {
+  const Eigen::Map<const RowMajor<float>, 0, Stride> am(a, m, k, Stride(lda));
+  const Eigen::Map<const RowMajor<float>, 0, Stride> bm(b, n, k, Stride(ldb));
+  Eigen::Map<RowMajor<float>, 0, Stride> cm(c, m, n, Stride(ldc));
+  cm.noalias() += alpha * am * bm.transpose();
+}
+
 void syrk_lower_add(double* c, int64_t n, const double* x, int64_t rows) {
   Eigen::Map<RowMajor<double>> cm(c, n, n);
   const Eigen::Map<const RowMajor<double>> xm(x, rows, n);
@@ -81,6 +89,12 @@ void gemm_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
               alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), 1.0f, c, static_cast<int>(ldc));
 }
 
+void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), 1.0f, c, static_cast<int>(ldc));
+}
+
 void syrk_lower_add(double* c, int64_t n, const double* x, int64_t rows) {
   cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, static_cast<int>(n), static_cast<int>(rows), 1.0, x,
               static_cast<int>(n), 1.0, c, static_cast<int>(n));
@@ -96,6 +110,9 @@ void invert_upper(float*, int64_t) {
   std::abort();
 }
 void gemm_add(int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float*, int64_t) {
+  std::abort();
+}
+void gemm_nt_add(int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float*, int64_t) {
   std::abort();
 }
 void syrk_lower_add(double*, int64_t, const double*, int64_t) {
@@ -120,6 +137,10 @@ void invert_upper(float* a, int64_t n) {
 void gemm_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
               float* c, int64_t ldc) {
   impl::gemm_add(m, n, k, alpha, a, lda, b, ldb, c, ldc);
+}
+void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float* c, int64_t ldc) {
+  impl::gemm_nt_add(m, n, k, alpha, a, lda, b, ldb, c, ldc);
 }
 void syrk_lower_add(double* c, int64_t n, const double* x, int64_t rows) {
   impl::syrk_lower_add(c, n, x, rows);

@@ -109,6 +109,42 @@ TEST(Awq, SearchFromInputsEqualsTheGramPath) {
   EXPECT_LT(from_inputs.error, from_inputs.error_unscaled);
 }
 
+// The error the search reports from the inputs (D's rows a chunk at a time, X D^T from D's rows)
+// equals the one recomputed here in float64 with quantize_int4_rtn and Int4Matrix::dequantize,
+// for a matrix of more rows than a chunk and two matrices reading one input.
+TEST(Awq, SearchErrorFromInputsEqualsFloat64OfTheRoundedMatrix) {
+  const int64_t rows = 300, rows2 = 20, cols = 128, tokens = 64;
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w(static_cast<size_t>(rows * cols)), w2(static_cast<size_t>(rows2 * cols));
+  std::vector<float> x(static_cast<size_t>(tokens * cols));
+  for (float& v : w) v = 0.05f * normal(rng);
+  for (float& v : w2) v = 0.03f * normal(rng);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t c = 0; c < cols; ++c)
+      x[static_cast<size_t>(t * cols + c)] = normal(rng) * (c % 16 == 5 ? 12.0f : 1.0f + static_cast<float>(c % 3));
+  }
+  const auto [gram, rms] = input_stats(x, cols, tokens);
+  const Int4Options options{.group_size = 32};
+  const AwqMatrix matrices[2] = {{w.data(), rows}, {w2.data(), rows2}};
+  const AwqScales found = awq_search_scales(matrices, cols, rms, gram.data(), options, x);
+  double norm = 0.0;
+  for (int64_t i = 0; i < cols; ++i) norm = std::max(norm, gram[static_cast<size_t>(i * cols + i)]);
+  auto error_of = [&](const std::vector<float>& s) {
+    double total = 0.0;
+    for (const auto& [mw, mr] : {std::pair{&w, rows}, std::pair{&w2, rows2}}) {
+      std::vector<float> scaled(mw->size());
+      for (size_t i = 0; i < scaled.size(); ++i) scaled[i] = (*mw)[i] * s[i % static_cast<size_t>(cols)];
+      const std::vector<float> q = quantize_int4_rtn(scaled.data(), mr, cols, options).dequantize();
+      total += output_error(*mw, q, s, x, mr, cols, tokens);
+    }
+    return total / norm;
+  };
+  EXPECT_NEAR(found.error / error_of(found.s), 1.0, 1e-4);
+  EXPECT_NEAR(found.error_unscaled / error_of(std::vector<float>(static_cast<size_t>(cols), 1.0f)), 1.0, 1e-4);
+  EXPECT_GT(found.alpha, 0.0);  // the outlier channels make scaling pay
+}
+
 // The clipping search on heavy-tailed weights (Student's t, 3 degrees of freedom: a few large
 // weights per group stretch the grid for the rest): it never raises the error it minimizes, it
 // clips some groups, and the output error recomputed from X in float64 for the clamped weights

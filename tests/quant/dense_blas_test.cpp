@@ -18,15 +18,17 @@ struct Impl {
   bool (*cholesky_lower)(float*, int64_t);
   void (*invert_upper)(float*, int64_t);
   void (*gemm_add)(int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float*, int64_t);
+  void (*gemm_nt_add)(int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float*, int64_t);
   void (*syrk_lower_add)(double*, int64_t, const double*, int64_t);
 };
 
 std::vector<Impl> implementations() {
   std::vector<Impl> out = {
-      {"eigen", eigen::cholesky_lower, eigen::invert_upper, eigen::gemm_add, eigen::syrk_lower_add}};
+      {"eigen", eigen::cholesky_lower, eigen::invert_upper, eigen::gemm_add, eigen::gemm_nt_add, eigen::syrk_lower_add}};
   if (openblas::available()) {
     out.push_back(
-        {"openblas", openblas::cholesky_lower, openblas::invert_upper, openblas::gemm_add, openblas::syrk_lower_add});
+        {"openblas", openblas::cholesky_lower, openblas::invert_upper, openblas::gemm_add, openblas::gemm_nt_add,
+         openblas::syrk_lower_add});
   }
   return out;
 }
@@ -134,6 +136,32 @@ TEST(DenseBlas, GemmAddWithStridesMatchesFloat64) {
       }
     }
     EXPECT_LT(worst, 1e-4) << impl.name;  // the padding columns unchanged (0 error) too
+  }
+}
+
+TEST(DenseBlas, GemmNtAddWithStridesMatchesFloat64) {
+  // b holds n rows of k: the product reads them as columns.
+  const int64_t m = 70, n = 300, k = 130, lda = k + 3, ldb = k + 5, ldc = n + 7;
+  const std::vector<double> a = random_values(static_cast<size_t>(m * lda), 6);
+  const std::vector<double> b = random_values(static_cast<size_t>(n * ldb), 7);
+  const std::vector<double> c0 = random_values(static_cast<size_t>(m * ldc), 8);
+  for (const Impl& impl : implementations()) {
+    const std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());
+    std::vector<float> c(c0.begin(), c0.end());
+    impl.gemm_nt_add(m, n, k, 0.75f, af.data(), lda, bf.data(), ldb, c.data(), ldc);
+    double worst = 0.0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < ldc; ++j) {
+        double want = double{static_cast<float>(c0[static_cast<size_t>(i * ldc + j)])};
+        if (j < n) {
+          for (int64_t q = 0; q < k; ++q) {
+            want += 0.75 * af[static_cast<size_t>(i * lda + q)] * bf[static_cast<size_t>(j * ldb + q)];
+          }
+        }
+        worst = std::max(worst, std::abs(want - c[static_cast<size_t>(i * ldc + j)]));
+      }
+    }
+    EXPECT_LT(worst, 1e-4) << impl.name;
   }
 }
 
