@@ -46,8 +46,8 @@ void gemm_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
   cm.noalias() += alpha * am * bm;
 }
 
-void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc) {
+void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                 float* c, int64_t ldc) {
   const Eigen::Map<const RowMajor<float>, 0, Stride> am(a, m, k, Stride(lda));
   const Eigen::Map<const RowMajor<float>, 0, Stride> bm(b, n, k, Stride(ldb));
   Eigen::Map<RowMajor<float>, 0, Stride> cm(c, m, n, Stride(ldc));
@@ -89,8 +89,8 @@ void gemm_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
               alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), 1.0f, c, static_cast<int>(ldc));
 }
 
-void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc) {
+void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                 float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
               alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), 1.0f, c, static_cast<int>(ldc));
 }
@@ -138,8 +138,8 @@ void gemm_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
               float* c, int64_t ldc) {
   impl::gemm_add(m, n, k, alpha, a, lda, b, ldb, c, ldc);
 }
-void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc) {
+void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                 float* c, int64_t ldc) {
   impl::gemm_nt_add(m, n, k, alpha, a, lda, b, ldb, c, ldc);
 }
 void syrk_lower_add(double* c, int64_t n, const double* x, int64_t rows) {

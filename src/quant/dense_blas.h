@@ -25,8 +25,8 @@ void gemm_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
               float* c, int64_t ldc);
 // c (m, n; ldc) += alpha * a (m, k; lda) * b^T, b (n, k; ldb): the product with b's rows as
 // columns, without transposing b first.
-void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc);
+void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                 float* c, int64_t ldc);
 // c (n, n): its lower triangle += x^T x for x (rows, n) (the upper triangle left as it was).
 void syrk_lower_add(double* c, int64_t n, const double* x, int64_t rows);
 
@@ -43,8 +43,8 @@ bool cholesky_lower(float* a, int64_t n);
 void invert_upper(float* a, int64_t n);
 void gemm_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
               float* c, int64_t ldc);
-void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc);
+void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                 float* c, int64_t ldc);
 void syrk_lower_add(double* c, int64_t n, const double* x, int64_t rows);
 }  // namespace eigen
 namespace openblas {
@@ -53,8 +53,8 @@ bool cholesky_lower(float* a, int64_t n);
 void invert_upper(float* a, int64_t n);
 void gemm_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
               float* c, int64_t ldc);
-void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc);
+void gemm_nt_add(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                 float* c, int64_t ldc);
 void syrk_lower_add(double* c, int64_t n, const double* x, int64_t rows);
 }  // namespace openblas
 

@@ -23,12 +23,11 @@ struct Impl {
 };
 
 std::vector<Impl> implementations() {
-  std::vector<Impl> out = {
-      {"eigen", eigen::cholesky_lower, eigen::invert_upper, eigen::gemm_add, eigen::gemm_nt_add, eigen::syrk_lower_add}};
+  std::vector<Impl> out = {{"eigen", eigen::cholesky_lower, eigen::invert_upper, eigen::gemm_add, eigen::gemm_nt_add,
+                            eigen::syrk_lower_add}};
   if (openblas::available()) {
-    out.push_back(
-        {"openblas", openblas::cholesky_lower, openblas::invert_upper, openblas::gemm_add, openblas::gemm_nt_add,
-         openblas::syrk_lower_add});
+    out.push_back({"openblas", openblas::cholesky_lower, openblas::invert_upper, openblas::gemm_add,
+                   openblas::gemm_nt_add, openblas::syrk_lower_add});
   }
   return out;
 }
