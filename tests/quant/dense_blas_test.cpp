@@ -113,55 +113,38 @@ TEST(DenseBlas, InvertUpperGivesTheInverseAndLeavesTheLowerTriangle) {
   }
 }
 
-TEST(DenseBlas, GemmAddWithStridesMatchesFloat64) {
-  const int64_t m = 70, n = 300, k = 130, lda = k + 3, ldb = n + 5, ldc = n + 7;
-  const std::vector<double> a = random_values(static_cast<size_t>(m * lda), 3);
-  const std::vector<double> b = random_values(static_cast<size_t>(k * ldb), 4);
-  const std::vector<double> c0 = random_values(static_cast<size_t>(m * ldc), 5);
+// c += alpha a b (b: k rows of n) or, transposed, alpha a b^T (b: n rows of k), with strides,
+// against float64; the padding columns of c must stay as they were.
+void check_gemm(bool transposed, float alpha, uint64_t seed) {
+  const int64_t m = 70, n = 300, k = 130, lda = k + 3, ldb = transposed ? k + 5 : n + 5, ldc = n + 7;
+  const std::vector<double> a = random_values(static_cast<size_t>(m * lda), seed);
+  const std::vector<double> b = random_values(static_cast<size_t>((transposed ? n : k) * ldb), seed + 1);
+  const std::vector<double> c0 = random_values(static_cast<size_t>(m * ldc), seed + 2);
   for (const Impl& impl : implementations()) {
     const std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());
     std::vector<float> c(c0.begin(), c0.end());
-    impl.gemm_add(m, n, k, -0.5f, af.data(), lda, bf.data(), ldb, c.data(), ldc);
+    (transposed ? impl.gemm_nt_add : impl.gemm_add)(m, n, k, alpha, af.data(), lda, bf.data(), ldb, c.data(), ldc);
     double worst = 0.0;
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < ldc; ++j) {
         double want = double{static_cast<float>(c0[static_cast<size_t>(i * ldc + j)])};
-        if (j < n) {
-          for (int64_t q = 0; q < k; ++q) {
-            want -= 0.5 * af[static_cast<size_t>(i * lda + q)] * bf[static_cast<size_t>(q * ldb + j)];
-          }
+        for (int64_t q = 0; j < n && q < k; ++q) {
+          const size_t at = static_cast<size_t>(transposed ? j * ldb + q : q * ldb + j);
+          want += double{alpha} * af[static_cast<size_t>(i * lda + q)] * bf[at];
         }
         worst = std::max(worst, std::abs(want - c[static_cast<size_t>(i * ldc + j)]));
       }
     }
-    EXPECT_LT(worst, 1e-4) << impl.name;  // the padding columns unchanged (0 error) too
+    EXPECT_LT(worst, 1e-4) << impl.name << (transposed ? " (b transposed)" : "");
   }
 }
 
+TEST(DenseBlas, GemmAddWithStridesMatchesFloat64) {
+  check_gemm(false, -0.5f, 3);
+}
+
 TEST(DenseBlas, GemmNtAddWithStridesMatchesFloat64) {
-  // b holds n rows of k: the product reads them as columns.
-  const int64_t m = 70, n = 300, k = 130, lda = k + 3, ldb = k + 5, ldc = n + 7;
-  const std::vector<double> a = random_values(static_cast<size_t>(m * lda), 6);
-  const std::vector<double> b = random_values(static_cast<size_t>(n * ldb), 7);
-  const std::vector<double> c0 = random_values(static_cast<size_t>(m * ldc), 8);
-  for (const Impl& impl : implementations()) {
-    const std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());
-    std::vector<float> c(c0.begin(), c0.end());
-    impl.gemm_nt_add(m, n, k, 0.75f, af.data(), lda, bf.data(), ldb, c.data(), ldc);
-    double worst = 0.0;
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < ldc; ++j) {
-        double want = double{static_cast<float>(c0[static_cast<size_t>(i * ldc + j)])};
-        if (j < n) {
-          for (int64_t q = 0; q < k; ++q) {
-            want += 0.75 * af[static_cast<size_t>(i * lda + q)] * bf[static_cast<size_t>(j * ldb + q)];
-          }
-        }
-        worst = std::max(worst, std::abs(want - c[static_cast<size_t>(i * ldc + j)]));
-      }
-    }
-    EXPECT_LT(worst, 1e-4) << impl.name;
-  }
+  check_gemm(true, 0.75f, 6);
 }
 
 TEST(DenseBlas, SyrkLowerAddAccumulatesTheGramMatrix) {
