@@ -183,7 +183,7 @@ void CpuBackend::matmul_swiglu(const WeightTensor& gate, const WeightTensor& up,
 }
 
 void CpuBackend::prepare_activation_terms(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, int64_t n) {
-  activation_terms_.resize(panel_terms_floats(n, w.cols));
+  activation_terms_.resize(panel_terms_floats(w.type, n, w.cols));
   panel_activation_terms(w.type, acts, act_row_bytes, n, w.cols, activation_terms_.data());
 }
 
@@ -195,6 +195,22 @@ void CpuBackend::matmul_panels(std::span<const WeightTensor* const> ws, const ui
                                std::span<float* const> ys, int64_t n) {
   constexpr int64_t kPanelRows = 16;
   prepare_activation_terms(*ws[0], acts, act_row_bytes, n);
+  // Each matrix's terms: the first's, or those of another type where they differ (a Q4_K_M
+  // layer's Q6_K V, whose blocks are 16 inputs, beside Q4_K Q and K).
+  std::vector<const float*> terms(ws.size(), activation_terms_.data());
+  std::vector<DType> other_types;
+  for (size_t i = 1; i < ws.size(); ++i) {
+    if (panel_same_terms(ws[i]->type, ws[0]->type)) continue;
+    size_t k = 0;
+    while (k < other_types.size() && !panel_same_terms(ws[i]->type, other_types[k])) ++k;
+    if (k == other_types.size()) {
+      other_types.push_back(ws[i]->type);
+      if (more_terms_.size() < other_types.size()) more_terms_.resize(other_types.size());
+      more_terms_[k].resize(panel_terms_floats(ws[i]->type, n, ws[i]->cols));
+      panel_activation_terms(ws[i]->type, acts, act_row_bytes, n, ws[i]->cols, more_terms_[k].data());
+    }
+    terms[i] = more_terms_[k].data();
+  }
   int64_t total = 0;
   for (const WeightTensor* w : ws) total += w->rows / kPanelRows;
   // Chunks of 4 panels (2 x 2 tile groups stay whole), taken as the threads get to them: in
@@ -212,11 +228,10 @@ void CpuBackend::matmul_panels(std::span<const WeightTensor* const> ws, const ui
           const auto* data = static_cast<const uint8_t*>(w.data);
           const auto* packed = static_cast<const uint8_t*>(w.packed);
           if (isa_ >= Isa::kAvx512) {
-            amx_panel_gemm(w.type, w.cols, data, packed, acts, act_row_bytes, activation_terms_.data(), n, lo, hi,
-                           ys[i], w.rows, isa_ == Isa::kAmx);
+            amx_panel_gemm(w.type, w.cols, data, packed, acts, act_row_bytes, terms[i], n, lo, hi, ys[i], w.rows,
+                           isa_ == Isa::kAmx);
           } else {
-            avx2_panel_gemm(w.type, w.cols, data, packed, acts, act_row_bytes, activation_terms_.data(), n, lo, hi,
-                            ys[i], w.rows);
+            avx2_panel_gemm(w.type, w.cols, data, packed, acts, act_row_bytes, terms[i], n, lo, hi, ys[i], w.rows);
           }
         }
       },

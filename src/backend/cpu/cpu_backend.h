@@ -74,6 +74,7 @@ class CpuBackend final : public Backend {
   std::vector<float> ordered_inputs_;           // (n, cols): inputs_in_order
   std::vector<uint8_t> converted_activations_;  // (n, row_bytes(activation_type, cols))
   std::vector<float> activation_terms_;         // panels: panel_activation_terms
+  std::vector<std::vector<float>> more_terms_;  // of a call's matrices whose terms differ from the first's
 };
 
 }  // namespace folio::cpu

@@ -31,7 +31,7 @@ using test::Problem;
 // panels packed beforehand (as executors do), else unpacked panel by panel.
 std::vector<float> amx_matmul(const Problem& p, const uint8_t* acts, int64_t n, bool packed = false,
                               bool tiles = true) {
-  std::vector<float> terms(panel_terms_floats(n, p.cols));
+  std::vector<float> terms(panel_terms_floats(p.type, n, p.cols));
   panel_activation_terms(p.type, acts, p.act_row_bytes, n, p.cols, terms.data());
   AlignedBytes panels(packed ? panel_packed_bytes(p.type, p.rows, p.cols) : 0);
   if (packed) amx_pack_panels(p.type, p.cols, p.weights.data(), 0, p.rows / 16, panels.data());
@@ -105,7 +105,7 @@ TEST_P(AmxPanelGemm, SwigluEpilogueEqualsProductsThenSwiglu) {
   amx_pack_panels(type, cols, gate.weights.data(), 0, 3, gate_packed.data());
   amx_pack_panels(type, cols, up.weights.data(), 0, 3, up_packed.data());
   auto fused = [&](const uint8_t* acts, int64_t n, bool tiles = true) {
-    std::vector<float> terms(panel_terms_floats(n, cols)), out(static_cast<size_t>(n * 48), NAN);
+    std::vector<float> terms(panel_terms_floats(type, n, cols)), out(static_cast<size_t>(n * 48), NAN);
     panel_activation_terms(type, acts, gate.act_row_bytes, n, cols, terms.data());
     amx_panel_gemm_swiglu(type, cols, gate_packed.data(), up_packed.data(), acts, gate.act_row_bytes, terms.data(), n,
                           0, 3, out.data(), 48, tiles);
@@ -127,7 +127,7 @@ TEST_P(AmxPanelGemm, SwigluEpilogueEqualsProductsThenSwiglu) {
 
 INSTANTIATE_TEST_SUITE_P(Types, AmxPanelGemm,
                          ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K,
-                                           DType::Q5_K),
+                                           DType::Q5_K, DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_info(info.param).name); });
 
 TEST(AmxPanelGemmShapes, TakesWhatItComputes) {
@@ -135,7 +135,8 @@ TEST(AmxPanelGemmShapes, TakesWhatItComputes) {
   EXPECT_FALSE(panel_gemm_supports(DType::Q4_1, 570, 576));  // rows not in panels of 16
   EXPECT_TRUE(panel_gemm_supports(DType::Q4_K, 576, 512));
   EXPECT_FALSE(panel_gemm_supports(DType::Q4_K, 576, 576));  // columns not in super-blocks of 256
-  EXPECT_FALSE(panel_gemm_supports(DType::Q6_K, 576, 512));  // sub-blocks of 16: not yet
+  EXPECT_TRUE(panel_gemm_supports(DType::Q6_K, 576, 512));   // 16-input blocks, two a Q8_0 block
+  EXPECT_FALSE(panel_gemm_supports(DType::Q6_K, 576, 576));
   EXPECT_FALSE(panel_gemm_supports(DType::F16, 576, 576));
 }
 

@@ -26,7 +26,7 @@ using test::Problem;
 
 // y (n, rows) through the AVX2 path, all panels on this thread.
 std::vector<float> avx2_matmul(const Problem& p, const uint8_t* acts, int64_t n, bool packed) {
-  std::vector<float> terms(panel_terms_floats(n, p.cols));
+  std::vector<float> terms(panel_terms_floats(p.type, n, p.cols));
   panel_activation_terms(p.type, acts, p.act_row_bytes, n, p.cols, terms.data());
   AlignedBytes panels(packed ? panel_packed_bytes(p.type, p.rows, p.cols) : 0);
   if (packed) avx2_pack_panels(p.type, p.cols, p.weights.data(), 0, p.rows / 16, panels.data());
@@ -84,7 +84,7 @@ TEST_P(Avx2PanelGemm, EqualsTheAvx512PathBitForBit) {
     amx_pack_panels(type, 1536, p.weights.data(), 0, 4, a.data());
     avx2_pack_panels(type, 1536, p.weights.data(), 0, 4, b.data());
     ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size()), 0) << "packed panels";
-    std::vector<float> terms(panel_terms_floats(p.n, p.cols));
+    std::vector<float> terms(panel_terms_floats(p.type, p.n, p.cols));
     panel_activation_terms(type, p.acts.data(), p.act_row_bytes, p.n, p.cols, terms.data());
     for (int64_t n : {p.n, int64_t{1}}) {
       std::vector<float> ya(static_cast<size_t>(n * p.rows), NAN), yb(ya.size(), NAN);
@@ -100,7 +100,7 @@ TEST_P(Avx2PanelGemm, EqualsTheAvx512PathBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Types, Avx2PanelGemm,
                          ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K,
-                                           DType::Q5_K),
+                                           DType::Q5_K, DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_info(info.param).name); });
 
 }  // namespace

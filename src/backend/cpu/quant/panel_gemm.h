@@ -9,11 +9,12 @@
 // in (batch invariance). The layout they share is in panel_layout.h.
 //
 // Weight types: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 whose row count is a multiple of 16, and Q4_K /
-// Q5_K whose column count is also a multiple of 256; activations in Q8_0 or Q8_1
+// Q5_K / Q6_K whose column count is also a multiple of 256; activations in Q8_0 or Q8_1
 // (panel_activation_partner). A block's (or K sub-block's) contribution to output (m, r):
 //   Q4_0 / Q5_0 / Q8_0: d_w d_a (dot(c, a) - o sum(a)), c = q + o the unsigned code (o = 8, 16, 128)
 //   Q4_1 / Q5_1:        d_w d_a dot(q, a) + m_w s_a        (s_a: Q8_1's fp16 d_a sum(a))
 //   Q4_K / Q5_K:        (d sc) d_a dot(q, a) - (dmin m) d_a sum(a)
+//   Q6_K (16 inputs):   (d sc) d_a dot(u, a) - (32 d sc) d_a sum(a), u = q + 32
 #pragma once
 
 #include <cstddef>
@@ -34,12 +35,15 @@ bool panel_needs_packing(DType weight_type);
 
 // What each activation block contributes besides its codes, once per matmul: row m's block b
 // scale d_a as a float, then o * sum(q_a) (Q4_0, Q5_0, Q8_0), s_a (Q4_1, Q5_1) or d_a * sum(q_a)
-// (Q4_K, Q5_K), laid out by tiles of 16
+// (Q4_K, Q5_K; Q6_K over its block's 16 inputs), laid out by tiles of 16
 // rows (a tile's terms for one block side by side). acts as in amx_panel_gemm; terms holds
 // panel_terms_floats(n, cols).
 void panel_activation_terms(DType weight_type, const uint8_t* acts, size_t act_row_bytes, int64_t n, int64_t cols,
                             float* terms);
-size_t panel_terms_floats(int64_t n, int64_t cols);
+size_t panel_terms_floats(DType weight_type, int64_t n, int64_t cols);
+// Whether matrices of these types read the same activation terms (one matmul call's matrices
+// of another type, such as a Q4_K_M layer's Q6_K V beside Q4_K Q and K, need their own).
+bool panel_same_terms(DType a, DType b);
 
 // Bytes of a matrix's panels, unpacked once for good (amx_pack_panels).
 size_t panel_packed_bytes(DType weight_type, int64_t rows, int64_t cols);

@@ -12,6 +12,9 @@
 //   high   Q5_0 / Q5_1: 8 x 8 bytes, the fifth bits of code vector j's 64 bytes (panel_layout.h)
 //   d      [16] fp16: each weight row's block scale
 //   m      [16] fp16: Q4_1's and Q5_1's block minimum (absent for Q4_0 / Q5_0 / Q8_0)
+// Q6_K's blocks are 16 inputs (panel_layout.h): 128 bytes of nibbles for code vectors j = 0..3,
+// the planes of bits 4 and 5, then [16] float32 scales; its tiles are K = 16 (A 16 x 16 int8 at
+// the activation block's half, B 4 x 64).
 // Q4_0 288 bytes, Q4_1 320, Q5_0 352, Q5_1 384, Q8_0 544 (each the 16 rows' stored size):
 // blocks are 32-byte aligned, codes read unaligned. AMX needs a tile's codes as bytes, so
 // nibble panels are expanded into the thread's scratch once per call (and met there by every
@@ -44,7 +47,6 @@ namespace {
 constexpr int kPanelRows = kPanelWeightRows;
 constexpr int kTileRows = kPanelTermRows;  // activation rows per AMX tile (M)
 constexpr int kBlock = kPanelBlock;
-constexpr int kCodeBytes = 512;      // one block's codes as bytes (a B tile)
 constexpr int kPrefetchBlocks = 12;  // how far ahead VNNI rows prefetch (into L2): ~4-6 KiB
 
 using Layout = PanelLayout;
@@ -57,11 +59,19 @@ struct PanelView {
   size_t scales_stride;
 };
 
-// The tile shapes above, loaded once per thread. ldtilecfg through inline assembly: GCC 12's
+// Where block b's activation codes start in a row: Q6_K's 16-input blocks read halves of Q8_0's.
+size_t act_at(const Layout& l, int64_t b) {
+  const int64_t first = b * l.block_inputs;
+  return static_cast<size_t>(first / kBlock) * l.act_block_bytes + l.act_codes_offset +
+         static_cast<size_t>(first % kBlock);
+}
+
+// The tile shapes above for blocks of `inputs` (32, or Q6_K's 16), loaded when the thread's
+// last configuration was another. ldtilecfg through inline assembly: GCC 12's
 // _tile_loadconfig lets the stores that fill the configuration be optimised away.
-void configure_tiles() {
-  static thread_local bool configured = false;
-  if (configured) return;
+void configure_tiles(int inputs) {
+  static thread_local int configured = 0;
+  if (configured == inputs) return;
   alignas(64) uint8_t config[64] = {};
   config[0] = 1;  // palette 1
   auto set = [&](int tile, int rows, int bytes_per_row) {
@@ -70,12 +80,12 @@ void configure_tiles() {
     config[48 + tile] = static_cast<uint8_t>(rows);
   };
   for (int t = 0; t < 2; ++t) {
-    set(t, kTileRows, kBlock);   // A: 16 rows x 32 int8
-    set(2 + t, kBlock / 4, 64);  // B: 8 rows x (16 lanes x 4 bytes)
+    set(t, kTileRows, inputs);   // A: 16 rows x 32 (16) int8
+    set(2 + t, inputs / 4, 64);  // B: 8 (4) rows x (16 lanes x 4 bytes)
   }
   for (int t = 4; t < 8; ++t) set(t, kTileRows, 64);  // C: 16 rows x 16 int32
   __asm__ volatile("ldtilecfg %0" ::"m"(config));
-  configured = true;
+  configured = inputs;
 }
 
 // 16 rows' 4 dwords each (16 bytes at rows[n] + offset) -> out[j] = lane n: dword j of row n.
@@ -149,6 +159,25 @@ __attribute__((always_inline)) inline void nibbles_to_bytes(const uint8_t* packe
   }
 }
 
+// Q6_K's packed block's codes as bytes: four code vectors (inputs 4j..4j+3) from two of
+// nibbles, plus 16 and 32 where the planes of bits 4 and 5 say.
+__attribute__((always_inline)) inline void six_bits_to_bytes(const uint8_t* packed, __m512i out[4]) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int v = 0; v < 2; ++v) {
+    const __m512i x = _mm512_loadu_si512(packed + 64 * v);
+    out[v] = _mm512_and_si512(x, low);
+    out[v + 2] = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
+  }
+  const __m512i sixteen = _mm512_set1_epi8(16), thirty_two = _mm512_set1_epi8(32);
+  for (int j = 0; j < 4; ++j) {
+    uint64_t bit4, bit5;
+    std::memcpy(&bit4, packed + 128 + 8 * j, 8);
+    std::memcpy(&bit5, packed + 160 + 8 * j, 8);
+    out[j] = _mm512_mask_add_epi8(out[j], _cvtu64_mask64(bit4), out[j], sixteen);
+    out[j] = _mm512_mask_add_epi8(out[j], _cvtu64_mask64(bit5), out[j], thirty_two);
+  }
+}
+
 // A packed panel read in place (4-bit codes as nibbles).
 PanelView packed_view(const Layout& l, const uint8_t* packed) {
   const size_t stride = panel_packed_block_bytes(l);
@@ -158,28 +187,36 @@ PanelView packed_view(const Layout& l, const uint8_t* packed) {
 // A packed panel as the tile loops read it: 4-bit codes expanded into `bytes` (blocks x 512).
 PanelView panel_view(const Layout& l, const uint8_t* packed, int64_t blocks, uint8_t* bytes) {
   const size_t stride = panel_packed_block_bytes(l), codes = panel_packed_codes_bytes(l);
+  const size_t code_bytes = panel_code_bytes(l);
   if (!l.four_bit) return packed_view(l, packed);
   for (int64_t b = 0; b < blocks; ++b) {
     __m512i v[8];
-    nibbles_to_bytes(packed + b * stride, l.high_bits_offset >= 0, v);
-    for (int j = 0; j < 8; ++j) _mm512_store_si512(bytes + b * kCodeBytes + 64 * j, v[j]);
+    if (l.six_bit) {
+      six_bits_to_bytes(packed + b * stride, v);
+    } else {
+      nibbles_to_bytes(packed + b * stride, l.high_bits_offset >= 0, v);
+    }
+    for (int j = 0; j < l.block_inputs / 4; ++j) _mm512_store_si512(bytes + b * code_bytes + 64 * j, v[j]);
   }
-  return {bytes, kCodeBytes, packed + codes, stride};
+  return {bytes, code_bytes, packed + codes, stride};
 }
 
 // One block's exact integer dot products (16 lanes: the panel's rows) into a row's sums: the
 // one sequence of float operations every path uses. terms: the row's block terms
 // (panel_activation_terms): d_a, then o sum(a) (an integer below 2^24, so the subtraction in
 // float is exact), or Q4_1's s_a, or the K-quants' d_a sum(a). wide: the scales and minimums
-// are float32 (the K-quants), not fp16.
-__attribute__((always_inline)) inline __m512 accumulate(__m512 acc, __m512i dots, bool affine, bool wide,
+// are float32 (the K-quants), not fp16. six: Q6_K, whose minimum -32 d sc is the scale times
+// -32 (exact), not stored.
+__attribute__((always_inline)) inline __m512 accumulate(__m512 acc, __m512i dots, bool affine, bool wide, bool six,
                                                         const uint8_t* scales, const float* terms) {
   __m512 t = _mm512_cvtepi32_ps(dots);
   if (!affine) t = _mm512_sub_ps(t, _mm512_set1_ps(terms[1]));
   const __m512 d = wide ? _mm512_loadu_ps(scales) : load_halves(scales);
   acc = _mm512_fmadd_ps(t, _mm512_mul_ps(d, _mm512_set1_ps(terms[0])), acc);
   if (affine) {
-    const __m512 m = wide ? _mm512_loadu_ps(scales + 4 * kPanelRows) : load_halves(scales + 2 * kPanelRows);
+    const __m512 m = six    ? _mm512_mul_ps(d, _mm512_set1_ps(-32.0f))
+                     : wide ? _mm512_loadu_ps(scales + 4 * kPanelRows)
+                            : load_halves(scales + 2 * kPanelRows);
     acc = _mm512_fmadd_ps(m, _mm512_set1_ps(terms[1]), acc);
   }
   return acc;
@@ -187,21 +224,21 @@ __attribute__((always_inline)) inline __m512 accumulate(__m512 acc, __m512i dots
 
 // A stored C tile (16 x 16 int32) into the 16 rows' sums; terms: the tile's for the block.
 __attribute__((always_inline)) inline void fold(__m512 (&acc)[kTileRows], const int32_t* c, bool affine, bool wide,
-                                                const uint8_t* scales, const float* terms) {
+                                                bool six, const uint8_t* scales, const float* terms) {
 #pragma GCC unroll 16
   for (int m = 0; m < kTileRows; ++m) {
-    acc[m] = accumulate(acc[m], _mm512_load_si512(c + m * kPanelRows), affine, wide, scales, terms + 2 * m);
+    acc[m] = accumulate(acc[m], _mm512_load_si512(c + m * kPanelRows), affine, wide, six, scales, terms + 2 * m);
   }
 }
 
 // The same, with the sums in memory (16 rows of 16 floats).
 __attribute__((always_inline)) inline void fold_in_memory(float* acc, const int32_t* c, bool affine, bool wide,
-                                                          const uint8_t* scales, const float* terms) {
+                                                          bool six, const uint8_t* scales, const float* terms) {
 #pragma GCC unroll 16
   for (int m = 0; m < kTileRows; ++m) {
     const __m512 sum = _mm512_load_ps(acc + m * kPanelRows);
     _mm512_store_ps(acc + m * kPanelRows,
-                    accumulate(sum, _mm512_load_si512(c + m * kPanelRows), affine, wide, scales, terms + 2 * m));
+                    accumulate(sum, _mm512_load_si512(c + m * kPanelRows), affine, wide, six, scales, terms + 2 * m));
   }
 }
 
@@ -216,16 +253,15 @@ void tile_rows(const Layout& l, const PanelView& panel, int64_t blocks, const ui
   __m512 acc[kTileRows];
   for (int m = 0; m < kTileRows; ++m) acc[m] = _mm512_setzero_ps();
   alignas(64) int32_t c[3][kTileRows * kPanelRows];
-  const size_t ab = l.act_block_bytes, co = l.act_codes_offset;
   const bool affine = l.offset == 0;
   auto multiply = [&](int64_t b) {
     if ((b & 1) == 0) {
-      _tile_loadd(0, act + b * ab + co, stride);
+      _tile_loadd(0, act + act_at(l, b), stride);
       _tile_loadd(2, panel.codes + b * panel.codes_stride, 64);
       _tile_zero(4);
       _tile_dpbsud(4, 0, 2);
     } else {
-      _tile_loadd(1, act + b * ab + co, stride);
+      _tile_loadd(1, act + act_at(l, b), stride);
       _tile_loadd(3, panel.codes + b * panel.codes_stride, 64);
       _tile_zero(5);
       _tile_dpbsud(5, 1, 3);
@@ -242,7 +278,7 @@ void tile_rows(const Layout& l, const PanelView& panel, int64_t blocks, const ui
     if (b < blocks) multiply(b);
     if (b >= 1 && b <= blocks) store(b - 1);
     if (b >= 2) {
-      fold(acc, c[(b - 2) % 3], affine, l.k_quant, panel.scales + (b - 2) * panel.scales_stride,
+      fold(acc, c[(b - 2) % 3], affine, l.k_quant, l.six_bit, panel.scales + (b - 2) * panel.scales_stride,
            terms + (b - 2) * 2 * kTileRows);
     }
   }
@@ -259,16 +295,15 @@ void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1,
   alignas(64) float acc[4][kTileRows * kPanelRows];  // [2 * panel + tile]
   std::memset(acc, 0, sizeof acc);
   alignas(64) int32_t c[2][4][kTileRows * kPanelRows];  // [block & 1][product]
-  const size_t ab = l.act_block_bytes, co = l.act_codes_offset;
   const bool affine = l.offset == 0;
-  const uint8_t* act0 = act + co;
-  const uint8_t* act1 = act + kTileRows * stride + co;
+  const uint8_t* act0 = act;
+  const uint8_t* act1 = act + kTileRows * stride;
   const int64_t tile_terms = blocks * 2 * kTileRows;
   // Product q of block b - 1 into its sums.
   auto fold_previous = [&](int q, int64_t b) {
     const PanelView& panel = q < 2 ? panel0 : panel1;
     const uint8_t* scales = panel.scales + (b - 1) * panel.scales_stride;
-    fold_in_memory(acc[q], c[(b - 1) & 1][q], affine, l.k_quant, scales,
+    fold_in_memory(acc[q], c[(b - 1) & 1][q], affine, l.k_quant, l.six_bit, scales,
                    terms + (q & 1) * tile_terms + (b - 1) * 2 * kTileRows);
   };
   for (int64_t b = 0; b <= blocks; ++b) {
@@ -278,14 +313,14 @@ void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1,
     auto& cur = c[b & 1];
     if (more) {
       _tile_loadd(2, panel0.codes + b * panel0.codes_stride, 64);
-      _tile_loadd(0, act0 + b * ab, stride);
+      _tile_loadd(0, act0 + act_at(l, b), stride);
       _tile_zero(4);
     }
     if (folds) fold_previous(0, b);
     if (more) {
       _tile_dpbsud(4, 0, 2);
       _tile_stored(4, cur[0], 64);
-      _tile_loadd(1, act1 + b * ab, stride);
+      _tile_loadd(1, act1 + act_at(l, b), stride);
       _tile_zero(5);
     }
     if (folds) fold_previous(1, b);
@@ -342,25 +377,32 @@ void vnni_row(const Layout& l, const PanelView& panel, bool nibbles, int64_t blo
         _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBlocks * panel.codes_stride + line), _MM_HINT_T1);
       }
     }
-    const uint8_t* a = act + b * l.act_block_bytes + l.act_codes_offset;
+    const uint8_t* a = act + act_at(l, b);
     __m512i codes[8];
-    if (nibbles) {
+    const int vectors = l.block_inputs / 4;
+    if (nibbles && l.six_bit) {
+      six_bits_to_bytes(block, codes);
+    } else if (nibbles) {
       nibbles_to_bytes(block, l.high_bits_offset >= 0, codes);
     } else {
-      for (int j = 0; j < 8; ++j) codes[j] = _mm512_loadu_si512(block + 64 * j);
+      for (int j = 0; j < vectors; ++j) codes[j] = _mm512_loadu_si512(block + 64 * j);
     }
     // Four independent chains (vpdpbusd's latency, not its throughput, bounds one chain); the
     // integer sums are exact whatever the grouping.
     __m512i part[4];
     for (int j = 0; j < 4; ++j) {
-      int32_t lo, hi;
+      int32_t lo;
       std::memcpy(&lo, a + 4 * j, 4);
-      std::memcpy(&hi, a + 4 * (j + 4), 4);
       part[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes[j], _mm512_set1_epi32(lo));
-      part[j] = _mm512_dpbusd_epi32(part[j], codes[j + 4], _mm512_set1_epi32(hi));
+      if (vectors == 8) {
+        int32_t hi;
+        std::memcpy(&hi, a + 4 * (j + 4), 4);
+        part[j] = _mm512_dpbusd_epi32(part[j], codes[j + 4], _mm512_set1_epi32(hi));
+      }
     }
     const __m512i dots = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
-    acc = accumulate(acc, dots, affine, l.k_quant, panel.scales + b * panel.scales_stride, terms + b * 2 * kTileRows);
+    acc = accumulate(acc, dots, affine, l.k_quant, l.six_bit, panel.scales + b * panel.scales_stride,
+                     terms + b * 2 * kTileRows);
   }
   _mm512_storeu_ps(y, acc);
 }
@@ -376,7 +418,7 @@ bool expand_codes(const Layout& l, bool tiles, int64_t n) {
 void amx_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, int64_t panel_begin, int64_t panel_end,
                      uint8_t* packed) {
   const Layout l = panel_layout_of(weight_type);
-  const int64_t blocks = cols / kBlock;
+  const int64_t blocks = cols / l.block_inputs;
   const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     uint8_t* out = packed + static_cast<size_t>(p) * panel_bytes;
@@ -392,16 +434,16 @@ void amx_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, con
                     size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
                     float* y, int64_t y_stride, bool use_tiles) {
   const Layout l = panel_layout_of(weight_type);
-  const int64_t blocks = cols / kBlock;
+  const int64_t blocks = cols / l.block_inputs;
   const size_t row_bytes = static_cast<size_t>(blocks) * l.weight_block_bytes;
   const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
-  const size_t bytes_per_panel = static_cast<size_t>(blocks) * kCodeBytes;
+  const size_t bytes_per_panel = static_cast<size_t>(blocks) * panel_code_bytes(l);
   // Scratch: two panels' codes as bytes (4-bit types read by several rows), then two packed
   // panels (when the matrix was not packed beforehand).
   const bool tiles = use_tiles && n >= kTileRows;
   const bool expand = expand_codes(l, use_tiles, n);
   uint8_t* scratch = panel_scratch(2 * bytes_per_panel + (packed == nullptr ? 2 * panel_bytes : 0));
-  if (tiles) configure_tiles();
+  if (tiles) configure_tiles(l.block_inputs);
   for (int64_t p = panel_begin; p < panel_end;) {
     // Two panels at a time where there are two (the 2 x 2 tiles), else one.
     const int64_t count = tiles && n >= 2 * kTileRows && p + 1 < panel_end ? 2 : 1;
@@ -449,13 +491,13 @@ void amx_panel_gemm_swiglu(DType weight_type, int64_t cols, const uint8_t* gate,
                            size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin, int64_t panel_end,
                            float* out, int64_t out_stride, bool use_tiles) {
   const Layout l = panel_layout_of(weight_type);
-  const int64_t blocks = cols / kBlock;
+  const int64_t blocks = cols / l.block_inputs;
   const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
-  const size_t bytes_per_panel = static_cast<size_t>(blocks) * kCodeBytes;
+  const size_t bytes_per_panel = static_cast<size_t>(blocks) * panel_code_bytes(l);
   const bool tiles = use_tiles && n >= kTileRows;
   const bool expand = expand_codes(l, use_tiles, n);
   uint8_t* scratch = panel_scratch(2 * bytes_per_panel);
-  if (tiles) configure_tiles();
+  if (tiles) configure_tiles(l.block_inputs);
   alignas(64) float gate_rows[kTileRows * kPanelRows], up_rows[kTileRows * kPanelRows];
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     const uint8_t* panel[2] = {gate + static_cast<size_t>(p) * panel_bytes, up + static_cast<size_t>(p) * panel_bytes};

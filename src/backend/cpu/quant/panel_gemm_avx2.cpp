@@ -58,10 +58,17 @@ void pack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64
   }
 }
 
-// 32 bits of Q5's plane of fifth bits -> 32 bytes, 16 where the bit is set: byte i of the
-// broadcast word goes to lanes 8i..8i+7 (vpshufb stays within 128-bit halves, each of which
-// holds the whole word), and each lane tests its own bit.
-__attribute__((always_inline)) inline __m256i fifth_bits(const uint8_t* bits) {
+// Where block b's activation codes start in a row: Q6_K's 16-input blocks read halves of Q8_0's.
+size_t act_at(const Layout& l, int64_t b) {
+  const int64_t first = b * l.block_inputs;
+  return static_cast<size_t>(first / kBlock) * l.act_block_bytes + l.act_codes_offset +
+         static_cast<size_t>(first % kBlock);
+}
+
+// 32 bits of a plane of bits (Q5's fifth, Q6_K's fifth and sixth) -> 32 bytes, `value` where
+// the bit is set: byte i of the broadcast word goes to lanes 8i..8i+7 (vpshufb stays within
+// 128-bit halves, each of which holds the whole word), and each lane tests its own bit.
+__attribute__((always_inline)) inline __m256i plane_bits(const uint8_t* bits, char value) {
   int32_t word;
   std::memcpy(&word, bits, 4);
   const __m256i spread = _mm256_shuffle_epi8(
@@ -69,7 +76,7 @@ __attribute__((always_inline)) inline __m256i fifth_bits(const uint8_t* bits) {
       _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
   const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-  return _mm256_and_si256(set, _mm256_set1_epi8(16));
+  return _mm256_and_si256(set, _mm256_set1_epi8(value));
 }
 
 // The 16 lanes' exact dot products of one block for R activation rows: sums[r][half], half 0
@@ -81,6 +88,32 @@ __attribute__((always_inline)) inline void block_dots(const Layout& l, const uin
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i sixteens = _mm256_set1_epi16(16);
   for (int r = 0; r < R; ++r) sums[r][0] = sums[r][1] = _mm256_setzero_si256();
+  if (l.six_bit) {
+    // Q6_K's 16 inputs: nibble vector v holds code vectors v (low) and v + 2 (high); the planes
+    // add bits 4 and 5. Codes up to 63 keep vpmaddubsw's pairs below 2 x 63 x 127.
+    for (int v = 0; v < 2; ++v) {
+      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * v));
+      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * v + 32));
+      __m256i c[2][2] = {
+          {_mm256_and_si256(v0, low), _mm256_and_si256(v1, low)},
+          {_mm256_and_si256(_mm256_srli_epi16(v0, 4), low), _mm256_and_si256(_mm256_srli_epi16(v1, 4), low)}};
+      for (int k = 0; k < 2; ++k) {
+        const int j = v + 2 * k;  // the code vector
+        for (int half = 0; half < 2; ++half) {
+          c[k][half] = _mm256_or_si256(c[k][half], plane_bits(block + 128 + 8 * j + 4 * half, 16));
+          c[k][half] = _mm256_or_si256(c[k][half], plane_bits(block + 160 + 8 * j + 4 * half, 32));
+        }
+        for (int r = 0; r < R; ++r) {
+          int32_t word;
+          std::memcpy(&word, a[r] + 4 * j, 4);
+          const __m256i x = _mm256_set1_epi32(word);
+          sums[r][0] = _mm256_add_epi32(sums[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(c[k][0], x), ones));
+          sums[r][1] = _mm256_add_epi32(sums[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(c[k][1], x), ones));
+        }
+      }
+    }
+    return;
+  }
   for (int j = 0; j < (l.four_bit ? 4 : 8); ++j) {
     const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * j));
     const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * j + 32));
@@ -91,10 +124,10 @@ __attribute__((always_inline)) inline void block_dots(const Layout& l, const uin
       // Q5: code vectors j (low nibbles) and j + 4 (high nibbles) get their fifth bits; codes
       // up to 31 keep vpmaddubsw's pairs below 2 x 31 x 127, so nothing saturates.
       const uint8_t* plane = block + 256;
-      lo0 = _mm256_or_si256(lo0, fifth_bits(plane + 8 * j));
-      lo1 = _mm256_or_si256(lo1, fifth_bits(plane + 8 * j + 4));
-      hi0 = _mm256_or_si256(hi0, fifth_bits(plane + 8 * (j + 4)));
-      hi1 = _mm256_or_si256(hi1, fifth_bits(plane + 8 * (j + 4) + 4));
+      lo0 = _mm256_or_si256(lo0, plane_bits(plane + 8 * j, 16));
+      lo1 = _mm256_or_si256(lo1, plane_bits(plane + 8 * j + 4, 16));
+      hi0 = _mm256_or_si256(hi0, plane_bits(plane + 8 * (j + 4), 16));
+      hi1 = _mm256_or_si256(hi1, plane_bits(plane + 8 * (j + 4) + 4, 16));
     }
     for (int r = 0; r < R; ++r) {
       int32_t word;
@@ -123,7 +156,7 @@ __attribute__((always_inline)) inline void block_dots(const Layout& l, const uin
 // One block's exact dots into 8 lanes of a row's float sums: the AVX-512 file's `accumulate`,
 // lane for lane. scales: the block's 16 rows' fp16 scales (minimums 2 x kPanelRows bytes on),
 // or with `wide` float32 ones (the K-quants; minimums 4 x kPanelRows bytes on); half: which 8.
-__attribute__((always_inline)) inline __m256 accumulate(__m256 acc, __m256i dots, bool affine, bool wide,
+__attribute__((always_inline)) inline __m256 accumulate(__m256 acc, __m256i dots, bool affine, bool wide, bool six,
                                                         const uint8_t* scales, int half, const float* terms) {
   __m256 t = _mm256_cvtepi32_ps(dots);
   if (!affine) t = _mm256_sub_ps(t, _mm256_set1_ps(terms[1]));
@@ -132,7 +165,11 @@ __attribute__((always_inline)) inline __m256 accumulate(__m256 acc, __m256i dots
                 : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + offset) + half));
   };
   acc = _mm256_fmadd_ps(t, _mm256_mul_ps(load(0), _mm256_set1_ps(terms[0])), acc);
-  if (affine) acc = _mm256_fmadd_ps(load((wide ? 4 : 2) * kPanelRows), _mm256_set1_ps(terms[1]), acc);
+  if (affine) {
+    // Q6_K's minimum: its scale times -32 (exact), as the AVX-512 file computes it.
+    const __m256 m = six ? _mm256_mul_ps(load(0), _mm256_set1_ps(-32.0f)) : load((wide ? 4 : 2) * kPanelRows);
+    acc = _mm256_fmadd_ps(m, _mm256_set1_ps(terms[1]), acc);
+  }
   return acc;
 }
 
@@ -155,14 +192,14 @@ void panel_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uin
       }
     }
     const uint8_t* a[R];
-    for (int r = 0; r < R; ++r) a[r] = act + r * act_stride + b * l.act_block_bytes + l.act_codes_offset;
+    for (int r = 0; r < R; ++r) a[r] = act + r * act_stride + act_at(l, b);
     __m256i sums[R][2];
     block_dots<R>(l, block, a, sums);
     const uint8_t* scales = block + codes;
     for (int r = 0; r < R; ++r) {
       const float* t = row_terms[r] + b * 2 * kTileRows;
-      acc[r][0] = accumulate(acc[r][0], sums[r][0], affine, l.k_quant, scales, 0, t);
-      acc[r][1] = accumulate(acc[r][1], sums[r][1], affine, l.k_quant, scales, 1, t);
+      acc[r][0] = accumulate(acc[r][0], sums[r][0], affine, l.k_quant, l.six_bit, scales, 0, t);
+      acc[r][1] = accumulate(acc[r][1], sums[r][1], affine, l.k_quant, l.six_bit, scales, 1, t);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -176,7 +213,7 @@ void panel_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uin
 void avx2_pack_panels(DType weight_type, int64_t cols, const uint8_t* weights, int64_t panel_begin, int64_t panel_end,
                       uint8_t* packed) {
   const Layout l = panel_layout_of(weight_type);
-  const int64_t blocks = cols / kBlock;
+  const int64_t blocks = cols / l.block_inputs;
   const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     uint8_t* out = packed + static_cast<size_t>(p) * panel_bytes;
@@ -192,7 +229,7 @@ void avx2_panel_gemm(DType weight_type, int64_t cols, const uint8_t* weights, co
                      const uint8_t* acts, size_t act_row_bytes, const float* terms, int64_t n, int64_t panel_begin,
                      int64_t panel_end, float* y, int64_t y_stride) {
   const Layout l = panel_layout_of(weight_type);
-  const int64_t blocks = cols / kBlock;
+  const int64_t blocks = cols / l.block_inputs;
   const size_t row_bytes = static_cast<size_t>(blocks) * l.weight_block_bytes;
   const size_t panel_bytes = static_cast<size_t>(blocks) * panel_packed_block_bytes(l);
   uint8_t* own = packed == nullptr ? panel_scratch(panel_bytes) : nullptr;

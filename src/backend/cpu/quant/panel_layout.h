@@ -27,22 +27,31 @@ struct PanelLayout {
   // with its exact scale d * sc and minimum -dmin * m as float32 (fp16 would round them); the
   // activations are Q8_0 (per 32 inputs), not the Q8_K of the K-quants' dot kernels.
   bool k_quant;
+  // Inputs per panel block: 32, or 16 for Q6_K, whose 16-input sub-blocks each have their own
+  // scale (two panel blocks read one Q8_0 activation block, each its half).
+  int block_inputs = kPanelBlock;
+  // Q6_K: codes 0..63 (q + 32) as nibbles with two planes of bits beside them (bits 4 and 5, as
+  // Q5's fifth), the float32 scale d * sc per row, and the minimum -32 d sc computed, not stored.
+  bool six_bit = false;
 };
 
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K or Q5_K (panel_gemm_supports' types). For the K-quants,
-// weight_block_bytes is an eighth of a super-block (its bytes per 32 inputs).
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or Q6_K (panel_gemm_supports' types). For Q4_K and
+// Q5_K, weight_block_bytes is an eighth of a super-block (its bytes per 32 inputs); Q6_K: 0.
 PanelLayout panel_layout_of(DType type);
-// A Q4_K / Q5_K panel (rows [r0, r0 + 16) of the matrix at `weights`) into the packed layout
-// at `panel`, in plain C++ (load time): the same bytes on every ISA.
+// A Q4_K / Q5_K / Q6_K panel (rows [r0, r0 + 16) of the matrix at `weights`) into the packed
+// layout at `panel`, in plain C++ (load time): the same bytes on every ISA.
 void panel_pack_k_quant(const PanelLayout& l, int64_t cols, const uint8_t* weights, int64_t r0, uint8_t* panel);
 // Q5_0 / Q5_1: a packed block's plane of fifth bits, beside its nibbles. Word j (8 bytes) has
 // bit 4n + i set when input 4j + i of the panel's row n has its fifth bit: the bits of code
 // vector j's 64 bytes, in order. rows[n]: row n's stored block.
 void panel_high_bits(const PanelLayout& l, const uint8_t* const* rows, uint8_t out[64]);
 // A packed block: its codes (256 bytes of nibbles and Q5's 64 bytes of fifth bits, or 512
-// bytes), then the 16 rows' scales (and minimums): fp16, or float32 for the K-quants.
+// bytes; Q6_K's 16-input block: 128 bytes of nibbles and 2 x 32 bytes of planes), then the 16
+// rows' scales (and minimums): fp16, or float32 for the K-quants.
 size_t panel_packed_codes_bytes(const PanelLayout& l);
 size_t panel_packed_block_bytes(const PanelLayout& l);
+// A block's codes as bytes (what a B tile reads): 16 rows x its inputs.
+size_t panel_code_bytes(const PanelLayout& l);
 // Where row m's block b terms are: tiles of 16 rows, block by block, so that a tile's terms for
 // one block are 128 contiguous bytes (row m's next block is 2 x 16 floats on).
 size_t panel_terms_index(int64_t blocks, int64_t m, int64_t b);
