@@ -169,6 +169,55 @@ TEST(CpuOps, MatmulAllTypesMatchFloat64) {
   }
 }
 
+// One call over matrices of K-quant types whose panel blocks differ (a Q4_K_M layer's Q6_K V,
+// 16-input blocks, beside Q4_K Q and K, 32-input ones): each matrix's rows have the bits of the
+// matrix computed alone, at decode and prefill sizes, on every panel path.
+TEST(CpuOps, SharedInputMatmulMixesQ4KAndQ6KPanels) {
+  const int64_t cols = 512;
+  const DType types[] = {DType::Q4_K, DType::Q6_K, DType::Q4_K};
+  const int64_t rows[] = {32, 48, 16};
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+    if (!isa_supported(isa)) continue;
+    CpuBackend backend(2, isa);
+    std::vector<std::vector<uint8_t>> bytes(3);
+    std::vector<WeightTensor> ws(3);
+    std::vector<AlignedBytes> packed;
+    for (int i = 0; i < 3; ++i) {
+      const std::vector<float> w = random_vector(rows[i] * cols, 20 + i);
+      const size_t rb = row_bytes(types[i], cols);
+      bytes[static_cast<size_t>(i)].resize(static_cast<size_t>(rows[i]) * rb);
+      for (int64_t r = 0; r < rows[i]; ++r) {
+        ASSERT_TRUE(quant::quantize_row_reference(types[i], w.data() + r * cols,
+                                                  bytes[static_cast<size_t>(i)].data() + r * rb, cols));
+      }
+      ws[static_cast<size_t>(i)] = WeightTensor{types[i], rows[i], cols, bytes[static_cast<size_t>(i)].data()};
+      packed.push_back(backend.pack_for_matmul(ws[static_cast<size_t>(i)]));
+      ASSERT_FALSE(packed.back().empty()) << dtype_name(types[i]) << " " << isa_name(isa) << ": not on the panels";
+      ws[static_cast<size_t>(i)].packed = packed.back().data();
+    }
+    for (int64_t n : {1, 19, 40}) {
+      const std::vector<float> x = random_vector(n * cols, 30);
+      std::vector<std::vector<float>> together(3), alone(3);
+      std::vector<const WeightTensor*> pointers;
+      std::vector<float*> outs;
+      for (int i = 0; i < 3; ++i) {
+        together[static_cast<size_t>(i)].assign(static_cast<size_t>(n * rows[i]), std::nanf(""));
+        alone[static_cast<size_t>(i)].assign(static_cast<size_t>(n * rows[i]), std::nanf(""));
+        pointers.push_back(&ws[static_cast<size_t>(i)]);
+        outs.push_back(together[static_cast<size_t>(i)].data());
+        backend.matmul(ws[static_cast<size_t>(i)], x.data(), alone[static_cast<size_t>(i)].data(), n);
+      }
+      backend.matmul_shared_input(pointers, x.data(), outs, n);
+      for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(std::memcmp(together[static_cast<size_t>(i)].data(), alone[static_cast<size_t>(i)].data(),
+                              together[static_cast<size_t>(i)].size() * sizeof(float)),
+                  0)
+            << dtype_name(types[i]) << " " << isa_name(isa) << " n=" << n;
+      }
+    }
+  }
+}
+
 // The AVX-512 softmax exp, on every 61st float in [-104, 0] and the ends: correctly rounded
 // (float of the float64 exp) but for at most one in a million, and never more than one ulp
 // from glibc's expf.
