@@ -169,20 +169,22 @@ TEST(CpuOps, MatmulAllTypesMatchFloat64) {
   }
 }
 
-// One call over matrices of K-quant types whose panel blocks differ (a Q4_K_M layer's Q6_K V,
-// 16-input blocks, beside Q4_K Q and K, 32-input ones): each matrix's rows have the bits of the
+// One call over matrices of types that read the same activation format (Q8_0) but differ in
+// their terms: Q6_K's 16-input blocks beside Q4_K's 32, Q5_0's and Q8_0's offsets (a Q4_K_M
+// file's layers mix them: Q5_0 Q and K with a Q8_0 V): each matrix's rows have the bits of the
 // matrix computed alone, at decode and prefill sizes, on every panel path.
-TEST(CpuOps, SharedInputMatmulMixesQ4KAndQ6KPanels) {
+TEST(CpuOps, SharedInputMatmulMixesPanelTypes) {
   const int64_t cols = 512;
-  const DType types[] = {DType::Q4_K, DType::Q6_K, DType::Q4_K};
-  const int64_t rows[] = {32, 48, 16};
+  constexpr int kMatrices = 5;
+  const DType types[kMatrices] = {DType::Q4_K, DType::Q6_K, DType::Q4_K, DType::Q5_0, DType::Q8_0};
+  const int64_t rows[kMatrices] = {32, 48, 16, 16, 32};
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (!isa_supported(isa)) continue;
     CpuBackend backend(2, isa);
-    std::vector<std::vector<uint8_t>> bytes(3);
-    std::vector<WeightTensor> ws(3);
+    std::vector<std::vector<uint8_t>> bytes(kMatrices);
+    std::vector<WeightTensor> ws(kMatrices);
     std::vector<AlignedBytes> packed;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kMatrices; ++i) {
       const std::vector<float> w = random_vector(rows[i] * cols, 20 + i);
       const size_t rb = row_bytes(types[i], cols);
       bytes[static_cast<size_t>(i)].resize(static_cast<size_t>(rows[i]) * rb);
@@ -197,10 +199,10 @@ TEST(CpuOps, SharedInputMatmulMixesQ4KAndQ6KPanels) {
     }
     for (int64_t n : {1, 19, 40}) {
       const std::vector<float> x = random_vector(n * cols, 30);
-      std::vector<std::vector<float>> together(3), alone(3);
+      std::vector<std::vector<float>> together(kMatrices), alone(kMatrices);
       std::vector<const WeightTensor*> pointers;
       std::vector<float*> outs;
-      for (int i = 0; i < 3; ++i) {
+      for (int i = 0; i < kMatrices; ++i) {
         together[static_cast<size_t>(i)].assign(static_cast<size_t>(n * rows[i]), std::nanf(""));
         alone[static_cast<size_t>(i)].assign(static_cast<size_t>(n * rows[i]), std::nanf(""));
         pointers.push_back(&ws[static_cast<size_t>(i)]);
@@ -208,7 +210,7 @@ TEST(CpuOps, SharedInputMatmulMixesQ4KAndQ6KPanels) {
         backend.matmul(ws[static_cast<size_t>(i)], x.data(), alone[static_cast<size_t>(i)].data(), n);
       }
       backend.matmul_shared_input(pointers, x.data(), outs, n);
-      for (int i = 0; i < 3; ++i) {
+      for (int i = 0; i < kMatrices; ++i) {
         ASSERT_EQ(std::memcmp(together[static_cast<size_t>(i)].data(), alone[static_cast<size_t>(i)].data(),
                               together[static_cast<size_t>(i)].size() * sizeof(float)),
                   0)

@@ -62,14 +62,18 @@ void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, co
   if (n <= 0 || ws.empty()) return;
   const WeightTensor& first = *ws[0];
   bool together = true;  // one conversion and one loop need one type, width and input order
-  // ... or, on the panels, one activation format: a Q4_K_M layer's Q6_K V beside Q4_K Q and K
-  // (matmul_panels makes each type its activation terms).
+  // ... or, on the panels, one activation format: a Q4_K_M file's Q5_0 Q and K beside a Q8_0 V,
+  // or Q6_K beside Q4_K (matmul_panels makes each type its activation terms).
   bool panels = isa_ >= Isa::kAvx2 && precision_ == ActivationPrecision::kQuantized;
+  const auto activation_format = [&](DType type) {
+    const QuantKernels* partner = quant_kernels(panel_activation_partner(type), isa_);
+    return partner != nullptr ? partner->activation_type : DType::F32;
+  };
   for (const WeightTensor* w : ws) {
     const bool shape = w->cols == first.cols && w->input_order == first.input_order;
     together = together && shape && w->type == first.type;
     panels = panels && shape && w->packed != nullptr && panel_gemm_supports(w->type, w->rows, w->cols) &&
-             panel_activation_partner(w->type) == panel_activation_partner(first.type);
+             activation_format(w->type) == activation_format(first.type);
   }
   if (!together && !panels) {
     for (size_t i = 0; i < ws.size(); ++i) matmul(*ws[i], x, ys[i], n);
