@@ -60,10 +60,15 @@ struct PanelView {
 };
 
 // Where block b's activation codes start in a row: Q6_K's 16-input blocks read halves of Q8_0's.
-size_t act_at(const Layout& l, int64_t b) {
-  const int64_t first = b * l.block_inputs;
-  return static_cast<size_t>(first / kBlock) * l.act_block_bytes + l.act_codes_offset +
-         static_cast<size_t>(first % kBlock);
+__attribute__((always_inline)) inline size_t act_at(const Layout& l, int64_t b) {
+  const auto first = static_cast<size_t>(b) * static_cast<size_t>(l.block_inputs);
+  return (first / kBlock) * l.act_block_bytes + l.act_codes_offset + first % kBlock;
+}
+// The same with the block size known when compiled: 32-input blocks are plain strides.
+template <bool kSix>
+__attribute__((always_inline)) inline size_t act_of(const Layout& l, int64_t b) {
+  if constexpr (kSix) return act_at(l, b);
+  return static_cast<size_t>(b) * l.act_block_bytes + l.act_codes_offset;
 }
 
 // The tile shapes above for blocks of `inputs` (32, or Q6_K's 16), loaded when the thread's
@@ -248,20 +253,22 @@ __attribute__((always_inline)) inline void fold_in_memory(float* acc, const int3
 // block b - 2's stored product (its store an iteration old, so the vector loads do not wait on
 // a tile store in flight). Folds go in block order: the same float sums as vnni_row's.
 // terms: the tile's (panel_terms_index(blocks, m0, 0) onward).
-void tile_rows(const Layout& l, const PanelView& panel, int64_t blocks, const uint8_t* act, size_t stride,
-               const float* terms, float* y, int64_t y_stride) {
+// kSix (Q6_K's 16-input blocks) at compile time, as vnni_row_of's.
+template <bool kSix>
+void tile_rows_of(const Layout& l, const PanelView& panel, int64_t blocks, const uint8_t* act, size_t stride,
+                  const float* terms, float* y, int64_t y_stride) {
   __m512 acc[kTileRows];
   for (int m = 0; m < kTileRows; ++m) acc[m] = _mm512_setzero_ps();
   alignas(64) int32_t c[3][kTileRows * kPanelRows];
   const bool affine = l.offset == 0;
   auto multiply = [&](int64_t b) {
     if ((b & 1) == 0) {
-      _tile_loadd(0, act + act_at(l, b), stride);
+      _tile_loadd(0, act + act_of<kSix>(l, b), stride);
       _tile_loadd(2, panel.codes + b * panel.codes_stride, 64);
       _tile_zero(4);
       _tile_dpbsud(4, 0, 2);
     } else {
-      _tile_loadd(1, act + act_at(l, b), stride);
+      _tile_loadd(1, act + act_of<kSix>(l, b), stride);
       _tile_loadd(3, panel.codes + b * panel.codes_stride, 64);
       _tile_zero(5);
       _tile_dpbsud(5, 1, 3);
@@ -278,7 +285,7 @@ void tile_rows(const Layout& l, const PanelView& panel, int64_t blocks, const ui
     if (b < blocks) multiply(b);
     if (b >= 1 && b <= blocks) store(b - 1);
     if (b >= 2) {
-      fold(acc, c[(b - 2) % 3], affine, l.k_quant, l.six_bit, panel.scales + (b - 2) * panel.scales_stride,
+      fold(acc, c[(b - 2) % 3], affine, l.k_quant, kSix, panel.scales + (b - 2) * panel.scales_stride,
            terms + (b - 2) * 2 * kTileRows);
     }
   }
@@ -290,8 +297,9 @@ void tile_rows(const Layout& l, const PanelView& panel, int64_t blocks, const ui
 // would not fit in registers; each product is folded while the next block's multiplies run.
 // terms: the first tile's (the second's follow `blocks` blocks later).
 // swiglu: the panels are a gate and an up panel, and y gets silu(gate) * up (16 columns).
-void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1, int64_t blocks, const uint8_t* act,
-              size_t stride, const float* terms, float* y, int64_t y_stride, bool swiglu) {
+template <bool kSix>
+void tile_2x2_of(const Layout& l, const PanelView& panel0, const PanelView& panel1, int64_t blocks, const uint8_t* act,
+                 size_t stride, const float* terms, float* y, int64_t y_stride, bool swiglu) {
   alignas(64) float acc[4][kTileRows * kPanelRows];  // [2 * panel + tile]
   std::memset(acc, 0, sizeof acc);
   alignas(64) int32_t c[2][4][kTileRows * kPanelRows];  // [block & 1][product]
@@ -303,7 +311,7 @@ void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1,
   auto fold_previous = [&](int q, int64_t b) {
     const PanelView& panel = q < 2 ? panel0 : panel1;
     const uint8_t* scales = panel.scales + (b - 1) * panel.scales_stride;
-    fold_in_memory(acc[q], c[(b - 1) & 1][q], affine, l.k_quant, l.six_bit, scales,
+    fold_in_memory(acc[q], c[(b - 1) & 1][q], affine, l.k_quant, kSix, scales,
                    terms + (q & 1) * tile_terms + (b - 1) * 2 * kTileRows);
   };
   for (int64_t b = 0; b <= blocks; ++b) {
@@ -313,14 +321,14 @@ void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1,
     auto& cur = c[b & 1];
     if (more) {
       _tile_loadd(2, panel0.codes + b * panel0.codes_stride, 64);
-      _tile_loadd(0, act0 + act_at(l, b), stride);
+      _tile_loadd(0, act0 + act_of<kSix>(l, b), stride);
       _tile_zero(4);
     }
     if (folds) fold_previous(0, b);
     if (more) {
       _tile_dpbsud(4, 0, 2);
       _tile_stored(4, cur[0], 64);
-      _tile_loadd(1, act1 + act_at(l, b), stride);
+      _tile_loadd(1, act1 + act_of<kSix>(l, b), stride);
       _tile_zero(5);
     }
     if (folds) fold_previous(1, b);
@@ -358,12 +366,34 @@ void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1,
   }
 }
 
+void tile_rows(const Layout& l, const PanelView& panel, int64_t blocks, const uint8_t* act, size_t stride,
+               const float* terms, float* y, int64_t y_stride) {
+  if (l.six_bit) {
+    tile_rows_of<true>(l, panel, blocks, act, stride, terms, y, y_stride);
+  } else {
+    tile_rows_of<false>(l, panel, blocks, act, stride, terms, y, y_stride);
+  }
+}
+
+void tile_2x2(const Layout& l, const PanelView& panel0, const PanelView& panel1, int64_t blocks, const uint8_t* act,
+              size_t stride, const float* terms, float* y, int64_t y_stride, bool swiglu) {
+  if (l.six_bit) {
+    tile_2x2_of<true>(l, panel0, panel1, blocks, act, stride, terms, y, y_stride, swiglu);
+  } else {
+    tile_2x2_of<false>(l, panel0, panel1, blocks, act, stride, terms, y, y_stride, swiglu);
+  }
+}
+
 // One activation row against a panel, on VNNI: the same integers, the same folds. The codes
 // are bytes (Q8_0, or 4-bit panels expanded for a call of several rows) or, with nibbles, a
 // 4-bit panel read in place (decode: the one pass over the weights). terms: the row's block 0
 // terms (the next block's are a tile's 32 floats on).
-void vnni_row(const Layout& l, const PanelView& panel, bool nibbles, int64_t blocks, const uint8_t* act,
-              const float* terms, float* y) {
+// kSix: Q6_K's 16-input blocks (four code vectors), else 32 inputs (eight): a compile-time
+// count keeps the codes in registers (a run-time one cost the 32-input types' decode ~10%).
+template <bool kSix>
+void vnni_row_of(const Layout& l, const PanelView& panel, bool nibbles, int64_t blocks, const uint8_t* act,
+                 const float* terms, float* y) {
+  constexpr int kVectors = kSix ? 4 : 8;
   __m512 acc = _mm512_setzero_ps();
   const bool affine = l.offset == 0;
   for (int64_t b = 0; b < blocks; ++b) {
@@ -377,15 +407,14 @@ void vnni_row(const Layout& l, const PanelView& panel, bool nibbles, int64_t blo
         _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBlocks * panel.codes_stride + line), _MM_HINT_T1);
       }
     }
-    const uint8_t* a = act + act_at(l, b);
+    const uint8_t* a = act + act_of<kSix>(l, b);
     __m512i codes[8];
-    const int vectors = l.block_inputs / 4;
-    if (nibbles && l.six_bit) {
+    if (nibbles && kSix) {
       six_bits_to_bytes(block, codes);
     } else if (nibbles) {
       nibbles_to_bytes(block, l.high_bits_offset >= 0, codes);
     } else {
-      for (int j = 0; j < vectors; ++j) codes[j] = _mm512_loadu_si512(block + 64 * j);
+      for (int j = 0; j < kVectors; ++j) codes[j] = _mm512_loadu_si512(block + 64 * j);
     }
     // Four independent chains (vpdpbusd's latency, not its throughput, bounds one chain); the
     // integer sums are exact whatever the grouping.
@@ -394,17 +423,26 @@ void vnni_row(const Layout& l, const PanelView& panel, bool nibbles, int64_t blo
       int32_t lo;
       std::memcpy(&lo, a + 4 * j, 4);
       part[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes[j], _mm512_set1_epi32(lo));
-      if (vectors == 8) {
+      if constexpr (!kSix) {
         int32_t hi;
         std::memcpy(&hi, a + 4 * (j + 4), 4);
         part[j] = _mm512_dpbusd_epi32(part[j], codes[j + 4], _mm512_set1_epi32(hi));
       }
     }
     const __m512i dots = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
-    acc = accumulate(acc, dots, affine, l.k_quant, l.six_bit, panel.scales + b * panel.scales_stride,
+    acc = accumulate(acc, dots, affine, l.k_quant, kSix, panel.scales + b * panel.scales_stride,
                      terms + b * 2 * kTileRows);
   }
   _mm512_storeu_ps(y, acc);
+}
+
+void vnni_row(const Layout& l, const PanelView& panel, bool nibbles, int64_t blocks, const uint8_t* act,
+              const float* terms, float* y) {
+  if (l.six_bit) {
+    vnni_row_of<true>(l, panel, nibbles, blocks, act, terms, y);
+  } else {
+    vnni_row_of<false>(l, panel, nibbles, blocks, act, terms, y);
+  }
 }
 
 // How a call reads a panel: expanded to bytes when several rows will (tiles from 16 rows,

@@ -59,10 +59,9 @@ void pack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64
 }
 
 // Where block b's activation codes start in a row: Q6_K's 16-input blocks read halves of Q8_0's.
-size_t act_at(const Layout& l, int64_t b) {
-  const int64_t first = b * l.block_inputs;
-  return static_cast<size_t>(first / kBlock) * l.act_block_bytes + l.act_codes_offset +
-         static_cast<size_t>(first % kBlock);
+__attribute__((always_inline)) inline size_t act_at(const Layout& l, int64_t b) {
+  const auto first = static_cast<size_t>(b) * static_cast<size_t>(l.block_inputs);
+  return (first / kBlock) * l.act_block_bytes + l.act_codes_offset + first % kBlock;
 }
 
 // 32 bits of a plane of bits (Q5's fifth, Q6_K's fifth and sixth) -> 32 bytes, `value` where
