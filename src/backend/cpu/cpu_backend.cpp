@@ -51,6 +51,11 @@ void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64
   }
 }
 
+bool CpuBackend::on_panels(const WeightTensor& w) const {
+  return isa_ >= Isa::kAvx2 && panel_gemm_supports(w.type, w.rows, w.cols) &&
+         (w.packed != nullptr || !panel_needs_packing(w.type));
+}
+
 void CpuBackend::matmul(const WeightTensor& w, const float* x, float* y, int64_t n) {
   const WeightTensor* ws[1] = {&w};
   float* ys[1] = {y};
@@ -64,7 +69,7 @@ void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, co
   bool together = true;  // one conversion and one loop need one type, width and input order
   // ... or, on the panels, one activation format: a Q4_K_M file's Q5_0 Q and K beside a Q8_0 V,
   // or Q6_K beside Q4_K (matmul_panels makes each type its activation terms).
-  bool panels = isa_ >= Isa::kAvx2 && precision_ == ActivationPrecision::kQuantized;
+  bool panels = precision_ == ActivationPrecision::kQuantized;
   const auto activation_format = [&](DType type) {
     const QuantKernels* partner = quant_kernels(panel_activation_partner(type), isa_);
     return partner != nullptr ? partner->activation_type : DType::F32;
@@ -72,7 +77,7 @@ void CpuBackend::matmul_shared_input(std::span<const WeightTensor* const> ws, co
   for (const WeightTensor* w : ws) {
     const bool shape = w->cols == first.cols && w->input_order == first.input_order;
     together = together && shape && w->type == first.type;
-    panels = panels && shape && w->packed != nullptr && panel_gemm_supports(w->type, w->rows, w->cols) &&
+    panels = panels && shape && w->packed != nullptr && on_panels(*w) &&
              activation_format(w->type) == activation_format(first.type);
   }
   if (!together && !panels) {
@@ -113,10 +118,9 @@ void CpuBackend::matmul_in_stored_order(std::span<const WeightTensor* const> ws,
   // The panels on AMX (tiles + VNNI), on AVX-512 (VNNI rows: one pass over a packed panel for
   // every row, and decode streaming the panels, with prefetch, at the stored size) and on AVX2
   // (four rows at a time per loaded block). They read their own activation format.
-  bool panels = isa_ >= Isa::kAvx2;
+  bool panels = true;
   for (const WeightTensor* w : ws) {
-    panels = panels && panel_gemm_supports(w->type, w->rows, w->cols) &&
-             (w->packed != nullptr || !panel_needs_packing(w->type));
+    panels = panels && on_panels(*w);
   }
   if (panels) {
     const QuantKernels* partner = quant_kernels(panel_activation_partner(first.type), isa_);

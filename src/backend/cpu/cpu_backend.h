@@ -64,6 +64,8 @@ class CpuBackend final : public Backend {
   // x converted into converted_activations_ for the kernels' activation format.
   const uint8_t* convert_activations(const QuantKernels& kernels, const float* x, int64_t n, int64_t cols);
   // activation_terms_ for panels of w's type and width (panel_activation_terms).
+  // Whether a matrix runs on the panels on this CPU (packed beforehand where its type needs it).
+  bool on_panels(const WeightTensor& w) const;
   void prepare_activation_terms(const WeightTensor& w, const uint8_t* acts, size_t act_row_bytes, int64_t n);
   void matmul_panels(std::span<const WeightTensor* const> ws, const uint8_t* acts, size_t act_row_bytes,
                      std::span<float* const> ys, int64_t n);

@@ -189,7 +189,8 @@ PanelView packed_view(const Layout& l, const uint8_t* packed) {
   return {packed, stride, packed + panel_packed_codes_bytes(l), stride};
 }
 
-// A packed panel as the tile loops read it: 4-bit codes expanded into `bytes` (blocks x 512).
+// A packed panel as the tile loops read it: 4-bit (and Q6_K's) codes expanded into `bytes`
+// (blocks x panel_code_bytes).
 PanelView panel_view(const Layout& l, const uint8_t* packed, int64_t blocks, uint8_t* bytes) {
   const size_t stride = panel_packed_block_bytes(l), codes = panel_packed_codes_bytes(l);
   const size_t code_bytes = panel_code_bytes(l);

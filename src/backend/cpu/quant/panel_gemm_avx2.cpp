@@ -59,7 +59,10 @@ void pack_panel(const Layout& l, const uint8_t* weights, size_t row_bytes, int64
 }
 
 // Where block b's activation codes start in a row: Q6_K's 16-input blocks read halves of Q8_0's.
-__attribute__((always_inline)) inline size_t act_at(const Layout& l, int64_t b) {
+// kSix at compile time, as every loop below takes it: 32-input blocks are plain strides.
+template <bool kSix>
+__attribute__((always_inline)) inline size_t act_of(const Layout& l, int64_t b) {
+  if constexpr (!kSix) return static_cast<size_t>(b) * l.act_block_bytes + l.act_codes_offset;
   const auto first = static_cast<size_t>(b) * static_cast<size_t>(l.block_inputs);
   return (first / kBlock) * l.act_block_bytes + l.act_codes_offset + first % kBlock;
 }
@@ -80,14 +83,14 @@ __attribute__((always_inline)) inline __m256i plane_bits(const uint8_t* bits, ch
 
 // The 16 lanes' exact dot products of one block for R activation rows: sums[r][half], half 0
 // the panel's rows 0-7. a[r]: row r's block codes.
-template <int R>
+template <int R, bool kSix>
 __attribute__((always_inline)) inline void block_dots(const Layout& l, const uint8_t* block, const uint8_t* const* a,
                                                       __m256i (&sums)[R][2]) {
   const __m256i low = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i sixteens = _mm256_set1_epi16(16);
   for (int r = 0; r < R; ++r) sums[r][0] = sums[r][1] = _mm256_setzero_si256();
-  if (l.six_bit) {
+  if constexpr (kSix) {
     // Q6_K's 16 inputs: nibble vector v holds code vectors v (low) and v + 2 (high); the planes
     // add bits 4 and 5. Codes up to 63 keep vpmaddubsw's pairs below 2 x 63 x 127.
     for (int v = 0; v < 2; ++v) {
@@ -174,9 +177,11 @@ __attribute__((always_inline)) inline __m256 accumulate(__m256 acc, __m256i dots
 
 // R activation rows (m0..m0 + R - 1 of the call, rows act_stride apart) against one packed
 // panel; y: row m0's first output of the panel. stream: decode, prefetch the panel ahead.
-template <int R>
-void panel_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, size_t act_stride,
-                const float* terms, int64_t m0, float* y, int64_t y_stride, bool stream) {
+// kSix: Q6_K's 16-input blocks, known when compiled (a run-time block size in this loop cost
+// the 32-input types' prompts ~4%).
+template <int R, bool kSix>
+void panel_rows_of(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, size_t act_stride,
+                   const float* terms, int64_t m0, float* y, int64_t y_stride, bool stream) {
   const size_t stride = panel_packed_block_bytes(l), codes = panel_packed_codes_bytes(l);
   const bool affine = l.offset == 0;
   __m256 acc[R][2];
@@ -191,19 +196,29 @@ void panel_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uin
       }
     }
     const uint8_t* a[R];
-    for (int r = 0; r < R; ++r) a[r] = act + r * act_stride + act_at(l, b);
+    for (int r = 0; r < R; ++r) a[r] = act + r * act_stride + act_of<kSix>(l, b);
     __m256i sums[R][2];
-    block_dots<R>(l, block, a, sums);
+    block_dots<R, kSix>(l, block, a, sums);
     const uint8_t* scales = block + codes;
     for (int r = 0; r < R; ++r) {
       const float* t = row_terms[r] + b * 2 * kTileRows;
-      acc[r][0] = accumulate(acc[r][0], sums[r][0], affine, l.k_quant, l.six_bit, scales, 0, t);
-      acc[r][1] = accumulate(acc[r][1], sums[r][1], affine, l.k_quant, l.six_bit, scales, 1, t);
+      acc[r][0] = accumulate(acc[r][0], sums[r][0], affine, l.k_quant, kSix, scales, 0, t);
+      acc[r][1] = accumulate(acc[r][1], sums[r][1], affine, l.k_quant, kSix, scales, 1, t);
     }
   }
   for (int r = 0; r < R; ++r) {
     _mm256_storeu_ps(y + r * y_stride, acc[r][0]);
     _mm256_storeu_ps(y + r * y_stride + 8, acc[r][1]);
+  }
+}
+
+template <int R>
+void panel_rows(const Layout& l, const uint8_t* panel, int64_t blocks, const uint8_t* act, size_t act_stride,
+                const float* terms, int64_t m0, float* y, int64_t y_stride, bool stream) {
+  if (l.six_bit) {
+    panel_rows_of<R, true>(l, panel, blocks, act, act_stride, terms, m0, y, y_stride, stream);
+  } else {
+    panel_rows_of<R, false>(l, panel, blocks, act, act_stride, terms, m0, y, y_stride, stream);
   }
 }
 
