@@ -7,6 +7,11 @@ every kernel in launch order folded by name, its count, total microseconds and s
 and the rest's totals, against the step's wall time that `folio bench` reports without ncu.
 
     bench/decode_profile.py --folio build-gpu/folio --model DIR_OR_GGUF [--steps 4] [--out CSV]
+                            [--detail REGEX [--detail-count 12]]
+
+--detail runs ncu a second time on the first --detail-count launches whose demangled name
+matches REGEX, with the sections that say why a kernel is slow (speed of light, occupancy,
+scheduler and warp-state statistics: issue-slot use and stall reasons), printed as ncu's text.
 
 A step starts at the embedding kernel (`embed_kernel`); a decode step is one whose kernels
 include no prefill attention. ncu serializes kernels (no overlap) and adds no time to a
@@ -43,6 +48,22 @@ def run_ncu(ncu, folio, model, steps, extra):
         sys.stderr.write(done.stderr[-4000:])
         sys.exit(f"ncu exited with {done.returncode}")
     return done.stdout
+
+
+def run_detail(ncu, folio, model, steps, extra, regex, count):
+    cmd = [ncu, "--clock-control", "none", "--kernel-name-base", "demangled", "--kernel-name", "regex:" + regex,
+           "--launch-count", str(count)]
+    for section in ("SpeedOfLight", "Occupancy", "LaunchStats", "SchedulerStats", "WarpStateStats",
+                    "MemoryWorkloadAnalysis"):
+        cmd += ["--section", section]
+    cmd += [folio, "bench", "-m", model, "--device", "cuda", "-p", "32", "-n", str(steps), "-r", "1"] + extra
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    start = done.stdout.find("==PROF==")
+    print(done.stdout[start if start >= 0 else 0:])
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr[-4000:])
+        sys.exit(f"ncu --detail exited with {done.returncode}")
 
 
 def parse(text):
@@ -91,6 +112,8 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--out", help="write every kernel (step, name, us) here as CSV")
+    ap.add_argument("--detail", help="also print ncu's sections for kernels matching this regex")
+    ap.add_argument("--detail-count", type=int, default=12)
     ap.add_argument("extra", nargs="*", help="more `folio bench` flags, after --")
     args = ap.parse_args()
     ncu = find_ncu()
@@ -123,6 +146,8 @@ def main():
     gemm = sum(us for n, us in step if is_gemm(n))
     print(f"RESULT decode_profile kernels={len(step)} device_us={total:.1f} gemm_us={gemm:.1f} "
           f"other_us={total - gemm:.1f} other_kernels={sum(1 for n, _ in step if not is_gemm(n))}")
+    if args.detail:
+        run_detail(ncu, args.folio, args.model, args.steps, args.extra, args.detail, args.detail_count)
 
 
 if __name__ == "__main__":
