@@ -77,19 +77,6 @@ struct Int4Codes {
     const uint32_t lo_words[2] = {lo.x, lo.y}, hi_words[2] = {hi.x, hi.y};
     dequantize_int4_words(lo_words, hi_words, lo_group, hi_group, a);
   }
-  // MMAs (i, 0) and (i, 1) alone (the small GEMM dequantizes just before each pair of MMAs,
-  // which keeps fewer operands live).
-  __device__ __forceinline__ static void dequantize_one(const uint2 lo, const uint2 hi, uint32_t lo_group,
-                                                        uint32_t hi_group, int i, uint32_t (&a)[2][4]) {
-    const uint32_t lo_word[1] = {i == 0 ? lo.x : lo.y}, hi_word[1] = {i == 0 ? hi.x : hi.y};
-    uint32_t one[1][2][4];
-    dequantize_int4_words(lo_word, hi_word, lo_group, hi_group, one);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) a[h][j] = one[0][h][j];
-    }
-  }
 
   // The wgmma GEMM (grouped_wgmma_gemm.cu): a row's 64-column chunk of codes in shared memory
   // (kSmemRowBytes apart), its two group words beside. a[s] = a0..a3 of k16 step s in natural
@@ -132,18 +119,6 @@ struct Int4WideCodes {
     const uint32_t lo_words[4] = {lo.x, lo.y, lo.z, lo.w}, hi_words[4] = {hi.x, hi.y, hi.z, hi.w};
     dequantize_int4_words(lo_words, hi_words, lo_group, hi_group, a);
   }
-  __device__ __forceinline__ static void dequantize_one(const uint4 lo, const uint4 hi, uint32_t lo_group,
-                                                        uint32_t hi_group, int i, uint32_t (&a)[2][4]) {
-    const uint32_t lo_words[4] = {lo.x, lo.y, lo.z, lo.w}, hi_words[4] = {hi.x, hi.y, hi.z, hi.w};
-    const uint32_t lo_word[1] = {lo_words[i]}, hi_word[1] = {hi_words[i]};
-    uint32_t one[1][2][4];
-    dequantize_int4_words(lo_word, hi_word, lo_group, hi_group, one);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) a[h][j] = one[0][h][j];
-    }
-  }
 };
 
 // 8 bits a weight: a thread's 16 columns of a row are four words of 4 columns in byte order;
@@ -169,19 +144,6 @@ struct Int8Codes {
         a[i][h][2] = dequantize_byte_pair(lo_words[2 * i + h], 2, lo_scale, lo_min);
         a[i][h][3] = dequantize_byte_pair(hi_words[2 * i + h], 2, hi_scale, hi_min);
       }
-    }
-  }
-  __device__ __forceinline__ static void dequantize_one(const uint4 lo, const uint4 hi, uint32_t lo_group,
-                                                        uint32_t hi_group, int i, uint32_t (&a)[2][4]) {
-    const float lo_scale = __uint_as_float(lo_group << 16), lo_min = __uint_as_float(lo_group & 0xffff0000u);
-    const float hi_scale = __uint_as_float(hi_group << 16), hi_min = __uint_as_float(hi_group & 0xffff0000u);
-    const uint32_t lo_words[4] = {lo.x, lo.y, lo.z, lo.w}, hi_words[4] = {hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      a[h][0] = dequantize_byte_pair(lo_words[2 * i + h], 0, lo_scale, lo_min);
-      a[h][1] = dequantize_byte_pair(hi_words[2 * i + h], 0, hi_scale, hi_min);
-      a[h][2] = dequantize_byte_pair(lo_words[2 * i + h], 2, lo_scale, lo_min);
-      a[h][3] = dequantize_byte_pair(hi_words[2 * i + h], 2, hi_scale, hi_min);
     }
   }
 

@@ -99,72 +99,49 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int token = tile * 8 + g;
     x_rows[tile] = x + static_cast<int64_t>(token < n ? token : 0) * k;
   }
-  // kChains independent accumulators at one tile (n <= 8): MMA i of a chunk adds into chain
-  // i % kChains, so a warp's MMAs are not one dependent chain of 8 a chunk (summed at the end).
-  constexpr int kChains = kTiles == 1 && kGroups == 1 ? 2 : 1;
-  float acc[kChains][kGroups][kTiles][4] = {};
-  // A chunk's codes of rows g and g + 8 of each row group and their (scale, min) words.
-  struct Slot {
-    Chunk lo[kGroups], hi[kGroups];
-    uint32_t lo_group[kGroups], hi_group[kGroups];
-  };
-  auto load = [&](Slot& s, int64_t c) {
+  float acc[kGroups][kTiles][4] = {};
+  auto step = [&](const Chunk(&lo)[kGroups], const Chunk(&hi)[kGroups], int64_t c) {
     const int64_t group = (c * kChunkCols + kCols * t) >> group_shift;
+    uint32_t a[kGroups][kCols / 8][2][4];  // (row group, i, h) -> a0..a3
 #pragma unroll
     for (int q = 0; q < kGroups; ++q) {
-      s.lo[q] = Codes::load(w_lo[q] + c * Codes::kChunkBytes);
-      s.hi[q] = Codes::load(w_lo[q] + 8 * row_bytes + c * Codes::kChunkBytes);
-      s.lo_group[q] = __ldg(g_lo[q] + group);
-      s.hi_group[q] = __ldg(g_lo[q] + 8 * row_groups + group);
+      Codes::dequantize(lo[q], hi[q], __ldg(g_lo[q] + group), __ldg(g_lo[q] + 8 * row_groups + group), a[q]);
     }
-  };
-  auto step = [&](const Slot& s, int64_t c) {
 #pragma unroll
-    for (int i = 0; i < kCols / 8; ++i) {
-      uint32_t a[kGroups][2][4];  // (row group, h) -> a0..a3 of MMA (i, h)
+    for (int tile = 0; tile < kTiles; ++tile) {
 #pragma unroll
-      for (int q = 0; q < kGroups; ++q) Codes::dequantize_one(s.lo[q], s.hi[q], s.lo_group[q], s.hi_group[q], i, a[q]);
-#pragma unroll
-      for (int tile = 0; tile < kTiles; ++tile) {
+      for (int i = 0; i < kCols / 8; ++i) {
         const uint4 b = load_x8<kOrdered>(x_rows[tile], order, c * kChunkCols + kCols * t + 8 * i);
 #pragma unroll
         for (int q = 0; q < kGroups; ++q) {
-          float(&d)[4] = acc[i % kChains][q][tile];
-          mma_bf16(d, a[q][0][0], a[q][0][1], a[q][0][2], a[q][0][3], b.x, b.y);
-          mma_bf16(d, a[q][1][0], a[q][1][1], a[q][1][2], a[q][1][3], b.z, b.w);
+          mma_bf16(acc[q][tile], a[q][i][0][0], a[q][i][0][1], a[q][i][0][2], a[q][i][0][3], b.x, b.y);
+          mma_bf16(acc[q][tile], a[q][i][1][0], a[q][i][1][1], a[q][i][1][2], a[q][i][1][3], b.z, b.w);
         }
       }
     }
   };
-  // A ring of kUnroll chunks in flight: a slot is refilled with the chunk kUnroll ahead as soon
-  // as its own is multiplied, so a warp's loads stay in flight while it computes (loading a
-  // batch and then computing it left the memory idle for the batch's arithmetic, ncu: 36-65%
-  // of DRAM bandwidth at n = 1 with warps stalled, 2026-12-06). The (scale, min) words travel
-  // with the codes: loaded inside the step they were a dependent round trip per chunk.
-  Slot ring[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    if (begin + u < end) load(ring[u], begin + u);
-  }
-  for (int64_t c = begin; c < end; c += kUnroll) {
+  int64_t c = begin;
+  for (; c + kUnroll <= end; c += kUnroll) {
+    Chunk lo[kUnroll][kGroups], hi[kUnroll][kGroups];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      if (c + u < end) {
-        step(ring[u], c + u);
-        if (c + u + kUnroll < end) load(ring[u], c + u + kUnroll);
+#pragma unroll
+      for (int q = 0; q < kGroups; ++q) {
+        lo[u][q] = Codes::load(w_lo[q] + (c + u) * Codes::kChunkBytes);
+        hi[u][q] = Codes::load(w_lo[q] + 8 * row_bytes + (c + u) * Codes::kChunkBytes);
       }
     }
-  }
 #pragma unroll
-  for (int chain = 1; chain < kChains; ++chain) {
+    for (int u = 0; u < kUnroll; ++u) step(lo[u], hi[u], c + u);
+  }
+  for (; c < end; ++c) {
+    Chunk lo[kGroups], hi[kGroups];
 #pragma unroll
     for (int q = 0; q < kGroups; ++q) {
-#pragma unroll
-      for (int tile = 0; tile < kTiles; ++tile) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[0][q][tile][j] += acc[chain][q][tile][j];
-      }
+      lo[q] = Codes::load(w_lo[q] + c * Codes::kChunkBytes);
+      hi[q] = Codes::load(w_lo[q] + 8 * row_bytes + c * Codes::kChunkBytes);
     }
+    step(lo, hi, c);
   }
 
   // Sum the 8 warps' partial products, one row group at a time through the same shared memory:
@@ -175,10 +152,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (q > 0) __syncthreads();  // the previous group's sums are read
 #pragma unroll
     for (int tile = 0; tile < kTiles; ++tile) {
-      partial[warp][tile][g][2 * t] = acc[0][q][tile][0];
-      partial[warp][tile][g][2 * t + 1] = acc[0][q][tile][1];
-      partial[warp][tile][g + 8][2 * t] = acc[0][q][tile][2];
-      partial[warp][tile][g + 8][2 * t + 1] = acc[0][q][tile][3];
+      partial[warp][tile][g][2 * t] = acc[q][tile][0];
+      partial[warp][tile][g][2 * t + 1] = acc[q][tile][1];
+      partial[warp][tile][g + 8][2 * t] = acc[q][tile][2];
+      partial[warp][tile][g + 8][2 * t + 1] = acc[q][tile][3];
     }
     __syncthreads();
     for (int o = threadIdx.x; o < kTiles * kRows * 8; o += kWarps * 32) {
