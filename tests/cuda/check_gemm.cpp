@@ -197,10 +197,26 @@ void check_gemv(const Options& opt, std::mt19937_64& rng) {
           sync_or_die("gemv");
           const std::vector<size_t> outputs = sampled_outputs(n, wc.m, wc.k);
           const Reference ref = reference_product(widened_bf16(x), w_ref, y0, beta, wc.m, wc.k, outputs);
-          report(scaled_outcome(fp8 ? "fp8_gemv" : "bf16_gemv",
-                                "n=" + std::to_string(n) + " m=" + std::to_string(wc.m) + " k=" + std::to_string(wc.k) +
-                                    " beta=" + std::to_string(static_cast<int>(beta)),
-                                d_y.download(), outputs, ref, 0x1p-15, ms));
+          const std::string shape = "n=" + std::to_string(n) + " m=" + std::to_string(wc.m) +
+                                    " k=" + std::to_string(wc.k) + " beta=" + std::to_string(static_cast<int>(beta));
+          report(scaled_outcome(fp8 ? "fp8_gemv" : "bf16_gemv", shape, d_y.download(), outputs, ref, 0x1p-15, ms));
+          if (!programmatic_launch_supported()) continue;
+          // Launched programmatically behind a kernel that writes x and y late: the same values.
+          DeviceBuffer<float> d_y0(y0), d_y_late(y0.size());
+          DeviceBuffer<uint16_t> d_x_late(x.size());
+          d_x_late.poison();
+          d_y_late.poison();
+          late_copy(d_x.get(), d_x_late.get(), x.size() * 2, d_y0.get(), d_y_late.get(), y0.size() * 4, 20,
+                    check_stream());
+          if (fp8) {
+            fp8_gemv(d_x_late.get(), d_w8.get(), d_scales.get(), d_y_late.get(), n, wc.m, wc.k, beta, check_stream(),
+                     true);
+          } else {
+            bf16_gemv(d_x_late.get(), d_w.get(), d_y_late.get(), n, wc.m, wc.k, beta, check_stream(), true);
+          }
+          sync_or_die("gemv programmatic");
+          report(scaled_outcome(fp8 ? "fp8_gemv.programmatic" : "bf16_gemv.programmatic", shape, d_y_late.download(),
+                                outputs, ref, 0x1p-15, 0.0));
         }
       }
     }
@@ -381,6 +397,7 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
       policy.grouped_wgmma_split_k = true;
     }
     if (mode == kDequantizeOnly) policy.grouped_wgmma_max_rows = 0;
+    policy.programmatic_launch = !invariant && programmatic_launch_supported();
     Expected<std::unique_ptr<CublasLtGemm>> made = CublasLtGemm::create(size_t{32} << 20, policy);
     if (!made) {
       report_flag("grouped_gemm", "create", false, made.error());
@@ -479,6 +496,20 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
           const std::vector<float> got = d_y.download();
           report(scaled_outcome(name, shape + " beta=" + std::to_string(static_cast<int>(beta)), got, outputs, ref,
                                 0x1p-14, ms));
+          if (mode == kDefault && small && policy.programmatic_launch) {
+            // Launched programmatically behind a kernel that writes x and y late: the same values.
+            DeviceBuffer<float> d_y0(y0), d_y_late(y0.size());
+            DeviceBuffer<uint16_t> d_x_late(static_cast<size_t>(n * wc.k));
+            d_x_late.poison();
+            d_y_late.poison();
+            late_copy(d_x_all.get(), d_x_late.get(), static_cast<size_t>(n * wc.k) * 2, d_y0.get(), d_y_late.get(),
+                      y0.size() * 4, 20, check_stream());
+            gemm.matmul(d_x_late.get(), matrix, d_y_late.get(), n, wc.m, wc.k, beta, check_stream());
+            sync_or_die(name);
+            report(scaled_outcome(int4 ? "int4_gemm.programmatic" : "int8_gemm.programmatic",
+                                  shape + " beta=" + std::to_string(static_cast<int>(beta)), d_y_late.download(),
+                                  outputs, ref, 0x1p-14, 0.0));
+          }
           if (invariant && beta == 0.0f) {
             if (y_big.empty()) {
               DeviceBuffer<float> d_big(static_cast<size_t>(big_n * wc.m));

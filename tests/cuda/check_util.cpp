@@ -101,6 +101,24 @@ double time_ms(const std::function<void()>& fn, int warmup, int iterations) {
   return ms / std::max(iterations, 1);
 }
 
+bool programmatic_launch_supported() {
+  static const bool supported = [] {
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    return major >= 9;
+  }();
+  return supported;
+}
+
+cudaStream_t check_stream() {
+  static const cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    return s;
+  }();
+  return stream;
+}
+
 void sync_or_die(const char* where) {
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) err = cudaDeviceSynchronize();

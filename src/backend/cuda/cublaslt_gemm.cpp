@@ -470,9 +470,11 @@ void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_
     }
     if (small_gemm_takes(x)) {
       if (w.format == WeightFormat::kInt4) {
-        int4_small_gemm(x, codes, w.groups, y, n, m, k, beta, stream, order, policy_.int4_wide_for(n));
+        int4_small_gemm(x, codes, w.groups, y, n, m, k, beta, stream, order, policy_.int4_wide_for(n),
+                        policy_.programmatic_launch);
       } else {
-        int8_small_gemm(x, codes, w.groups, w.group_shift, y, n, m, k, beta, stream, order);
+        int8_small_gemm(x, codes, w.groups, w.group_shift, y, n, m, k, beta, stream, order,
+                        policy_.programmatic_launch);
       }
       return;
     }
@@ -498,9 +500,9 @@ void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_
   const int64_t gemv_rows = fp8 ? policy_.gemv_max_rows_fp8 : policy_.gemv_max_rows_bf16;
   if (!policy_.batch_invariant && policy_.small_batch_gemv && n <= gemv_rows && gemv_supports(x, w.data, n, k)) {
     if (fp8) {
-      fp8_gemv(x, w.data, w.scales, y, n, m, k, beta, stream);
+      fp8_gemv(x, w.data, w.scales, y, n, m, k, beta, stream, policy_.programmatic_launch);
     } else {
-      bf16_gemv(x, w.data, y, n, m, k, beta, stream);
+      bf16_gemv(x, w.data, y, n, m, k, beta, stream, policy_.programmatic_launch);
     }
     return;
   }

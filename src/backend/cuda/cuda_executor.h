@@ -189,6 +189,7 @@ class CudaExecutor final : public Executor {
   size_t total_memory_ = 0;  // the GPU's
   CUstream_st* stream_ = nullptr;
   int32_t sm_count_ = 0;
+  bool programmatic_launch_ = false;  // sm_90+ and not FOLIO_PROGRAMMATIC_LAUNCH=0 (GemmPolicy)
   int32_t max_model_len_ = 0;
   int32_t max_blocks_per_seq_ = 0;  // ceil(max_model_len / block_size)
   int32_t max_graph_seqs_ = 0;

@@ -83,6 +83,14 @@ struct GemmPolicy {
   // 106.6 us; qkv 33.4 against 46.2), and more at 512 and beyond.
   int32_t grouped_wgmma_max_rows = 256;
   bool grouped_wgmma_split_k = true;
+  // Off the invariant policy, on sm_90+: the weight-streaming kernels (the INT4 / INT8 small
+  // GEMM, the BF16 / FP8 GEMV) are launched as programmatic dependents of the kernel ahead
+  // (programmatic_launch.cuh): they prefetch their weights into L2 while it finishes, so a decode
+  // step's row ops (RMSNorm, SwiGLU, attention: ~0.7 ms of a ~3 ms GPTQ step on an H100, their
+  // memory otherwise idle) overlap the next product's weight traffic. The executor sets it, on
+  // where the device has it and the policy is not invariant (FOLIO_PROGRAMMATIC_LAUNCH=0 keeps it
+  // off, for side-by-side runs); a CublasLtGemm made directly has it as its caller says.
+  bool programmatic_launch = false;
   // Invariant policy: the executor times the split-free candidates of each weight shape at
   // n = 1, 256 and 8192 when it starts (CublasLtGemm::tune_pinned) and pins the best.
   bool tune_pinned = true;

@@ -1,4 +1,5 @@
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/programmatic_launch.cuh"
 #include "backend/cuda/weight_loads.cuh"
 
 #include <cuda_fp16.h>
@@ -51,6 +52,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   if (feature >= m) return;
   const int64_t chunks = k / kPer;
   const auto* w_row = static_cast<const uint4*>(w) + feature * chunks;
+  // Launched programmatically, only the weights move before the kernel ahead finishes.
+  if (lane == 0) prefetch_l2(w_row, static_cast<uint32_t>(chunks * 16));
+  wait_for_previous_kernel();
   float acc[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = 0.0f;
@@ -97,24 +101,24 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 
 template <class Weights, int N>
 void launch(const void* x, const void* w, const float* scales, float* y, int64_t m, int64_t k, float beta,
-            CUstream_st* stream) {
+            CUstream_st* stream, bool programmatic) {
   const auto blocks = static_cast<unsigned>((m + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  gemv_kernel<Weights, N>
-      <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(static_cast<const uint16_t*>(x), w, scales, y, m, k, beta);
+  launch_kernel(programmatic, gemv_kernel<Weights, N>, dim3(blocks), dim3(kWarpsPerBlock * 32), 0, stream,
+                static_cast<const uint16_t*>(x), w, scales, y, m, k, beta);
 }
 
 template <class Weights>
 void dispatch(const void* x, const void* w, const float* scales, float* y, int64_t n, int64_t m, int64_t k, float beta,
-              CUstream_st* stream) {
+              CUstream_st* stream, bool programmatic) {
   switch (n) {
-    case 1: launch<Weights, 1>(x, w, scales, y, m, k, beta, stream); break;
-    case 2: launch<Weights, 2>(x, w, scales, y, m, k, beta, stream); break;
-    case 3: launch<Weights, 3>(x, w, scales, y, m, k, beta, stream); break;
-    case 4: launch<Weights, 4>(x, w, scales, y, m, k, beta, stream); break;
-    case 5: launch<Weights, 5>(x, w, scales, y, m, k, beta, stream); break;
-    case 6: launch<Weights, 6>(x, w, scales, y, m, k, beta, stream); break;
-    case 7: launch<Weights, 7>(x, w, scales, y, m, k, beta, stream); break;
-    default: launch<Weights, 8>(x, w, scales, y, m, k, beta, stream); break;
+    case 1: launch<Weights, 1>(x, w, scales, y, m, k, beta, stream, programmatic); break;
+    case 2: launch<Weights, 2>(x, w, scales, y, m, k, beta, stream, programmatic); break;
+    case 3: launch<Weights, 3>(x, w, scales, y, m, k, beta, stream, programmatic); break;
+    case 4: launch<Weights, 4>(x, w, scales, y, m, k, beta, stream, programmatic); break;
+    case 5: launch<Weights, 5>(x, w, scales, y, m, k, beta, stream, programmatic); break;
+    case 6: launch<Weights, 6>(x, w, scales, y, m, k, beta, stream, programmatic); break;
+    case 7: launch<Weights, 7>(x, w, scales, y, m, k, beta, stream, programmatic); break;
+    default: launch<Weights, 8>(x, w, scales, y, m, k, beta, stream, programmatic); break;
   }
 }
 
@@ -125,16 +129,16 @@ bool gemv_supports(const void* x, const void* w, int64_t n, int64_t k) {
   return n >= 1 && n <= kGemvMaxRows && k % 16 == 0 && aligned(x) && aligned(w);
 }
 
-void bf16_gemv(const void* x, const void* w, float* y, int64_t n, int64_t m, int64_t k, float beta,
-               CUstream_st* stream) {
+void bf16_gemv(const void* x, const void* w, float* y, int64_t n, int64_t m, int64_t k, float beta, CUstream_st* stream,
+               bool programmatic) {
   assert(gemv_supports(x, w, n, k));
-  dispatch<Bf16Weights>(x, w, nullptr, y, n, m, k, beta, stream);
+  dispatch<Bf16Weights>(x, w, nullptr, y, n, m, k, beta, stream, programmatic);
 }
 
 void fp8_gemv(const void* x, const void* w, const float* scales, float* y, int64_t n, int64_t m, int64_t k, float beta,
-              CUstream_st* stream) {
+              CUstream_st* stream, bool programmatic) {
   assert(gemv_supports(x, w, n, k) && scales != nullptr);
-  dispatch<Fp8Weights>(x, w, scales, y, n, m, k, beta, stream);
+  dispatch<Fp8Weights>(x, w, scales, y, n, m, k, beta, stream, programmatic);
 }
 
 }  // namespace folio::cuda

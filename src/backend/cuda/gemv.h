@@ -19,13 +19,15 @@ constexpr int64_t kGemvMaxRows = 8;
 // 16-byte aligned (rows of k values then stay aligned).
 bool gemv_supports(const void* x, const void* w, int64_t n, int64_t k);
 
-// x: (n, k) bf16; w: (m, k) bf16; y: (n, m) fp32. beta 0: y is only written.
-void bf16_gemv(const void* x, const void* w, float* y, int64_t n, int64_t m, int64_t k, float beta,
-               CUstream_st* stream);
+// x: (n, k) bf16; w: (m, k) bf16; y: (n, m) fp32. beta 0: y is only written. programmatic
+// (sm_90+): launched as a programmatic dependent of the kernel ahead, prefetching its weights
+// while that one finishes (programmatic_launch.cuh, GemmPolicy::programmatic_launch).
+void bf16_gemv(const void* x, const void* w, float* y, int64_t n, int64_t m, int64_t k, float beta, CUstream_st* stream,
+               bool programmatic = false);
 // The same with w (m, k) E4M3 bytes and its per-row scales (device_matrix.h): y = (x w'^T) *
 // scale[row] + beta y, the weights widened exactly to fp32 and x kept in bf16 (W8A16: at n <= 8
 // the weights' bytes are the cost, so the activations need no quantizing).
 void fp8_gemv(const void* x, const void* w, const float* scales, float* y, int64_t n, int64_t m, int64_t k, float beta,
-              CUstream_st* stream);
+              CUstream_st* stream, bool programmatic = false);
 
 }  // namespace folio::cuda

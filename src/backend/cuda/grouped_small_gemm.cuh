@@ -30,6 +30,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/programmatic_launch.cuh"
 #include "backend/cuda/weight_loads.cuh"
 
 namespace folio::cuda::grouped {
@@ -92,6 +93,24 @@ __global__ void __launch_bounds__(kWarps * 32)
     w_lo[q] = codes + (row0 + kRows * q + g) * row_bytes + Codes::kChunkBytes / 4 * t;
     g_lo[q] = groups + (row0 + kRows * q + g) * row_groups;
   }
+  // Launched programmatically (programmatic_launch.cuh), the kernel ahead may still be writing
+  // x or reading y: until it finishes, only this warp's codes and (scale, min) words move, into
+  // L2. The words' range is widened to 16-byte bounds, which stay inside the buffer.
+  if (t == 0 && end > begin) {
+#pragma unroll
+    for (int q = 0; q < kGroups; ++q) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int64_t row = row0 + kRows * q + g + 8 * half;
+        prefetch_l2(codes + row * row_bytes + begin * Codes::kChunkBytes,
+                    static_cast<uint32_t>((end - begin) * Codes::kChunkBytes));
+        const int64_t first = (row * row_groups + ((begin * kChunkCols) >> group_shift)) * 4 / 16 * 16;
+        const int64_t last = ((row * row_groups + ((end * kChunkCols) >> group_shift)) * 4 + 15) / 16 * 16;
+        prefetch_l2(reinterpret_cast<const uint8_t*>(groups) + first, static_cast<uint32_t>(last - first));
+      }
+    }
+  }
+  wait_for_previous_kernel();
   // Tokens past n read token 0 (any valid row) and are never written.
   const uint16_t* x_rows[kTiles];
 #pragma unroll
@@ -174,36 +193,40 @@ __global__ void __launch_bounds__(kWarps * 32)
 // A launch for n tokens (1..64): 8-token tiles, two row groups a block past 16 tokens.
 template <class Codes, int kTiles>
 void launch_tiles(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
-                  int64_t k, int group_shift, float beta, cudaStream_t stream) {
+                  int64_t k, int group_shift, float beta, cudaStream_t stream, bool programmatic) {
   const auto* xs = static_cast<const uint16_t*>(x);
   const int rows = static_cast<int>(n);
+  const int32_t* no_order = nullptr;
   if (n > 16 && m % (2 * kRows) == 0) {
-    small_gemm_kernel<Codes, kTiles, 2><<<static_cast<unsigned>(m / (2 * kRows)), kWarps * 32, 0, stream>>>(
-        xs, codes, groups, y, rows, m, k, group_shift, beta, nullptr);
+    launch_kernel(programmatic, small_gemm_kernel<Codes, kTiles, 2>, dim3(static_cast<unsigned>(m / (2 * kRows))),
+                  dim3(kWarps * 32), 0, stream, xs, codes, groups, y, rows, m, k, group_shift, beta, no_order);
   } else {
-    small_gemm_kernel<Codes, kTiles, 1><<<static_cast<unsigned>(m / kRows), kWarps * 32, 0, stream>>>(
-        xs, codes, groups, y, rows, m, k, group_shift, beta, nullptr);
+    launch_kernel(programmatic, small_gemm_kernel<Codes, kTiles, 1>, dim3(static_cast<unsigned>(m / kRows)),
+                  dim3(kWarps * 32), 0, stream, xs, codes, groups, y, rows, m, k, group_shift, beta, no_order);
   }
 }
 
-// order: act-order's input order (n <= kOrderedMaxRows), or null.
+// order: act-order's input order (n <= kOrderedMaxRows), or null. programmatic: launched as a
+// programmatic dependent of the kernel ahead (programmatic_launch.cuh; sm_90+ only).
 template <class Codes>
 void launch_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
-                       int64_t k, int group_shift, float beta, cudaStream_t stream, const int32_t* order = nullptr) {
+                       int64_t k, int group_shift, float beta, cudaStream_t stream, const int32_t* order,
+                       bool programmatic) {
   if (order != nullptr) {
-    small_gemm_kernel<Codes, 1, 1, true><<<static_cast<unsigned>(m / kRows), kWarps * 32, 0, stream>>>(
-        static_cast<const uint16_t*>(x), codes, groups, y, static_cast<int>(n), m, k, group_shift, beta, order);
+    launch_kernel(programmatic, small_gemm_kernel<Codes, 1, 1, true>, dim3(static_cast<unsigned>(m / kRows)),
+                  dim3(kWarps * 32), 0, stream, static_cast<const uint16_t*>(x), codes, groups, y, static_cast<int>(n),
+                  m, k, group_shift, beta, order);
     return;
   }
   switch ((n + 7) / 8) {
-    case 1: launch_tiles<Codes, 1>(x, codes, groups, y, n, m, k, group_shift, beta, stream); break;
-    case 2: launch_tiles<Codes, 2>(x, codes, groups, y, n, m, k, group_shift, beta, stream); break;
-    case 3: launch_tiles<Codes, 3>(x, codes, groups, y, n, m, k, group_shift, beta, stream); break;
-    case 4: launch_tiles<Codes, 4>(x, codes, groups, y, n, m, k, group_shift, beta, stream); break;
-    case 5: launch_tiles<Codes, 5>(x, codes, groups, y, n, m, k, group_shift, beta, stream); break;
-    case 6: launch_tiles<Codes, 6>(x, codes, groups, y, n, m, k, group_shift, beta, stream); break;
-    case 7: launch_tiles<Codes, 7>(x, codes, groups, y, n, m, k, group_shift, beta, stream); break;
-    default: launch_tiles<Codes, 8>(x, codes, groups, y, n, m, k, group_shift, beta, stream); break;
+    case 1: launch_tiles<Codes, 1>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 2: launch_tiles<Codes, 2>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 3: launch_tiles<Codes, 3>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 4: launch_tiles<Codes, 4>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 5: launch_tiles<Codes, 5>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 6: launch_tiles<Codes, 6>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 7: launch_tiles<Codes, 7>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    default: launch_tiles<Codes, 8>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
   }
 }
 

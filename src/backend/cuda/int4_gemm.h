@@ -30,9 +30,11 @@ bool int4_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
 // input_order (act-order, n <= kSmallGemmOrderedMaxRows): stored column c multiplies x's
 // column input_order[c], read in place (no gather first). wide (where k % 128 == 0): each
 // thread loads 16 bytes of a row at a time (32 columns) instead of 8 (GemmPolicy::int4_small_gemm_wide).
+// programmatic (sm_90+): launched as a programmatic dependent of the kernel ahead, prefetching
+// its weights while that one finishes (programmatic_launch.cuh, GemmPolicy::programmatic_launch).
 void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
                      int64_t k, float beta, CUstream_st* stream, const int32_t* input_order = nullptr,
-                     bool wide = false);
+                     bool wide = false, bool programmatic = false);
 
 // out: (m, k) bf16, the weights the small GEMM computes with. k % 32 == 0.
 void dequantize_int4(const uint8_t* codes, const uint32_t* groups, int64_t m, int64_t k, uint16_t* out,

@@ -31,10 +31,12 @@ bool int8_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k) {
 }
 
 void int8_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y, int64_t n,
-                     int64_t m, int64_t k, float beta, CUstream_st* stream, const int32_t* input_order) {
+                     int64_t m, int64_t k, float beta, CUstream_st* stream, const int32_t* input_order,
+                     bool programmatic) {
   assert(int8_small_gemm_supports(x, n, m, k) && (group_shift == 4 || group_shift == 5));
   assert(input_order == nullptr || n <= grouped::kOrderedMaxRows);
-  grouped::launch_small_gemm<Int8Codes>(x, codes, groups, y, n, m, k, group_shift, beta, stream, input_order);
+  grouped::launch_small_gemm<Int8Codes>(x, codes, groups, y, n, m, k, group_shift, beta, stream, input_order,
+                                        programmatic);
 }
 
 void dequantize_int8(const uint8_t* codes, const uint32_t* groups, int group_shift, int64_t m, int64_t k, uint16_t* out,

@@ -7,6 +7,7 @@
 #include "backend/cuda/kernels/attention_decode_launch.h"
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/programmatic_launch.cuh"
 
 namespace folio::cuda {
 namespace {
@@ -17,6 +18,7 @@ template <int kHeadDim>
 __global__ void __launch_bounds__(kHeadDim)
     decode_reduce_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
                          const float* partial_out, const float2* partial_stats) {
+  let_next_kernel_start();  // the output projection after it prefetches its weights meanwhile
   const int head = blockIdx.x;
   const int seq = blockIdx.y;
   const int d = threadIdx.x;

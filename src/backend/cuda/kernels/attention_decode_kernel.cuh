@@ -44,6 +44,7 @@
 #include "backend/cuda/kernels/kernels.h"
 #include "backend/cuda/kernels/kivi.cuh"
 #include "backend/cuda/kernels/kv_quant.cuh"
+#include "backend/cuda/programmatic_launch.cuh"
 
 namespace folio::cuda::decode {
 namespace {
@@ -149,6 +150,7 @@ template <int kHeadDim, int kGroup, KvFormat kFormat>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
                   float2* partial_stats) {
+  let_next_kernel_start();  // the output projection after it prefetches its weights meanwhile
   using S = DecodeShape<kHeadDim, kGroup, kFormat>;
   extern __shared__ __align__(16) unsigned char smem[];
   unsigned char* kv_smem = smem;  // [stage][K|V] stages of S::kStageBytes

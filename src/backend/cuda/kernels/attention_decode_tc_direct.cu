@@ -30,6 +30,7 @@
 #include "backend/cuda/kernels/attention_decode_tc_common.cuh"
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kv_quant.cuh"
+#include "backend/cuda/programmatic_launch.cuh"
 
 namespace folio::cuda::decode {
 namespace {
@@ -110,6 +111,7 @@ template <int kHeadDim, KvFormat kFormat>
 __global__ void __launch_bounds__(kThreads)
     decode_tc_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits, int32_t rows,
                             float* partial_out, float2* partial_stats) {
+  let_next_kernel_start();  // the output projection after it prefetches its weights meanwhile
   using S = DirectShape<kHeadDim, kFormat>;
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);

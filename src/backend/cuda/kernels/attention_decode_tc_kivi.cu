@@ -27,6 +27,7 @@
 #include "backend/cuda/kernels/attention_prefill_common.cuh"
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kivi.cuh"
+#include "backend/cuda/programmatic_launch.cuh"
 
 namespace folio::cuda::decode {
 namespace {
@@ -92,6 +93,7 @@ template <int kHeadDim, KvFormat kFormat>
 __global__ void __launch_bounds__(kThreads)
     decode_tc_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits, int32_t rows,
                      float* partial_out, float2* partial_stats) {
+  let_next_kernel_start();  // the output projection after it prefetches its weights meanwhile
   using S = TcShape<kHeadDim, kFormat>;
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);

@@ -8,6 +8,7 @@
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
 #include "backend/cuda/kernels/kv_quant.cuh"
+#include "backend/cuda/programmatic_launch.cuh"
 
 namespace folio::cuda {
 namespace {
@@ -46,6 +47,7 @@ constexpr int kNormMaxVecs = 8;
 template <bool kBf16Out>
 __global__ void rms_norm_kernel(float* residual, const float* add, const float* weight, void* out, int64_t dim,
                                 float eps, const int32_t* out_position) {
+  let_next_kernel_start();  // the product after it prefetches its weights meanwhile
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   float4* x = reinterpret_cast<float4*>(residual + row * dim);
@@ -232,6 +234,7 @@ __global__ void rope_write_kv_kernel(const float* qkv, const float* bias, const 
 
 __global__ void swiglu_kernel(const float* gate_up, int64_t n, int64_t ffn, uint16_t* out,
                               const int32_t* out_position) {
+  let_next_kernel_start();  // the product after it prefetches its weights meanwhile
   const int64_t vecs_per_row = ffn / 4;
   const int64_t total = n * vecs_per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
