@@ -1,6 +1,7 @@
 #include "model/hf_quantization.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -262,6 +263,15 @@ Expected<WeightTensor> load_hf_quantized_layer(const HfCheckpoint& checkpoint, c
   out.cols = cols;
   if (!shuffled || reordered) {
     out.type = DType::Q4_1;
+    // One (d, m) per group of `group` columns from column 0 when each such span is one group: in
+    // checkpoint order with a plain g_idx, in act-order's order when every group holds exactly
+    // `group` inputs (GPTQ's do).
+    bool whole_groups = group % 32 == 0;
+    for (int64_t c = 0; whole_groups && c < cols; ++c) {
+      whole_groups = g_idx[static_cast<size_t>(column_input[static_cast<size_t>(c)])] ==
+                     g_idx[static_cast<size_t>(column_input[static_cast<size_t>(c / group * group)])];
+    }
+    if (whole_groups && group <= INT32_MAX) out.group_cols = static_cast<int32_t>(group);
     owned.emplace_back(static_cast<size_t>(rows * (cols / 32)) * sizeof(quant::BlockQ4_1));
     auto* blocks = reinterpret_cast<quant::BlockQ4_1*>(owned.back().data());
     const int32_t* input = column_input.data();

@@ -37,6 +37,8 @@ Expected<WeightTensor> column_slice(const WeightTensor& w, int64_t begin, int64_
       std::memcpy(bytes.data() + static_cast<size_t>(r) * stride, static_cast<const uint8_t*>(w.row(r)) + offset,
                   stride);
     }
+    // Whole checkpoint groups stay whole groups (a g128 layer split at multiples of 128).
+    if (w.group_cols > 0 && begin % w.group_cols == 0 && count % w.group_cols == 0) slice.group_cols = w.group_cols;
   } else {
     // The cut falls inside a block, or the columns are stored in act-order (a rank's inputs
     // scattered over the blocks): the slice is kept as F32 in input order (exact values, more

@@ -29,6 +29,11 @@ struct WeightTensor {
   // 32-column block in one group, so the matrix stays 4-bit, and a matmul gathers its inputs
   // into this order first. Matrices that read one input and share an order share the pointer.
   const int32_t* input_order = nullptr;
+  // 0: nothing known. Otherwise (Q4_1 from an AWQ / GPTQ checkpoint, hf_quantization.h): every
+  // group of this many consecutive columns, from column 0, has one (d, m) in all its 32-column
+  // blocks, so a layout with one (scale, min) per group loses nothing (quant/int4_groups.h).
+  // A column slice does not keep it.
+  int32_t group_cols = 0;
 
   size_t row_stride_bytes() const { return row_bytes(type, cols); }
   const void* row(int64_t r) const {

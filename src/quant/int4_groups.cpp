@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
 #include "quant/block_formats.h"
@@ -12,8 +13,8 @@ bool int4_repackable(DType type) {
   return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q4_K;
 }
 
-void pack_int4_row(const uint8_t* q, const float* scales, const float* mins, int64_t cols, uint8_t* codes,
-                   uint32_t* groups) {
+bool pack_int4_row(const uint8_t* q, const float* scales, const float* mins, int64_t cols, uint8_t* codes,
+                   uint32_t* groups, int64_t group_cols) {
   for (int64_t c = 0; c < cols; c += 8) {
     uint32_t word = 0;
     for (int j = 0; j < 4; ++j) {
@@ -22,26 +23,37 @@ void pack_int4_row(const uint8_t* q, const float* scales, const float* mins, int
     }
     std::memcpy(codes + c / 2, &word, 4);
   }
-  for (int64_t g = 0; g < cols / kInt4Group; ++g) {
-    groups[g] = static_cast<uint32_t>(fp32_to_bf16(scales[g])) | (static_cast<uint32_t>(fp32_to_bf16(mins[g])) << 16);
+  const int64_t blocks_per_group = group_cols / kInt4Group;
+  for (int64_t b = 0; b < cols / kInt4Group; ++b) {
+    const uint32_t word =
+        static_cast<uint32_t>(fp32_to_bf16(scales[b])) | (static_cast<uint32_t>(fp32_to_bf16(mins[b])) << 16);
+    if (b % blocks_per_group == 0) {
+      groups[b / blocks_per_group] = word;
+    } else if (groups[b / blocks_per_group] != word) {
+      return false;
+    }
   }
+  return true;
 }
 
-void repack_int4_row(DType type, const void* src, int64_t cols, uint8_t* codes, uint32_t* groups) {
-  constexpr int64_t kChunk = 256;  // one Q4_K block, eight Q4_0 / Q4_1 blocks
-  uint8_t q[kChunk];
-  float scales[kChunk / kInt4Group], mins[kChunk / kInt4Group];
-  for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
-    const int64_t n = cols - c0 < kChunk ? cols - c0 : kChunk;
+bool repack_int4_row(DType type, const void* src, int64_t cols, uint8_t* codes, uint32_t* groups, int64_t group_cols) {
+  // One Q4_K block or eight Q4_0 / Q4_1 blocks at a time, or a whole group when larger.
+  const int64_t chunk = group_cols > 256 ? group_cols : 256;
+  std::vector<uint8_t> q(static_cast<size_t>(chunk));
+  std::vector<float> scales(static_cast<size_t>(chunk / kInt4Group)), mins(scales.size());
+  for (int64_t c0 = 0; c0 < cols; c0 += chunk) {
+    const int64_t n = cols - c0 < chunk ? cols - c0 : chunk;
     if (type == DType::Q4_K) {
-      const auto& b = static_cast<const BlockQ4_K*>(src)[c0 / kChunk];
-      unpack_q45k(b.qs, nullptr, q);
-      uint8_t sc[8], m[8];
-      unpack_q4k_scales(b.scales, sc, m);
-      const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
-      for (int j = 0; j < 8; ++j) {
-        scales[j] = d * static_cast<float>(sc[j]);
-        mins[j] = -dmin * static_cast<float>(m[j]);
+      for (int64_t k0 = 0; k0 < n; k0 += 256) {
+        const auto& b = static_cast<const BlockQ4_K*>(src)[(c0 + k0) / 256];
+        unpack_q45k(b.qs, nullptr, q.data() + k0);
+        uint8_t sc[8], m[8];
+        unpack_q4k_scales(b.scales, sc, m);
+        const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
+        for (int j = 0; j < 8; ++j) {
+          scales[static_cast<size_t>(k0 / kInt4Group + j)] = d * static_cast<float>(sc[j]);
+          mins[static_cast<size_t>(k0 / kInt4Group + j)] = -dmin * static_cast<float>(m[j]);
+        }
       }
     } else {
       for (int64_t g = 0; g < n / kInt4Group; ++g) {
@@ -64,8 +76,11 @@ void repack_int4_row(DType type, const void* src, int64_t cols, uint8_t* codes, 
         }
       }
     }
-    pack_int4_row(q, scales, mins, n, codes + c0 / 2, groups + c0 / kInt4Group);
+    if (!pack_int4_row(q.data(), scales.data(), mins.data(), n, codes + c0 / 2, groups + c0 / group_cols, group_cols)) {
+      return false;
+    }
   }
+  return true;
 }
 
 namespace {
@@ -83,11 +98,11 @@ float round_to_bf16(double x) {
 
 }  // namespace
 
-void dequantize_int4_row(const uint8_t* codes, const uint32_t* groups, int64_t cols, float* out) {
+void dequantize_int4_row(const uint8_t* codes, const uint32_t* groups, int64_t cols, float* out, int64_t group_cols) {
   for (int64_t c = 0; c < cols; c += 8) {
     uint32_t word;
     std::memcpy(&word, codes + c / 2, 4);
-    const uint32_t group = groups[c / kInt4Group];
+    const uint32_t group = groups[c / group_cols];
     const float scale = bf16_to_fp32(static_cast<uint16_t>(group & 0xffff));
     const float min = bf16_to_fp32(static_cast<uint16_t>(group >> 16));
     for (int j = 0; j < 4; ++j) {

@@ -20,6 +20,21 @@ TEST(CudaWeightLayoutPlan, FourBitFilesStayInt4) {
   }
 }
 
+TEST(CudaWeightLayoutPlan, CheckpointGroupsWiderThan32KeepOneWordAGroup) {
+  const DType q41[] = {DType::Q4_1, DType::Q4_1, DType::Q4_1};
+  EXPECT_EQ(matrix_layout(WeightFormat::kInt4, q41, 4096, 0).group_shift, 5);  // nothing known
+  EXPECT_EQ(matrix_layout(WeightFormat::kInt4, q41, 4096, 32).group_shift, 5);
+  EXPECT_EQ(matrix_layout(WeightFormat::kInt4, q41, 4096, 64).group_shift, 6);
+  EXPECT_EQ(matrix_layout(WeightFormat::kInt4, q41, 4096, 128).group_shift, 7);      // AWQ / GPTQ g128
+  EXPECT_EQ(matrix_layout(WeightFormat::kInt4, q41, 4096, 4096).group_shift, 12);    // group_size -1
+  EXPECT_EQ(matrix_layout(WeightFormat::kInt4, q41, 14336, 14336).group_shift, 11);  // 2^11 * 7
+  EXPECT_EQ(matrix_layout(WeightFormat::kInt4, q41, 4096, 96).group_shift, 5);       // not a power of two
+  EXPECT_EQ(matrix_layout(WeightFormat::kInt4, q41, 576, 128).group_shift, 6);       // 576 = 64 * 9
+  // Only INT4 merges: an INT8 matrix keeps its parts' groups.
+  const DType q8[] = {DType::Q8_0};
+  EXPECT_EQ(matrix_layout(WeightFormat::kInt4, q8, 4096, 128).group_shift, 5);
+}
+
 TEST(CudaWeightLayoutPlan, FiveToEightBitTypesGoInt8WithTheirGroups) {
   for (DType t : {DType::Q8_0, DType::Q5_0, DType::Q5_1, DType::Q5_K}) {
     const MatrixLayout l = layout({t});

@@ -331,7 +331,25 @@ GroupedWeight random_grouped(std::mt19937_64& rng, DType type, WeightFormat form
     quant::quantize_row_reference(type, row.data(), block.data(), k);
     uint8_t* codes = &w.codes[static_cast<size_t>(r * row_code_bytes)];
     uint32_t* groups = &w.groups[static_cast<size_t>(r * row_groups)];
-    if (int4) {
+    if (int4 && group_shift > 5) {
+      // A checkpoint's wider groups (WeightTensor::group_cols): one (scale, min) a group.
+      const int64_t group_cols = int64_t{1} << group_shift;
+      std::vector<uint8_t> q(static_cast<size_t>(k));
+      std::vector<float> scales(static_cast<size_t>(k / 32)), mins(scales.size());
+      std::uniform_int_distribution<int> nibble(0, 15);
+      for (uint8_t& v : q) v = static_cast<uint8_t>(nibble(rng));
+      for (int64_t b = 0; b < k / 32; ++b) {
+        if (b % (group_cols / 32) == 0) {
+          scales[static_cast<size_t>(b)] = 0.01f * std::abs(dist(rng)) + 1e-3f;
+          mins[static_cast<size_t>(b)] = -8.0f * scales[static_cast<size_t>(b)] + dist(rng) * 0.01f;
+        } else {
+          scales[static_cast<size_t>(b)] = scales[static_cast<size_t>(b - 1)];
+          mins[static_cast<size_t>(b)] = mins[static_cast<size_t>(b - 1)];
+        }
+      }
+      if (!quant::pack_int4_row(q.data(), scales.data(), mins.data(), k, codes, groups, group_cols)) std::abort();
+      quant::dequantize_int4_row(codes, groups, k, out.data(), group_cols);
+    } else if (int4) {
       quant::repack_int4_row(type, block.data(), k, codes, groups);
       quant::dequantize_int4_row(codes, groups, k, out.data());
     } else {
@@ -375,6 +393,12 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
                         {48, 576, DType::Q5_1, kInt8},
                         {640, 1536, DType::Q4_K, kInt8, 4},  // a 4-bit part in a Q6_K matrix
                         {576, 1536, DType::Q4_1, kInt4, 5, true},
+                        // AWQ / GPTQ groups wider than 32 columns, one (scale, min) word each
+                        {6144, 4096, DType::Q4_1, kInt4, 7},
+                        {4096, 14336, DType::Q4_1, kInt4, 7},
+                        {960, 576, DType::Q4_1, kInt4, 6},
+                        {256, 2048, DType::Q4_1, kInt4, 11},  // group_size -1
+                        {576, 1536, DType::Q4_1, kInt4, 7, true},
                         {960, 576, DType::Q8_0, kInt8, 5, true}};
   const int64_t rows_list[] = {1, 2, 5, 8, 9, 16, 17, 33, 64, 65, 300, 1024, 1100};
   // kOtherWidth: the default with the INT4 small GEMM's chunk width flipped (int4_small_gemm_wide)
@@ -430,7 +454,7 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
       const DeviceMatrix matrix{wc.format,      d_codes.get(),  nullptr,
                                 d_groups.get(), wc.group_shift, wc.act_order ? d_order.get() : nullptr};
       const std::string type = std::string(dtype_name(wc.type)) +
-                               (int4 ? "" : " g" + std::to_string(1 << wc.group_shift)) +
+                               (int4 && wc.group_shift == 5 ? "" : " g" + std::to_string(1 << wc.group_shift)) +
                                (wc.act_order ? " act-order" : "");
       if (Status s = gemm.reserve_dequantize_scratch(wc.m * wc.k); !s) {
         report_flag(name, "reserve", false, s.message());
@@ -444,7 +468,7 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
         // The dequantized weights are the host's, bit for bit.
         DeviceBuffer<uint16_t> d_out(static_cast<size_t>(wc.m * wc.k));
         if (int4) {
-          dequantize_int4(d_codes.get(), d_groups.get(), wc.m, wc.k, d_out.get(), nullptr);
+          dequantize_int4(d_codes.get(), d_groups.get(), wc.group_shift, wc.m, wc.k, d_out.get(), nullptr);
         } else {
           dequantize_int8(d_codes.get(), d_groups.get(), wc.group_shift, wc.m, wc.k, d_out.get(), nullptr);
         }

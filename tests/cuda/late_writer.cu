@@ -17,8 +17,10 @@ __global__ void late_copy_kernel(const uint8_t* src0, uint8_t* dst0, size_t byte
   while (clock64() - start < delay_cycles) {
   }
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < bytes0; i += stride) dst0[i] = src0[i];
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < bytes1; i += stride) dst1[i] = src1[i];
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < bytes0; i += stride)
+    dst0[i] = src0[i];
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < bytes1; i += stride)
+    dst1[i] = src1[i];
 }
 
 }  // namespace

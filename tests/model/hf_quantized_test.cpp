@@ -24,6 +24,7 @@
 #include "model/model_weights.h"
 #include "model/safetensors_file.h"
 #include "quant/formats.h"
+#include "quant/int4_groups.h"
 #include "support/cpu_engine.h"
 #include "support/test_paths.h"
 
@@ -199,6 +200,27 @@ double follow_float_model(const ModelWeights& quantized_weights, const ModelWeig
   return worst;
 }
 
+// Every 4-bit layer carries its checkpoint's group width (WeightTensor::group_cols), and what it
+// promises holds: each group's 32-column blocks share one (d, m), so the GPU's INT4 layout keeps
+// one word a group (quant/int4_groups.h refuses a row otherwise).
+void expect_checkpoint_groups(const ModelWeights& weights, int32_t group_cols) {
+  int checked = 0;
+  for (const LayerWeights& l : weights.layers()) {
+    for (const WeightTensor* t : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+      if (t->type != DType::Q4_1) continue;
+      EXPECT_EQ(t->group_cols, group_cols);
+      std::vector<uint8_t> codes(static_cast<size_t>(t->cols / 2));
+      std::vector<uint32_t> groups(static_cast<size_t>(t->cols / group_cols));
+      for (int64_t r = 0; r < t->rows; ++r) {
+        ASSERT_TRUE(quant::repack_int4_row(DType::Q4_1, t->row(r), t->cols, codes.data(), groups.data(), group_cols))
+            << "row " << r;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 // AWQ's and GPTQ's packings of the same 4-bit values are two independent unpackers landing on
 // the same Q4_1 blocks: the same logits, bit for bit; and those are the logits of the same
 // values as a float32 model, greedy tokens included.
@@ -210,6 +232,8 @@ TEST(HfQuantizedModel, AwqAndGptqComputeTheDequantizedModel) {
   Loaded awq = load(hf_dir("smollm2-awq")), gptq = load(hf_dir("smollm2-gptq"));
   Loaded f32 = load(hf_dir("smollm2-awq-dequantized"));
   ASSERT_TRUE(awq.weights && gptq.weights && f32.weights);
+  expect_checkpoint_groups(*awq.weights, 64);  // scripts/hf_quantized_test_models.py's GROUP
+  expect_checkpoint_groups(*gptq.weights, 64);
   const std::vector<float> a = last_logits(*awq.weights, prompt), g = last_logits(*gptq.weights, prompt);
   ASSERT_EQ(a.size(), g.size());
   EXPECT_EQ(std::memcmp(a.data(), g.data(), a.size() * sizeof(float)), 0) << "AWQ and GPTQ logits differ";
@@ -232,6 +256,7 @@ TEST(HfQuantizedModel, GptqActOrderComputesItsDequantizedModel) {
   const std::vector<int32_t> prompt = golden_prompt("plain");
   Loaded act = load(hf_dir("smollm2-gptq-actorder")), f32 = load(hf_dir("smollm2-gptq-actorder-dequantized"));
   ASSERT_TRUE(act.weights && f32.weights);
+  expect_checkpoint_groups(*act.weights, 64);  // every act-order group holds exactly 64 inputs
   const double worst = follow_float_model(*act.weights, *f32.weights, prompt);
   std::printf("[smollm2-gptq-actorder] 16 greedy steps equal; logits max |act-order - its float32 values| = %.2e\n",
               worst);
@@ -348,6 +373,7 @@ TEST(HfQuantizedLayer, UnpacksByHandAndNamesBrokenTensors) {
     if (c.error == nullptr) {
       ASSERT_TRUE(w) << c.name << ": " << w.error();
       EXPECT_EQ(w->type, DType::Q4_1);
+      EXPECT_EQ(w->group_cols, c.group_size == -1 ? 64 : c.group_size) << c.name;
       std::vector<float> row(64);
       for (int64_t r = 0; r < 16; ++r) {
         ASSERT_TRUE(quant::dequantize_row(w->type, w->row(r), row.data(), 64));

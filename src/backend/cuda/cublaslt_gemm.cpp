@@ -395,7 +395,7 @@ Status CublasLtGemm::reserve_fp8_activations(int64_t max_rows, int64_t max_k) {
 void CublasLtGemm::dequantize_grouped(const DeviceMatrix& w, int64_t m, int64_t k, cudaStream_t stream) {
   const auto* codes = static_cast<const uint8_t*>(w.data);
   if (w.format == WeightFormat::kInt4) {
-    dequantize_int4(codes, w.groups, m, k, dequantize_scratch_.get<uint16_t>(), stream);
+    dequantize_int4(codes, w.groups, w.group_shift, m, k, dequantize_scratch_.get<uint16_t>(), stream);
   } else {
     dequantize_int8(codes, w.groups, w.group_shift, m, k, dequantize_scratch_.get<uint16_t>(), stream);
   }
@@ -470,7 +470,7 @@ void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_
     }
     if (small_gemm_takes(x)) {
       if (w.format == WeightFormat::kInt4) {
-        int4_small_gemm(x, codes, w.groups, y, n, m, k, beta, stream, order, policy_.int4_wide_for(n),
+        int4_small_gemm(x, codes, w.groups, w.group_shift, y, n, m, k, beta, stream, order, policy_.int4_wide_for(n),
                         policy_.programmatic_launch);
       } else {
         int8_small_gemm(x, codes, w.groups, w.group_shift, y, n, m, k, beta, stream, order,

@@ -1,8 +1,12 @@
 #include "backend/cuda/cuda_weights.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <span>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -172,6 +176,7 @@ class Uploader {
       auto* stage_groups =
           reinterpret_cast<uint32_t*>(stage_codes + align256(static_cast<size_t>(r1 - r0) * code_bytes));
       std::vector<std::thread> pool;
+      std::atomic<int64_t> mismatched_row{-1};
       const int64_t per = (r1 - r0 + threads - 1) / threads;
       for (int64_t b = r0; b < r1; b += per) {
         const int64_t e = std::min(r1, b + per);
@@ -180,7 +185,9 @@ class Uploader {
             uint8_t* row_codes = stage_codes + (r - r0) * code_bytes;
             uint32_t* row_groups = stage_groups + (r - r0) * group_words;
             if (int4) {
-              quant::repack_int4_row(w.type, w.row(w.stored_row(r)), w.cols, row_codes, row_groups);
+              if (!quant::repack_int4_row(w.type, w.row(w.stored_row(r)), w.cols, row_codes, row_groups, group_cols)) {
+                mismatched_row = r;
+              }
             } else {
               quant::repack_int8_row(w.type, w.row(w.stored_row(r)), w.cols, group_cols, row_codes, row_groups);
             }
@@ -188,6 +195,12 @@ class Uploader {
         });
       }
       for (std::thread& t : pool) t.join();
+      if (mismatched_row >= 0) {
+        // WeightTensor::group_cols promised one (scale, min) a group; the loader's check makes
+        // this unreachable, but a wrong layout would give wrong products silently.
+        return Status::error("cuda: a 4-bit matrix's row " + std::to_string(mismatched_row.load()) +
+                             " has two (scale, min) pairs in one " + std::to_string(group_cols) + "-column group");
+      }
       const size_t rows = static_cast<size_t>(r1 - r0);
       Status s = cuda_status(
           cudaMemcpy(codes + r0 * code_bytes, stage_codes, rows * code_bytes, cudaMemcpyHostToDevice), "weight upload");
@@ -251,15 +264,23 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   // What each matrix becomes (weight_layout_plan.h). Parts of one matrix read one input: one width.
   // Act-order parts of one matrix must share their column order to share the gathered input:
   // parts whose orders differ become BF16 in input order (rows_to_bf16), which needs none.
+  // Parts whose checkpoint groups are wider than 32 columns keep one (scale, min) a group in INT4
+  // (weight_layout_plan.h); FOLIO_INT4_GROUPS=32 keeps one a 32 columns, for side-by-side runs.
+  const char* int4_groups = std::getenv("FOLIO_INT4_GROUPS");
+  const bool merge_groups = int4_groups == nullptr || std::string_view(int4_groups) != "32";
   auto format_of = [&](std::initializer_list<const WeightTensor*> parts) {
     DType types[3];
     size_t n = 0;
     bool one_order = true;
+    int64_t group_cols = merge_groups ? (*parts.begin())->group_cols : 0;
     for (const WeightTensor* w : parts) {
       types[n++] = w->type;
       one_order = one_order && w->input_order == (*parts.begin())->input_order;
+      group_cols = std::gcd(group_cols, int64_t{w->group_cols});
+      if (w->group_cols == 0) group_cols = 0;
     }
-    const MatrixLayout layout = matrix_layout(format, std::span<const DType>(types, n), (*parts.begin())->cols);
+    const MatrixLayout layout =
+        matrix_layout(format, std::span<const DType>(types, n), (*parts.begin())->cols, group_cols);
     const bool grouped = layout.format == WeightFormat::kInt4 || layout.format == WeightFormat::kInt8;
     return grouped && !one_order ? MatrixLayout{WeightFormat::kBf16, 5} : layout;
   };

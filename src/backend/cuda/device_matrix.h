@@ -13,8 +13,8 @@ enum class WeightFormat : uint8_t {
   // w[r][c] = value(data[r][c]) * scales[r]; the scale is max |w[r]| / 448, so every row uses
   // E4M3's whole range and no calibration is needed (quantize_rows_e4m3, fp8_rows.h).
   kFp8E4M3,
-  // w[r][c] = bf16(scale * q + min) from 4-bit codes and a BF16 (scale, min) per row and 32
-  // columns (quant/int4_groups.h); products on int4_gemm.h's kernels.
+  // w[r][c] = bf16(scale * q + min) from 4-bit codes and a BF16 (scale, min) per row and
+  // 2^group_shift columns (quant/int4_groups.h); products on int4_gemm.h's kernels.
   kInt4,
   // w[r][c] = bf16(fmaf(q, scale, min)) from 8-bit codes and a BF16 (scale, min) per row and
   // 2^group_shift columns (quant/int8_groups.h); products on int8_gemm.h's kernels.
@@ -29,7 +29,7 @@ struct DeviceMatrix {
   const void* data = nullptr;  // (rows, cols) row-major: bf16 bits, E4M3 bytes or kInt8 codes; kInt4: (rows, cols / 2)
   const float* scales = nullptr;     // kFp8E4M3: (rows,)
   const uint32_t* groups = nullptr;  // kInt4 / kInt8: (rows, cols >> group_shift) (scale, min) words
-  int32_t group_shift = 5;           // kInt4: 5; kInt8: 4 (a Q6_K part) or 5
+  int32_t group_shift = 5;           // kInt4: 5, or a checkpoint's wider groups (7: g128); kInt8: 4 (Q6_K) or 5
   // kInt4 / kInt8 of act-order checkpoints: (cols,) device, stored column c reads input
   // input_order[c] (WeightTensor::input_order); the GEMM gathers its input first. Null: in order.
   const int32_t* input_order = nullptr;

@@ -79,12 +79,12 @@ struct Int4Codes {
   }
 
   // The wgmma GEMM (grouped_wgmma_gemm.cu): a row's 64-column chunk of codes in shared memory
-  // (kSmemRowBytes apart), its two group words beside. a[s] = a0..a3 of k16 step s in natural
-  // order: columns 16s + 2t, +1 (a0 lo row, a1 hi row) are word 2s's pair t, columns
-  // 16s + 2t + 8, +9 (a2, a3) word 2s + 1's.
+  // (kSmemRowBytes apart), its group words beside (two of 32 columns, or the one of a wider
+  // group). a[s] = a0..a3 of k16 step s in natural order: columns 16s + 2t, +1 (a0 lo row, a1
+  // hi row) are word 2s's pair t, columns 16s + 2t + 8, +9 (a2, a3) word 2s + 1's.
   static constexpr int kSmemRowBytes = 32;
   __device__ __forceinline__ static void step_operands(const uint8_t* lo, const uint8_t* hi, const uint32_t* lo_groups,
-                                                       const uint32_t* hi_groups, int t, int /*group_shift*/,
+                                                       const uint32_t* hi_groups, int t, int group_shift,
                                                        uint32_t (&a)[4][4]) {
     const uint4 l0 = *reinterpret_cast<const uint4*>(lo), l1 = *reinterpret_cast<const uint4*>(lo + 16);
     const uint4 h0 = *reinterpret_cast<const uint4*>(hi), h1 = *reinterpret_cast<const uint4*>(hi + 16);
@@ -95,7 +95,8 @@ struct Int4Codes {
                             h1.x >> shift, h1.y >> shift, h1.z >> shift, h1.w >> shift};
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-      const Groups lg = split(lo_groups[s / 2]), hg = split(hi_groups[s / 2]);  // 32 columns a group
+      const int group = group_shift == 5 ? s / 2 : 0;
+      const Groups lg = split(lo_groups[group]), hg = split(hi_groups[group]);
       a[s][0] = dequantize_pair(lw[2 * s], 0, lg.scale, lg.min);
       a[s][1] = dequantize_pair(hw[2 * s], 0, hg.scale, hg.min);
       a[s][2] = dequantize_pair(lw[2 * s + 1], 0, lg.scale, lg.min);

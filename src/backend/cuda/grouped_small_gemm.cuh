@@ -106,7 +106,8 @@ __global__ void __launch_bounds__(kWarps * 32)
                     static_cast<uint32_t>((end - begin) * Codes::kChunkBytes));
         const int64_t first = (row * row_groups + ((begin * kChunkCols) >> group_shift)) * 4 / 16 * 16;
         const int64_t last = ((row * row_groups + ((end * kChunkCols) >> group_shift)) * 4 + 15) / 16 * 16;
-        prefetch_l2(reinterpret_cast<const uint8_t*>(groups) + first, static_cast<uint32_t>(last - first));
+        if (last > first)
+          prefetch_l2(reinterpret_cast<const uint8_t*>(groups) + first, static_cast<uint32_t>(last - first));
       }
     }
   }

@@ -39,8 +39,10 @@ constexpr int kLookahead = 3;  // chunks being copied while one computes and the
 __device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int bytes, bool valid) {
   if (bytes == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
-  } else {
+  } else if (bytes == 8) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
   }
 }
 __device__ __forceinline__ void cp_async_commit() {
@@ -81,10 +83,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t chunks = k / kChunk;
   const int64_t begin = chunks * split / splits, end = chunks * (split + 1) / splits;
   const int64_t row_bytes = chunks * Codes::kChunkBytes, row_groups = k >> group_shift;
-  const int group_words = kChunk >> group_shift;  // a row's (scale, min) words a chunk: 2 or 4
+  // A row's (scale, min) words a chunk: 4 or 2 (16- or 32-column groups), else the one word of
+  // the group the chunk lies in (an INT4 checkpoint's 64 columns or more).
+  const int group_words = group_shift <= 6 ? kChunk >> group_shift : 1;
 
-  // One chunk into its stage, all in 16-byte (group words: 8- or 16-byte) copies: the tokens'
-  // 64 columns at their swizzled rows (zeros past n), the rows' codes and group words.
+  // One chunk into its stage, all in 16-byte (group words: 4-, 8- or 16-byte) copies: the
+  // tokens' 64 columns at their swizzled rows (zeros past n), the rows' codes and group words.
   auto copy_chunk = [&](int64_t c) {
     if (c < end) {
       const uint32_t stage = base + static_cast<uint32_t>(c % kStages) * kStageBytes;
@@ -105,8 +109,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       if (tid < kBlockRows) {
         const int64_t src_row = row0 + tid < m ? row0 + tid : row0 + tid - 64;
-        cp_async(stage + kGroupsOffset + tid * kGroupRowBytes, groups + src_row * row_groups + c * group_words,
-                 4 * group_words, true);
+        cp_async(stage + kGroupsOffset + tid * kGroupRowBytes,
+                 groups + src_row * row_groups + ((c * kChunk) >> group_shift), 4 * group_words, true);
       }
     }
     cp_async_commit();  // empty past the end: the group count stays uniform
@@ -264,7 +268,7 @@ void grouped_wgmma_gemm(int code_bits, const void* x, const uint8_t* codes, cons
                         int* counters, CUstream_st* stream) {
   assert(grouped_wgmma_gemm_supports(x, n, m, k));
   if (code_bits == 4) {
-    launch<Int4Codes>(x, codes, groups, 5, y, n, m, k, beta, workspace, workspace_bytes, counters, stream);
+    launch<Int4Codes>(x, codes, groups, group_shift, y, n, m, k, beta, workspace, workspace_bytes, counters, stream);
   } else {
     launch<Int8Codes>(x, codes, groups, group_shift, y, n, m, k, beta, workspace, workspace_bytes, counters, stream);
   }

@@ -33,7 +33,7 @@ bool grouped_wgmma_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k)
 // tiles as multiprocessors), so that the product runs without splitting k.
 bool grouped_wgmma_gemm_fills_device(int64_t n, int64_t m);
 
-// code_bits: 4 (int4 layout, 32 columns a group) or 8 (int8 layout, 2^group_shift columns).
+// code_bits: 4 (int4 layout) or 8 (int8 layout), with 2^group_shift columns a group.
 // x: (n, k) bf16; y: (n, m) fp32. workspace: scratch for split-K partial tiles (splits are
 // limited to what fits; none is fine); counters: kGroupedWgmmaCounters ints, zero before the
 // first call, left zero by every call.

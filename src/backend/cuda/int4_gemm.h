@@ -1,5 +1,6 @@
 // W4A16 products: y = x w^T + beta y with w in the 4-bit grouped layout (quant/int4_groups.h:
-// codes, and a BF16 (scale, min) per row and 32 columns) and x in BF16, FP32 accumulation.
+// codes, and a BF16 (scale, min) per row and 2^group_shift columns: 32, or a checkpoint's wider
+// groups) and x in BF16, FP32 accumulation.
 //
 // int4_small_gemm (n <= kInt4SmallGemmMaxRows tokens, decode): grouped_small_gemm.cuh's kernel
 // (shared with the 8-bit layout, int8_gemm.h): the weights stream from memory once, are
@@ -26,18 +27,19 @@ constexpr int64_t kSmallGemmOrderedMaxRows = 8;
 // 1 <= n <= kInt4SmallGemmMaxRows, m % 16 == 0, k % 64 == 0, x 16-byte aligned.
 bool int4_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
 
-// x: (n, k) bf16; codes: (m, k / 2) bytes; groups: (m, k / 32) words; y: (n, m) fp32.
+// x: (n, k) bf16; codes: (m, k / 2) bytes; groups: (m, k >> group_shift) words (group_shift >= 5,
+// k a multiple of its groups); y: (n, m) fp32.
 // input_order (act-order, n <= kSmallGemmOrderedMaxRows): stored column c multiplies x's
 // column input_order[c], read in place (no gather first). wide (where k % 128 == 0): each
 // thread loads 16 bytes of a row at a time (32 columns) instead of 8 (GemmPolicy::int4_small_gemm_wide).
 // programmatic (sm_90+): launched as a programmatic dependent of the kernel ahead, prefetching
 // its weights while that one finishes (programmatic_launch.cuh, GemmPolicy::programmatic_launch).
-void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
-                     int64_t k, float beta, CUstream_st* stream, const int32_t* input_order = nullptr,
+void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y, int64_t n,
+                     int64_t m, int64_t k, float beta, CUstream_st* stream, const int32_t* input_order = nullptr,
                      bool wide = false, bool programmatic = false);
 
-// out: (m, k) bf16, the weights the small GEMM computes with. k % 32 == 0.
-void dequantize_int4(const uint8_t* codes, const uint32_t* groups, int64_t m, int64_t k, uint16_t* out,
+// out: (m, k) bf16, the weights the small GEMM computes with.
+void dequantize_int4(const uint8_t* codes, const uint32_t* groups, int group_shift, int64_t m, int64_t k, uint16_t* out,
                      CUstream_st* stream);
 
 }  // namespace folio::cuda

@@ -20,6 +20,9 @@ struct MatrixLayout {
 // one), each `cols` wide. kInt4: INT4 where every part is a 4-bit type, INT8 where every part
 // repacks into the 8-bit layout (16-column groups if one is Q6_K), BF16 otherwise or when cols
 // is not a multiple of 64 (the kernels' chunk). Any other request is returned as it is.
-MatrixLayout matrix_layout(WeightFormat requested, std::span<const DType> parts, int64_t cols);
+// group_cols: columns over which every part's 32-column blocks share one (scale, min)
+// (WeightTensor::group_cols; 0 when any part's is unknown): INT4 then keeps one word per the
+// largest power of two dividing both it and cols (128 for a g128 checkpoint), not one per 32.
+MatrixLayout matrix_layout(WeightFormat requested, std::span<const DType> parts, int64_t cols, int64_t group_cols = 0);
 
 }  // namespace folio::cuda

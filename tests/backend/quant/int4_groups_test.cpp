@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "core/fp16.h"
+#include "quant/block_formats.h"
 #include "quant/formats.h"
 #include "quant/int4_groups.h"
 #include "quant_test_util.h"
@@ -88,6 +89,61 @@ TEST(Int4GroupsLayout, CodesSitWhereTheKernelsReadThem) {
   for (size_t i = 0; i < q.size(); ++i) EXPECT_EQ(out[i], static_cast<float>(q[i])) << i;
   EXPECT_FALSE(int4_repackable(DType::Q6_K));
   EXPECT_FALSE(int4_repackable(DType::Q8_0));
+}
+
+// A Q4_1 row whose 32-column blocks share (d, m) over each group of group_cols columns (what an
+// AWQ / GPTQ checkpoint of that group size becomes, hf_quantization.h).
+std::vector<BlockQ4_1> grouped_q4_1_row(int64_t cols, int64_t group_cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> nibble(0, 15);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<BlockQ4_1> blocks(static_cast<size_t>(cols / 32));
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    if (b % static_cast<size_t>(group_cols / 32) == 0) {
+      blocks[b].d = fp32_to_fp16(0.01f + 0.01f * std::fabs(dist(rng)));
+      blocks[b].m = fp32_to_fp16(-0.08f + 0.01f * dist(rng));
+    } else {
+      blocks[b].d = blocks[b - 1].d;
+      blocks[b].m = blocks[b - 1].m;
+    }
+    for (uint8_t& v : blocks[b].qs) v = static_cast<uint8_t>(nibble(rng) | (nibble(rng) << 4));
+  }
+  return blocks;
+}
+
+// Wider groups keep one word a group and the very weights of the 32-column layout.
+TEST(Int4GroupsLayout, CheckpointGroupsKeepOneWordAGroupAndTheSameWeights) {
+  constexpr int64_t kCols = 1024;
+  for (int64_t group_cols : {64, 128, 512, 1024}) {
+    const std::vector<BlockQ4_1> row = grouped_q4_1_row(kCols, group_cols, static_cast<uint32_t>(group_cols));
+    std::vector<uint8_t> codes32(kCols / 2), codes(kCols / 2);
+    std::vector<uint32_t> groups32(kCols / 32), groups(static_cast<size_t>(kCols / group_cols));
+    ASSERT_TRUE(repack_int4_row(DType::Q4_1, row.data(), kCols, codes32.data(), groups32.data()));
+    ASSERT_TRUE(repack_int4_row(DType::Q4_1, row.data(), kCols, codes.data(), groups.data(), group_cols)) << group_cols;
+    EXPECT_EQ(codes, codes32);
+    for (size_t g = 0; g < groups.size(); ++g) EXPECT_EQ(groups[g], groups32[g * static_cast<size_t>(group_cols / 32)]);
+    std::vector<float> out32(kCols), out(kCols);
+    dequantize_int4_row(codes32.data(), groups32.data(), kCols, out32.data());
+    dequantize_int4_row(codes.data(), groups.data(), kCols, out.data(), group_cols);
+    EXPECT_EQ(out, out32) << group_cols;
+  }
+}
+
+// A group whose blocks differ is refused, not merged into the first block's pair.
+TEST(Int4GroupsLayout, AGroupWithTwoPairsIsRefused) {
+  constexpr int64_t kCols = 512;
+  std::vector<BlockQ4_1> row = grouped_q4_1_row(kCols, 128, 3);
+  std::vector<uint8_t> codes(kCols / 2);
+  std::vector<uint32_t> groups(kCols / 128);
+  ASSERT_TRUE(repack_int4_row(DType::Q4_1, row.data(), kCols, codes.data(), groups.data(), 128));
+  row[6].m = fp32_to_fp16(fp16_to_fp32(row[6].m) + 0.25f);  // block 6 of group 1
+  EXPECT_FALSE(repack_int4_row(DType::Q4_1, row.data(), kCols, codes.data(), groups.data(), 128));
+  std::vector<uint32_t> groups32(kCols / 32);
+  EXPECT_TRUE(repack_int4_row(DType::Q4_1, row.data(), kCols, codes.data(), groups32.data(), 32));
+  // Q4_K's sub-blocks have scales of their own: not one pair per 64 columns.
+  const std::vector<uint8_t> k_row = random_row(DType::Q4_K, kCols, 5);
+  std::vector<uint32_t> k_groups(kCols / 64);
+  EXPECT_FALSE(repack_int4_row(DType::Q4_K, k_row.data(), kCols, codes.data(), k_groups.data(), 64));
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, Int4Groups, ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q4_K),
