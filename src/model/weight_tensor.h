@@ -32,7 +32,7 @@ struct WeightTensor {
   // 0: nothing known. Otherwise (Q4_1 from an AWQ / GPTQ checkpoint, hf_quantization.h): every
   // group of this many consecutive columns, from column 0, has one (d, m) in all its 32-column
   // blocks, so a layout with one (scale, min) per group loses nothing (quant/int4_groups.h).
-  // A column slice does not keep it.
+  // A column slice keeps it where it cuts at group bounds.
   int32_t group_cols = 0;
 
   size_t row_stride_bytes() const { return row_bytes(type, cols); }

@@ -37,22 +37,37 @@ bool pack_int4_row(const uint8_t* q, const float* scales, const float* mins, int
 }
 
 bool repack_int4_row(DType type, const void* src, int64_t cols, uint8_t* codes, uint32_t* groups, int64_t group_cols) {
-  // One Q4_K block or eight Q4_0 / Q4_1 blocks at a time, or a whole group when larger.
-  const int64_t chunk = group_cols > 256 ? group_cols : 256;
-  std::vector<uint8_t> q(static_cast<size_t>(chunk));
-  std::vector<float> scales(static_cast<size_t>(chunk / kInt4Group)), mins(scales.size());
+  // One Q4_K block or eight Q4_0 / Q4_1 blocks at a time, or a whole group when larger (on the
+  // heap only then: the upload calls this once a row).
+  constexpr int64_t kChunk = 256;
+  const int64_t chunk = group_cols > kChunk ? group_cols : kChunk;
+  uint8_t q_small[kChunk];
+  float scales_small[kChunk / kInt4Group], mins_small[kChunk / kInt4Group];
+  std::vector<uint8_t> q_large;
+  std::vector<float> scales_large, mins_large;
+  uint8_t* q = q_small;
+  float* scales = scales_small;
+  float* mins = mins_small;
+  if (chunk > kChunk) {
+    q_large.resize(static_cast<size_t>(chunk));
+    scales_large.resize(static_cast<size_t>(chunk / kInt4Group));
+    mins_large.resize(scales_large.size());
+    q = q_large.data();
+    scales = scales_large.data();
+    mins = mins_large.data();
+  }
   for (int64_t c0 = 0; c0 < cols; c0 += chunk) {
     const int64_t n = cols - c0 < chunk ? cols - c0 : chunk;
     if (type == DType::Q4_K) {
       for (int64_t k0 = 0; k0 < n; k0 += 256) {
         const auto& b = static_cast<const BlockQ4_K*>(src)[(c0 + k0) / 256];
-        unpack_q45k(b.qs, nullptr, q.data() + k0);
+        unpack_q45k(b.qs, nullptr, q + k0);
         uint8_t sc[8], m[8];
         unpack_q4k_scales(b.scales, sc, m);
         const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
         for (int j = 0; j < 8; ++j) {
-          scales[static_cast<size_t>(k0 / kInt4Group + j)] = d * static_cast<float>(sc[j]);
-          mins[static_cast<size_t>(k0 / kInt4Group + j)] = -dmin * static_cast<float>(m[j]);
+          scales[k0 / kInt4Group + j] = d * static_cast<float>(sc[j]);
+          mins[k0 / kInt4Group + j] = -dmin * static_cast<float>(m[j]);
         }
       }
     } else {
@@ -76,7 +91,7 @@ bool repack_int4_row(DType type, const void* src, int64_t cols, uint8_t* codes, 
         }
       }
     }
-    if (!pack_int4_row(q.data(), scales.data(), mins.data(), n, codes + c0 / 2, groups + c0 / group_cols, group_cols)) {
+    if (!pack_int4_row(q, scales, mins, n, codes + c0 / 2, groups + c0 / group_cols, group_cols)) {
       return false;
     }
   }
