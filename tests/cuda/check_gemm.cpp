@@ -202,21 +202,16 @@ void check_gemv(const Options& opt, std::mt19937_64& rng) {
           report(scaled_outcome(fp8 ? "fp8_gemv" : "bf16_gemv", shape, d_y.download(), outputs, ref, 0x1p-15, ms));
           if (!programmatic_launch_supported()) continue;
           // Launched programmatically behind a kernel that writes x and y late: the same values.
-          DeviceBuffer<float> d_y0(y0), d_y_late(y0.size());
-          DeviceBuffer<uint16_t> d_x_late(x.size());
-          d_x_late.poison();
-          d_y_late.poison();
-          late_copy(d_x.get(), d_x_late.get(), x.size() * 2, d_y0.get(), d_y_late.get(), y0.size() * 4, 20,
-                    check_stream());
-          if (fp8) {
-            fp8_gemv(d_x_late.get(), d_w8.get(), d_scales.get(), d_y_late.get(), n, wc.m, wc.k, beta, check_stream(),
-                     true);
-          } else {
-            bf16_gemv(d_x_late.get(), d_w.get(), d_y_late.get(), n, wc.m, wc.k, beta, check_stream(), true);
-          }
-          sync_or_die("gemv programmatic");
-          report(scaled_outcome(fp8 ? "fp8_gemv.programmatic" : "bf16_gemv.programmatic", shape, d_y_late.download(),
-                                outputs, ref, 0x1p-15, 0.0));
+          const std::vector<float> late =
+              run_behind_late_writer(d_x.get(), x.size(), y0, [&](const uint16_t* x_late, float* y, cudaStream_t s) {
+                if (fp8) {
+                  fp8_gemv(x_late, d_w8.get(), d_scales.get(), y, n, wc.m, wc.k, beta, s, true);
+                } else {
+                  bf16_gemv(x_late, d_w.get(), y, n, wc.m, wc.k, beta, s, true);
+                }
+              });
+          report(scaled_outcome(fp8 ? "fp8_gemv.programmatic" : "bf16_gemv.programmatic", shape, late, outputs, ref,
+                                0x1p-15, 0.0));
         }
       }
     }
@@ -522,17 +517,14 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
                                 0x1p-14, ms));
           if (mode == kDefault && small && policy.programmatic_launch) {
             // Launched programmatically behind a kernel that writes x and y late: the same values.
-            DeviceBuffer<float> d_y0(y0), d_y_late(y0.size());
-            DeviceBuffer<uint16_t> d_x_late(static_cast<size_t>(n * wc.k));
-            d_x_late.poison();
-            d_y_late.poison();
-            late_copy(d_x_all.get(), d_x_late.get(), static_cast<size_t>(n * wc.k) * 2, d_y0.get(), d_y_late.get(),
-                      y0.size() * 4, 20, check_stream());
-            gemm.matmul(d_x_late.get(), matrix, d_y_late.get(), n, wc.m, wc.k, beta, check_stream());
-            sync_or_die(name);
+            const std::vector<float> late =
+                run_behind_late_writer(d_x_all.get(), static_cast<size_t>(n * wc.k), y0,
+                                       [&](const uint16_t* x_late, float* y, cudaStream_t s) {
+                                         gemm.matmul(x_late, matrix, y, n, wc.m, wc.k, beta, s);
+                                       });
             report(scaled_outcome(int4 ? "int4_gemm.programmatic" : "int8_gemm.programmatic",
-                                  shape + " beta=" + std::to_string(static_cast<int>(beta)), d_y_late.download(),
-                                  outputs, ref, 0x1p-14, 0.0));
+                                  shape + " beta=" + std::to_string(static_cast<int>(beta)), late, outputs, ref,
+                                  0x1p-14, 0.0));
           }
           if (invariant && beta == 0.0f) {
             if (y_big.empty()) {

@@ -111,15 +111,18 @@ double time_ms(const std::function<void()>& fn, int warmup, int iterations);
 // `bytes` a multiple of 16, both pointers 16-byte aligned.
 void copy_kernel_16(void* dst, const void* src, size_t bytes, int sm_count, cudaStream_t stream);
 
-// Copies src0 -> dst0 and src1 -> dst1 (either may be 0 bytes) in a kernel that lets its
-// programmatic dependents start at once and writes only after ~delay_us (late_writer.cu).
 // Whether the device runs programmatic dependent launch (sm_90+), and a stream of the checks'
 // own for those launches (created once; sync_or_die synchronizes the device).
 bool programmatic_launch_supported();
 cudaStream_t check_stream();
 
-void late_copy(const void* src0, void* dst0, size_t bytes0, const void* src1, void* dst1, size_t bytes1, int delay_us,
-               cudaStream_t stream);
+// product(x, y, stream) run as a programmatic dependent (programmatic_launch.cuh) of a kernel
+// that lets it start at once and writes x (a copy of the device rows `x`) and y (y0) only ~20 us
+// later, both poisoned until then: y after it (late_writer.cu). A product that read its input or
+// output before griddepcontrol.wait gives other values than the plain run.
+std::vector<float> run_behind_late_writer(const uint16_t* x, size_t x_elems, const std::vector<float>& y0,
+                                          const std::function<void(const uint16_t*, float*, cudaStream_t)>& product);
+
 // Synchronizes and fails the program on any sticky CUDA error.
 void sync_or_die(const char* where);
 
