@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -211,6 +212,74 @@ TEST(CpuAttention, SlidingWindowMatchesFloat64Reference) {
     if (block >= 32) check_case(c, 500 + trial, pool, trial % 2 == 0 ? KvFormat::kKivi4 : KvFormat::kInt8);
   }
   check_case({4, 1, 256, 16, {{2000, 1}, {1500, 37}, {700, 700}}, 512}, 9, pool);
+}
+
+// Long contexts are cut into fixed chunks whose softmax states are folded in order, so a row
+// keeps its bits however the work was split: every row of a prefill chunk (one item walks its
+// chunks) equals the same position decoded alone (its chunks spread over the threads), with 1,
+// 2 and 5 threads, fp16 and a residual format, block sizes whose chunks hold 16 and 1 blocks.
+TEST(CpuAttention, RowsKeepTheirBitsHoweverTheContextIsSplit) {
+  for (const auto& [format, block_size] :
+       {std::pair{KvFormat::kFp16, 16}, std::pair{KvFormat::kFp8E4M3, 16}, std::pair{KvFormat::kFp16, 256}}) {
+    const int32_t num_heads = 6, num_kv_heads = 2, head_dim = 64, context = 1100, query = 40;
+    const int32_t blocks = (context + block_size - 1) / block_size;
+    const size_t bytes = static_cast<size_t>(blocks) * kv_block_bytes(format, block_size, num_kv_heads, head_dim);
+    std::vector<uint8_t> k(bytes), v(bytes);
+    std::vector<uint16_t> staging(static_cast<size_t>(blocks) * block_size * num_kv_heads * head_dim);
+    std::vector<uint16_t> staging_v(staging.size());
+    KvLayerView cache{k.data(), v.data(), blocks, block_size, num_kv_heads, head_dim, format};
+    const bool residual = kv_format_has_residual(format);
+    if (residual) {
+      cache.staging_k = staging.data();
+      cache.staging_v = staging_v.data();
+      cache.num_staging = blocks;
+    }
+    std::mt19937 rng(21);
+    std::normal_distribution<float> normal(0.0f, 1.5f);
+    std::vector<float> row(head_dim);
+    for (int64_t slot = 0; slot < static_cast<int64_t>(blocks) * block_size; ++slot) {
+      for (int32_t h = 0; h < num_kv_heads; ++h) {
+        for (int which = 0; which < 2; ++which) {
+          for (float& x : row) x = normal(rng);
+          kv_store_row(cache, which, slot, h, row.data());
+          if (residual) {
+            uint16_t* dst = cache.staging_row(which, static_cast<int32_t>(slot / block_size),
+                                              static_cast<int32_t>(slot % block_size), h);
+            for (int32_t d = 0; d < head_dim; ++d) dst[d] = fp32_to_fp16(row[d]);
+          }
+        }
+      }
+    }
+    std::vector<int32_t> table(blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    std::vector<int32_t> staging_ids = table;  // staging id = block id; every block unsealed
+    std::vector<float> q(static_cast<size_t>(query) * num_heads * head_dim);
+    for (float& x : q) x = normal(rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+
+    // The prefill chunk: positions context - query .. context - 1 in one batch, on one thread
+    // (its 6 tiles are enough work for it: each walks its chunks in one item).
+    std::vector<float> prefill(q.size(), std::nanf(""));
+    std::vector<AttentionSequence> chunk{{0, query, context, table, 0, staging_ids}};
+    ThreadPool one(1);
+    paged_attention({q.data(), prefill.data(), query, num_heads, scale, chunk, 0}, cache, one);
+    for (int threads : {1, 2, 5}) {
+      ThreadPool pool(threads);
+      for (int32_t i = 0; i < query; i += 7) {
+        const int32_t position = context - query + i;
+        const size_t row_floats = static_cast<size_t>(num_heads) * head_dim;
+        std::vector<float> decoded(row_floats, std::nanf(""));
+        std::vector<AttentionSequence> alone{{0, 1, position + 1, table, 0, staging_ids}};
+        paged_attention({q.data() + i * row_floats, decoded.data(), 1, num_heads, scale, alone, 0}, cache, pool);
+        for (size_t e = 0; e < row_floats; ++e) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(decoded[e]), std::bit_cast<uint32_t>(prefill[i * row_floats + e]))
+              << kv_format_name(format) << " block " << block_size << " threads " << threads << " row " << i
+              << " element " << e;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

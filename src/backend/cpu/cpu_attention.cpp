@@ -19,42 +19,117 @@ namespace folio::cpu {
 namespace {
 
 constexpr int32_t kQueryTile = 16;  // query tokens per work item (they share K/V loads)
-using WorkItem = TileWork;
+// Partial states a call may hold for split tiles (floats, 16 MiB): bounds the memory a long
+// prefill could ask for; tiles past it run their chunks one after another in one item.
+constexpr size_t kMaxPartialFloats = size_t{4} << 20;
 
-std::vector<WorkItem> plan_work(const AttentionBatch& batch, const KvLayerView& cache) {
-  std::vector<WorkItem> items;
+// The work of one call: items for the threads, and the tiles whose chunks became separate
+// items (merged afterwards from `partials`).
+struct WorkPlan {
+  std::vector<TileWork> items;
+  std::vector<TileWork> split_tiles;  // partial: where its first chunk's state starts
+  std::vector<float> partials;
+};
+
+// Keys times query rows: how long an item takes, roughly.
+int64_t item_cost(const AttentionBatch& batch, const KvLayerView& cache, const TileWork& w) {
+  const AttentionSequence& seq = batch.sequences[static_cast<size_t>(w.sequence)];
+  const int64_t chunk_keys = static_cast<int64_t>(w.chunk_blocks) * cache.block_size;
+  const int64_t end =
+      std::min<int64_t>(seq.context_len - seq.query_len + w.first_query + w.num_queries, w.end_chunk * chunk_keys);
+  const int64_t window_start =
+      batch.window > 0 ? seq.context_len - seq.query_len + w.first_query - batch.window + 1 : 0;
+  const int64_t begin = std::max<int64_t>(window_start, w.first_chunk * chunk_keys);
+  return (end - begin) * w.num_queries;
+}
+
+WorkPlan plan_work(const AttentionBatch& batch, const KvLayerView& cache, int threads) {
+  const int32_t chunk_blocks = std::max(1, kContextChunkKeys / cache.block_size);
+  std::vector<TileWork> tiles;
   for (int32_t s = 0; s < static_cast<int32_t>(batch.sequences.size()); ++s) {
     const AttentionSequence& seq = batch.sequences[s];
+    const int32_t first_position = seq.context_len - seq.query_len;
     for (int32_t first = 0; first < seq.query_len; first += kQueryTile) {
       const int32_t count = std::min(kQueryTile, seq.query_len - first);
-      for (int32_t h = 0; h < cache.num_kv_heads; ++h) items.push_back({s, first, count, h});
+      // The blocks the tile reads (as attend_tile_impl finds them): from its first row's window.
+      const int32_t first_key = batch.window > 0 ? first_position + first - batch.window + 1 : 0;
+      const int32_t first_block = first_key > 0 ? first_key / cache.block_size : 0;
+      const int32_t num_blocks = (first_position + first + count - 1) / cache.block_size + 1;
+      const int32_t first_chunk = first_block / chunk_blocks;
+      const int32_t end_chunk = (num_blocks - 1) / chunk_blocks + 1;
+      for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
+        tiles.push_back({s, first, count, h, first_chunk, end_chunk, chunk_blocks});
+      }
     }
   }
-  // Longest context first so the threads finish together.
-  std::stable_sort(items.begin(), items.end(), [&](const WorkItem& a, const WorkItem& b) {
-    const auto end_of = [&](const WorkItem& w) {
-      const AttentionSequence& seq = batch.sequences[w.sequence];
-      return seq.context_len - seq.query_len + w.first_query + w.num_queries;
-    };
-    return end_of(a) > end_of(b);
-  });
-  return items;
+  // Costliest first, so the threads taking items from a shared counter finish together.
+  const auto by_cost = [&](const TileWork& a, const TileWork& b) {
+    return item_cost(batch, cache, a) > item_cost(batch, cache, b);
+  };
+  std::stable_sort(tiles.begin(), tiles.end(), by_cost);
+
+  // Too few tiles to keep the threads busy (a decode step of few sequences): the longest ones
+  // run each chunk as an item of its own.
+  WorkPlan plan;
+  const int32_t group = batch.num_heads / cache.num_kv_heads;
+  const size_t stride = static_cast<size_t>(cache.head_dim) + 2;
+  std::vector<size_t> offsets;
+  size_t floats = 0;
+  const bool split = static_cast<int64_t>(tiles.size()) < 4 * static_cast<int64_t>(threads);
+  for (const TileWork& tile : tiles) {
+    const size_t need = static_cast<size_t>(tile.end_chunk - tile.first_chunk) * tile.num_queries * group * stride;
+    if (!split || tile.end_chunk - tile.first_chunk < 2 || floats + need > kMaxPartialFloats) {
+      plan.items.push_back(tile);
+      continue;
+    }
+    plan.split_tiles.push_back(tile);
+    offsets.push_back(floats);
+    floats += need;
+  }
+  plan.partials.resize(floats);
+  for (size_t t = 0; t < plan.split_tiles.size(); ++t) {
+    TileWork& tile = plan.split_tiles[t];
+    tile.partial = plan.partials.data() + offsets[t];
+    const size_t chunk_floats = static_cast<size_t>(tile.num_queries) * group * stride;
+    for (int32_t c = tile.first_chunk; c < tile.end_chunk; ++c) {
+      TileWork item = tile;
+      item.first_chunk = c;
+      item.end_chunk = c + 1;
+      item.partial = tile.partial + static_cast<size_t>(c - tile.first_chunk) * chunk_floats;
+      plan.items.push_back(item);
+    }
+  }
+  std::stable_sort(plan.items.begin(), plan.items.end(), by_cost);
+  return plan;
 }
 
 }  // namespace
 
 void paged_attention(const AttentionBatch& batch, const KvLayerView& cache, ThreadPool& pool) {
   assert(batch.num_heads % cache.num_kv_heads == 0);
-  const std::vector<WorkItem> items = plan_work(batch, cache);
-  const auto tile = isa_supported(Isa::kAvx512) ? attend_tile_avx512 : attend_tile_impl;
-  const int64_t count = static_cast<int64_t>(items.size());
-  // Interleaved assignment (item i to thread i % threads) balances the sorted costs.
   const int threads = pool.num_threads();
-  pool.parallel_for(threads, [&](int, int64_t begin, int64_t end) {
-    std::vector<float> scratch(attention_tile_scratch_floats(kQueryTile * batch.num_heads / cache.num_kv_heads,
-                                                             cache.head_dim, cache.block_size));
+  WorkPlan plan = plan_work(batch, cache, threads);
+  const bool avx512 = isa_supported(Isa::kAvx512);
+  const auto tile = avx512 ? attend_tile_avx512 : attend_tile_impl;
+  const auto merge = avx512 ? merge_tile_chunks_avx512 : merge_tile_chunks_impl;
+  const size_t scratch_floats = attention_tile_scratch_floats(kQueryTile * batch.num_heads / cache.num_kv_heads,
+                                                              cache.head_dim, cache.block_size);
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(threads));
+  // Items from a shared counter: the threads of a 2-core guest run at different speeds.
+  pool.parallel_for_dynamic(
+      static_cast<int64_t>(plan.items.size()),
+      [&](int thread, int64_t begin, int64_t end) {
+        std::vector<float>& mine = scratch[static_cast<size_t>(thread)];
+        if (mine.empty()) mine.resize(scratch_floats);
+        for (int64_t i = begin; i < end; ++i) tile(batch, cache, plan.items[static_cast<size_t>(i)], mine.data());
+      },
+      1);
+  if (plan.split_tiles.empty()) return;
+  pool.parallel_for(static_cast<int64_t>(plan.split_tiles.size()), [&](int, int64_t begin, int64_t end) {
+    std::vector<float> total(static_cast<size_t>(cache.head_dim));
     for (int64_t t = begin; t < end; ++t) {
-      for (int64_t i = t; i < count; i += threads) tile(batch, cache, items[i], scratch.data());
+      const TileWork& split_tile = plan.split_tiles[static_cast<size_t>(t)];
+      merge(batch, cache, split_tile, split_tile.partial, total.data());
     }
   });
 }

@@ -23,4 +23,9 @@ void attend_tile_avx512(const AttentionBatch& batch, const KvLayerView& cache, c
   attend_tile_impl(batch, cache, item, scratch);
 }
 
+void merge_tile_chunks_avx512(const AttentionBatch& batch, const KvLayerView& cache, const TileWork& item,
+                              const float* partials, float* total) {
+  merge_tile_chunks_impl(batch, cache, item, partials, total);
+}
+
 }  // namespace folio::cpu
