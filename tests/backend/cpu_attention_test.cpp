@@ -217,7 +217,8 @@ TEST(CpuAttention, SlidingWindowMatchesFloat64Reference) {
 // Long contexts are cut into fixed chunks whose softmax states are folded in order, so a row
 // keeps its bits however the work was split: every row of a prefill chunk (one item walks its
 // chunks) equals the same position decoded alone (its chunks spread over the threads), with 1,
-// 2 and 5 threads, fp16 and a residual format, block sizes whose chunks hold 16 and 1 blocks.
+// 2 and 5 threads, fp16 and a residual format, block sizes whose chunks hold 16 and 1 blocks,
+// with and without a sliding window.
 TEST(CpuAttention, RowsKeepTheirBitsHoweverTheContextIsSplit) {
   for (const auto& [format, block_size] :
        {std::pair{KvFormat::kFp16, 16}, std::pair{KvFormat::kFp8E4M3, 16}, std::pair{KvFormat::kFp16, 256}}) {
@@ -258,24 +259,27 @@ TEST(CpuAttention, RowsKeepTheirBitsHoweverTheContextIsSplit) {
     for (float& x : q) x = normal(rng);
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
 
-    // The prefill chunk: positions context - query .. context - 1 in one batch, on one thread
-    // (its 6 tiles are enough work for it: each walks its chunks in one item).
-    std::vector<float> prefill(q.size(), std::nanf(""));
-    std::vector<AttentionSequence> chunk{{0, query, context, table, 0, staging_ids}};
-    ThreadPool one(1);
-    paged_attention({q.data(), prefill.data(), query, num_heads, scale, chunk, 0}, cache, one);
-    for (int threads : {1, 2, 5}) {
-      ThreadPool pool(threads);
-      for (int32_t i = 0; i < query; i += 7) {
-        const int32_t position = context - query + i;
-        const size_t row_floats = static_cast<size_t>(num_heads) * head_dim;
-        std::vector<float> decoded(row_floats, std::nanf(""));
-        std::vector<AttentionSequence> alone{{0, 1, position + 1, table, 0, staging_ids}};
-        paged_attention({q.data() + i * row_floats, decoded.data(), 1, num_heads, scale, alone, 0}, cache, pool);
-        for (size_t e = 0; e < row_floats; ++e) {
-          ASSERT_EQ(std::bit_cast<uint32_t>(decoded[e]), std::bit_cast<uint32_t>(prefill[i * row_floats + e]))
-              << kv_format_name(format) << " block " << block_size << " threads " << threads << " row " << i
-              << " element " << e;
+    // Without a window, and with one starting mid-span (blocks before it are never read).
+    for (int32_t window : {0, 301}) {
+      // The prefill chunk: positions context - query .. context - 1 in one batch, on one thread
+      // (its 6 tiles are enough work for it: each walks its chunks in one item).
+      std::vector<float> prefill(q.size(), std::nanf(""));
+      std::vector<AttentionSequence> chunk{{0, query, context, table, 0, staging_ids}};
+      ThreadPool one(1);
+      paged_attention({q.data(), prefill.data(), query, num_heads, scale, chunk, window}, cache, one);
+      for (int threads : {1, 2, 5}) {
+        ThreadPool pool(threads);
+        for (int32_t i = 0; i < query; i += 7) {
+          const int32_t position = context - query + i;
+          const size_t row_floats = static_cast<size_t>(num_heads) * head_dim;
+          std::vector<float> decoded(row_floats, std::nanf(""));
+          std::vector<AttentionSequence> alone{{0, 1, position + 1, table, 0, staging_ids}};
+          paged_attention({q.data() + i * row_floats, decoded.data(), 1, num_heads, scale, alone, window}, cache, pool);
+          for (size_t e = 0; e < row_floats; ++e) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(decoded[e]), std::bit_cast<uint32_t>(prefill[i * row_floats + e]))
+                << kv_format_name(format) << " block " << block_size << " window " << window << " threads " << threads
+                << " row " << i << " element " << e;
+          }
         }
       }
     }
