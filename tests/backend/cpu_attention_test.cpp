@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -279,6 +280,80 @@ TEST(CpuAttention, RowsKeepTheirBitsHoweverTheContextIsSplit) {
             ASSERT_EQ(std::bit_cast<uint32_t>(decoded[e]), std::bit_cast<uint32_t>(prefill[i * row_floats + e]))
                 << kv_format_name(format) << " block " << block_size << " window " << window << " threads " << threads
                 << " row " << i << " element " << e;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A decode row with a window of two keys sees one stored key (the last slot of a block) and its
+// own, scored far below it (weight exactly 0), so it outputs the stored key's value row exactly:
+// the tile's block loaders must dequantize as kv_load_row does, bit for bit, for every one of
+// the 256 byte values of int8 and fp8 E4M3 (subnormals, -0, NaN included), in blocks of 16
+// slots (the vectorized loaders) and of 8 (the per-row path). fp8 reads a row's own block from
+// staging, int8 from the pages.
+TEST(CpuAttention, EightBitBlocksDequantizeExactlyAsKvLoadRow) {
+  ThreadPool pool(2);
+  for (KvFormat format : {KvFormat::kInt8, KvFormat::kFp8E4M3}) {
+    for (int32_t block_size : {16, 8}) {
+      const int32_t head_dim = 64, num_kv_heads = 2, num_heads = 4, tested = 4, own = tested;
+      const size_t block_bytes = kv_block_bytes(format, block_size, num_kv_heads, head_dim);
+      std::vector<uint8_t> k((tested + 1) * block_bytes), v((tested + 1) * block_bytes);
+      std::vector<uint16_t> staging_k(static_cast<size_t>(block_size) * num_kv_heads * head_dim,
+                                      fp32_to_fp16(-1000.0f));
+      std::vector<uint16_t> staging_v(staging_k.size(), fp32_to_fp16(0.0f));
+      KvLayerView cache{k.data(), v.data(), tested + 1, block_size, num_kv_heads, head_dim, format};
+      cache.staging_k = staging_k.data();
+      cache.staging_v = staging_v.data();
+      cache.num_staging = 1;
+      std::vector<float> row(head_dim);
+      for (int64_t slot = 0; slot < int64_t{tested + 1} * block_size; ++slot) {
+        for (int32_t h = 0; h < num_kv_heads; ++h) {
+          for (int which = 0; which < 2; ++which) {
+            for (int32_t d = 0; d < head_dim; ++d) {
+              row[d] = slot / block_size == own && which == 0 ? -1000.0f : 0.1f * static_cast<float>((slot + d) % 11);
+            }
+            kv_store_row(cache, which, slot, h, row.data());
+          }
+        }
+      }
+      // Block b's last slot: V bytes 64 b .. 64 b + 63 in every head, scale 0.75.
+      const size_t rows_per_block = static_cast<size_t>(block_size) * num_kv_heads;
+      for (int32_t b = 0; b < tested; ++b) {
+        for (int32_t h = 0; h < num_kv_heads; ++h) {
+          const size_t at = static_cast<size_t>(block_size - 1) * num_kv_heads + h;
+          uint8_t* values = v.data() + b * block_bytes + at * head_dim;
+          for (int32_t d = 0; d < head_dim; ++d) values[d] = static_cast<uint8_t>(64 * b + d);
+          const float scale = 0.75f;
+          std::memcpy(v.data() + b * block_bytes + rows_per_block * head_dim + at * sizeof(float), &scale,
+                      sizeof scale);
+        }
+      }
+      // Sequence b: one decode token at position block_size (the own block), window 2.
+      std::vector<std::vector<int32_t>> tables;
+      for (int32_t b = 0; b < tested; ++b) tables.push_back({b, own});
+      const std::vector<int32_t> staging_ids{0};
+      std::vector<AttentionSequence> sequences;
+      for (int32_t b = 0; b < tested; ++b) sequences.push_back({b, 1, block_size + 1, tables[b], 1, staging_ids});
+      std::vector<float> q(static_cast<size_t>(tested) * num_heads * head_dim, 0.5f);
+      std::vector<float> out(q.size(), 0.0f);
+      paged_attention({q.data(), out.data(), tested, num_heads, 0.125f, sequences, 2}, cache, pool);
+      for (int32_t b = 0; b < tested; ++b) {
+        for (int32_t head = 0; head < num_heads; ++head) {
+          const int64_t slot = static_cast<int64_t>(b) * block_size + block_size - 1;
+          kv_load_row(cache, 1, slot, head / (num_heads / num_kv_heads), row.data());
+          for (int32_t d = 0; d < head_dim; ++d) {
+            const float got = out[(static_cast<size_t>(b) * num_heads + head) * head_dim + d];
+            if (std::isnan(row[d])) {
+              EXPECT_TRUE(std::isnan(got)) << kv_format_name(format) << " byte " << 64 * b + d;
+            } else if (row[d] == 0.0f) {  // -0 too: a sum that starts at +0 cannot keep the sign
+              EXPECT_EQ(got, 0.0f) << kv_format_name(format) << " byte " << 64 * b + d;
+            } else {
+              EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(row[d]))
+                  << kv_format_name(format) << " block " << block_size << " byte " << 64 * b + d << ": " << got
+                  << " against " << row[d];
+            }
           }
         }
       }
