@@ -361,5 +361,62 @@ TEST(CpuAttention, EightBitBlocksDequantizeExactlyAsKvLoadRow) {
   }
 }
 
+// The same for KIVI's sealed blocks (the tile unpacks their codes itself where there is
+// AVX-512): a decode row with a window of two keys outputs the value of the last slot of a
+// sealed block bit for bit as kv_load_row dequantizes it, kivi4 and kivi2, blocks of 32 and 64.
+TEST(CpuAttention, KiviBlocksDequantizeExactlyAsKvLoadRow) {
+  ThreadPool pool(2);
+  for (KvFormat format : {KvFormat::kKivi4, KvFormat::kKivi2}) {
+    for (int32_t block_size : {32, 64}) {
+      const int32_t head_dim = 64, num_kv_heads = 2, num_heads = 4, tested = 4, own = tested;
+      const size_t block_bytes = kv_block_bytes(format, block_size, num_kv_heads, head_dim);
+      std::vector<uint8_t> k((tested + 1) * block_bytes), v((tested + 1) * block_bytes);
+      std::vector<uint16_t> staging_k(static_cast<size_t>(tested + 1) * block_size * num_kv_heads * head_dim);
+      std::vector<uint16_t> staging_v(staging_k.size());
+      KvLayerView cache{k.data(), v.data(), tested + 1, block_size, num_kv_heads, head_dim, format};
+      cache.staging_k = staging_k.data();
+      cache.staging_v = staging_v.data();
+      cache.num_staging = tested + 1;
+      std::mt19937 rng(17);
+      std::normal_distribution<float> normal(0.0f, 2.0f);
+      for (int32_t b = 0; b <= tested; ++b) {
+        for (int32_t t = 0; t < block_size; ++t) {
+          for (int32_t h = 0; h < num_kv_heads; ++h) {
+            for (int32_t d = 0; d < head_dim; ++d) {
+              cache.staging_row(0, b, t, h)[d] = fp32_to_fp16(b == own ? -1000.0f : normal(rng));
+              cache.staging_row(1, b, t, h)[d] = fp32_to_fp16(normal(rng));
+            }
+          }
+        }
+        if (b < tested) kv_seal_block(cache, b, b);
+      }
+      std::vector<std::vector<int32_t>> tables;
+      for (int32_t b = 0; b < tested; ++b) tables.push_back({b, own});
+      const std::vector<int32_t> staging_ids{own};
+      std::vector<AttentionSequence> sequences;
+      for (int32_t b = 0; b < tested; ++b) sequences.push_back({b, 1, block_size + 1, tables[b], 1, staging_ids});
+      std::vector<float> q(static_cast<size_t>(tested) * num_heads * head_dim, 0.5f);
+      std::vector<float> out(q.size(), 0.0f);
+      paged_attention({q.data(), out.data(), tested, num_heads, 0.125f, sequences, 2}, cache, pool);
+      std::vector<float> row(head_dim);
+      for (int32_t b = 0; b < tested; ++b) {
+        for (int32_t head = 0; head < num_heads; ++head) {
+          const int64_t slot = static_cast<int64_t>(b) * block_size + block_size - 1;
+          kv_load_row(cache, 1, slot, head / (num_heads / num_kv_heads), row.data());
+          for (int32_t d = 0; d < head_dim; ++d) {
+            const float got = out[(static_cast<size_t>(b) * num_heads + head) * head_dim + d];
+            if (row[d] == 0.0f) {
+              EXPECT_EQ(got, 0.0f);
+            } else {
+              EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(row[d]))
+                  << kv_format_name(format) << " block " << block_size << " head " << head << " dim " << d;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace folio::cpu
