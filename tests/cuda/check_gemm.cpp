@@ -417,8 +417,6 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
     }
     if (mode == kDequantizeOnly) policy.grouped_wgmma_max_rows = 0;
     policy.programmatic_launch = !invariant && programmatic_launch_supported();
-    // Clusters where the device has them (the executor's default); kOtherWidth checks without.
-    policy.small_gemm_cluster_split = !invariant && mode != kOtherWidth && programmatic_launch_supported();
     Expected<std::unique_ptr<CublasLtGemm>> made = CublasLtGemm::create(size_t{32} << 20, policy);
     if (!made) {
       report_flag("grouped_gemm", "create", false, made.error());

@@ -102,9 +102,6 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
   const char* programmatic = std::getenv("FOLIO_PROGRAMMATIC_LAUNCH");
   e->programmatic_launch_ = props.major >= 9 && (programmatic == nullptr || *programmatic != '0');
   e->options_.gemm.programmatic_launch = e->programmatic_launch_ && !e->options_.gemm.batch_invariant;
-  const char* cluster = std::getenv("FOLIO_SMALL_GEMM_CLUSTER");
-  e->cluster_split_ = props.major >= 9 && (cluster == nullptr || *cluster != '0');
-  e->options_.gemm.small_gemm_cluster_split = e->cluster_split_ && !e->options_.gemm.batch_invariant;
   e->model_->gemm().set_policy(e->options_.gemm);
   if (Status s = e->tune_gemms(); !s) return s;
   if (Status s = e->allocate_step_buffers(); !s) return s;
@@ -292,7 +289,6 @@ void CudaExecutor::set_gemm_policy(const GemmPolicy& policy) {
   stats_.graphs_captured = 0;
   options_.gemm = policy;
   options_.gemm.programmatic_launch = programmatic_launch_ && !policy.batch_invariant;
-  options_.gemm.small_gemm_cluster_split = cluster_split_ && !policy.batch_invariant;
   if (policy.batch_invariant && policy.tune_pinned && policy.pinned.empty()) options_.gemm.pinned = tuned_;
   model_->gemm().set_policy(options_.gemm);
   if (Status s = tune_gemms(); !s) cuda_fail("CudaExecutor::set_gemm_policy", __FILE__, __LINE__, s.message().c_str());

@@ -190,7 +190,6 @@ class CudaExecutor final : public Executor {
   CUstream_st* stream_ = nullptr;
   int32_t sm_count_ = 0;
   bool programmatic_launch_ = false;  // sm_90+ and not FOLIO_PROGRAMMATIC_LAUNCH=0 (GemmPolicy)
-  bool cluster_split_ = false;        // sm_90+ and not FOLIO_SMALL_GEMM_CLUSTER=0 (GemmPolicy)
   int32_t max_model_len_ = 0;
   int32_t max_blocks_per_seq_ = 0;  // ceil(max_model_len / block_size)
   int32_t max_graph_seqs_ = 0;

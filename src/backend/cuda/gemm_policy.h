@@ -91,13 +91,6 @@ struct GemmPolicy {
   // where the device has it and the policy is not invariant (FOLIO_PROGRAMMATIC_LAUNCH=0 keeps it
   // off, for side-by-side runs); a CublasLtGemm made directly has it as its caller says.
   bool programmatic_launch = false;
-  // Off the invariant policy, on sm_90+: the INT4 small GEMM at up to 16 tokens splits k over
-  // clusters of two blocks where a product has fewer than 512 row groups of 16 (the 8B's O and
-  // down have 256: under two blocks an SM, too few memory requests in flight at batch 1), the
-  // second block's sums added in the first one's shared memory (grouped_small_gemm.cuh). The
-  // executor sets it where the device has clusters (FOLIO_SMALL_GEMM_CLUSTER=0 keeps it off, for
-  // side-by-side runs); a CublasLtGemm made directly has it as its caller says.
-  bool small_gemm_cluster_split = false;
   // Invariant policy: the executor times the split-free candidates of each weight shape at
   // n = 1, 256 and 8192 when it starts (CublasLtGemm::tune_pinned) and pins the best.
   bool tune_pinned = true;

@@ -65,63 +65,25 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Thread block clusters (sm_90+; the host launches kSplit > 1 only there): the blocks of a
-// cluster split one row group's k, and the others add their sums into the first one's shared
-// memory (distributed shared memory), which adds them in rank order: no global round trip, the
-// same bits whatever order the blocks run in.
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_arrive() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
-// *p in the cluster's first block (rank 0) = v; p: this block's copy of the same variable.
-__device__ __forceinline__ void store_to_first_block(float* p, float v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const auto local = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(0));
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
-#else
-  *p = v;
-#endif
-}
-
 // kGroups: 16-row groups a block computes, each warp all of them over its share of k. Two
 // halve the activations' L2 traffic (re-read once per block), which is what the kernel costs
 // past ~16 tokens; one keeps more blocks (and fewer registers) for the smallest batches.
 // group_shift: log2 of the columns per (scale, min).
 // order: act-order's input order (kOrdered), else unused.
-// kSplit > 1: launched in clusters of kSplit blocks (sm_90+) that split k kSplit ways, for grids
-// with too few row groups to keep the SMs' memory requests in flight (see above).
-template <class Codes, int kTiles, int kGroups, bool kOrdered = false, int kSplit = 1>
+template <class Codes, int kTiles, int kGroups, bool kOrdered = false>
 __global__ void __launch_bounds__(kWarps * 32)
     small_gemm_kernel(const uint16_t* __restrict__ x, const uint8_t* __restrict__ codes,
                       const uint32_t* __restrict__ groups, float* __restrict__ y, int n, int64_t m, int64_t k,
                       int group_shift, float beta, const int32_t* __restrict__ order) {
   static_assert(!kOrdered || kTiles * 8 <= kOrderedMaxRows);
-  static_assert(kSplit == 1 || (kGroups == 1 && kTiles * kRows * 8 <= kWarps * 32));
-  // Every block of a cluster has started before any writes another's shared memory.
-  if constexpr (kSplit > 1) cluster_arrive_relaxed();
   using Chunk = typename Codes::Chunk;
   constexpr int kUnroll = kGroups == 1 ? Codes::kUnroll1 : Codes::kUnroll2;
   constexpr int kCols = Codes::kColumns, kChunkCols = 4 * kCols;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
-  const int split = kSplit > 1 ? static_cast<int>(blockIdx.x % kSplit) : 0;  // the block's rank in its cluster
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x / kSplit) * kRows * kGroups;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows * kGroups;
   const int64_t chunks = k / kChunkCols;
-  const int part = split * kWarps + warp;
-  const int64_t begin = chunks * part / (kWarps * kSplit), end = chunks * (part + 1) / (kWarps * kSplit);
+  const int64_t begin = chunks * warp / kWarps, end = chunks * (warp + 1) / kWarps;
   const int64_t row_bytes = k / kChunkCols * Codes::kChunkBytes, row_groups = k >> group_shift;
   const uint8_t* w_lo[kGroups];
   const uint32_t* g_lo[kGroups];
@@ -205,80 +167,37 @@ __global__ void __launch_bounds__(kWarps * 32)
   // Sum the 8 warps' partial products, one row group at a time through the same shared memory:
   // C slots are (row g, tokens 2t, 2t+1) and (row g + 8, same).
   __shared__ float partial[kWarps][kTiles][kRows][8];
-  if constexpr (kSplit > 1) {
-    // One output a thread: the block's sum; the cluster's first block adds the others' in rank order.
-    __shared__ float others[kSplit - 1][kTiles * kRows * 8];
+#pragma unroll
+  for (int q = 0; q < kGroups; ++q) {
+    if (q > 0) __syncthreads();  // the previous group's sums are read
 #pragma unroll
     for (int tile = 0; tile < kTiles; ++tile) {
-      partial[warp][tile][g][2 * t] = acc[0][tile][0];
-      partial[warp][tile][g][2 * t + 1] = acc[0][tile][1];
-      partial[warp][tile][g + 8][2 * t] = acc[0][tile][2];
-      partial[warp][tile][g + 8][2 * t + 1] = acc[0][tile][3];
+      partial[warp][tile][g][2 * t] = acc[q][tile][0];
+      partial[warp][tile][g][2 * t + 1] = acc[q][tile][1];
+      partial[warp][tile][g + 8][2 * t] = acc[q][tile][2];
+      partial[warp][tile][g + 8][2 * t + 1] = acc[q][tile][3];
     }
     __syncthreads();
-    const int o = threadIdx.x;
-    const int tile = o / (kRows * 8), row = (o / 8) % kRows, col = o % 8;
-    const bool valid = o < kTiles * kRows * 8 && tile * 8 + col < n;
-    float sum = 0.0f;
-    if (valid) {
+    for (int o = threadIdx.x; o < kTiles * kRows * 8; o += kWarps * 32) {
+      const int tile = o / (kRows * 8), row = (o / 8) % kRows, col = o % 8;
+      const int token = tile * 8 + col;
+      if (token >= n) continue;
+      float sum = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) sum += partial[w][tile][row][col];
-    }
-    cluster_wait();  // every block of the cluster has started
-    if (split > 0 && valid) store_to_first_block(&others[split - 1][o], sum);
-    cluster_arrive();
-    cluster_wait();
-    if (split == 0 && valid) {
-#pragma unroll
-      for (int r = 0; r < kSplit - 1; ++r) sum += others[r][o];
-      float* out = y + static_cast<int64_t>(tile * 8 + col) * m + row0 + row;
+      float* out = y + static_cast<int64_t>(token) * m + row0 + kRows * q + row;
       *out = beta == 0.0f ? sum : sum + beta * *out;
-    }
-  } else {
-#pragma unroll
-    for (int q = 0; q < kGroups; ++q) {
-      if (q > 0) __syncthreads();  // the previous group's sums are read
-#pragma unroll
-      for (int tile = 0; tile < kTiles; ++tile) {
-        partial[warp][tile][g][2 * t] = acc[q][tile][0];
-        partial[warp][tile][g][2 * t + 1] = acc[q][tile][1];
-        partial[warp][tile][g + 8][2 * t] = acc[q][tile][2];
-        partial[warp][tile][g + 8][2 * t + 1] = acc[q][tile][3];
-      }
-      __syncthreads();
-      for (int o = threadIdx.x; o < kTiles * kRows * 8; o += kWarps * 32) {
-        const int tile = o / (kRows * 8), row = (o / 8) % kRows, col = o % 8;
-        const int token = tile * 8 + col;
-        if (token >= n) continue;
-        float sum = 0.0f;
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w) sum += partial[w][tile][row][col];
-        float* out = y + static_cast<int64_t>(token) * m + row0 + kRows * q + row;
-        *out = beta == 0.0f ? sum : sum + beta * *out;
-      }
     }
   }
 }
 
-// Row groups below which a launch at up to 16 tokens splits k over clusters of two blocks
-// (cluster_split): fewer than ~4 blocks an SM leave its memory requests too few.
-constexpr int64_t kClusterSplitMaxRowGroups = 512;
-
 // A launch for n tokens (1..64): 8-token tiles, two row groups a block past 16 tokens.
 template <class Codes, int kTiles>
 void launch_tiles(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
-                  int64_t k, int group_shift, float beta, cudaStream_t stream, bool programmatic, bool cluster_split) {
+                  int64_t k, int group_shift, float beta, cudaStream_t stream, bool programmatic) {
   const auto* xs = static_cast<const uint16_t*>(x);
   const int rows = static_cast<int>(n);
   const int32_t* no_order = nullptr;
-  if constexpr (kTiles <= 2) {
-    if (cluster_split && m / kRows < kClusterSplitMaxRowGroups && k / (4 * Codes::kColumns) >= 2 * kWarps) {
-      launch_kernel_in_clusters(programmatic, 2, small_gemm_kernel<Codes, kTiles, 1, false, 2>,
-                                dim3(static_cast<unsigned>(2 * m / kRows)), dim3(kWarps * 32), 0, stream, xs, codes,
-                                groups, y, rows, m, k, group_shift, beta, no_order);
-      return;
-    }
-  }
   if (n > 16 && m % (2 * kRows) == 0) {
     launch_kernel(programmatic, small_gemm_kernel<Codes, kTiles, 2>, dim3(static_cast<unsigned>(m / (2 * kRows))),
                   dim3(kWarps * 32), 0, stream, xs, codes, groups, y, rows, m, k, group_shift, beta, no_order);
@@ -290,11 +209,10 @@ void launch_tiles(const void* x, const uint8_t* codes, const uint32_t* groups, f
 
 // order: act-order's input order (n <= kOrderedMaxRows), or null. programmatic: launched as a
 // programmatic dependent of the kernel ahead (programmatic_launch.cuh; sm_90+ only).
-// cluster_split (sm_90+ only): small grids at up to 16 tokens split k over clusters of two blocks.
 template <class Codes>
 void launch_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, float* y, int64_t n, int64_t m,
                        int64_t k, int group_shift, float beta, cudaStream_t stream, const int32_t* order,
-                       bool programmatic, bool cluster_split = false) {
+                       bool programmatic) {
   if (order != nullptr) {
     launch_kernel(programmatic, small_gemm_kernel<Codes, 1, 1, true>, dim3(static_cast<unsigned>(m / kRows)),
                   dim3(kWarps * 32), 0, stream, static_cast<const uint16_t*>(x), codes, groups, y, static_cast<int>(n),
@@ -302,30 +220,14 @@ void launch_small_gemm(const void* x, const uint8_t* codes, const uint32_t* grou
     return;
   }
   switch ((n + 7) / 8) {
-    case 1:
-      launch_tiles<Codes, 1>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic, cluster_split);
-      break;
-    case 2:
-      launch_tiles<Codes, 2>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic, cluster_split);
-      break;
-    case 3:
-      launch_tiles<Codes, 3>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic, cluster_split);
-      break;
-    case 4:
-      launch_tiles<Codes, 4>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic, cluster_split);
-      break;
-    case 5:
-      launch_tiles<Codes, 5>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic, cluster_split);
-      break;
-    case 6:
-      launch_tiles<Codes, 6>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic, cluster_split);
-      break;
-    case 7:
-      launch_tiles<Codes, 7>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic, cluster_split);
-      break;
-    default:
-      launch_tiles<Codes, 8>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic, cluster_split);
-      break;
+    case 1: launch_tiles<Codes, 1>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 2: launch_tiles<Codes, 2>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 3: launch_tiles<Codes, 3>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 4: launch_tiles<Codes, 4>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 5: launch_tiles<Codes, 5>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 6: launch_tiles<Codes, 6>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    case 7: launch_tiles<Codes, 7>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
+    default: launch_tiles<Codes, 8>(x, codes, groups, y, n, m, k, group_shift, beta, stream, programmatic); break;
   }
 }
 

@@ -33,15 +33,15 @@ bool int4_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k) {
 
 void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y, int64_t n,
                      int64_t m, int64_t k, float beta, CUstream_st* stream, const int32_t* input_order, bool wide,
-                     bool programmatic, bool cluster_split) {
+                     bool programmatic) {
   assert(int4_small_gemm_supports(x, n, m, k) && (input_order == nullptr || n <= grouped::kOrderedMaxRows));
   assert(group_shift >= 5 && k % (int64_t{1} << group_shift) == 0);
   if (wide && k % (4 * Int4WideCodes::kColumns) == 0) {
     grouped::launch_small_gemm<Int4WideCodes>(x, codes, groups, y, n, m, k, group_shift, beta, stream, input_order,
-                                              programmatic, cluster_split);
+                                              programmatic);
   } else {
     grouped::launch_small_gemm<Int4Codes>(x, codes, groups, y, n, m, k, group_shift, beta, stream, input_order,
-                                          programmatic, cluster_split);
+                                          programmatic);
   }
 }
 

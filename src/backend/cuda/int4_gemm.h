@@ -34,11 +34,9 @@ bool int4_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
 // thread loads 16 bytes of a row at a time (32 columns) instead of 8 (GemmPolicy::int4_small_gemm_wide).
 // programmatic (sm_90+): launched as a programmatic dependent of the kernel ahead, prefetching
 // its weights while that one finishes (programmatic_launch.cuh, GemmPolicy::programmatic_launch).
-// cluster_split (sm_90+): grids of few row groups at up to 16 tokens split k over clusters of two
-// blocks (GemmPolicy::small_gemm_cluster_split).
 void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y, int64_t n,
                      int64_t m, int64_t k, float beta, CUstream_st* stream, const int32_t* input_order = nullptr,
-                     bool wide = false, bool programmatic = false, bool cluster_split = false);
+                     bool wide = false, bool programmatic = false);
 
 // out: (m, k) bf16, the weights the small GEMM computes with.
 void dequantize_int4(const uint8_t* codes, const uint32_t* groups, int group_shift, int64_t m, int64_t k, uint16_t* out,

@@ -15,7 +15,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <utility>
 
 namespace folio::cuda {
 
@@ -38,40 +37,22 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) in thread block clusters of `cluster` blocks
-// along x (sm_90+ where cluster > 1), as a programmatic dependent of the kernel ahead when
-// `programmatic` (the caller checked the device is sm_90+).
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent of the kernel
+// ahead when `programmatic` (the caller checked the device is sm_90+).
 template <class... Params, class... Args>
-void launch_kernel_in_clusters(bool programmatic, unsigned cluster, void (*kernel)(Params...), dim3 grid, dim3 block,
-                               size_t smem, cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attributes[2]{};
-  unsigned count = 0;
-  if (programmatic) {
-    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[count].val.programmaticStreamSerializationAllowed = 1;
-    ++count;
-  }
-  if (cluster > 1) {
-    attributes[count].id = cudaLaunchAttributeClusterDimension;
-    attributes[count].val.clusterDim.x = cluster;
-    attributes[count].val.clusterDim.y = 1;
-    attributes[count].val.clusterDim.z = 1;
-    ++count;
-  }
+void launch_kernel(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = count;
+  config.attrs = &attribute;
+  config.numAttrs = programmatic ? 1 : 0;
   cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
-}
-
-template <class... Params, class... Args>
-void launch_kernel(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Args&&... args) {
-  launch_kernel_in_clusters(programmatic, 1, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace folio::cuda
