@@ -13,6 +13,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "backend/cpu/cpu_attention.h"
 #include "core/fp16.h"
@@ -287,12 +288,50 @@ TEST(CpuAttention, RowsKeepTheirBitsHoweverTheContextIsSplit) {
   }
 }
 
-// A decode row with a window of two keys sees one stored key (the last slot of a block) and its
-// own, scored far below it (weight exactly 0), so it outputs the stored key's value row exactly:
-// the tile's block loaders must dequantize as kv_load_row does, bit for bit, for every one of
-// the 256 byte values of int8 and fp8 E4M3 (subnormals, -0, NaN included), in blocks of 16
-// slots (the vectorized loaders) and of 8 (the per-row path). fp8 reads a row's own block from
-// staging, int8 from the pages.
+// For the loader tests below: blocks 0 .. tested - 1 are the tested blocks and block `tested`
+// every sequence's own; sequence b decodes one token at position block_size (its own block,
+// staging block own_staging for residual formats) with a window of two keys, so it sees the last slot of block b
+// and its own key, whose K (-1000 in every channel) scores it far below (weight exactly 0):
+// each output row must equal that slot's value row as kv_load_row dequantizes it, bit for bit
+// (NaN where it is NaN; +0 for -0, as a sum starting at +0 cannot keep the sign).
+void expect_last_slot_values(const KvLayerView& cache, int32_t tested, int32_t own_staging, int32_t num_heads,
+                             ThreadPool& pool) {
+  const int32_t block_size = cache.block_size, head_dim = cache.head_dim;
+  std::vector<std::vector<int32_t>> tables;
+  for (int32_t b = 0; b < tested; ++b) tables.push_back({b, tested});
+  const std::vector<int32_t> staging_ids{own_staging};
+  std::vector<AttentionSequence> sequences;
+  for (int32_t b = 0; b < tested; ++b) sequences.push_back({b, 1, block_size + 1, tables[b], 1, staging_ids});
+  std::vector<float> q(static_cast<size_t>(tested) * num_heads * head_dim, 0.5f);
+  std::vector<float> out(q.size(), 0.0f);
+  paged_attention({q.data(), out.data(), tested, num_heads, 0.125f, sequences, 2}, cache, pool);
+  std::vector<float> row(head_dim);
+  for (int32_t b = 0; b < tested; ++b) {
+    for (int32_t head = 0; head < num_heads; ++head) {
+      const int64_t slot = static_cast<int64_t>(b) * block_size + block_size - 1;
+      kv_load_row(cache, 1, slot, head / (num_heads / cache.num_kv_heads), row.data());
+      for (int32_t d = 0; d < head_dim; ++d) {
+        const float got = out[(static_cast<size_t>(b) * num_heads + head) * head_dim + d];
+        const std::string where = std::string(kv_format_name(cache.format)) + " block " + std::to_string(block_size) +
+                                  " block " + std::to_string(b) + " head " + std::to_string(head) + " dim " +
+                                  std::to_string(d);
+        if (std::isnan(row[d])) {
+          EXPECT_TRUE(std::isnan(got)) << where;
+        } else if (row[d] == 0.0f) {
+          EXPECT_EQ(got, 0.0f) << where;
+        } else {
+          EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(row[d]))
+              << where << ": " << got << " against " << row[d];
+        }
+      }
+    }
+  }
+}
+
+// The tile's block loaders dequantize as kv_load_row does, bit for bit (expect_last_slot_values),
+// for every one of the 256 byte values of int8 and fp8 E4M3 (subnormals, -0, NaN included), in
+// blocks of 16 slots (the vectorized loaders) and of 8 (the per-row path). fp8 reads a row's own
+// block from staging, int8 from the pages.
 TEST(CpuAttention, EightBitBlocksDequantizeExactlyAsKvLoadRow) {
   ThreadPool pool(2);
   for (KvFormat format : {KvFormat::kInt8, KvFormat::kFp8E4M3}) {
@@ -330,40 +369,13 @@ TEST(CpuAttention, EightBitBlocksDequantizeExactlyAsKvLoadRow) {
                       sizeof scale);
         }
       }
-      // Sequence b: one decode token at position block_size (the own block), window 2.
-      std::vector<std::vector<int32_t>> tables;
-      for (int32_t b = 0; b < tested; ++b) tables.push_back({b, own});
-      const std::vector<int32_t> staging_ids{0};
-      std::vector<AttentionSequence> sequences;
-      for (int32_t b = 0; b < tested; ++b) sequences.push_back({b, 1, block_size + 1, tables[b], 1, staging_ids});
-      std::vector<float> q(static_cast<size_t>(tested) * num_heads * head_dim, 0.5f);
-      std::vector<float> out(q.size(), 0.0f);
-      paged_attention({q.data(), out.data(), tested, num_heads, 0.125f, sequences, 2}, cache, pool);
-      for (int32_t b = 0; b < tested; ++b) {
-        for (int32_t head = 0; head < num_heads; ++head) {
-          const int64_t slot = static_cast<int64_t>(b) * block_size + block_size - 1;
-          kv_load_row(cache, 1, slot, head / (num_heads / num_kv_heads), row.data());
-          for (int32_t d = 0; d < head_dim; ++d) {
-            const float got = out[(static_cast<size_t>(b) * num_heads + head) * head_dim + d];
-            if (std::isnan(row[d])) {
-              EXPECT_TRUE(std::isnan(got)) << kv_format_name(format) << " byte " << 64 * b + d;
-            } else if (row[d] == 0.0f) {  // -0 too: a sum that starts at +0 cannot keep the sign
-              EXPECT_EQ(got, 0.0f) << kv_format_name(format) << " byte " << 64 * b + d;
-            } else {
-              EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(row[d]))
-                  << kv_format_name(format) << " block " << block_size << " byte " << 64 * b + d << ": " << got
-                  << " against " << row[d];
-            }
-          }
-        }
-      }
+      expect_last_slot_values(cache, tested, 0, num_heads, pool);
     }
   }
 }
 
 // The same for KIVI's sealed blocks (the tile unpacks their codes itself where there is
-// AVX-512): a decode row with a window of two keys outputs the value of the last slot of a
-// sealed block bit for bit as kv_load_row dequantizes it, kivi4 and kivi2, blocks of 32 and 64.
+// AVX-512): kivi4 and kivi2, blocks of 32 and 64.
 TEST(CpuAttention, KiviBlocksDequantizeExactlyAsKvLoadRow) {
   ThreadPool pool(2);
   for (KvFormat format : {KvFormat::kKivi4, KvFormat::kKivi2}) {
@@ -390,30 +402,7 @@ TEST(CpuAttention, KiviBlocksDequantizeExactlyAsKvLoadRow) {
         }
         if (b < tested) kv_seal_block(cache, b, b);
       }
-      std::vector<std::vector<int32_t>> tables;
-      for (int32_t b = 0; b < tested; ++b) tables.push_back({b, own});
-      const std::vector<int32_t> staging_ids{own};
-      std::vector<AttentionSequence> sequences;
-      for (int32_t b = 0; b < tested; ++b) sequences.push_back({b, 1, block_size + 1, tables[b], 1, staging_ids});
-      std::vector<float> q(static_cast<size_t>(tested) * num_heads * head_dim, 0.5f);
-      std::vector<float> out(q.size(), 0.0f);
-      paged_attention({q.data(), out.data(), tested, num_heads, 0.125f, sequences, 2}, cache, pool);
-      std::vector<float> row(head_dim);
-      for (int32_t b = 0; b < tested; ++b) {
-        for (int32_t head = 0; head < num_heads; ++head) {
-          const int64_t slot = static_cast<int64_t>(b) * block_size + block_size - 1;
-          kv_load_row(cache, 1, slot, head / (num_heads / num_kv_heads), row.data());
-          for (int32_t d = 0; d < head_dim; ++d) {
-            const float got = out[(static_cast<size_t>(b) * num_heads + head) * head_dim + d];
-            if (row[d] == 0.0f) {
-              EXPECT_EQ(got, 0.0f);
-            } else {
-              EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(row[d]))
-                  << kv_format_name(format) << " block " << block_size << " head " << head << " dim " << d;
-            }
-          }
-        }
-      }
+      expect_last_slot_values(cache, tested, own, num_heads, pool);
     }
   }
 }
