@@ -394,15 +394,18 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
                         {960, 576, DType::Q4_1, kInt4, 6},
                         {256, 2048, DType::Q4_1, kInt4, 11},  // group_size -1
                         {576, 1536, DType::Q4_1, kInt4, 7, true},
+                        {4096, 4096, DType::Q4_1, kInt4, 7, true},  // act-order, streamed at n <= 8
                         {960, 576, DType::Q8_0, kInt8, 5, true}};
   const int64_t rows_list[] = {1, 2, 5, 8, 9, 16, 17, 33, 64, 65, 300, 1024, 1100};
   // kOtherWidth: the default with the INT4 small GEMM's chunk width flipped (int4_small_gemm_wide)
-  // and act-order's inputs read the other way (small_gemm_reads_input_order).
-  enum Mode { kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant, kOtherWidth };
-  for (Mode mode : {kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant, kOtherWidth}) {
+  // and act-order's inputs read the other way (small_gemm_reads_input_order). kUnstreamed: the
+  // default without the streamed kernel (small_gemm_streamed), at the n it would take (<= 8).
+  enum Mode { kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant, kOtherWidth, kUnstreamed };
+  for (Mode mode : {kDefault, kWgmmaOnly, kDequantizeOnly, kInvariant, kOtherWidth, kUnstreamed}) {
     const bool invariant = mode == kInvariant;
     GemmPolicy policy;
     policy.batch_invariant = invariant;
+    policy.small_gemm_streamed = mode != kUnstreamed;
     if (mode == kOtherWidth) {
       policy.int4_small_gemm_wide = !policy.int4_small_gemm_wide;
       policy.small_gemm_reads_input_order = !policy.small_gemm_reads_input_order;
@@ -482,17 +485,24 @@ void check_grouped_gemm(const Options& opt, std::mt19937_64& rng) {
       std::vector<float> y_big;
       for (int64_t n : rows_list) {
         if (opt.quick && n != 1 && n != 9 && n != 300) continue;
+        if (mode == kUnstreamed && n > 8) continue;
         const bool small =
             !invariant && n <= (int4 ? policy.int4_small_gemm_max_rows : policy.int8_small_gemm_max_rows);
+        const bool streamed =
+            small && policy.small_gemm_streamed &&
+            (int4 ? policy.int4_wide_for(n) && wc.k % 128 == 0 &&
+                        int4_small_gemm_streams(n, wc.m, wc.k, wc.group_shift, d_codes.get(), d_groups.get())
+                  : int8_small_gemm_streams(n, wc.m, wc.k, wc.group_shift, d_codes.get(), d_groups.get()));
         const bool wgmma = !invariant && !small && n <= policy.grouped_wgmma_max_rows &&
                            grouped_wgmma_gemm_supports(d_x_all.get(), n, wc.m, wc.k) &&
                            (policy.grouped_wgmma_split_k || grouped_wgmma_gemm_fills_device(n, wc.m));
-        static const char* const kModeNames[] = {"default ", "wgmma-only ", "dequantize-only ", "pinned ",
-                                                 "other-width "};
+        static const char* const kModeNames[] = {"default ", "wgmma-only ",  "dequantize-only ",
+                                                 "pinned ",  "other-width ", "unstreamed "};
         const std::string shape = std::string(kModeNames[mode]) +
-                                  (small   ? "(small) "
-                                   : wgmma ? "(wgmma) "
-                                           : "(gemm) ") +
+                                  (streamed ? "(streamed) "
+                                   : small  ? "(small) "
+                                   : wgmma  ? "(wgmma) "
+                                            : "(gemm) ") +
                                   type + " n=" + std::to_string(n) + " m=" + std::to_string(wc.m) +
                                   " k=" + std::to_string(wc.k);
         if (!small && !wgmma) {

@@ -348,11 +348,14 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
       // GemmPolicy::int4_small_gemm_max_rows / int8_small_gemm_max_rows are set from.
       // Paths: 0 the small kernel (n <= 64), 1 dequantize + cuBLASLt, 2 the main-loop GEMM, 3 the
       // small kernel with int4_small_gemm_wide flipped (INT4 only; default on: 128-column chunks
-      // at n <= 8 and n > 48, so this column is 64-column chunks at every n).
-      cuda::GemmPolicy paths[4];
+      // at n <= 8 and n > 48, so this column is 64-column chunks at every n), 4 the small kernel
+      // without its streamed variant (small_gemm_streamed off; n <= 8, where that one runs).
+      cuda::GemmPolicy paths[5];
       paths[0].grouped_wgmma_max_rows = 0;
       paths[3].grouped_wgmma_max_rows = 0;
       paths[3].int4_small_gemm_wide = !paths[3].int4_small_gemm_wide;
+      paths[4].grouped_wgmma_max_rows = 0;
+      paths[4].small_gemm_streamed = false;
       paths[1].int4_small_gemm_max_rows = 0;
       paths[1].int8_small_gemm_max_rows = 0;
       paths[1].grouped_wgmma_max_rows = 0;
@@ -367,11 +370,12 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
           gemm->set_policy(fast_policy);
           weight = bf16_weight;
           const double bf16_us = time_us(s, n);
-          double us[4];
-          for (int i = 0; i < 4; ++i) {
+          double us[5];
+          for (int i = 0; i < 5; ++i) {
             us[i] = 0.0;
             if ((i == 0 || i == 3) && n > (int4 ? cuda::kInt4SmallGemmMaxRows : cuda::kInt8SmallGemmMaxRows)) continue;
             if (i == 3 && !int4) continue;
+            if (i == 4 && n > 8) continue;
             gemm->set_policy(paths[i]);
             weight = grouped_weight;
             us[i] = time_us(s, n);
@@ -380,10 +384,11 @@ void bench_gemms(const ModelConfig& c, const std::vector<int32_t>& pinned_rows, 
           const double default_us = time_us(s, n);
           char cell[200];
           std::snprintf(cell, sizeof cell,
-                        "\n    n=%-4lld bf16 %8.1f | %s small %8.1f (%s %8.1f) dequant+gemm %8.1f wgmma %8.1f | "
+                        "\n    n=%-4lld bf16 %8.1f | %s small %8.1f (%s %8.1f, unstreamed %8.1f) dequant+gemm %8.1f "
+                        "wgmma %8.1f | "
                         "default %8.1f (%5.0f GB/s) %.2fx",
                         static_cast<long long>(n), bf16_us, name, us[0],
-                        paths[3].int4_small_gemm_wide ? "wide" : "narrow", us[3], us[1], us[2], default_us,
+                        paths[3].int4_small_gemm_wide ? "wide" : "narrow", us[3], us[4], us[1], us[2], default_us,
                         static_cast<double>(s.m * s.k) * bytes_per_weight / (default_us * 1e3), bf16_us / default_us);
           line += cell;
           worst = std::min(worst, bf16_us / default_us);

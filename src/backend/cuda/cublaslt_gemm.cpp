@@ -471,10 +471,10 @@ void CublasLtGemm::matmul(const void* x, const DeviceMatrix& w, float* y, int64_
     if (small_gemm_takes(x)) {
       if (w.format == WeightFormat::kInt4) {
         int4_small_gemm(x, codes, w.groups, w.group_shift, y, n, m, k, beta, stream, order, policy_.int4_wide_for(n),
-                        policy_.programmatic_launch);
+                        policy_.programmatic_launch, policy_.small_gemm_streamed);
       } else {
-        int8_small_gemm(x, codes, w.groups, w.group_shift, y, n, m, k, beta, stream, order,
-                        policy_.programmatic_launch);
+        int8_small_gemm(x, codes, w.groups, w.group_shift, y, n, m, k, beta, stream, order, policy_.programmatic_launch,
+                        policy_.small_gemm_streamed);
       }
       return;
     }

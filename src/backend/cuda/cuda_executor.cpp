@@ -31,6 +31,13 @@ int32_t next_pow2(int32_t v) {
 // by default, and an eager step of that size still pays ~1 ms of launches a step).
 constexpr int32_t kMaxGraphSeqs = 1024;
 
+// FOLIO_STREAMED_GEMM=0: the small GEMM's per-row-group kernel at n <= 8 too, for side-by-side
+// runs (GemmPolicy::small_gemm_streamed).
+bool streamed_gemm_turned_off() {
+  const char* streamed = std::getenv("FOLIO_STREAMED_GEMM");
+  return streamed != nullptr && *streamed == '0';
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights& weights,
@@ -102,6 +109,7 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
   const char* programmatic = std::getenv("FOLIO_PROGRAMMATIC_LAUNCH");
   e->programmatic_launch_ = props.major >= 9 && (programmatic == nullptr || *programmatic != '0');
   e->options_.gemm.programmatic_launch = e->programmatic_launch_ && !e->options_.gemm.batch_invariant;
+  if (streamed_gemm_turned_off()) e->options_.gemm.small_gemm_streamed = false;
   e->model_->gemm().set_policy(e->options_.gemm);
   if (Status s = e->tune_gemms(); !s) return s;
   if (Status s = e->allocate_step_buffers(); !s) return s;
@@ -289,6 +297,7 @@ void CudaExecutor::set_gemm_policy(const GemmPolicy& policy) {
   stats_.graphs_captured = 0;
   options_.gemm = policy;
   options_.gemm.programmatic_launch = programmatic_launch_ && !policy.batch_invariant;
+  if (streamed_gemm_turned_off()) options_.gemm.small_gemm_streamed = false;
   if (policy.batch_invariant && policy.tune_pinned && policy.pinned.empty()) options_.gemm.pinned = tuned_;
   model_->gemm().set_policy(options_.gemm);
   if (Status s = tune_gemms(); !s) cuda_fail("CudaExecutor::set_gemm_policy", __FILE__, __LINE__, s.message().c_str());

@@ -71,6 +71,12 @@ struct GemmPolicy {
   // inputs_written_in_order_max_rows tokens (the small GEMM's; its larger batches unmeasured).
   bool inputs_written_in_order = true;
   int32_t inputs_written_in_order_max_rows = 64;
+  // INT4 (wide chunks) and INT8 weights at n <= 8 on Hopper, matrices of at least one 16-row
+  // group an SM: the small GEMM's streamed kernel (grouped_streamed_gemm.cuh: one persistent
+  // block an SM, weights in flight through bulk copies into shared memory) instead of one block
+  // per row group with each thread's loads. Off (FOLIO_STREAMED_GEMM=0 in the executor): the
+  // latter, for side-by-side runs.
+  bool small_gemm_streamed = true;
   // The same for INT8 weights (int8_gemm.h: the 5- to 8-bit GGUF types).
   int32_t int8_small_gemm_max_rows = 64;
   // Off the invariant policy, on Hopper: INT4 and INT8 weights past the small kernel's rows

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/grouped_codes.cuh"
 #include "backend/cuda/grouped_small_gemm.cuh"
+#include "backend/cuda/grouped_streamed_gemm.cuh"
 #include "backend/cuda/int4_gemm.h"
 
 namespace folio::cuda {
@@ -31,12 +32,20 @@ bool int4_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k) {
          reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
+bool int4_small_gemm_streams(int64_t n, int64_t m, int64_t k, int group_shift, const uint8_t* codes,
+                             const uint32_t* groups) {
+  return grouped::streamed_small_gemm_takes<Int4WideCodes>(n, m, k, group_shift, codes, groups);
+}
+
 void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y, int64_t n,
                      int64_t m, int64_t k, float beta, CUstream_st* stream, const int32_t* input_order, bool wide,
-                     bool programmatic) {
+                     bool programmatic, bool streamed) {
   assert(int4_small_gemm_supports(x, n, m, k) && (input_order == nullptr || n <= grouped::kOrderedMaxRows));
   assert(group_shift >= 5 && k % (int64_t{1} << group_shift) == 0);
-  if (wide && k % (4 * Int4WideCodes::kColumns) == 0) {
+  if (streamed && wide && int4_small_gemm_streams(n, m, k, group_shift, codes, groups)) {
+    grouped::launch_streamed_small_gemm<Int4WideCodes>(x, codes, groups, y, n, m, k, group_shift, beta, stream,
+                                                       input_order, programmatic);
+  } else if (wide && k % (4 * Int4WideCodes::kColumns) == 0) {
     grouped::launch_small_gemm<Int4WideCodes>(x, codes, groups, y, n, m, k, group_shift, beta, stream, input_order,
                                               programmatic);
   } else {

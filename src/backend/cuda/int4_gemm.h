@@ -34,9 +34,16 @@ bool int4_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
 // thread loads 16 bytes of a row at a time (32 columns) instead of 8 (GemmPolicy::int4_small_gemm_wide).
 // programmatic (sm_90+): launched as a programmatic dependent of the kernel ahead, prefetching
 // its weights while that one finishes (programmatic_launch.cuh, GemmPolicy::programmatic_launch).
+// streamed (with wide): where int4_small_gemm_streams says so (Hopper, n <= 8, the matrix at least
+// one 16-row group an SM), grouped_streamed_gemm.cuh's kernel: one block an SM fed by bulk copies
+// (GemmPolicy::small_gemm_streamed).
 void int4_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y, int64_t n,
                      int64_t m, int64_t k, float beta, CUstream_st* stream, const int32_t* input_order = nullptr,
-                     bool wide = false, bool programmatic = false);
+                     bool wide = false, bool programmatic = false, bool streamed = false);
+
+// Whether int4_small_gemm with wide and streamed on takes the streamed kernel for this product.
+bool int4_small_gemm_streams(int64_t n, int64_t m, int64_t k, int group_shift, const uint8_t* codes,
+                             const uint32_t* groups);
 
 // out: (m, k) bf16, the weights the small GEMM computes with.
 void dequantize_int4(const uint8_t* codes, const uint32_t* groups, int group_shift, int64_t m, int64_t k, uint16_t* out,

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/grouped_codes.cuh"
 #include "backend/cuda/grouped_small_gemm.cuh"
+#include "backend/cuda/grouped_streamed_gemm.cuh"
 #include "backend/cuda/int8_gemm.h"
 
 namespace folio::cuda {
@@ -30,11 +31,21 @@ bool int8_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k) {
          reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
+bool int8_small_gemm_streams(int64_t n, int64_t m, int64_t k, int group_shift, const uint8_t* codes,
+                             const uint32_t* groups) {
+  return grouped::streamed_small_gemm_takes<Int8Codes>(n, m, k, group_shift, codes, groups);
+}
+
 void int8_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y, int64_t n,
                      int64_t m, int64_t k, float beta, CUstream_st* stream, const int32_t* input_order,
-                     bool programmatic) {
+                     bool programmatic, bool streamed) {
   assert(int8_small_gemm_supports(x, n, m, k) && (group_shift == 4 || group_shift == 5));
   assert(input_order == nullptr || n <= grouped::kOrderedMaxRows);
+  if (streamed && int8_small_gemm_streams(n, m, k, group_shift, codes, groups)) {
+    grouped::launch_streamed_small_gemm<Int8Codes>(x, codes, groups, y, n, m, k, group_shift, beta, stream, input_order,
+                                                   programmatic);
+    return;
+  }
   grouped::launch_small_gemm<Int8Codes>(x, codes, groups, y, n, m, k, group_shift, beta, stream, input_order,
                                         programmatic);
 }

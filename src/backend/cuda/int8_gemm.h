@@ -23,10 +23,14 @@ bool int8_small_gemm_supports(const void* x, int64_t n, int64_t m, int64_t k);
 // x: (n, k) bf16; codes: (m, k) bytes; groups: (m, k >> group_shift) words (group_shift 4 or
 // 5: 16 or 32 columns); y: (n, m) fp32. input_order (act-order, n <= kSmallGemmOrderedMaxRows):
 // stored column c multiplies x's column input_order[c], read in place (no gather first).
-// programmatic: as int4_small_gemm's.
+// programmatic, streamed: as int4_small_gemm's.
 void int8_small_gemm(const void* x, const uint8_t* codes, const uint32_t* groups, int group_shift, float* y, int64_t n,
                      int64_t m, int64_t k, float beta, CUstream_st* stream, const int32_t* input_order = nullptr,
-                     bool programmatic = false);
+                     bool programmatic = false, bool streamed = false);
+
+// Whether int8_small_gemm with streamed on takes the streamed kernel for this product.
+bool int8_small_gemm_streams(int64_t n, int64_t m, int64_t k, int group_shift, const uint8_t* codes,
+                             const uint32_t* groups);
 
 // out: (m, k) bf16, the weights the small GEMM computes with. k % 16 == 0.
 void dequantize_int8(const uint8_t* codes, const uint32_t* groups, int group_shift, int64_t m, int64_t k, uint16_t* out,
