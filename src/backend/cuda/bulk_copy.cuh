@@ -63,24 +63,36 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
 __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
                                                     uint64_t policy) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          shared_address(dst)),
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
+          "r"(shared_address(dst)),
       "l"(src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
       : "memory");
 }
 
 #else
 
-__device__ __forceinline__ void mbarrier_init(uint64_t*, uint32_t) { __trap(); }
-__device__ __forceinline__ void mbarrier_init_fence() { __trap(); }
-__device__ __forceinline__ void mbarrier_arrive(uint64_t*) { __trap(); }
-__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t*, uint32_t) { __trap(); }
-__device__ __forceinline__ void mbarrier_wait(uint64_t*, uint32_t) { __trap(); }
+__device__ __forceinline__ void mbarrier_init(uint64_t*, uint32_t) {
+  __trap();
+}
+__device__ __forceinline__ void mbarrier_init_fence() {
+  __trap();
+}
+__device__ __forceinline__ void mbarrier_arrive(uint64_t*) {
+  __trap();
+}
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t*, uint32_t) {
+  __trap();
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t*, uint32_t) {
+  __trap();
+}
 __device__ __forceinline__ uint64_t evict_first_policy() {
   __trap();
   return 0;
 }
-__device__ __forceinline__ void bulk_copy_to_shared(void*, const void*, uint32_t, uint64_t*, uint64_t) { __trap(); }
+__device__ __forceinline__ void bulk_copy_to_shared(void*, const void*, uint32_t, uint64_t*, uint64_t) {
+  __trap();
+}
 
 #endif
 

@@ -9,15 +9,15 @@
 // round trip and their reduction). Here one block an SM stays (a persistent grid over the row
 // groups, block b taking groups b, b + grid, ...) and a producer warp keeps kStages stages of
 // 16 rows x up to kStageRowBytes code bytes (and their (scale, min) words) in flight through
-// cp.async.bulk, the copy engine moving the bytes without registers; the 8 consumer warps
+// cp.async.bulk, the copy engine moving the bytes without registers; the 16 consumer warps
 // multiply stage s while stages s + 1.. arrive. Weights are marked evict-first in L2.
 //
 // A stage is one row group's codes over kStageColumns columns (k is cut into such slices, the
 // last one shorter) in shared memory, each row's bytes as in global memory with rows
 // kStageRowBytes + 64 apart, so that rows g and g + 1 (one quarter-warp's 16-byte reads) fall in
 // different halves of the banks; then the 16 rows' group words, rows 16 bytes wider than their
-// words. Consumer warp w takes chunks [w c / 8, (w + 1) c / 8) of the slice's c chunks, reading
-// its codes from shared memory and x from global memory (L1) as the other kernel does.
+// words. Consumer warp w takes chunks [w c / 16, (w + 1) c / 16) of the slice's c chunks (at most
+// two), reading its codes from shared memory and x from global memory (L1), x before it waits.
 //
 // Launched programmatically, the producer starts copying weights at once; the consumers wait for
 // the kernel ahead (griddepcontrol.wait) before reading x or touching y.
@@ -38,9 +38,16 @@ constexpr int kStreamedMaxRows = 8;  // one 8-token tile
 constexpr int kStages = 4;
 constexpr int kStageRowBytes = 2048;
 constexpr int kCodeStride = kStageRowBytes + 64;
-constexpr int kBarrierBytes = 128;                        // full[kStages], empty[kStages]
-constexpr int kPartialBytes = kWarps * kRows * 8 * 4;     // the consumers' cross-warp sums
-constexpr int kProducerWarp = kWarps;                     // the warp after the consumers
+// 16 consumer warps, two chunks each of a stage: with 8 (grouped_small_gemm's count) the two
+// warps a scheduler could not hide their own latencies and INT4 products stayed at ~1.6 TB/s
+// (H100, 2026-12-06: docs/BENCHMARKS.md).
+constexpr int kConsumers = 16;
+constexpr int kThreads = (kConsumers + 1) * 32;
+constexpr int kMaxChunks = 2;       // a warp's chunks of a stage: kStageRowBytes / 64 / kConsumers
+constexpr int kBarrierBytes = 128;  // full[kStages], empty[kStages]
+constexpr int kPartialBytes = kConsumers * kRows * 8 * 4;  // the consumers' cross-warp sums
+constexpr int kProducerWarp = kConsumers;                  // the warp after the consumers
+static_assert(kStageRowBytes / 64 == kConsumers * kMaxChunks);
 
 template <class Codes>
 constexpr int64_t stage_columns() {
@@ -58,7 +65,7 @@ __host__ __device__ inline int stage_bytes(int group_shift) {
 }
 
 template <class Codes, bool kOrdered>
-__global__ void __launch_bounds__((kWarps + 1) * 32, 1)
+__global__ void __launch_bounds__(kThreads, 1)
     streamed_small_gemm_kernel(const uint16_t* __restrict__ x, const uint8_t* __restrict__ codes,
                                const uint32_t* __restrict__ groups, float* __restrict__ y, int n, int64_t m, int64_t k,
                                int group_shift, float beta, const int32_t* __restrict__ order) {
@@ -75,7 +82,7 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(full + s, 1);
-      mbarrier_init(empty + s, kWarps);
+      mbarrier_init(empty + s, kConsumers);
     }
     mbarrier_init_fence();
   }
@@ -119,21 +126,30 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
   for (int64_t rg = blockIdx.x; rg < row_groups; rg += gridDim.x) {
     float acc[2][4] = {};  // two MMA chains (a chunk's h = 0 and h = 1 halves), summed at the end
     for (int64_t s = 0; s < slices; ++s, ++use) {
+      const int64_t k0 = s * kSliceCols, cols = k - k0 < kSliceCols ? k - k0 : kSliceCols;
+      const int chunks = static_cast<int>(cols / kChunkCols);
+      const int begin = chunks * warp / kConsumers, count = chunks * (warp + 1) / kConsumers - begin;
+      // This warp's columns of x first: their loads overlap the wait for the stage.
+      uint4 b[kMaxChunks][kCols / 8];
+#pragma unroll
+      for (int j = 0; j < kMaxChunks; ++j) {
+        if (j < count) {
+#pragma unroll
+          for (int i = 0; i < kCols / 8; ++i) {
+            b[j][i] = load_x8<kOrdered>(x_row, order, k0 + (begin + j) * kChunkCols + kCols * t + 8 * i);
+          }
+        }
+      }
       const int slot = static_cast<int>(use % kStages);
       mbarrier_wait(full + slot, (use / kStages) & 1);
       const uint8_t* stage = stages + slot * stage_size;
-      const int64_t k0 = s * kSliceCols, cols = k - k0 < kSliceCols ? k - k0 : kSliceCols;
-      const int chunks = static_cast<int>(cols / kChunkCols);
-      const int begin = chunks * warp / kWarps, end = chunks * (warp + 1) / kWarps;
       const uint8_t* lo_codes = stage + g * kCodeStride + Codes::kChunkBytes / 4 * t;
       const auto* lo_words = reinterpret_cast<const uint32_t*>(stage + kRows * kCodeStride + g * words_stride);
       const auto* hi_words = reinterpret_cast<const uint32_t*>(stage + kRows * kCodeStride + (g + 8) * words_stride);
-#pragma unroll 2
-      for (int c = begin; c < end; ++c) {
-        const int64_t col = k0 + c * kChunkCols + kCols * t;
-        uint4 b[kCols / 8];
 #pragma unroll
-        for (int i = 0; i < kCols / 8; ++i) b[i] = load_x8<kOrdered>(x_row, order, col + 8 * i);
+      for (int j = 0; j < kMaxChunks; ++j) {
+        if (j >= count) break;
+        const int c = begin + j;
         const uint4 lo = *reinterpret_cast<const uint4*>(lo_codes + c * Codes::kChunkBytes);
         const uint4 hi = *reinterpret_cast<const uint4*>(lo_codes + 8 * kCodeStride + c * Codes::kChunkBytes);
         const int word = (c * kChunkCols + kCols * t) >> group_shift;
@@ -141,31 +157,31 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
         Codes::dequantize(lo, hi, lo_words[word], hi_words[word], a);
 #pragma unroll
         for (int i = 0; i < kCols / 8; ++i) {
-          mma_bf16(acc[0], a[i][0][0], a[i][0][1], a[i][0][2], a[i][0][3], b[i].x, b[i].y);
-          mma_bf16(acc[1], a[i][1][0], a[i][1][1], a[i][1][2], a[i][1][3], b[i].z, b[i].w);
+          mma_bf16(acc[0], a[i][0][0], a[i][0][1], a[i][0][2], a[i][0][3], b[j][i].x, b[j][i].y);
+          mma_bf16(acc[1], a[i][1][0], a[i][1][1], a[i][1][2], a[i][1][3], b[j][i].z, b[j][i].w);
         }
       }
       __syncwarp();
       if (lane == 0) mbarrier_arrive(empty + slot);
     }
-    // The 8 warps' partial sums: C slots are (row g, tokens 2t, 2t+1) and (row g + 8, same).
+    // The warps' partial sums: C slots are (row g, tokens 2t, 2t+1) and (row g + 8, same).
     float* mine = partial + warp * kRows * 8;
     mine[g * 8 + 2 * t] = acc[0][0] + acc[1][0];
     mine[g * 8 + 2 * t + 1] = acc[0][1] + acc[1][1];
     mine[(g + 8) * 8 + 2 * t] = acc[0][2] + acc[1][2];
     mine[(g + 8) * 8 + 2 * t + 1] = acc[0][3] + acc[1][3];
-    named_barrier_sync<1, kWarps * 32>();
+    named_barrier_sync<1, kConsumers * 32>();
     if (threadIdx.x < kRows * 8) {
       const int row = threadIdx.x / 8, token = threadIdx.x % 8;
       if (token < n) {
         float sum = 0.0f;
 #pragma unroll
-        for (int w = 0; w < kWarps; ++w) sum += partial[(w * kRows + row) * 8 + token];
+        for (int w = 0; w < kConsumers; ++w) sum += partial[(w * kRows + row) * 8 + token];
         float* out = y + static_cast<int64_t>(token) * m + rg * kRows + row;
         *out = beta == 0.0f ? sum : sum + beta * *out;
       }
     }
-    named_barrier_sync<1, kWarps * 32>();  // the sums are read before the next group's land
+    named_barrier_sync<1, kConsumers * 32>();  // the sums are read before the next group's land
   }
 }
 
@@ -200,7 +216,8 @@ bool streamed_small_gemm_takes(int64_t n, int64_t m, int64_t k, int group_shift,
   constexpr int64_t kChunkCols = 4 * Codes::kColumns;
   const int64_t slice_words = stage_columns<Codes>() >> group_shift;
   if (n < 1 || n > kStreamedMaxRows || m % kRows != 0 || k % kChunkCols != 0) return false;
-  if (slice_words < 4 || slice_words % 4 != 0 || (k >> group_shift) % 4 != 0 || (k >> group_shift) << group_shift != k) {
+  if (slice_words < 4 || slice_words % 4 != 0 || (k >> group_shift) % 4 != 0 ||
+      (k >> group_shift) << group_shift != k) {
     return false;
   }
   if (reinterpret_cast<uintptr_t>(codes) % 16 != 0 || reinterpret_cast<uintptr_t>(groups) % 16 != 0) return false;
@@ -226,7 +243,7 @@ void launch_streamed(const uint16_t* x, const uint8_t* codes, const uint32_t* gr
   }
   const int64_t row_groups = m / kRows, sms = streamed_device().sm_count;
   const auto grid = static_cast<unsigned>(row_groups < sms ? row_groups : sms);
-  launch_kernel(programmatic, kernel, dim3(grid), dim3((kWarps + 1) * 32), smem, stream, x, codes, groups, y, n, m, k,
+  launch_kernel(programmatic, kernel, dim3(grid), dim3(kThreads), smem, stream, x, codes, groups, y, n, m, k,
                 group_shift, beta, order);
 }
 
