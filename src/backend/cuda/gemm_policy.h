@@ -75,7 +75,10 @@ struct GemmPolicy {
   // group an SM: the small GEMM's streamed kernel (grouped_streamed_gemm.cuh: one persistent
   // block an SM, weights in flight through bulk copies into shared memory) instead of one block
   // per row group with each thread's loads. Off (FOLIO_STREAMED_GEMM=0 in the executor): the
-  // latter, for side-by-side runs.
+  // latter, for side-by-side runs. Measured on an H100 (2026-12-06, Llama-3-8B shape, tg128):
+  // Q8_0 207 -> 250 tok/s, Q4_K_M 247 -> 293, GPTQ g128 318 -> 335, act-order unchanged
+  // (docs/BENCHMARKS.md, issue 13). Alone, back to back, it is slower on the 4096- and 6144-row
+  // matrices (their weights partly in L2 there, never in a real step).
   bool small_gemm_streamed = true;
   // The same for INT8 weights (int8_gemm.h: the 5- to 8-bit GGUF types).
   int32_t int8_small_gemm_max_rows = 64;
