@@ -121,6 +121,12 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
           ->check(CLI::Range(0.0, 1.0))
           ->group(group);
   cmd.add_flag("--no-prefix-cache", options.no_prefix_cache, "Turn automatic prefix caching off")->group(group);
+  cmd.add_option("--prefix-wait-tokens", options.prefix_wait_tokens,
+                 "A waiting request that shares at least this many prompt tokens with blocks another request "
+                 "computes in the same step waits for that step and reuses them from the prefix cache instead of "
+                 "computing them again (default 256; 0: never wait)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->group(group);
   cmd.add_flag("--keep-window-blocks", options.keep_window_blocks,
                "Sliding-window layers (Gemma 3) keep every block instead of releasing those out of the window")
       ->group(group);
@@ -213,6 +219,7 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& options, int32_t ma
   const double reserve = cuda && !reserve_given ? kCudaAdmissionReserve : options.admission_reserve;
   config.scheduler.admission_reserve = reserve;
   config.scheduler.admission_reserve_floor = reserve / 7.0;
+  config.scheduler.min_deferred_prefix_tokens = options.prefix_wait_tokens;
   return config;
 }
 

@@ -72,6 +72,7 @@ struct EngineOptions {
   // cuda kCudaAdmissionReserve.
   const CLI::Option* admission_reserve_option = nullptr;
   double admission_reserve = 0.0;
+  int32_t prefix_wait_tokens = 256;  // SchedulerConfig::min_deferred_prefix_tokens
 };
 
 inline constexpr int32_t kCudaBatchedTokens = 8192;

@@ -143,6 +143,10 @@ void Scheduler::admit_waiting(int32_t& budget, int32_t& prefill_budget, Schedule
     if (!running_.empty() && committed_sequences() + sequences_of(request) > config_.max_num_seqs) return;
     const PrefixMatch prefix = kv_.find_cached_prefix(request->tokens);
     const int32_t computed = prefix.num_computed_tokens;
+    if (config_.min_deferred_prefix_tokens > 0 && kv_.device_pool().prefix_caching_enabled() &&
+        pending_prefix_tokens(*request, output) - computed >= config_.min_deferred_prefix_tokens) {
+      return;  // next step its prefix is cached (SchedulerConfig::min_deferred_prefix_tokens)
+    }
     if (reserve_ratio_ > 0.0 && !running_.empty() &&
         !leaves_room_to_grow(request, computed, output.num_batched_tokens)) {
       return;
@@ -158,6 +162,22 @@ void Scheduler::admit_waiting(int32_t& budget, int32_t& prefill_budget, Schedule
     budget -= num_new;
     prefill_budget -= num_new;
   }
+}
+
+int32_t Scheduler::pending_prefix_tokens(const Request& request, const SchedulerOutput& output) const {
+  const int32_t block_size = kv_.block_size();
+  // The request's last token is always computed (find_cached_prefix leaves it out too).
+  const int32_t most = request.num_tokens() - 1;
+  int32_t best = 0;
+  for (const ScheduledChunk& chunk : output.chunks) {
+    const Request& other = *chunk.request;
+    const int32_t end = std::min({chunk.first_position + chunk.num_new_tokens, other.num_tokens(), most});
+    if (end / block_size * block_size <= best) continue;
+    int32_t same = 0;
+    while (same < end && request.tokens[static_cast<size_t>(same)] == other.tokens[static_cast<size_t>(same)]) ++same;
+    best = std::max(best, same / block_size * block_size);
+  }
+  return best;
 }
 
 void Scheduler::add_proposals(int32_t& budget, SchedulerOutput& output) {

@@ -44,6 +44,14 @@ struct SchedulerConfig {
   // pool runs out (each preemption by recompute redoes the victim's whole prefill).
   double admission_reserve = 0.0;
   double admission_reserve_floor = 0.0;
+  // A waiting request whose prompt shares at least this many tokens beyond its cached prefix
+  // with full blocks that another request's chunk in the same step computes waits (and, first
+  // come first served, the requests behind it) until that pass has made them findable, then
+  // starts from them instead of computing them a second time in the same pass: a burst of
+  // requests behind one long system prompt computes it once. The price is one step of the
+  // waiting request's first-token latency per such chunk, hence the threshold (a step's prefill
+  // of a few hundred tokens costs about what a step costs). 0, or prefix caching off: never.
+  int32_t min_deferred_prefix_tokens = 256;
 };
 
 class Scheduler {
@@ -86,6 +94,9 @@ class Scheduler {
   void add_running(Request* request);
   void swap_in_what_fits();
   void admit_waiting(int32_t& budget, int32_t& prefill_budget, SchedulerOutput& output);
+  // How many of request's first tokens the full blocks this step's chunks complete hold (its
+  // longest common prefix with a chunk's request, up to where the chunk ends, in whole blocks).
+  int32_t pending_prefix_tokens(const Request& request, const SchedulerOutput& output) const;
   void add_proposals(int32_t& budget, SchedulerOutput& output);
   static bool runs_before(const Request* a, const Request* b);
   // Sequences a request will have once its parallel samples or beams are forked.

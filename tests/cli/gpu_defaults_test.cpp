@@ -62,14 +62,17 @@ TEST(EngineDefaults, CpuKeepsItsDefaultsAndTheFlagsWin) {
   EXPECT_EQ(config->scheduler.max_num_batched_tokens, 512);
   EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, 0);
   EXPECT_EQ(config->scheduler.admission_reserve, 0.0);
+  EXPECT_EQ(config->scheduler.min_deferred_prefix_tokens, 256);
 
-  p = parse({"--max-num-seqs", "7", "--max-prefill-tokens-while-decoding", "96", "--admission-reserve", "0.35"});
+  p = parse({"--max-num-seqs", "7", "--max-prefill-tokens-while-decoding", "96", "--admission-reserve", "0.35",
+             "--prefix-wait-tokens", "0"});
   config = to_engine_config(p->options, 0);
   ASSERT_TRUE(config) << config.error();
   EXPECT_EQ(config->scheduler.max_num_seqs, 7);
   EXPECT_EQ(config->scheduler.max_prefill_tokens_while_decoding, 96);
   EXPECT_DOUBLE_EQ(config->scheduler.admission_reserve, 0.35);
   EXPECT_DOUBLE_EQ(config->scheduler.admission_reserve_floor, 0.05);
+  EXPECT_EQ(config->scheduler.min_deferred_prefix_tokens, 0);
 }
 
 TEST(EngineDefaults, CudaRunsManyRequestsAndCapsPromptTokensBesideDecodes) {

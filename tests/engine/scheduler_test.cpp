@@ -188,6 +188,78 @@ TEST_F(SchedulerTest, ASharedPrefixStartsFromTheCachedBlocks) {
   EXPECT_GT(scheduler.kv().metrics().prefix_cache.num_hit_tokens, 0);
 }
 
+// Two requests with one prompt arriving together: the second waits for the pass that computes
+// the first one's blocks and then starts from them (SchedulerConfig::min_deferred_prefix_tokens).
+TEST_F(SchedulerTest, ARequestWaitsOneStepForThePrefixAnotherComputesBesideIt) {
+  SchedulerConfig config{64, 8, PreemptionMode::kRecompute};
+  config.min_deferred_prefix_tokens = 8;
+  Scheduler scheduler(config, kv(64, 4));
+  Request* first = make(40, 2, 1);
+  Request* second = make(40, 2, 1);   // the same 40 tokens
+  Request* third = make(12, 2, 100);  // unrelated, behind it: first come, first served
+  scheduler.add(first);
+  scheduler.add(second);
+  scheduler.add(third);
+  const SchedulerOutput one = step(scheduler);
+  EXPECT_NE(chunk_of(one, first), nullptr);
+  EXPECT_EQ(chunk_of(one, second), nullptr);
+  EXPECT_EQ(chunk_of(one, third), nullptr);
+  EXPECT_EQ(second->status, RequestStatus::kWaiting);
+  const SchedulerOutput two = step(scheduler);
+  const ScheduledChunk* c = chunk_of(two, second);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->first_position, 36);  // 9 full blocks found; the last 4 tokens computed
+  EXPECT_EQ(c->num_new_tokens, 4);
+  EXPECT_NE(chunk_of(two, third), nullptr);
+  EXPECT_EQ(scheduler.kv().metrics().prefix_cache.num_hit_tokens, 36);
+}
+
+// A prompt that shares only its beginning waits for that part; one that shares less than the
+// threshold, or a scheduler with the threshold at 0, is admitted beside the first at once.
+TEST_F(SchedulerTest, OnlyASharedPartAtLeastTheThresholdIsWaitedFor) {
+  for (const int32_t threshold : {8, 24, 0}) {
+    SCOPED_TRACE(threshold);
+    SchedulerConfig config{64, 8, PreemptionMode::kRecompute};
+    config.min_deferred_prefix_tokens = threshold;
+    Scheduler scheduler(config, kv(64, 4));
+    Request* first = make(40, 2, 1);
+    Request* second = make(40, 2, 1);
+    for (int32_t i = 21; i < 40; ++i) second->tokens[static_cast<size_t>(i)] = 251 - i;  // shares 21 tokens
+    scheduler.add(first);
+    scheduler.add(second);
+    const SchedulerOutput one = step(scheduler);
+    if (threshold == 8) {
+      ASSERT_EQ(chunk_of(one, second), nullptr);
+      const ScheduledChunk* c = chunk_of(step(scheduler), second);
+      ASSERT_NE(c, nullptr);
+      EXPECT_EQ(c->first_position, 20);  // 5 whole blocks of the 21 shared tokens
+    } else {
+      const ScheduledChunk* c = chunk_of(one, second);
+      ASSERT_NE(c, nullptr);
+      EXPECT_EQ(c->first_position, 0);
+    }
+  }
+}
+
+// A prompt chunked over several steps: the request that shares it waits while each step's chunk
+// computes enough of it, and starts from what is cached once the rest is below the threshold.
+TEST_F(SchedulerTest, AWaitingRequestFollowsAChunkedPrefillOfItsPrefix) {
+  SchedulerConfig config{16, 8, PreemptionMode::kRecompute};
+  config.min_deferred_prefix_tokens = 8;
+  Scheduler scheduler(config, kv(64, 4));
+  Request* first = make(40, 2, 1);
+  Request* second = make(40, 2, 1);
+  scheduler.add(first);
+  scheduler.add(second);
+  EXPECT_EQ(chunk_of(step(scheduler), second), nullptr);  // first: [0, 16)
+  EXPECT_EQ(chunk_of(step(scheduler), second), nullptr);  // first: [16, 32)
+  const SchedulerOutput three = step(scheduler);          // first: [32, 40), 4 tokens pending
+  const ScheduledChunk* c = chunk_of(three, second);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->first_position, 32);
+  EXPECT_EQ(c->num_new_tokens, 8);
+}
+
 TEST_F(SchedulerTest, AForkSharesBlocksAndCopiesTheSharedPartialBlockOnItsFirstWrite) {
   Scheduler scheduler(SchedulerConfig{64, 8, PreemptionMode::kRecompute}, kv(64, 4));
   Request* parent = make(6, 8, 1, 0, /*n=*/2);
