@@ -230,7 +230,8 @@ TEST_F(SchedulerTest, OnlyASharedPartAtLeastTheThresholdIsWaitedFor) {
     const SchedulerOutput one = step(scheduler);
     if (threshold == 8) {
       ASSERT_EQ(chunk_of(one, second), nullptr);
-      const ScheduledChunk* c = chunk_of(step(scheduler), second);
+      const SchedulerOutput two = step(scheduler);
+      const ScheduledChunk* c = chunk_of(two, second);
       ASSERT_NE(c, nullptr);
       EXPECT_EQ(c->first_position, 20);  // 5 whole blocks of the 21 shared tokens
     } else {
