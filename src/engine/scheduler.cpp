@@ -172,7 +172,11 @@ int32_t Scheduler::pending_prefix_tokens(const Request& request, const Scheduler
   for (const ScheduledChunk& chunk : output.chunks) {
     const Request& other = *chunk.request;
     const int32_t end = std::min({chunk.first_position + chunk.num_new_tokens, other.num_tokens(), most});
-    if (end / block_size * block_size <= best) continue;
+    // Only blocks this chunk completes are worth waiting for: the ones before its first position
+    // were completed by earlier steps (already cached, or waiting would not cache them either).
+    // This also skips, before any token is compared, the decode chunks of requests that run past
+    // the waiting prompt, which with hundreds of requests sharing a prompt was the host's cost.
+    if (end / block_size * block_size <= std::max(best, chunk.first_position / block_size * block_size)) continue;
     int32_t same = 0;
     while (same < end && request.tokens[static_cast<size_t>(same)] == other.tokens[static_cast<size_t>(same)]) ++same;
     best = std::max(best, same / block_size * block_size);

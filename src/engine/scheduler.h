@@ -95,7 +95,8 @@ class Scheduler {
   void swap_in_what_fits();
   void admit_waiting(int32_t& budget, int32_t& prefill_budget, SchedulerOutput& output);
   // How many of request's first tokens the full blocks this step's chunks complete hold (its
-  // longest common prefix with a chunk's request, up to where the chunk ends, in whole blocks).
+  // longest common prefix with a chunk's request, up to where the chunk ends, in whole blocks;
+  // only chunks that complete a block count).
   int32_t pending_prefix_tokens(const Request& request, const SchedulerOutput& output) const;
   void add_proposals(int32_t& budget, SchedulerOutput& output);
   static bool runs_before(const Request* a, const Request* b);

@@ -261,6 +261,32 @@ TEST_F(SchedulerTest, AWaitingRequestFollowsAChunkedPrefillOfItsPrefix) {
   EXPECT_EQ(c->num_new_tokens, 8);
 }
 
+// Requests that computed a prompt in earlier steps and now decode complete no block the next
+// request with that prompt could use: it starts at once from the cached blocks.
+TEST_F(SchedulerTest, DecodesOfASharedPromptAreNotWaitedFor) {
+  SchedulerConfig config{64, 8, PreemptionMode::kRecompute};
+  config.min_deferred_prefix_tokens = 8;
+  Scheduler scheduler(config, kv(64, 4));
+  std::vector<Request*> running;
+  for (int32_t i = 0; i < 3; ++i) {
+    running.push_back(make(24, 8, 1));
+    for (int32_t j = 16; j < 24; ++j) running.back()->tokens[static_cast<size_t>(j)] = 200 + i;
+    scheduler.add(running.back());
+  }
+  step(scheduler);  // the first computes the shared 16 tokens; the rest wait for them
+  step(scheduler);
+  step(scheduler);
+  for (const Request* r : running) ASSERT_EQ(r->status, RequestStatus::kRunning);
+  Request* late = make(24, 2, 1);  // the shared 16 tokens, then its own
+  for (int32_t j = 16; j < 24; ++j) late->tokens[static_cast<size_t>(j)] = 240;
+  scheduler.add(late);
+  const SchedulerOutput out = step(scheduler);
+  const ScheduledChunk* c = chunk_of(out, late);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->first_position, 16);
+  for (const Request* r : running) EXPECT_EQ(chunk_of(out, r)->num_new_tokens, 1);
+}
+
 TEST_F(SchedulerTest, AForkSharesBlocksAndCopiesTheSharedPartialBlockOnItsFirstWrite) {
   Scheduler scheduler(SchedulerConfig{64, 8, PreemptionMode::kRecompute}, kv(64, 4));
   Request* parent = make(6, 8, 1, 0, /*n=*/2);
