@@ -125,7 +125,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   auto prefill = [&](const char* base_name, int batch, int seq_len, int heads, int kv_heads, int dim,
                      PrefillKernel kernel, KvFormat format = KvFormat::kFp16) {
     const bool is_default = kernel == kDefaultPrefillKernel;
-    const char* kernel_name = kernel == PrefillKernel::kRows64 ? "rows64" : "rows128";
+    const char* kernel_name = prefill_kernel_name(kernel);
     const std::string name = is_default ? std::string(base_name) : std::string(base_name) + "_" + kernel_name;
     AttentionProblem p;
     p.format = format;
@@ -142,9 +142,11 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
                 is_default ? " (default)" : "");
     std::fflush(stdout);
   };
-  for (const PrefillKernel kernel : {PrefillKernel::kRows64, PrefillKernel::kRows128}) {
+  for (const PrefillKernel kernel : kPrefillKernels) {
     prefill("attn_prefill_causal_8k_b4", 4, 8192, 32, 8, 128, kernel);
-    prefill("attn_prefill_causal_1k_b16_smollm_h9_3_d64", 16, 1024, 9, 3, 64, kernel);
+    // wgmma has no head_dim 64 form (it would run the 128-row kernel).
+    if (kernel != PrefillKernel::kWgmma)
+      prefill("attn_prefill_causal_1k_b16_smollm_h9_3_d64", 16, 1024, 9, 3, 64, kernel);
   }
   // Quantized caches prefill in the 64-row kernel, dequantizing tiles (a whole prompt: KIVI
   // reads it staged, prefix hits and later chunks read sealed blocks).

@@ -158,17 +158,21 @@ void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rn
           "prefill128_on_decode",
           [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, PrefillKernel::kRows128); },
           "128-row prefill kernel");
+      run_kernel(
+          "prefill_wgmma_on_decode",
+          [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, PrefillKernel::kWgmma); },
+          "wgmma prefill kernel");
     } else {
       if (opt.full) {
         run_kernel(
             "prefill_all_rows", [&] { paged_attention_prefill(args, nullptr); }, "prefill kernel, decode rows too");
       }
       // Both prefill shapes on every prefill case, whichever one the dispatcher uses.
-      for (const PrefillKernel kernel : {PrefillKernel::kRows64, PrefillKernel::kRows128}) {
+      for (const PrefillKernel kernel : kPrefillKernels) {
         run_kernel(
-            kernel == PrefillKernel::kRows64 ? "prefill64_all_rows" : "prefill128_all_rows",
+            std::string("prefill_") + prefill_kernel_name(kernel) + "_all_rows",
             [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, kernel); },
-            std::string(kernel == PrefillKernel::kRows64 ? "64" : "128") + "-row prefill kernel, decode rows too");
+            std::string(prefill_kernel_name(kernel)) + " prefill kernel, decode rows too");
       }
     }
   }
@@ -421,8 +425,8 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
       }
     }
     // Each prefill kernel shape on its own (the dispatcher above uses the default one).
-    for (const PrefillKernel kernel : {PrefillKernel::kRows64, PrefillKernel::kRows128}) {
-      const char* kernel_name = kernel == PrefillKernel::kRows64 ? "64" : "128";
+    for (const PrefillKernel kernel : kPrefillKernels) {
+      const char* kernel_name = prefill_kernel_name(kernel);
       const auto mixed_k = run_sub_batch(p, mixed, 0, 0, opt, kernel);
       const auto mixed_graph_k = run_sub_batch(p, mixed, 3, 65536, opt, kernel);
       for (int32_t t : prefill_targets) {
@@ -434,8 +438,8 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
             std::string("invariance.prefill") + kernel_name,
             shape + " q=" + std::to_string(p.seqs[t].query_len) + " ctx=" + std::to_string(p.seqs[t].context_len),
             finite && same,
-            std::string(kernel_name) + "-row prefill kernel alone == mixed batch: " +
-                (same ? "bit-identical" : "DIFFER") + (finite ? "" : " (NaN output)"));
+            std::string(kernel_name) + " prefill kernel alone == mixed batch: " + (same ? "bit-identical" : "DIFFER") +
+                (finite ? "" : " (NaN output)"));
       }
     }
   }

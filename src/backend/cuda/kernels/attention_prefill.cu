@@ -1,7 +1,8 @@
 // Varlen paged prefill attention: the dispatcher. The kernels are attention_prefill_rows64.cu
 // (64 query rows a CTA: FlashAttention-2's algorithm in its plainest form, described there, and
-// the one every quantized format uses) and attention_prefill_rows128.cu (128 rows a CTA: the
-// default for fp16 caches).
+// the one every quantized format uses), attention_prefill_rows128.cu (128 rows a CTA on
+// mma.sync: fp16 caches before Hopper and at head_dim 64) and attention_prefill_wgmma.cu (128
+// rows, warp-specialized on wgmma: fp16 caches on Hopper at head_dim 128).
 #include <cassert>
 
 #include "backend/cuda/kernels/attention_prefill_common.cuh"
@@ -17,6 +18,10 @@ void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, Pref
   // Every quantized format dequantizes its tiles in the 64-row kernel.
   if (args.cache.format != KvFormat::kFp16 || kernel == PrefillKernel::kRows64) {
     return prefill::launch_prefill_rows64(args, skip_single_query, stream);
+  }
+  // Hopper's warp-specialized kernel where it applies (head_dim 128); the 128-row one elsewhere.
+  if (kernel == PrefillKernel::kWgmma && prefill::prefill_wgmma_supported(args)) {
+    return prefill::launch_prefill_wgmma(args, skip_single_query, stream);
   }
   prefill::launch_prefill_rows128(args, skip_single_query, stream);
 }

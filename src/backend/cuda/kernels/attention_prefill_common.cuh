@@ -21,5 +21,9 @@ __device__ __forceinline__ int swizzled(int row, int chunk) {
 void launch_prefill_rows64(const PagedAttentionArgs& args, bool skip_single_query, Stream stream);
 // The 128-row kernel (attention_prefill_rows128.cu), fp16 caches only.
 void launch_prefill_rows128(const PagedAttentionArgs& args, bool skip_single_query, Stream stream);
+// The warp-specialized wgmma kernel (attention_prefill_wgmma.cu): Hopper, head_dim 128, fp16
+// caches; supported says whether args and the device are those.
+bool prefill_wgmma_supported(const PagedAttentionArgs& args);
+void launch_prefill_wgmma(const PagedAttentionArgs& args, bool skip_single_query, Stream stream);
 
 }  // namespace folio::cuda::prefill

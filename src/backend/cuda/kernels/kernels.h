@@ -176,10 +176,17 @@ void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace wor
 // sequences with query_len > 1 (kMultiTokenOnly: the dispatcher's prefill half).
 // Kernel shapes: kRows64 (4 warps x 16 query rows per CTA, 2-stage K/V ring; every quantized
 // format prefills on it) and kRows128 (4 warps x 32 rows, FA2's register blocking in 32-key
-// halves, 2 CTAs per SM, heaviest tiles first over the whole grid). folio_cuda_check checks and
-// benchmarks both; kDefaultPrefillKernel is what the dispatcher and the executor use.
+// halves, 2 CTAs per SM, heaviest tiles first over the whole grid) and kWgmma (Hopper, head_dim
+// 128, fp16 caches: a producer warpgroup and two consumer warpgroups of 64 rows on wgmma; the
+// 128-row kernel where it does not apply). folio_cuda_check checks and benchmarks each;
+// kDefaultPrefillKernel is what the dispatcher and the executor use.
 enum class PrefillRows { kAll, kMultiTokenOnly };
-enum class PrefillKernel { kRows64, kRows128 };
+enum class PrefillKernel { kRows64, kRows128, kWgmma };
+inline constexpr PrefillKernel kPrefillKernels[] = {PrefillKernel::kRows64, PrefillKernel::kRows128,
+                                                    PrefillKernel::kWgmma};
+inline const char* prefill_kernel_name(PrefillKernel kernel) {
+  return kernel == PrefillKernel::kRows64 ? "rows64" : kernel == PrefillKernel::kRows128 ? "rows128" : "wgmma";
+}
 inline constexpr PrefillKernel kDefaultPrefillKernel = PrefillKernel::kRows128;  // H200, 8k causal: 340 TFLOP/s
 void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, PrefillRows rows = PrefillRows::kAll,
                              PrefillKernel kernel = kDefaultPrefillKernel);

@@ -1,0 +1,348 @@
+// Varlen paged prefill attention on Hopper's warpgroup instructions, PrefillKernel::kWgmma
+// (sm_90a, head_dim 128, fp16 caches): the algorithm is the 64-row kernel's
+// (attention_prefill_rows64.cu describes it); what changes is who does what.
+//
+// Warp specialization: three warpgroups a CTA of 128 query rows. The producer (warpgroup 0)
+// copies Q and then each 128-key K and V tile through the block table with cp.async into a
+// 2-stage ring, in the 128-byte swizzled layout wgmma reads, and signals each tile on an
+// mbarrier; it gives most of its registers to the consumers (setmaxnreg). Each consumer
+// warpgroup owns 64 query rows: S = Q K^T is 8 wgmma m64n128k16 with both operands in shared
+// memory (Q's 64 rows x 128 dims, K's 128 keys x 128 dims, K-major), the online softmax runs on
+// the accumulators, P is packed to fp16 in registers as wgmma's A operand and O += P V is 8
+// wgmma m64n128k16 with V read transposed (MN-major: V's rows of dims are the N dimension).
+// The two consumer warpgroups run out of phase, so one's softmax (exp2 on the MUFU) overlaps
+// the other's products on the tensor cores. Each consumer releases a stage's K once its S is
+// computed and V once its P V is, so the producer refills K while P V still reads V.
+//
+// Shared-memory tiles: [two 64-dim halves][128 rows][128 bytes], 16-byte chunk c of row r at
+// chunk c ^ (r % 8) (wgmma.cuh's swizzle), each half 16 KB and 1,024-byte aligned.
+// Numerics: the online softmax over 128-key tiles from key 0 (raw-score max, one FMA, then
+// ex2.approx.ftz), so a row's bits depend only on its own position, query_len and context_len
+// (batch invariance); a tile wholly after a warpgroup's rows is skipped (the barriers still
+// counted), a partially visible one is masked.
+#include <cassert>
+#include <cmath>
+
+#include "backend/cuda/bulk_copy.cuh"
+#include "backend/cuda/kernels/attention_prefill_common.cuh"
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/wgmma.cuh"
+
+namespace folio::cuda::prefill {
+namespace {
+
+using namespace detail;
+
+constexpr int kHeadDim = 128;
+constexpr int kBlockM = 128;  // query rows a CTA: two consumer warpgroups of 64
+constexpr int kStages = 2;
+constexpr int kThreads = 384;
+constexpr uint32_t kHalfBytes = 128 * 128;       // 128 rows x 64 dims x 2 bytes
+constexpr uint32_t kTileBytes = 2 * kHalfBytes;  // both dim halves
+// Q, then per stage K and V, then the barriers; + 1 KB to align the base to 1,024 bytes.
+constexpr uint32_t kBarrierOffset = kTileBytes * (1 + 2 * kStages);
+constexpr size_t kSmemBytes = kBarrierOffset + 4 * kStages * sizeof(uint64_t) + 1024;
+#if FOLIO_WGMMA
+constexpr int kTileN = 128;  // keys a K / V tile
+constexpr int kProducerThreads = 128;
+// Arrivals that complete a phase: every producer thread (its own copies landed) for a full
+// barrier; the first lane of each consumer warp for an empty one.
+constexpr uint32_t kFullArrivals = kProducerThreads;
+constexpr uint32_t kEmptyArrivals = 8;
+
+__device__ __forceinline__ void copy_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void copy_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+template <int kRegisters>
+__device__ __forceinline__ void registers_down() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void registers_up() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters));
+}
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+template <int kN>
+__device__ __forceinline__ void pin_all(float (&r)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) wgmma::pin(r[i]);
+}
+
+// Byte offset of 16-byte chunk `chunk` (0..15 over head_dim 128) of row `row` in a tile.
+__device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
+  return static_cast<uint32_t>(chunk / 8) * kHalfBytes + wgmma::swizzled_offset(row, (chunk % 8) * 16);
+}
+
+struct Barriers {
+  uint64_t* full_k;  // [kStages]
+  uint64_t* full_v;
+  uint64_t* empty_k;
+  uint64_t* empty_v;
+};
+
+// Warpgroup 0: Q with tile 0's K, then every K / V tile into the ring.
+__device__ __forceinline__ void produce(const PagedAttentionArgs& args, uint8_t* smem, const Barriers& bars, int tid,
+                                        int head, int seq, int m0, int query_start, int query_len, int kv_end,
+                                        int num_tiles) {
+  const KvLayerView& cache = args.cache;
+  const int kv_head = head / (args.num_heads / cache.num_kv_heads);
+  const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
+  const BlockIndexer indexer(cache.block_size);
+  const int chunk = tid % 16;
+  const int row0 = tid / 16;  // rows row0 + 8 i
+  const size_t token_stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;
+  const size_t head_offset = static_cast<size_t>(kv_head) * kHeadDim + chunk * 8;
+
+#pragma unroll 4
+  for (int i = 0; i < kBlockM / 8; ++i) {
+    const int row = row0 + 8 * i;
+    const bool valid = m0 + row < query_len;
+    const uint16_t* src = args.q;
+    if (valid) src += (static_cast<size_t>(query_start + m0 + row) * args.num_heads + head) * kHeadDim + chunk * 8;
+    cp_async_16(smem + tile_offset(row, chunk), src, valid);
+  }
+  auto load = [&](const uint16_t* base, uint8_t* tile, int key0) {
+#pragma unroll 4
+    for (int i = 0; i < kTileN / 8; ++i) {
+      const int row = row0 + 8 * i;
+      const int key = key0 + row;
+      const bool valid = key < kv_end;
+      size_t offset = 0;
+      if (valid) {
+        const int slot = __ldg(block_table + indexer.block(key)) * indexer.size + indexer.offset(key);
+        offset = static_cast<size_t>(slot) * token_stride + head_offset;
+      }
+      cp_async_16(tile + tile_offset(row, chunk), base + offset, valid);  // zeros past the end
+    }
+  };
+  for (int j = 0; j < num_tiles; ++j) {
+    const int stage = j % kStages;
+    const uint32_t empty_parity = ((j / kStages) + 1) & 1;  // the phase that freed tile j - kStages
+    uint8_t* k_tile = smem + kTileBytes * (1 + 2 * stage);
+    uint8_t* v_tile = k_tile + kTileBytes;
+    if (j >= kStages) mbarrier_wait(&bars.empty_k[stage], empty_parity);
+    load(cache.fp16_keys(), k_tile, j * kTileN);
+    copy_commit();
+    if (j >= kStages) mbarrier_wait(&bars.empty_v[stage], empty_parity);
+    load(cache.fp16_values(), v_tile, j * kTileN);
+    copy_commit();
+    // This thread's copies made visible to the tensor cores (the async proxy), then counted.
+    copy_wait<1>();
+    wgmma::fence_async_shared();
+    mbarrier_arrive(&bars.full_k[stage]);
+    copy_wait<0>();
+    wgmma::fence_async_shared();
+    mbarrier_arrive(&bars.full_v[stage]);
+  }
+}
+
+// A consumer warpgroup: 64 query rows from row `wg_row0` of the CTA's tile.
+__device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t* smem, const Barriers& bars, int t,
+                                        int wg_row0, int head, int m0, int query_start, int query_len, int pos0,
+                                        int context_len, int num_tiles) {
+  const int warp = t / 32;
+  const int lane = t % 32;
+  const int group_row = lane / 4;
+  const int quad_lane = lane % 4;
+  const int wg_pos0 = pos0 + wg_row0;
+  // Keys this warpgroup can see: < min(context_len, its last row's position + 1); 0 if no rows.
+  const int wg_key_end = m0 + wg_row0 < query_len ? min(context_len, wg_pos0 + 64) : 0;
+  const int row_pos = wg_pos0 + warp * 16 + group_row;  // this thread's first row's position
+  const float score_scale = args.scale * kLog2e;
+
+  const uint32_t base = shared_address(smem);
+  const uint32_t q_base = base + static_cast<uint32_t>(wg_row0) * 128;
+
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.0f, 0.0f};
+
+  for (int j = 0; j < num_tiles; ++j) {
+    const int stage = j % kStages;
+    const uint32_t parity = (j / kStages) & 1;
+    const uint32_t k_base = base + kTileBytes * (1 + 2 * stage);
+    const uint32_t v_base = k_base + kTileBytes;
+    const int key0 = j * kTileN;
+    const bool active = key0 < wg_key_end;
+    float s[64];
+    mbarrier_wait(&bars.full_k[stage], parity);
+    if (active) {
+      wgmma::fence();
+#pragma unroll
+      for (int step = 0; step < kHeadDim / 16; ++step) {
+        const uint32_t half = static_cast<uint32_t>(step / 4) * kHalfBytes;
+        const uint32_t k_bytes = static_cast<uint32_t>(step % 4) * 32;
+        wgmma::mma_f16_ss_m64n128k16(s, wgmma::descriptor(q_base + half + k_bytes),
+                                     wgmma::descriptor(k_base + half + k_bytes), step > 0);
+      }
+      wgmma::commit();
+      wgmma::wait<0>();
+      pin_all(s);
+    }
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&bars.empty_k[stage]);
+
+    uint32_t pa[32];
+    if (active) {
+      if (key0 + kTileN - 1 > wg_pos0 || key0 + kTileN > context_len) {
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          const int key = key0 + (i / 4) * 8 + 2 * quad_lane + (i & 1);
+          const int position = row_pos + ((i & 2) ? 8 : 0);
+          if (key > position || key >= context_len) s[i] = -INFINITY;
+        }
+      }
+      float alpha[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < 16; ++n) tile_max = fmaxf(tile_max, fmaxf(s[4 * n + 2 * half], s[4 * n + 2 * half + 1]));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        // Finite: key 0 is visible to every row in tile 0, and row_max carries it.
+        const float new_max = fmaxf(row_max[half], tile_max);
+        alpha[half] = exp2_ftz((row_max[half] - new_max) * score_scale);
+        row_max[half] = new_max;
+        const float neg_max_scaled = -new_max * score_scale;
+        float sum = 0.0f;
+#pragma unroll
+        for (int n = 0; n < 16; ++n) {
+          const float p0 = exp2_ftz(fmaf(s[4 * n + 2 * half], score_scale, neg_max_scaled));
+          const float p1 = exp2_ftz(fmaf(s[4 * n + 2 * half + 1], score_scale, neg_max_scaled));
+          sum += p0 + p1;
+          // A fragment of k-step n / 2: {row lo k0-7, row hi k0-7, row lo k8-15, row hi k8-15}.
+          pa[4 * (n / 2) + 2 * (n % 2) + half] = pack_half2(p0, p1);
+        }
+        row_sum[half] = row_sum[half] * alpha[half] + sum;
+      }
+      // Rescale O only when a row's max moved (x * 1.0f == x, so skipping is exact).
+      if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
+#pragma unroll
+        for (int n = 0; n < 16; ++n) {
+          o[4 * n] *= alpha[0];
+          o[4 * n + 1] *= alpha[0];
+          o[4 * n + 2] *= alpha[1];
+          o[4 * n + 3] *= alpha[1];
+        }
+      }
+    }
+
+    mbarrier_wait(&bars.full_v[stage], parity);
+    if (active) {
+      pin_all(o);
+      wgmma::fence();
+#pragma unroll
+      for (int step = 0; step < kTileN / 16; ++step) {
+        wgmma::mma_f16_rs_tn_m64n128k16(o, pa[4 * step], pa[4 * step + 1], pa[4 * step + 2], pa[4 * step + 3],
+                                        wgmma::descriptor_mn(v_base + static_cast<uint32_t>(step) * 2048, kHalfBytes));
+      }
+      wgmma::commit();
+      wgmma::wait<0>();
+      pin_all(o);
+    }
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&bars.empty_v[stage]);
+  }
+
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = row_sum[half];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = 1.0f / sum;
+    const int row = wg_row0 + warp * 16 + group_row + half * 8;
+    if (m0 + row >= query_len) continue;
+    uint16_t* dst = args.out + (static_cast<size_t>(query_start + m0 + row) * args.num_heads + head) * kHeadDim;
+#pragma unroll
+    for (int n = 0; n < 16; ++n) {
+      *reinterpret_cast<uint32_t*>(dst + n * 8 + 2 * quad_lane) =
+          pack_bf162(o[4 * n + 2 * half] * inv, o[4 * n + 2 * half + 1] * inv);
+    }
+  }
+}
+
+#endif  // FOLIO_WGMMA
+
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_wgmma_kernel(const PagedAttentionArgs args, bool skip_single_query) {
+#if FOLIO_WGMMA
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (shared_address(smem_raw) & 1023)) & 1023);
+
+  const int head = blockIdx.x;
+  const int seq = blockIdx.y;
+  const int tile = gridDim.z - 1 - blockIdx.z;  // heaviest causal tiles first
+  const int query_start = args.cu_query_starts[seq];
+  const int query_len = args.cu_query_starts[seq + 1] - query_start;
+  const int m0 = tile * kBlockM;
+  if (m0 >= query_len || (skip_single_query && query_len == 1)) return;
+  const int context_len = args.context_lens[seq];
+  const int pos0 = context_len - query_len + m0;
+  const int kv_end = min(context_len, pos0 + kBlockM);
+  const int num_tiles = (kv_end + kTileN - 1) / kTileN;
+
+  uint64_t* barrier_words = reinterpret_cast<uint64_t*>(smem + kBarrierOffset);
+  const Barriers bars{barrier_words, barrier_words + kStages, barrier_words + 2 * kStages, barrier_words + 3 * kStages};
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&bars.full_k[s], kFullArrivals);
+      mbarrier_init(&bars.full_v[s], kFullArrivals);
+      mbarrier_init(&bars.empty_k[s], kEmptyArrivals);
+      mbarrier_init(&bars.empty_v[s], kEmptyArrivals);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  const int warpgroup = tid / 128;
+  if (warpgroup == 0) {
+    registers_down<40>();
+    produce(args, smem, bars, tid, head, seq, m0, query_start, query_len, kv_end, num_tiles);
+  } else {
+    registers_up<232>();
+    consume(args, smem, bars, tid % 128, 64 * (warpgroup - 1), head, m0, query_start, query_len, pos0, context_len,
+            num_tiles);
+  }
+#else
+  (void)args, (void)skip_single_query;
+  __trap();
+#endif
+}
+
+}  // namespace
+
+bool prefill_wgmma_supported(const PagedAttentionArgs& args) {
+  static const bool hopper = [] {
+    int device = 0, major = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    return major == 9;
+  }();
+  return hopper && args.cache.head_dim == kHeadDim && args.cache.format == KvFormat::kFp16;
+}
+
+void launch_prefill_wgmma(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
+  static const bool attribute_set = [] {
+    cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(kSmemBytes));
+    return true;
+  }();
+  (void)attribute_set;
+  const dim3 grid(args.num_heads, args.num_seqs, (args.max_query_len + kBlockM - 1) / kBlockM);
+  prefill_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(args, skip_single_query);
+}
+
+}  // namespace folio::cuda::prefill
