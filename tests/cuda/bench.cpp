@@ -11,7 +11,47 @@
 
 namespace folio::cuda::check {
 
+static void prefill_benchmarks(std::mt19937_64& rng) {
+  // Causal FLOPs exactly as bench/gpu_vs_transformers.py counts torch SDPA's:
+  // 4 * B * H * S * S * D / 2 (QK^T and PV, half the score matrix).
+  // Each prefill kernel shape; the dispatcher's (kDefaultPrefillKernel) keeps the plain name.
+  auto prefill = [&](const char* base_name, int batch, int seq_len, int heads, int kv_heads, int dim,
+                     PrefillKernel kernel, KvFormat format = KvFormat::kFp16) {
+    const bool is_default = kernel == kDefaultPrefillKernel;
+    const char* kernel_name = prefill_kernel_name(kernel);
+    const std::string name = is_default ? std::string(base_name) : std::string(base_name) + "_" + kernel_name;
+    AttentionProblem p;
+    p.format = format;
+    p.head_dim = dim;
+    p.num_heads = heads;
+    p.num_kv_heads = kv_heads;
+    p.block_size = kv_default_block_size(format);  // the residual formats' 128-token windows
+    for (int s = 0; s < batch; ++s) p.seqs.push_back({seq_len, seq_len});
+    p.build(rng, false);
+    const PagedAttentionArgs args = p.args();
+    const double ms = time_ms([&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, kernel); }, 2, 10);
+    const double flops = 4.0 * batch * heads * static_cast<double>(seq_len) * seq_len * dim / 2;
+    std::printf("RESULT %s ms=%.3f tflops=%.0f kernel=%s%s\n", name.c_str(), ms, flops / (ms * 1e9), kernel_name,
+                is_default ? " (default)" : "");
+    std::fflush(stdout);
+  };
+  for (const PrefillKernel kernel : kPrefillKernels) {
+    prefill("attn_prefill_causal_8k_b4", 4, 8192, 32, 8, 128, kernel);
+    prefill("attn_prefill_causal_2k_b16", 16, 2048, 32, 8, 128, kernel);
+    // wgmma has no head_dim 64 form (it would run the 128-row kernel).
+    if (kernel != PrefillKernel::kWgmma) {
+      prefill("attn_prefill_causal_1k_b16_smollm_h9_3_d64", 16, 1024, 9, 3, 64, kernel);
+    }
+  }
+  // Quantized caches prefill in the 64-row kernel, dequantizing tiles (a whole prompt: KIVI
+  // reads it staged, prefix hits and later chunks read sealed blocks).
+  prefill("attn_prefill_causal_8k_b4_fp8", 4, 8192, 32, 8, 128, PrefillKernel::kRows64, KvFormat::kFp8E4M3);
+  prefill("attn_prefill_causal_8k_b4_kivi2", 4, 8192, 32, 8, 128, PrefillKernel::kRows64, KvFormat::kKivi2);
+}
+
 void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
+  // --bench --filter prefill: the prefill attention kernels only.
+  if (opt.filter == "prefill") return prefill_benchmarks(rng);
   std::printf("\n== benchmarks (CUDA events after warm-up; RESULT lines for scripts/gpu-check) ==\n");
   const size_t copy_bytes = size_t{1} << 30;
   DeviceBuffer<unsigned char> a(copy_bytes), b(copy_bytes);
@@ -119,39 +159,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   }
   decode("sweep_decode_b1_ctx32k_fp8_split1024", 1, 32768, 32, 8, 128, &t1024, KvFormat::kFp8E4M3);
 
-  // Causal FLOPs exactly as bench/gpu_vs_transformers.py counts torch SDPA's:
-  // 4 * B * H * S * S * D / 2 (QK^T and PV, half the score matrix).
-  // Each prefill kernel shape; the dispatcher's (kDefaultPrefillKernel) keeps the plain name.
-  auto prefill = [&](const char* base_name, int batch, int seq_len, int heads, int kv_heads, int dim,
-                     PrefillKernel kernel, KvFormat format = KvFormat::kFp16) {
-    const bool is_default = kernel == kDefaultPrefillKernel;
-    const char* kernel_name = prefill_kernel_name(kernel);
-    const std::string name = is_default ? std::string(base_name) : std::string(base_name) + "_" + kernel_name;
-    AttentionProblem p;
-    p.format = format;
-    p.head_dim = dim;
-    p.num_heads = heads;
-    p.num_kv_heads = kv_heads;
-    p.block_size = kv_default_block_size(format);  // the residual formats' 128-token windows
-    for (int s = 0; s < batch; ++s) p.seqs.push_back({seq_len, seq_len});
-    p.build(rng, false);
-    const PagedAttentionArgs args = p.args();
-    const double ms = time_ms([&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, kernel); }, 2, 10);
-    const double flops = 4.0 * batch * heads * static_cast<double>(seq_len) * seq_len * dim / 2;
-    std::printf("RESULT %s ms=%.3f tflops=%.0f kernel=%s%s\n", name.c_str(), ms, flops / (ms * 1e9), kernel_name,
-                is_default ? " (default)" : "");
-    std::fflush(stdout);
-  };
-  for (const PrefillKernel kernel : kPrefillKernels) {
-    prefill("attn_prefill_causal_8k_b4", 4, 8192, 32, 8, 128, kernel);
-    // wgmma has no head_dim 64 form (it would run the 128-row kernel).
-    if (kernel != PrefillKernel::kWgmma)
-      prefill("attn_prefill_causal_1k_b16_smollm_h9_3_d64", 16, 1024, 9, 3, 64, kernel);
-  }
-  // Quantized caches prefill in the 64-row kernel, dequantizing tiles (a whole prompt: KIVI
-  // reads it staged, prefix hits and later chunks read sealed blocks).
-  prefill("attn_prefill_causal_8k_b4_fp8", 4, 8192, 32, 8, 128, PrefillKernel::kRows64, KvFormat::kFp8E4M3);
-  prefill("attn_prefill_causal_8k_b4_kivi2", 4, 8192, 32, 8, 128, PrefillKernel::kRows64, KvFormat::kKivi2);
+  prefill_benchmarks(rng);
 
   {
     const int64_t n = 4096, dim = 4096;

@@ -36,7 +36,7 @@ using namespace detail;
 
 constexpr int kHeadDim = 128;
 constexpr int kBlockM = 128;  // query rows a CTA: two consumer warpgroups of 64
-constexpr int kStages = 2;
+constexpr int kStages = 3;
 constexpr int kThreads = 384;
 constexpr uint32_t kHalfBytes = 128 * 128;       // 128 rows x 64 dims x 2 bytes
 constexpr uint32_t kTileBytes = 2 * kHalfBytes;  // both dim halves
@@ -124,6 +124,14 @@ __device__ __forceinline__ void produce(const PagedAttentionArgs& args, uint8_t*
       cp_async_16(tile + tile_offset(row, chunk), base + offset, valid);  // zeros past the end
     }
   };
+  // Tile j's copies are issued before tile j - 1 is announced, so two tiles are in flight while
+  // the consumers work on a third (the ring has three stages). A thread's copies are made
+  // visible to the tensor cores (the async proxy) before it counts them.
+  auto announce = [&](int stage) {
+    wgmma::fence_async_shared();
+    mbarrier_arrive(&bars.full_k[stage]);
+    mbarrier_arrive(&bars.full_v[stage]);
+  };
   for (int j = 0; j < num_tiles; ++j) {
     const int stage = j % kStages;
     const uint32_t empty_parity = ((j / kStages) + 1) & 1;  // the phase that freed tile j - kStages
@@ -131,21 +139,54 @@ __device__ __forceinline__ void produce(const PagedAttentionArgs& args, uint8_t*
     uint8_t* v_tile = k_tile + kTileBytes;
     if (j >= kStages) mbarrier_wait(&bars.empty_k[stage], empty_parity);
     load(cache.fp16_keys(), k_tile, j * kTileN);
-    copy_commit();
     if (j >= kStages) mbarrier_wait(&bars.empty_v[stage], empty_parity);
     load(cache.fp16_values(), v_tile, j * kTileN);
     copy_commit();
-    // This thread's copies made visible to the tensor cores (the async proxy), then counted.
-    copy_wait<1>();
-    wgmma::fence_async_shared();
-    mbarrier_arrive(&bars.full_k[stage]);
-    copy_wait<0>();
-    wgmma::fence_async_shared();
-    mbarrier_arrive(&bars.full_v[stage]);
+    if (j > 0) {
+      copy_wait<1>();  // tile j - 1's copies (and Q's, with tile 0) have landed
+      announce((j - 1) % kStages);
+    }
+  }
+  copy_wait<0>();
+  announce((num_tiles - 1) % kStages);
+}
+
+// The online softmax of one 128-key tile's scores s (this thread's two rows) into P (fp16 A
+// fragments), returning each row's factor for O.
+struct RowState {
+  float max[2] = {-INFINITY, -INFINITY};
+  float sum[2] = {0.0f, 0.0f};
+};
+__device__ __forceinline__ void softmax_tile(float (&s)[64], uint32_t (&pa)[32], float (&alpha)[2], RowState& rows,
+                                             float score_scale) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 16; ++n) tile_max = fmaxf(tile_max, fmaxf(s[4 * n + 2 * half], s[4 * n + 2 * half + 1]));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    // Finite: key 0 is visible to every row in tile 0, and the running max carries it.
+    const float new_max = fmaxf(rows.max[half], tile_max);
+    alpha[half] = exp2_ftz((rows.max[half] - new_max) * score_scale);
+    rows.max[half] = new_max;
+    const float neg_max_scaled = -new_max * score_scale;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 16; ++n) {
+      const float p0 = exp2_ftz(fmaf(s[4 * n + 2 * half], score_scale, neg_max_scaled));
+      const float p1 = exp2_ftz(fmaf(s[4 * n + 2 * half + 1], score_scale, neg_max_scaled));
+      sum += p0 + p1;
+      // A fragment of k-step n / 2: {row lo k0-7, row hi k0-7, row lo k8-15, row hi k8-15}.
+      pa[4 * (n / 2) + 2 * (n % 2) + half] = pack_half2(p0, p1);
+    }
+    rows.sum[half] = rows.sum[half] * alpha[half] + sum;
   }
 }
 
-// A consumer warpgroup: 64 query rows from row `wg_row0` of the CTA's tile.
+// A consumer warpgroup: 64 query rows from row `wg_row0` of the CTA's tile. Tile j's S = Q K^T
+// is issued together with tile j - 1's O += P V, so the softmax of S_j runs on the CUDA cores
+// while the tensor cores finish P_{j-1} V_{j-1}; O is rescaled by tile j's factors after that.
 __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t* smem, const Barriers& bars, int t,
                                         int wg_row0, int head, int m0, int query_start, int query_len, int pos0,
                                         int context_len, int num_tiles) {
@@ -156,109 +197,129 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
   const int wg_pos0 = pos0 + wg_row0;
   // Keys this warpgroup can see: < min(context_len, its last row's position + 1); 0 if no rows.
   const int wg_key_end = m0 + wg_row0 < query_len ? min(context_len, wg_pos0 + 64) : 0;
-  const int row_pos = wg_pos0 + warp * 16 + group_row;  // this thread's first row's position
+  const int active_tiles = (wg_key_end + kTileN - 1) / kTileN;  // a prefix of the CTA's tiles
+  const int row_pos = wg_pos0 + warp * 16 + group_row;          // this thread's first row's position
   const float score_scale = args.scale * kLog2e;
 
   const uint32_t base = shared_address(smem);
   const uint32_t q_base = base + static_cast<uint32_t>(wg_row0) * 128;
+  auto k_base = [&](int j) { return base + kTileBytes * (1 + 2 * (j % kStages)); };
+  auto release = [&](uint64_t* empty, int j) {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&empty[j % kStages]);
+  };
+  auto wait_tile = [&](int j) {
+    mbarrier_wait(&bars.full_k[j % kStages], (j / kStages) & 1);
+    mbarrier_wait(&bars.full_v[j % kStages], (j / kStages) & 1);
+  };
+  auto issue_qk = [&](float(&s)[64], int j) {
+#pragma unroll
+    for (int step = 0; step < kHeadDim / 16; ++step) {
+      const uint32_t half = static_cast<uint32_t>(step / 4) * kHalfBytes;
+      const uint32_t k_bytes = static_cast<uint32_t>(step % 4) * 32;
+      wgmma::mma_f16_ss_m64n128k16(s, wgmma::descriptor(q_base + half + k_bytes),
+                                   wgmma::descriptor(k_base(j) + half + k_bytes), step > 0);
+    }
+    wgmma::commit();
+  };
+  auto issue_pv = [&](float(&o)[64], const uint32_t(&pa)[32], int j) {
+    const uint32_t v_base = k_base(j) + kTileBytes;
+#pragma unroll
+    for (int step = 0; step < kTileN / 16; ++step) {
+      wgmma::mma_f16_rs_tn_m64n128k16(o, pa[4 * step], pa[4 * step + 1], pa[4 * step + 2], pa[4 * step + 3],
+                                      wgmma::descriptor_mn(v_base + static_cast<uint32_t>(step) * 2048, kHalfBytes));
+    }
+    wgmma::commit();
+  };
+  auto mask = [&](float(&s)[64], int j) {
+    const int key0 = j * kTileN;
+    if (key0 + kTileN - 1 <= wg_pos0 && key0 + kTileN <= context_len) return;  // every key visible
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+      const int key = key0 + (i / 4) * 8 + 2 * quad_lane + (i & 1);
+      const int position = row_pos + ((i & 2) ? 8 : 0);
+      if (key > position || key >= context_len) s[i] = -INFINITY;
+    }
+  };
+  auto rescale = [&](float(&o)[64], const float(&alpha)[2]) {
+    if (alpha[0] == 1.0f && alpha[1] == 1.0f) return;  // x * 1.0f == x: skipping is exact
+#pragma unroll
+    for (int n = 0; n < 16; ++n) {
+      o[4 * n] *= alpha[0];
+      o[4 * n + 1] *= alpha[0];
+      o[4 * n + 2] *= alpha[1];
+      o[4 * n + 3] *= alpha[1];
+    }
+  };
 
   float o[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-  float row_max[2] = {-INFINITY, -INFINITY};
-  float row_sum[2] = {0.0f, 0.0f};
-
-  for (int j = 0; j < num_tiles; ++j) {
-    const int stage = j % kStages;
-    const uint32_t parity = (j / kStages) & 1;
-    const uint32_t k_base = base + kTileBytes * (1 + 2 * stage);
-    const uint32_t v_base = k_base + kTileBytes;
-    const int key0 = j * kTileN;
-    const bool active = key0 < wg_key_end;
+  RowState rows;
+  uint32_t pa[32];
+  if (active_tiles > 0) {
     float s[64];
-    mbarrier_wait(&bars.full_k[stage], parity);
-    if (active) {
-      wgmma::fence();
-#pragma unroll
-      for (int step = 0; step < kHeadDim / 16; ++step) {
-        const uint32_t half = static_cast<uint32_t>(step / 4) * kHalfBytes;
-        const uint32_t k_bytes = static_cast<uint32_t>(step % 4) * 32;
-        wgmma::mma_f16_ss_m64n128k16(s, wgmma::descriptor(q_base + half + k_bytes),
-                                     wgmma::descriptor(k_base + half + k_bytes), step > 0);
-      }
-      wgmma::commit();
-      wgmma::wait<0>();
-      pin_all(s);
+    float alpha[2];
+    wait_tile(0);
+    wgmma::fence();
+    issue_qk(s, 0);
+    wgmma::wait<0>();
+    pin_all(s);
+    release(bars.empty_k, 0);
+    mask(s, 0);
+    softmax_tile(s, pa, alpha, rows, score_scale);
+  }
+  // Tile j, with P_{j-1} in `p` and P_j written to `p_next` (two buffers taking turns: a copy
+  // between them would define wgmma inputs inside its pipeline and serialize it).
+  auto tile = [&](int j, const uint32_t(&p)[32], uint32_t(&p_next)[32]) {
+    float s[64];
+    float alpha[2];
+    wait_tile(j);
+    pin_all(o);
+    wgmma::fence();
+    issue_qk(s, j);
+    issue_pv(o, p, j - 1);
+    wgmma::wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
+    pin_all(s);
+    release(bars.empty_k, j);
+    mask(s, j);
+    softmax_tile(s, p_next, alpha, rows, score_scale);
+    wgmma::wait<0>();
+    pin_all(o);
+    release(bars.empty_v, j - 1);
+    rescale(o, alpha);
+  };
+  auto last_pv = [&](const uint32_t(&p)[32]) {
+    pin_all(o);
+    wgmma::fence();
+    issue_pv(o, p, active_tiles - 1);
+    wgmma::wait<0>();
+    pin_all(o);
+    release(bars.empty_v, active_tiles - 1);
+  };
+  uint32_t pb[32];
+  for (int j = 1; active_tiles > 0; j += 2) {
+    if (j >= active_tiles) {
+      last_pv(pa);
+      break;
     }
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(&bars.empty_k[stage]);
-
-    uint32_t pa[32];
-    if (active) {
-      if (key0 + kTileN - 1 > wg_pos0 || key0 + kTileN > context_len) {
-#pragma unroll
-        for (int i = 0; i < 64; ++i) {
-          const int key = key0 + (i / 4) * 8 + 2 * quad_lane + (i & 1);
-          const int position = row_pos + ((i & 2) ? 8 : 0);
-          if (key > position || key >= context_len) s[i] = -INFINITY;
-        }
-      }
-      float alpha[2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float tile_max = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < 16; ++n) tile_max = fmaxf(tile_max, fmaxf(s[4 * n + 2 * half], s[4 * n + 2 * half + 1]));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-        // Finite: key 0 is visible to every row in tile 0, and row_max carries it.
-        const float new_max = fmaxf(row_max[half], tile_max);
-        alpha[half] = exp2_ftz((row_max[half] - new_max) * score_scale);
-        row_max[half] = new_max;
-        const float neg_max_scaled = -new_max * score_scale;
-        float sum = 0.0f;
-#pragma unroll
-        for (int n = 0; n < 16; ++n) {
-          const float p0 = exp2_ftz(fmaf(s[4 * n + 2 * half], score_scale, neg_max_scaled));
-          const float p1 = exp2_ftz(fmaf(s[4 * n + 2 * half + 1], score_scale, neg_max_scaled));
-          sum += p0 + p1;
-          // A fragment of k-step n / 2: {row lo k0-7, row hi k0-7, row lo k8-15, row hi k8-15}.
-          pa[4 * (n / 2) + 2 * (n % 2) + half] = pack_half2(p0, p1);
-        }
-        row_sum[half] = row_sum[half] * alpha[half] + sum;
-      }
-      // Rescale O only when a row's max moved (x * 1.0f == x, so skipping is exact).
-      if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
-#pragma unroll
-        for (int n = 0; n < 16; ++n) {
-          o[4 * n] *= alpha[0];
-          o[4 * n + 1] *= alpha[0];
-          o[4 * n + 2] *= alpha[1];
-          o[4 * n + 3] *= alpha[1];
-        }
-      }
+    tile(j, pa, pb);
+    if (j + 1 >= active_tiles) {
+      last_pv(pb);
+      break;
     }
-
-    mbarrier_wait(&bars.full_v[stage], parity);
-    if (active) {
-      pin_all(o);
-      wgmma::fence();
-#pragma unroll
-      for (int step = 0; step < kTileN / 16; ++step) {
-        wgmma::mma_f16_rs_tn_m64n128k16(o, pa[4 * step], pa[4 * step + 1], pa[4 * step + 2], pa[4 * step + 3],
-                                        wgmma::descriptor_mn(v_base + static_cast<uint32_t>(step) * 2048, kHalfBytes));
-      }
-      wgmma::commit();
-      wgmma::wait<0>();
-      pin_all(o);
-    }
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(&bars.empty_v[stage]);
+    tile(j + 1, pb, pa);
+  }
+  // Tiles wholly after this warpgroup's rows: counted, not read.
+  for (int j = active_tiles; j < num_tiles; ++j) {
+    wait_tile(j);
+    release(bars.empty_k, j);
+    release(bars.empty_v, j);
   }
 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    float sum = row_sum[half];
+    float sum = rows.sum[half];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const float inv = 1.0f / sum;
