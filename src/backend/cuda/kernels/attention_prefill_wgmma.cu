@@ -22,6 +22,7 @@
 // counted), a partially visible one is masked.
 #include <cassert>
 #include <cmath>
+#include <cstdlib>
 
 #include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/kernels/attention_prefill_common.cuh"
@@ -70,6 +71,12 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+__device__ __forceinline__ void named_barrier_sync_id(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive_id(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 template <int kN>
 __device__ __forceinline__ void pin_all(float (&r)[kN]) {
@@ -187,6 +194,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], uint32_t (&pa)[32],
 // A consumer warpgroup: 64 query rows from row `wg_row0` of the CTA's tile. Tile j's S = Q K^T
 // is issued together with tile j - 1's O += P V, so the softmax of S_j runs on the CUDA cores
 // while the tensor cores finish P_{j-1} V_{j-1}; O is rescaled by tile j's factors after that.
+template <bool kPingPong>
 __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t* smem, const Barriers& bars, int t,
                                         int wg_row0, int head, int m0, int query_start, int query_len, int pos0,
                                         int context_len, int num_tiles) {
@@ -200,6 +208,23 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
   const int active_tiles = (wg_key_end + kTileN - 1) / kTileN;  // a prefix of the CTA's tiles
   const int row_pos = wg_pos0 + warp * 16 + group_row;          // this thread's first row's position
   const float score_scale = args.scale * kLog2e;
+  // Ping-pong (kPingPong): the two warpgroups take turns issuing their products (named barriers
+  // 1 and 2), so one's softmax runs while the other's products hold the tensor cores. Each
+  // warpgroup has num_tiles + 1 turns (padded when it has no rows); warpgroup 0 goes first,
+  // warpgroup 1 hands the turn back after each of its turns but the last.
+  const int wg = wg_row0 / 64;
+  int turns = 0;
+  auto my_turn = [&] {
+    if constexpr (kPingPong) named_barrier_sync_id(1 + wg, 256);
+  };
+  auto their_turn = [&] {
+    if constexpr (kPingPong) {
+      if (wg == 0 || ++turns < num_tiles + 1) named_barrier_arrive_id(2 - wg, 256);
+    }
+  };
+  if constexpr (kPingPong) {
+    if (wg == 1) named_barrier_arrive_id(1, 256);  // warpgroup 0's first turn
+  }
 
   const uint32_t base = shared_address(smem);
   const uint32_t q_base = base + static_cast<uint32_t>(wg_row0) * 128;
@@ -261,8 +286,10 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
     float s[64];
     float alpha[2];
     wait_tile(0);
+    my_turn();
     wgmma::fence();
     issue_qk(s, 0);
+    their_turn();
     wgmma::wait<0>();
     pin_all(s);
     release(bars.empty_k, 0);
@@ -276,9 +303,11 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
     float alpha[2];
     wait_tile(j);
     pin_all(o);
+    my_turn();
     wgmma::fence();
     issue_qk(s, j);
     issue_pv(o, p, j - 1);
+    their_turn();
     wgmma::wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
     pin_all(s);
     release(bars.empty_k, j);
@@ -291,8 +320,10 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
   };
   auto last_pv = [&](const uint32_t(&p)[32]) {
     pin_all(o);
+    my_turn();
     wgmma::fence();
     issue_pv(o, p, active_tiles - 1);
+    their_turn();
     wgmma::wait<0>();
     pin_all(o);
     release(bars.empty_v, active_tiles - 1);
@@ -313,8 +344,14 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
   // Tiles wholly after this warpgroup's rows: counted, not read.
   for (int j = active_tiles; j < num_tiles; ++j) {
     wait_tile(j);
+    my_turn();
+    their_turn();
     release(bars.empty_k, j);
     release(bars.empty_v, j);
+  }
+  if (active_tiles == 0) {  // the turn the last P V would have taken
+    my_turn();
+    their_turn();
   }
 
 #pragma unroll
@@ -336,6 +373,7 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
 
 #endif  // FOLIO_WGMMA
 
+template <bool kPingPong>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_wgmma_kernel(const PagedAttentionArgs args, bool skip_single_query) {
 #if FOLIO_WGMMA
@@ -374,8 +412,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     produce(args, smem, bars, tid, head, seq, m0, query_start, query_len, kv_end, num_tiles);
   } else {
     registers_up<232>();
-    consume(args, smem, bars, tid % 128, 64 * (warpgroup - 1), head, m0, query_start, query_len, pos0, context_len,
-            num_tiles);
+    consume<kPingPong>(args, smem, bars, tid % 128, 64 * (warpgroup - 1), head, m0, query_start, query_len, pos0,
+                       context_len, num_tiles);
   }
 #else
   (void)args, (void)skip_single_query;
@@ -397,13 +435,24 @@ bool prefill_wgmma_supported(const PagedAttentionArgs& args) {
 
 void launch_prefill_wgmma(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
   static const bool attribute_set = [] {
-    cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaFuncSetAttribute(prefill_wgmma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(kSmemBytes));
+    cudaFuncSetAttribute(prefill_wgmma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(kSmemBytes));
     return true;
   }();
   (void)attribute_set;
+  // FOLIO_WGMMA_PINGPONG=0|1: A/B of the warpgroups' turn-taking (measurement only).
+  static const bool ping_pong = [] {
+    const char* v = std::getenv("FOLIO_WGMMA_PINGPONG");
+    return v == nullptr || *v != '0';
+  }();
   const dim3 grid(args.num_heads, args.num_seqs, (args.max_query_len + kBlockM - 1) / kBlockM);
-  prefill_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(args, skip_single_query);
+  if (ping_pong) {
+    prefill_wgmma_kernel<true><<<grid, kThreads, kSmemBytes, stream>>>(args, skip_single_query);
+  } else {
+    prefill_wgmma_kernel<false><<<grid, kThreads, kSmemBytes, stream>>>(args, skip_single_query);
+  }
 }
 
 }  // namespace folio::cuda::prefill
