@@ -128,7 +128,7 @@ void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_
   // those with query_len == 1, so a decode row rounds the same way in every batch. When a
   // single-token sequence cannot exist (every other sequence would have to hold more than
   // max_query_len tokens), the decode launch is skipped.
-  paged_attention_prefill(args, stream, PrefillRows::kMultiTokenOnly);
+  paged_attention_prefill(args, stream, PrefillRows::kMultiTokenOnly, engine_prefill_kernel());
   const int64_t most_tokens_with_a_decode_row = 1 + static_cast<int64_t>(args.num_seqs - 1) * args.max_query_len;
   if (args.num_tokens <= most_tokens_with_a_decode_row) {
     paged_attention_decode(args, workspace, sm_count, stream);

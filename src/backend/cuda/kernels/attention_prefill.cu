@@ -4,11 +4,24 @@
 // mma.sync: fp16 caches before Hopper and at head_dim 64) and attention_prefill_wgmma.cu (128
 // rows, warp-specialized on wgmma: fp16 caches on Hopper at head_dim 128).
 #include <cassert>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/kernels/attention_prefill_common.cuh"
 #include "backend/cuda/kernels/kernels.h"
 
 namespace folio::cuda {
+
+PrefillKernel engine_prefill_kernel() {
+  static const PrefillKernel kernel = [] {
+    const char* v = std::getenv("FOLIO_PREFILL_KERNEL");
+    for (const PrefillKernel k : kPrefillKernels) {
+      if (v != nullptr && std::strcmp(v, prefill_kernel_name(k)) == 0) return k;
+    }
+    return kDefaultPrefillKernel;
+  }();
+  return kernel;
+}
 
 void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, PrefillRows rows, PrefillKernel kernel) {
   assert(args.cache.head_dim == 64 || args.cache.head_dim == 128);

@@ -190,6 +190,9 @@ inline const char* prefill_kernel_name(PrefillKernel kernel) {
 inline constexpr PrefillKernel kDefaultPrefillKernel = PrefillKernel::kRows128;  // H200, 8k causal: 340 TFLOP/s
 void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, PrefillRows rows = PrefillRows::kAll,
                              PrefillKernel kernel = kDefaultPrefillKernel);
+// The kernel paged_attention's prefill half uses: kDefaultPrefillKernel, or FOLIO_PREFILL_KERNEL
+// (rows64 | rows128 | wgmma) for end-to-end A/B measurements.
+PrefillKernel engine_prefill_kernel();
 
 // Obviously-correct reference: one warp per (query token, head), scalar online softmax in
 // fp32. Any head_dim % 32 == 0 up to 256, windows too, fp16 caches. Slow; for checks and as
