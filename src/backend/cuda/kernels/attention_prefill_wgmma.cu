@@ -43,7 +43,9 @@ constexpr uint32_t kHalfBytes = 128 * 128;       // 128 rows x 64 dims x 2 bytes
 constexpr uint32_t kTileBytes = 2 * kHalfBytes;  // both dim halves
 // Q, then per stage K and V, then the barriers; + 1 KB to align the base to 1,024 bytes.
 constexpr uint32_t kBarrierOffset = kTileBytes * (1 + 2 * kStages);
-constexpr size_t kSmemBytes = kBarrierOffset + 4 * kStages * sizeof(uint64_t) + 1024;
+// The producer's slot table (two tiles' key slots) after the barriers.
+constexpr uint32_t kSlotOffset = kBarrierOffset + 128;
+constexpr size_t kSmemBytes = kSlotOffset + 2 * 128 * sizeof(int32_t) + 1024;
 #if FOLIO_WGMMA
 constexpr int kTileN = 128;  // keys a K / V tile
 constexpr int kProducerThreads = 128;
@@ -117,18 +119,20 @@ __device__ __forceinline__ void produce(const PagedAttentionArgs& args, uint8_t*
     if (valid) src += (static_cast<size_t>(query_start + m0 + row) * args.num_heads + head) * kHeadDim + chunk * 8;
     cp_async_16(smem + tile_offset(row, chunk), src, valid);
   }
-  auto load = [&](const uint16_t* base, uint8_t* tile, int key0) {
+  // Each thread looks up one key's slot a tile (the next tile's while this one's copies go
+  // out) into a shared table the copies read: a block-table load per copy made the producer
+  // wait on global-memory latency in series (and it has few registers for more in flight).
+  int32_t* slot_table = reinterpret_cast<int32_t*>(smem + kSlotOffset);  // [2][kTileN]
+  auto slot_of = [&](int key) {
+    return key < kv_end ? __ldg(block_table + indexer.block(key)) * indexer.size + indexer.offset(key) : -1;
+  };
+  auto load = [&](const uint16_t* base, uint8_t* tile, const int32_t* slots) {
 #pragma unroll 4
     for (int i = 0; i < kTileN / 8; ++i) {
       const int row = row0 + 8 * i;
-      const int key = key0 + row;
-      const bool valid = key < kv_end;
-      size_t offset = 0;
-      if (valid) {
-        const int slot = __ldg(block_table + indexer.block(key)) * indexer.size + indexer.offset(key);
-        offset = static_cast<size_t>(slot) * token_stride + head_offset;
-      }
-      cp_async_16(tile + tile_offset(row, chunk), base + offset, valid);  // zeros past the end
+      const int slot = slots[row];
+      const size_t offset = slot >= 0 ? static_cast<size_t>(slot) * token_stride + head_offset : 0;
+      cp_async_16(tile + tile_offset(row, chunk), base + offset, slot >= 0);  // zeros past the end
     }
   };
   // Tile j's copies are issued before tile j - 1 is announced, so two tiles are in flight while
@@ -139,15 +143,22 @@ __device__ __forceinline__ void produce(const PagedAttentionArgs& args, uint8_t*
     mbarrier_arrive(&bars.full_k[stage]);
     mbarrier_arrive(&bars.full_v[stage]);
   };
+  int next_slot = slot_of(tid);
   for (int j = 0; j < num_tiles; ++j) {
     const int stage = j % kStages;
     const uint32_t empty_parity = ((j / kStages) + 1) & 1;  // the phase that freed tile j - kStages
     uint8_t* k_tile = smem + kTileBytes * (1 + 2 * stage);
     uint8_t* v_tile = k_tile + kTileBytes;
+    // Two tables taking turns: a thread writes tile j + 1's only after every producer thread
+    // has passed tile j's barrier, so after its reads of tile j - 1's.
+    int32_t* slots = slot_table + (j & 1) * kTileN;
+    slots[tid] = next_slot;
+    named_barrier_sync_id(3, kProducerThreads);
+    next_slot = slot_of((j + 1) * kTileN + tid);
     if (j >= kStages) mbarrier_wait(&bars.empty_k[stage], empty_parity);
-    load(cache.fp16_keys(), k_tile, j * kTileN);
+    load(cache.fp16_keys(), k_tile, slots);
     if (j >= kStages) mbarrier_wait(&bars.empty_v[stage], empty_parity);
-    load(cache.fp16_values(), v_tile, j * kTileN);
+    load(cache.fp16_values(), v_tile, slots);
     copy_commit();
     if (j > 0) {
       copy_wait<1>();  // tile j - 1's copies (and Q's, with tile 0) have landed
