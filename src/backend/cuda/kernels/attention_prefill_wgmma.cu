@@ -4,15 +4,20 @@
 //
 // Warp specialization: three warpgroups a CTA of 128 query rows. The producer (warpgroup 0)
 // copies Q and then each 128-key K and V tile through the block table with cp.async into a
-// 2-stage ring, in the 128-byte swizzled layout wgmma reads, and signals each tile on an
-// mbarrier; it gives most of its registers to the consumers (setmaxnreg). Each consumer
-// warpgroup owns 64 query rows: S = Q K^T is 8 wgmma m64n128k16 with both operands in shared
-// memory (Q's 64 rows x 128 dims, K's 128 keys x 128 dims, K-major), the online softmax runs on
-// the accumulators, P is packed to fp16 in registers as wgmma's A operand and O += P V is 8
-// wgmma m64n128k16 with V read transposed (MN-major: V's rows of dims are the N dimension).
-// The two consumer warpgroups run out of phase, so one's softmax (exp2 on the MUFU) overlaps
-// the other's products on the tensor cores. Each consumer releases a stage's K once its S is
-// computed and V once its P V is, so the producer refills K while P V still reads V.
+// 3-stage ring, in the 128-byte swizzled layout wgmma reads, and announces each tile on
+// mbarriers once the next one is issued; it gives most of its registers to the consumers
+// (setmaxnreg). Each consumer warpgroup owns 64 query rows: S = Q K^T is 8 wgmma m64n128k16
+// with both operands in shared memory (Q's 64 rows x 128 dims, K's 128 keys x 128 dims,
+// K-major), the online softmax runs on the accumulators, P is packed to fp16 in registers as
+// wgmma's A operand and O += P V is 8 wgmma m64n128k16 with V read transposed (MN-major: V's
+// rows of dims are the N dimension). S of tile j is issued with P V of tile j - 1, so the
+// softmax of one overlaps the products of the other, and the two consumer warpgroups take turns
+// issuing (kPingPong), so one's softmax (exp2 on the MUFU) also overlaps the other's products.
+// A consumer releases a stage's K once its S is computed and V once its P V is.
+//
+// Measured (docs/BENCHMARKS.md, 2026-12-06): 264-267 TFLOP/s at 8k causal against the 128-row
+// kernel's 337-348, whatever the overlap, before the producer's slot table (not yet measured):
+// not the default until it is faster.
 //
 // Shared-memory tiles: [two 64-dim halves][128 rows][128 bytes], 16-byte chunk c of row r at
 // chunk c ^ (r % 8) (wgmma.cuh's swizzle), each half 16 KB and 1,024-byte aligned.
