@@ -154,14 +154,14 @@ void run_case(const std::string& label, AttentionProblem& p, std::mt19937_64& rn
       }
       run_kernel(
           "prefill_on_decode", [&] { paged_attention_prefill(args, nullptr); }, "prefill kernel");
-      run_kernel(
-          "prefill128_on_decode",
-          [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, PrefillKernel::kRows128); },
-          "128-row prefill kernel");
-      run_kernel(
-          "prefill_wgmma_on_decode",
-          [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, PrefillKernel::kWgmma); },
-          "wgmma prefill kernel");
+      // The other fp16 prefill kernels on decode rows too (the default ran just above).
+      for (const PrefillKernel kernel : {PrefillKernel::kRows128, PrefillKernel::kWgmma}) {
+        if (kernel == kDefaultPrefillKernel) continue;
+        run_kernel(
+            std::string("prefill_") + prefill_kernel_name(kernel) + "_on_decode",
+            [&] { paged_attention_prefill(args, nullptr, PrefillRows::kAll, kernel); },
+            std::string(prefill_kernel_name(kernel)) + " prefill kernel");
+      }
     } else {
       if (opt.full) {
         run_kernel(

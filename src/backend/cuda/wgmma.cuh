@@ -17,15 +17,12 @@
 #define FOLIO_WGMMA 0
 #endif
 
-// The accumulator operands of a 64 x N wgmma (N / 2 floats a thread): the placeholders %0.. in
+// The accumulator operands of a 64 x 128 wgmma (64 floats a thread): the placeholders %0.. in
 // the instruction text and the matching "+f" operand list.
 #define FOLIO_WGMMA_D64                                                                                            \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
   "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, " \
   "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define FOLIO_WGMMA_D32                                                                                            \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-  "%24, %25, %26, %27, %28, %29, %30, %31"
 #define FOLIO_WGMMA_ACC64(d)                                                                                  \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
       "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),  \
@@ -35,11 +32,6 @@
       "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
       "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), \
       "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define FOLIO_WGMMA_ACC32(d)                                                                                  \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),  \
-      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), \
-      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 
 namespace folio::cuda::wgmma {
 
@@ -158,28 +150,6 @@ __device__ __forceinline__ void mma_f16_rs_tn_m64n128k16(float (&d)[64], uint32_
       "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n"
       "}\n"
       : FOLIO_WGMMA_ACC64(d)
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b), "n"(1));
-#else
-  (void)d, (void)a0, (void)a1, (void)a2, (void)a3, (void)b;
-  __trap();
-#endif
-}
-
-// d (64 x 64) += a (64 x 16, FP16, this thread's 4 words) * b (16 x 64, FP16, MN-major in shared
-// memory: the transposed operand, N contiguous).
-__device__ __forceinline__ void mma_f16_rs_tn_m64n64k16(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2,
-                                                        uint32_t a3, uint64_t b) {
-#if FOLIO_WGMMA
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{" FOLIO_WGMMA_D32
-      "}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n"
-      "}\n"
-      : FOLIO_WGMMA_ACC32(d)
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b), "n"(1));
 #else
   (void)d, (void)a0, (void)a1, (void)a2, (void)a3, (void)b;

@@ -51,12 +51,6 @@ struct Rows128Shape {
   static constexpr size_t kSmemBytes = (kQHalfs + 2ull * 2 * kKvHalfs) * sizeof(uint16_t) + 2 * kBlockN * sizeof(int);
 };
 
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 constexpr int kSubN = 32;
 
 // ldmatrix from a precomputed shared-memory address (the kernel folds the swizzle into a

@@ -74,17 +74,6 @@ template <int kRegisters>
 __device__ __forceinline__ void registers_up() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters));
 }
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ void named_barrier_sync_id(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_barrier_arrive_id(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 template <int kN>
 __device__ __forceinline__ void pin_all(float (&r)[kN]) {
 #pragma unroll
@@ -96,9 +85,10 @@ __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
   return static_cast<uint32_t>(chunk / 8) * kHalfBytes + wgmma::swizzled_offset(row, (chunk % 8) * 16);
 }
 
+// Per stage: full (the tile's K and V landed), and K and V released apart (a consumer is done
+// with K once its S is computed, with V once its P V is).
 struct Barriers {
-  uint64_t* full_k;  // [kStages]
-  uint64_t* full_v;
+  uint64_t* full;  // [kStages]
   uint64_t* empty_k;
   uint64_t* empty_v;
 };
@@ -145,8 +135,7 @@ __device__ __forceinline__ void produce(const PagedAttentionArgs& args, uint8_t*
   // visible to the tensor cores (the async proxy) before it counts them.
   auto announce = [&](int stage) {
     wgmma::fence_async_shared();
-    mbarrier_arrive(&bars.full_k[stage]);
-    mbarrier_arrive(&bars.full_v[stage]);
+    mbarrier_arrive(&bars.full[stage]);
   };
   int next_slot = slot_of(tid);
   for (int j = 0; j < num_tiles; ++j) {
@@ -158,7 +147,7 @@ __device__ __forceinline__ void produce(const PagedAttentionArgs& args, uint8_t*
     // has passed tile j's barrier, so after its reads of tile j - 1's.
     int32_t* slots = slot_table + (j & 1) * kTileN;
     slots[tid] = next_slot;
-    named_barrier_sync_id(3, kProducerThreads);
+    named_barrier_sync<3, kProducerThreads>();
     next_slot = slot_of((j + 1) * kTileN + tid);
     if (j >= kStages) mbarrier_wait(&bars.empty_k[stage], empty_parity);
     load(cache.fp16_keys(), k_tile, slots);
@@ -231,15 +220,15 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
   const int wg = wg_row0 / 64;
   int turns = 0;
   auto my_turn = [&] {
-    if constexpr (kPingPong) named_barrier_sync_id(1 + wg, 256);
+    if constexpr (kPingPong) named_barrier_sync(1 + wg, 256);
   };
   auto their_turn = [&] {
     if constexpr (kPingPong) {
-      if (wg == 0 || ++turns < num_tiles + 1) named_barrier_arrive_id(2 - wg, 256);
+      if (wg == 0 || ++turns < num_tiles + 1) named_barrier_arrive(2 - wg, 256);
     }
   };
   if constexpr (kPingPong) {
-    if (wg == 1) named_barrier_arrive_id(1, 256);  // warpgroup 0's first turn
+    if (wg == 1) named_barrier_arrive(1, 256);  // warpgroup 0's first turn
   }
 
   const uint32_t base = shared_address(smem);
@@ -249,10 +238,7 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
     __syncwarp();
     if (lane == 0) mbarrier_arrive(&empty[j % kStages]);
   };
-  auto wait_tile = [&](int j) {
-    mbarrier_wait(&bars.full_k[j % kStages], (j / kStages) & 1);
-    mbarrier_wait(&bars.full_v[j % kStages], (j / kStages) & 1);
-  };
+  auto wait_tile = [&](int j) { mbarrier_wait(&bars.full[j % kStages], (j / kStages) & 1); };
   auto issue_qk = [&](float(&s)[64], int j) {
 #pragma unroll
     for (int step = 0; step < kHeadDim / 16; ++step) {
@@ -409,12 +395,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int num_tiles = (kv_end + kTileN - 1) / kTileN;
 
   uint64_t* barrier_words = reinterpret_cast<uint64_t*>(smem + kBarrierOffset);
-  const Barriers bars{barrier_words, barrier_words + kStages, barrier_words + 2 * kStages, barrier_words + 3 * kStages};
+  const Barriers bars{barrier_words, barrier_words + kStages, barrier_words + 2 * kStages};
   const int tid = threadIdx.x;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&bars.full_k[s], kFullArrivals);
-      mbarrier_init(&bars.full_v[s], kFullArrivals);
+      mbarrier_init(&bars.full[s], kFullArrivals);
       mbarrier_init(&bars.empty_k[s], kEmptyArrivals);
       mbarrier_init(&bars.empty_v[s], kEmptyArrivals);
     }
