@@ -4,6 +4,8 @@
 // the kernels that use them are not launched there (their launchers check the device).
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 namespace folio::cuda {
@@ -69,8 +71,31 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
       : "memory");
 }
 
+// The box of a 3-D tensor map (tensor_map.h) at coordinates (c0, c1, c2), innermost first, into
+// dst (aligned as the map's swizzle needs: 1,024 bytes for 128-byte rows), counted on bar's
+// current phase. The map must live in parameter, constant or global memory.
+__device__ __forceinline__ void tensor_copy_3d_to_shared(void* dst, const CUtensorMap* map, int c0, int c1, int c2,
+                                                         uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];" ::"r"(shared_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(bar))
+      : "memory");
+}
+
+// Brings a tensor map into the copy engine's descriptor cache ahead of its first copy.
+__device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
 #else
 
+__device__ __forceinline__ void tensor_copy_3d_to_shared(void*, const CUtensorMap*, int, int, int, uint64_t*) {
+  __trap();
+}
+__device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap*) {
+  __trap();
+}
 __device__ __forceinline__ void mbarrier_init(uint64_t*, uint32_t) {
   __trap();
 }

@@ -28,11 +28,13 @@
 #include <cassert>
 #include <cmath>
 #include <cstdlib>
+#include <unordered_map>
 
 #include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/kernels/attention_prefill_common.cuh"
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/tensor_map.h"
 #include "backend/cuda/wgmma.cuh"
 
 namespace folio::cuda::prefill {
@@ -50,9 +52,15 @@ constexpr uint32_t kTileBytes = 2 * kHalfBytes;  // both dim halves
 constexpr uint32_t kBarrierOffset = kTileBytes * (1 + 2 * kStages);
 // The producer's slot table (two tiles' key slots) after the barriers.
 constexpr uint32_t kSlotOffset = kBarrierOffset + 128;
+static_assert((3 * kStages + 1) * sizeof(uint64_t) <= 128, "the barriers fit before the slot table");
 constexpr size_t kSmemBytes = kSlotOffset + 2 * 128 * sizeof(int32_t) + 1024;
-#if FOLIO_WGMMA
+
+// The layer's K and V caches as tensor maps (tensor_map.h), for the bulk tensor copies.
+struct KvTensorMaps {
+  CUtensorMap k, v;
+};
 constexpr int kTileN = 128;  // keys a K / V tile
+#if FOLIO_WGMMA
 constexpr int kProducerThreads = 128;
 // Arrivals that complete a phase: every producer thread (its own copies landed) for a full
 // barrier; the first lane of each consumer warp for an empty one.
@@ -91,7 +99,10 @@ struct Barriers {
   uint64_t* full;  // [kStages]
   uint64_t* empty_k;
   uint64_t* empty_v;
+  uint64_t* q_full;  // Q landed (bulk tensor copy mode: Q has a barrier of its own)
 };
+// Arrivals on q_full: the producer's warps 1-3 (warp 0 issues the tensor copies).
+constexpr uint32_t kQArrivals = kProducerThreads - 32;
 
 // Warpgroup 0: Q with tile 0's K, then every K / V tile into the ring.
 __device__ __forceinline__ void produce(const PagedAttentionArgs& args, uint8_t* smem, const Barriers& bars, int tid,
@@ -163,6 +174,88 @@ __device__ __forceinline__ void produce(const PagedAttentionArgs& args, uint8_t*
   announce((num_tiles - 1) % kStages);
 }
 
+// The producer with bulk tensor copies (kTma): warp 0 issues each tile whose keys all lie before
+// kv_end as boxes of whole block rows (one box a cache block, or a 128-key part of a larger one,
+// for each dim half of K and of V: 32 boxes a tile with 16-slot blocks, a lane each), the copy
+// engine swizzling them as wgmma reads them and counting their bytes on the stage's full
+// barrier; no thread computes an address or waits on a copy. Warps 1-3 copy Q with cp.async,
+// then the one tile that reaches past kv_end (zeros after it: a stale slot of a partly filled
+// block may hold anything, and 0 x NaN in P V is NaN).
+__device__ __forceinline__ void produce_tma(const PagedAttentionArgs& args, const KvTensorMaps& maps, uint8_t* smem,
+                                            const Barriers& bars, int tid, int head, int seq, int m0, int query_start,
+                                            int query_len, int kv_end, int num_tiles) {
+  const KvLayerView& cache = args.cache;
+  const int kv_head = head / (args.num_heads / cache.num_kv_heads);
+  const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
+  const int block_size = cache.block_size;
+  const int full_tiles = kv_end / kTileN;
+  auto stage_tile = [&](int j) { return smem + kTileBytes * (1 + 2 * (j % kStages)); };
+  auto wait_free = [&](int j) {
+    if (j < kStages) return;
+    const uint32_t parity = ((j / kStages) + 1) & 1;  // the phase that freed tile j - kStages
+    mbarrier_wait(&bars.empty_k[j % kStages], parity);
+    mbarrier_wait(&bars.empty_v[j % kStages], parity);
+  };
+  if (tid < 32) {
+    const int lane = tid;
+    const int rows = block_size < kTileN ? block_size : kTileN;  // slots a box
+    const int boxes = kTileN / rows;                             // boxes a dim half of K or V
+    if (lane == 0) {
+      prefetch_tensor_map(&maps.k);
+      prefetch_tensor_map(&maps.v);
+    }
+    for (int j = 0; j < full_tiles; ++j) {
+      wait_free(j);
+      uint64_t* full = &bars.full[j % kStages];
+      if (lane == 0) mbarrier_arrive_expect_tx(full, 2 * kTileBytes);
+      __syncwarp();
+      for (int i = lane; i < 4 * boxes; i += 32) {
+        const int tensor = i / (2 * boxes), half = (i / boxes) % 2, part = i % boxes;
+        const int key = j * kTileN + part * rows;
+        const int slot = __ldg(block_table + key / block_size) * block_size + key % block_size;
+        uint8_t* dst = stage_tile(j) + tensor * kTileBytes + half * kHalfBytes + part * rows * 128;
+        tensor_copy_3d_to_shared(dst, tensor == 0 ? &maps.k : &maps.v, half * 64, kv_head, slot, full);
+      }
+    }
+    return;
+  }
+  const int t = tid - 32;
+  constexpr int kCopiers = kProducerThreads - 32;
+  for (int i = t; i < kBlockM * 16; i += kCopiers) {
+    const int row = i / 16, chunk = i % 16;
+    const bool valid = m0 + row < query_len;
+    const uint16_t* src = args.q;
+    if (valid) src += (static_cast<size_t>(query_start + m0 + row) * args.num_heads + head) * kHeadDim + chunk * 8;
+    cp_async_16(smem + tile_offset(row, chunk), src, valid);
+  }
+  copy_commit();
+  copy_wait<0>();
+  wgmma::fence_async_shared();
+  mbarrier_arrive(bars.q_full);
+  if (full_tiles == num_tiles) return;
+  const int j = full_tiles;  // the last tile, partly past kv_end
+  wait_free(j);
+  const BlockIndexer indexer(block_size);
+  const size_t token_stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;
+  for (int i = t; i < kTileN * 16; i += kCopiers) {
+    const int row = i / 16, chunk = i % 16;
+    const int key = j * kTileN + row;
+    const bool valid = key < kv_end;
+    size_t offset = 0;
+    if (valid) {
+      const int slot = __ldg(block_table + indexer.block(key)) * indexer.size + indexer.offset(key);
+      offset = static_cast<size_t>(slot) * token_stride + static_cast<size_t>(kv_head) * kHeadDim + chunk * 8;
+    }
+    cp_async_16(stage_tile(j) + tile_offset(row, chunk), cache.fp16_keys() + offset, valid);
+    cp_async_16(stage_tile(j) + kTileBytes + tile_offset(row, chunk), cache.fp16_values() + offset, valid);
+  }
+  copy_commit();
+  copy_wait<0>();
+  wgmma::fence_async_shared();
+  named_barrier_sync<3, kCopiers>();
+  if (t == 0) mbarrier_arrive(&bars.full[j % kStages]);
+}
+
 // The online softmax of one 128-key tile's scores s (this thread's two rows) into P (fp16 A
 // fragments), returning each row's factor for O.
 struct RowState {
@@ -199,7 +292,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], uint32_t (&pa)[32],
 // A consumer warpgroup: 64 query rows from row `wg_row0` of the CTA's tile. Tile j's S = Q K^T
 // is issued together with tile j - 1's O += P V, so the softmax of S_j runs on the CUDA cores
 // while the tensor cores finish P_{j-1} V_{j-1}; O is rescaled by tile j's factors after that.
-template <bool kPingPong>
+template <bool kPingPong, bool kTma>
 __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t* smem, const Barriers& bars, int t,
                                         int wg_row0, int head, int m0, int query_start, int query_len, int pos0,
                                         int context_len, int num_tiles) {
@@ -287,6 +380,7 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
   if (active_tiles > 0) {
     float s[64];
     float alpha[2];
+    if constexpr (kTma) mbarrier_wait(bars.q_full, 0);
     wait_tile(0);
     my_turn();
     wgmma::fence();
@@ -375,9 +469,10 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
 
 #endif  // FOLIO_WGMMA
 
-template <bool kPingPong>
+template <bool kPingPong, bool kTma>
 __global__ void __launch_bounds__(kThreads, 1)
-    prefill_wgmma_kernel(const PagedAttentionArgs args, bool skip_single_query) {
+    prefill_wgmma_kernel(const PagedAttentionArgs args, bool skip_single_query,
+                         const __grid_constant__ KvTensorMaps maps) {
 #if FOLIO_WGMMA
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (shared_address(smem_raw) & 1023)) & 1023);
@@ -395,14 +490,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int num_tiles = (kv_end + kTileN - 1) / kTileN;
 
   uint64_t* barrier_words = reinterpret_cast<uint64_t*>(smem + kBarrierOffset);
-  const Barriers bars{barrier_words, barrier_words + kStages, barrier_words + 2 * kStages};
+  const Barriers bars{barrier_words, barrier_words + kStages, barrier_words + 2 * kStages, barrier_words + 3 * kStages};
   const int tid = threadIdx.x;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&bars.full[s], kFullArrivals);
+      mbarrier_init(&bars.full[s], kTma ? 1 : kFullArrivals);  // kTma: warp 0's lane 0 (+ bytes)
       mbarrier_init(&bars.empty_k[s], kEmptyArrivals);
       mbarrier_init(&bars.empty_v[s], kEmptyArrivals);
     }
+    mbarrier_init(bars.q_full, kQArrivals);
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -410,14 +506,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warpgroup = tid / 128;
   if (warpgroup == 0) {
     registers_down<40>();
-    produce(args, smem, bars, tid, head, seq, m0, query_start, query_len, kv_end, num_tiles);
+    if constexpr (kTma) {
+      produce_tma(args, maps, smem, bars, tid, head, seq, m0, query_start, query_len, kv_end, num_tiles);
+    } else {
+      produce(args, smem, bars, tid, head, seq, m0, query_start, query_len, kv_end, num_tiles);
+    }
   } else {
     registers_up<232>();
-    consume<kPingPong>(args, smem, bars, tid % 128, 64 * (warpgroup - 1), head, m0, query_start, query_len, pos0,
-                       context_len, num_tiles);
+    consume<kPingPong, kTma>(args, smem, bars, tid % 128, 64 * (warpgroup - 1), head, m0, query_start, query_len, pos0,
+                             context_len, num_tiles);
   }
 #else
-  (void)args, (void)skip_single_query;
+  (void)args, (void)skip_single_query, (void)maps;
   __trap();
 #endif
 }
@@ -434,25 +534,75 @@ bool prefill_wgmma_supported(const PagedAttentionArgs& args) {
   return hopper && args.cache.head_dim == kHeadDim && args.cache.format == KvFormat::kFp16;
 }
 
-void launch_prefill_wgmma(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
+namespace {
+
+// Whether the bulk tensor copies can read this cache: boxes of whole block rows (or 128-row
+// parts of larger blocks) a multiple of 8 rows, the 128-byte swizzle's period.
+bool tma_block_size(int32_t block_size) {
+  if (block_size % 8 != 0) return false;
+  return block_size <= 128 ? 128 % block_size == 0 : block_size % 128 == 0;
+}
+
+// The layer's K and V maps, encoded once per cache (a layer's pointers do not move while the
+// pool lives; a new pool at the same address with another shape is encoded again).
+bool kv_tensor_maps(const KvLayerView& cache, KvTensorMaps* maps) {
+  struct Entry {
+    int32_t num_blocks, block_size, num_kv_heads;
+    KvTensorMaps maps;
+  };
+  static thread_local std::unordered_map<const void*, Entry> cached;
+  auto it = cached.find(cache.k);
+  if (it != cached.end() && it->second.num_blocks == cache.num_blocks && it->second.block_size == cache.block_size &&
+      it->second.num_kv_heads == cache.num_kv_heads) {
+    *maps = it->second.maps;
+    return true;
+  }
+  Entry entry{cache.num_blocks, cache.block_size, cache.num_kv_heads, {}};
+  const int64_t slots = static_cast<int64_t>(cache.num_blocks) * cache.block_size;
+  const int32_t rows = cache.block_size < kTileN ? cache.block_size : kTileN;
+  if (!encode_paged_rows_map(&entry.maps.k, cache.k, slots, cache.num_kv_heads, kHeadDim, 64, rows) ||
+      !encode_paged_rows_map(&entry.maps.v, cache.v, slots, cache.num_kv_heads, kHeadDim, 64, rows)) {
+    return false;
+  }
+  cached[cache.k] = entry;
+  *maps = entry.maps;
+  return true;
+}
+
+template <bool kPingPong, bool kTma>
+void launch(const PagedAttentionArgs& args, bool skip_single_query, const KvTensorMaps& maps, Stream stream) {
   static const bool attribute_set = [] {
-    cudaFuncSetAttribute(prefill_wgmma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kSmemBytes));
-    cudaFuncSetAttribute(prefill_wgmma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaFuncSetAttribute(prefill_wgmma_kernel<kPingPong, kTma>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(kSmemBytes));
     return true;
   }();
   (void)attribute_set;
-  // FOLIO_WGMMA_PINGPONG=0|1: A/B of the warpgroups' turn-taking (measurement only).
+  const dim3 grid(args.num_heads, args.num_seqs, (args.max_query_len + kBlockM - 1) / kBlockM);
+  prefill_wgmma_kernel<kPingPong, kTma><<<grid, kThreads, kSmemBytes, stream>>>(args, skip_single_query, maps);
+}
+
+}  // namespace
+
+void launch_prefill_wgmma(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
+  // A/B knobs (measurement only): FOLIO_WGMMA_PINGPONG=0 stops the warpgroups' turn-taking;
+  // FOLIO_WGMMA_TMA=0 copies K and V with cp.async (the producer's 128 threads) instead of
+  // bulk tensor copies.
   static const bool ping_pong = [] {
     const char* v = std::getenv("FOLIO_WGMMA_PINGPONG");
     return v == nullptr || *v != '0';
   }();
-  const dim3 grid(args.num_heads, args.num_seqs, (args.max_query_len + kBlockM - 1) / kBlockM);
-  if (ping_pong) {
-    prefill_wgmma_kernel<true><<<grid, kThreads, kSmemBytes, stream>>>(args, skip_single_query);
+  static const bool tma_allowed = [] {
+    const char* v = std::getenv("FOLIO_WGMMA_TMA");
+    return v == nullptr || *v != '0';
+  }();
+  KvTensorMaps maps{};
+  const bool tma = tma_allowed && tma_block_size(args.cache.block_size) && kv_tensor_maps(args.cache, &maps);
+  if (tma) {
+    ping_pong ? launch<true, true>(args, skip_single_query, maps, stream)
+              : launch<false, true>(args, skip_single_query, maps, stream);
   } else {
-    prefill_wgmma_kernel<false><<<grid, kThreads, kSmemBytes, stream>>>(args, skip_single_query);
+    ping_pong ? launch<true, false>(args, skip_single_query, maps, stream)
+              : launch<false, false>(args, skip_single_query, maps, stream);
   }
 }
 
