@@ -1,7 +1,7 @@
 #include "backend/cuda/tensor_map.h"
 
-#include <cuda_runtime_api.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
 
 namespace folio::cuda {
 namespace {

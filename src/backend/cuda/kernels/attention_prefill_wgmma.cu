@@ -3,21 +3,24 @@
 // (attention_prefill_rows64.cu describes it); what changes is who does what.
 //
 // Warp specialization: three warpgroups a CTA of 128 query rows. The producer (warpgroup 0)
-// copies Q and then each 128-key K and V tile through the block table with cp.async into a
-// 3-stage ring, in the 128-byte swizzled layout wgmma reads, and announces each tile on
-// mbarriers once the next one is issued; it gives most of its registers to the consumers
+// fills a 3-stage ring with 128-key K and V tiles in the 128-byte swizzled layout wgmma reads:
+// by default its warp 0 issues bulk tensor copies (TMA, one box a cache block row through the
+// block table; produce_tma) and warps 1-3 copy Q and the tile that reaches past the context's
+// end with cp.async; FOLIO_WGMMA_TMA=0 has all four warps copy every tile with cp.async
+// through a slot table (produce). The producer gives most of its registers to the consumers
 // (setmaxnreg). Each consumer warpgroup owns 64 query rows: S = Q K^T is 8 wgmma m64n128k16
 // with both operands in shared memory (Q's 64 rows x 128 dims, K's 128 keys x 128 dims,
 // K-major), the online softmax runs on the accumulators, P is packed to fp16 in registers as
 // wgmma's A operand and O += P V is 8 wgmma m64n128k16 with V read transposed (MN-major: V's
 // rows of dims are the N dimension). S of tile j is issued with P V of tile j - 1, so the
-// softmax of one overlaps the products of the other, and the two consumer warpgroups take turns
-// issuing (kPingPong), so one's softmax (exp2 on the MUFU) also overlaps the other's products.
-// A consumer releases a stage's K once its S is computed and V once its P V is.
+// softmax of one overlaps the products of the other; the two consumer warpgroups can also take
+// turns issuing (kPingPong, FOLIO_WGMMA_PINGPONG=1; slower with the bulk copies). A consumer
+// releases a stage's K once its S is computed and V once its P V is.
 //
-// Measured (docs/BENCHMARKS.md, 2026-12-06): 264-267 TFLOP/s at 8k causal against the 128-row
-// kernel's 337-348, whatever the overlap, before the producer's slot table (not yet measured):
-// not the default until it is faster.
+// Measured on an H100 (docs/BENCHMARKS.md, 2026-12-07): 8k causal x 4, 478 TFLOP/s (bulk
+// copies), 425 (cp.async with the slot table; 264-267 before it, when a dependent block-table
+// load per copy starved the consumers), against the 128-row mma.sync kernel's 351 and torch
+// SDPA's 630 in the same run. The default prefill kernel where it applies.
 //
 // Shared-memory tiles: [two 64-dim halves][128 rows][128 bytes], 16-byte chunk c of row r at
 // chunk c ^ (r % 8) (wgmma.cuh's swizzle), each half 16 KB and 1,024-byte aligned.
@@ -204,8 +207,14 @@ __device__ __forceinline__ void produce_tma(const PagedAttentionArgs& args, cons
       prefetch_tensor_map(&maps.k);
       prefetch_tensor_map(&maps.v);
     }
-    for (int j = 0; j < full_tiles; ++j) {
+    for (int j = 0; j < num_tiles; ++j) {
+      // Warp 0 waits for every stage in tile order: a parity names one of two phases, so a
+      // waiter that skipped a phase of its stage could pass one early.
       wait_free(j);
+      if (j == full_tiles) {  // the partial tile's stage is free: warps 1-3 copy it
+        named_barrier_arrive(4, kProducerThreads);
+        break;
+      }
       uint64_t* full = &bars.full[j % kStages];
       if (lane == 0) mbarrier_arrive_expect_tx(full, 2 * kTileBytes);
       __syncwarp();
@@ -233,8 +242,8 @@ __device__ __forceinline__ void produce_tma(const PagedAttentionArgs& args, cons
   wgmma::fence_async_shared();
   mbarrier_arrive(bars.q_full);
   if (full_tiles == num_tiles) return;
-  const int j = full_tiles;  // the last tile, partly past kv_end
-  wait_free(j);
+  const int j = full_tiles;                 // the last tile, partly past kv_end
+  named_barrier_sync(4, kProducerThreads);  // warp 0 saw its stage freed
   const BlockIndexer indexer(block_size);
   const size_t token_stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;
   for (int i = t; i < kTileN * 16; i += kCopiers) {
@@ -584,12 +593,13 @@ void launch(const PagedAttentionArgs& args, bool skip_single_query, const KvTens
 }  // namespace
 
 void launch_prefill_wgmma(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
-  // A/B knobs (measurement only): FOLIO_WGMMA_PINGPONG=0 stops the warpgroups' turn-taking;
+  // A/B knobs (measurement only): FOLIO_WGMMA_PINGPONG=1 makes the warpgroups take turns (off
+  // by default: with the bulk tensor copies it measured 5% slower, 452 against 478 TFLOP/s);
   // FOLIO_WGMMA_TMA=0 copies K and V with cp.async (the producer's 128 threads) instead of
   // bulk tensor copies.
   static const bool ping_pong = [] {
     const char* v = std::getenv("FOLIO_WGMMA_PINGPONG");
-    return v == nullptr || *v != '0';
+    return v != nullptr && *v == '1';
   }();
   static const bool tma_allowed = [] {
     const char* v = std::getenv("FOLIO_WGMMA_TMA");
