@@ -55,7 +55,7 @@ constexpr uint32_t kTileBytes = 2 * kHalfBytes;  // both dim halves
 constexpr uint32_t kBarrierOffset = kTileBytes * (1 + 2 * kStages);
 // The producer's slot table (two tiles' key slots) after the barriers.
 constexpr uint32_t kSlotOffset = kBarrierOffset + 128;
-static_assert((3 * kStages + 1) * sizeof(uint64_t) <= 128, "the barriers fit before the slot table");
+static_assert((3 * kStages + 2) * sizeof(uint64_t) <= 128, "the barriers fit before the slot table");
 constexpr size_t kSmemBytes = kSlotOffset + 2 * 128 * sizeof(int32_t) + 1024;
 
 // The layer's K and V caches as tensor maps (tensor_map.h), for the bulk tensor copies.
@@ -102,7 +102,8 @@ struct Barriers {
   uint64_t* full;  // [kStages]
   uint64_t* empty_k;
   uint64_t* empty_v;
-  uint64_t* q_full;  // Q landed (bulk tensor copy mode: Q has a barrier of its own)
+  uint64_t* q_full;   // Q landed (bulk tensor copy mode: Q has a barrier of its own)
+  uint64_t* q_empty;  // the consumers are done with Q (persistent mode: the next item's may come)
 };
 // Arrivals on q_full: the producer's warps 1-3 (warp 0 issues the tensor copies).
 constexpr uint32_t kQArrivals = kProducerThreads - 32;
@@ -184,20 +185,23 @@ __device__ __forceinline__ void produce(const PagedAttentionArgs& args, uint8_t*
 // barrier; no thread computes an address or waits on a copy. Warps 1-3 copy Q with cp.async,
 // then the one tile that reaches past kv_end (zeros after it: a stale slot of a partly filled
 // block may hold anything, and 0 x NaN in P V is NaN).
+// Persistent mode: g_base is the CTA's count of tiles before this item (stages and phases run
+// on across items) and item its count of items before this one.
 __device__ __forceinline__ void produce_tma(const PagedAttentionArgs& args, const KvTensorMaps& maps, uint8_t* smem,
                                             const Barriers& bars, int tid, int head, int seq, int m0, int query_start,
-                                            int query_len, int kv_end, int num_tiles) {
+                                            int query_len, int kv_end, int num_tiles, int g_base, int item) {
   const KvLayerView& cache = args.cache;
   const int kv_head = head / (args.num_heads / cache.num_kv_heads);
   const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
   const int block_size = cache.block_size;
   const int full_tiles = kv_end / kTileN;
-  auto stage_tile = [&](int j) { return smem + kTileBytes * (1 + 2 * (j % kStages)); };
-  auto wait_free = [&](int j) {
-    if (j < kStages) return;
-    const uint32_t parity = ((j / kStages) + 1) & 1;  // the phase that freed tile j - kStages
-    mbarrier_wait(&bars.empty_k[j % kStages], parity);
-    mbarrier_wait(&bars.empty_v[j % kStages], parity);
+  // g: the tile's number in the CTA's sequence of tiles (its stage and phases).
+  auto stage_tile = [&](int g) { return smem + kTileBytes * (1 + 2 * (g % kStages)); };
+  auto wait_free = [&](int g) {
+    if (g < kStages) return;
+    const uint32_t parity = ((g / kStages) + 1) & 1;  // the phase that freed tile g - kStages
+    mbarrier_wait(&bars.empty_k[g % kStages], parity);
+    mbarrier_wait(&bars.empty_v[g % kStages], parity);
   };
   if (tid < 32) {
     const int lane = tid;
@@ -210,19 +214,22 @@ __device__ __forceinline__ void produce_tma(const PagedAttentionArgs& args, cons
     for (int j = 0; j < num_tiles; ++j) {
       // Warp 0 waits for every stage in tile order: a parity names one of two phases, so a
       // waiter that skipped a phase of its stage could pass one early.
-      wait_free(j);
+      const int g = g_base + j;
+      wait_free(g);
       if (j == full_tiles) {  // the partial tile's stage is free: warps 1-3 copy it
-        named_barrier_arrive(4, kProducerThreads);
+        // A rendezvous, not an arrival: in persistent mode warp 0 could otherwise hand over
+        // the next item's stage too before warps 1-3 took this one.
+        named_barrier_sync(4, kProducerThreads);
         break;
       }
-      uint64_t* full = &bars.full[j % kStages];
+      uint64_t* full = &bars.full[g % kStages];
       if (lane == 0) mbarrier_arrive_expect_tx(full, 2 * kTileBytes);
       __syncwarp();
       for (int i = lane; i < 4 * boxes; i += 32) {
         const int tensor = i / (2 * boxes), half = (i / boxes) % 2, part = i % boxes;
         const int key = j * kTileN + part * rows;
         const int slot = __ldg(block_table + key / block_size) * block_size + key % block_size;
-        uint8_t* dst = stage_tile(j) + tensor * kTileBytes + half * kHalfBytes + part * rows * 128;
+        uint8_t* dst = stage_tile(g) + tensor * kTileBytes + half * kHalfBytes + part * rows * 128;
         tensor_copy_3d_to_shared(dst, tensor == 0 ? &maps.k : &maps.v, half * 64, kv_head, slot, full);
       }
     }
@@ -230,6 +237,7 @@ __device__ __forceinline__ void produce_tma(const PagedAttentionArgs& args, cons
   }
   const int t = tid - 32;
   constexpr int kCopiers = kProducerThreads - 32;
+  if (item > 0) mbarrier_wait(bars.q_empty, (item - 1) & 1);  // the previous item's Q is read
   for (int i = t; i < kBlockM * 16; i += kCopiers) {
     const int row = i / 16, chunk = i % 16;
     const bool valid = m0 + row < query_len;
@@ -242,7 +250,8 @@ __device__ __forceinline__ void produce_tma(const PagedAttentionArgs& args, cons
   wgmma::fence_async_shared();
   mbarrier_arrive(bars.q_full);
   if (full_tiles == num_tiles) return;
-  const int j = full_tiles;                 // the last tile, partly past kv_end
+  const int j = full_tiles;  // the last tile, partly past kv_end
+  const int g = g_base + j;
   named_barrier_sync(4, kProducerThreads);  // warp 0 saw its stage freed
   const BlockIndexer indexer(block_size);
   const size_t token_stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;
@@ -255,14 +264,14 @@ __device__ __forceinline__ void produce_tma(const PagedAttentionArgs& args, cons
       const int slot = __ldg(block_table + indexer.block(key)) * indexer.size + indexer.offset(key);
       offset = static_cast<size_t>(slot) * token_stride + static_cast<size_t>(kv_head) * kHeadDim + chunk * 8;
     }
-    cp_async_16(stage_tile(j) + tile_offset(row, chunk), cache.fp16_keys() + offset, valid);
-    cp_async_16(stage_tile(j) + kTileBytes + tile_offset(row, chunk), cache.fp16_values() + offset, valid);
+    cp_async_16(stage_tile(g) + tile_offset(row, chunk), cache.fp16_keys() + offset, valid);
+    cp_async_16(stage_tile(g) + kTileBytes + tile_offset(row, chunk), cache.fp16_values() + offset, valid);
   }
   copy_commit();
   copy_wait<0>();
   wgmma::fence_async_shared();
   named_barrier_sync<3, kCopiers>();
-  if (t == 0) mbarrier_arrive(&bars.full[j % kStages]);
+  if (t == 0) mbarrier_arrive(&bars.full[g % kStages]);
 }
 
 // The online softmax of one 128-key tile's scores s (this thread's two rows) into P (fp16 A
@@ -301,10 +310,11 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], uint32_t (&pa)[32],
 // A consumer warpgroup: 64 query rows from row `wg_row0` of the CTA's tile. Tile j's S = Q K^T
 // is issued together with tile j - 1's O += P V, so the softmax of S_j runs on the CUDA cores
 // while the tensor cores finish P_{j-1} V_{j-1}; O is rescaled by tile j's factors after that.
+// g_base and item as produce_tma's (0 outside persistent mode).
 template <bool kPingPong, bool kTma>
 __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t* smem, const Barriers& bars, int t,
                                         int wg_row0, int head, int m0, int query_start, int query_len, int pos0,
-                                        int context_len, int num_tiles) {
+                                        int context_len, int num_tiles, int g_base, int item) {
   const int warp = t / 32;
   const int lane = t % 32;
   const int group_row = lane / 4;
@@ -335,12 +345,13 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
 
   const uint32_t base = shared_address(smem);
   const uint32_t q_base = base + static_cast<uint32_t>(wg_row0) * 128;
-  auto k_base = [&](int j) { return base + kTileBytes * (1 + 2 * (j % kStages)); };
+  // Tile j of this item is tile g_base + j of the CTA: its stage and phase.
+  auto k_base = [&](int j) { return base + kTileBytes * (1 + 2 * ((g_base + j) % kStages)); };
   auto release = [&](uint64_t* empty, int j) {
     __syncwarp();
-    if (lane == 0) mbarrier_arrive(&empty[j % kStages]);
+    if (lane == 0) mbarrier_arrive(&empty[(g_base + j) % kStages]);
   };
-  auto wait_tile = [&](int j) { mbarrier_wait(&bars.full[j % kStages], (j / kStages) & 1); };
+  auto wait_tile = [&](int j) { mbarrier_wait(&bars.full[(g_base + j) % kStages], ((g_base + j) / kStages) & 1); };
   auto issue_qk = [&](float(&s)[64], int j) {
 #pragma unroll
     for (int step = 0; step < kHeadDim / 16; ++step) {
@@ -381,6 +392,9 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
     }
   };
 
+  // Every warpgroup waits for each item's Q, rows or not: a parity wait that skipped a phase
+  // could pass the next one early.
+  if constexpr (kTma) mbarrier_wait(bars.q_full, item & 1);
   float o[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
@@ -389,7 +403,6 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
   if (active_tiles > 0) {
     float s[64];
     float alpha[2];
-    if constexpr (kTma) mbarrier_wait(bars.q_full, 0);
     wait_tile(0);
     my_turn();
     wgmma::fence();
@@ -458,6 +471,10 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
     my_turn();
     their_turn();
   }
+  if constexpr (kTma) {  // Q read: the next item's may come
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(bars.q_empty);
+  }
 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -478,28 +495,44 @@ __device__ __forceinline__ void consume(const PagedAttentionArgs& args, uint8_t*
 
 #endif  // FOLIO_WGMMA
 
-template <bool kPingPong, bool kTma>
+#if FOLIO_WGMMA
+// A work item: the CTA tile of 128 query rows from m0 of one head of one sequence.
+struct Item {
+  int head, seq, m0, query_start, query_len, context_len, pos0, kv_end, num_tiles;
+};
+// False where the tile has no rows (past the sequence's prompt, or a decode row left to the
+// decode kernel).
+__device__ __forceinline__ bool item_of(const PagedAttentionArgs& args, bool skip_single_query, int head, int seq,
+                                        int tile, Item& it) {
+  it.head = head;
+  it.seq = seq;
+  it.query_start = args.cu_query_starts[seq];
+  it.query_len = args.cu_query_starts[seq + 1] - it.query_start;
+  it.m0 = tile * kBlockM;
+  if (it.m0 >= it.query_len || (skip_single_query && it.query_len == 1)) return false;
+  it.context_len = args.context_lens[seq];
+  it.pos0 = it.context_len - it.query_len + it.m0;
+  it.kv_end = min(it.context_len, it.pos0 + kBlockM);
+  it.num_tiles = (it.kv_end + kTileN - 1) / kTileN;
+  return true;
+}
+#endif
+
+// kPersistent (bulk copies only): one CTA an SM walks the items in the grid's order (heaviest
+// causal tiles first) with a stride of the grid, its barriers' stages and phases running on
+// from item to item, so no SM idles while a wave's last long tiles finish.
+template <bool kPingPong, bool kTma, bool kPersistent>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_wgmma_kernel(const PagedAttentionArgs args, bool skip_single_query,
                          const __grid_constant__ KvTensorMaps maps) {
 #if FOLIO_WGMMA
+  static_assert(kTma || !kPersistent, "the persistent walk needs the bulk-copy producer");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (shared_address(smem_raw) & 1023)) & 1023);
 
-  const int head = blockIdx.x;
-  const int seq = blockIdx.y;
-  const int tile = gridDim.z - 1 - blockIdx.z;  // heaviest causal tiles first
-  const int query_start = args.cu_query_starts[seq];
-  const int query_len = args.cu_query_starts[seq + 1] - query_start;
-  const int m0 = tile * kBlockM;
-  if (m0 >= query_len || (skip_single_query && query_len == 1)) return;
-  const int context_len = args.context_lens[seq];
-  const int pos0 = context_len - query_len + m0;
-  const int kv_end = min(context_len, pos0 + kBlockM);
-  const int num_tiles = (kv_end + kTileN - 1) / kTileN;
-
   uint64_t* barrier_words = reinterpret_cast<uint64_t*>(smem + kBarrierOffset);
-  const Barriers bars{barrier_words, barrier_words + kStages, barrier_words + 2 * kStages, barrier_words + 3 * kStages};
+  const Barriers bars{barrier_words, barrier_words + kStages, barrier_words + 2 * kStages, barrier_words + 3 * kStages,
+                      barrier_words + 3 * kStages + 1};
   const int tid = threadIdx.x;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -508,22 +541,49 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarrier_init(&bars.empty_v[s], kEmptyArrivals);
     }
     mbarrier_init(bars.q_full, kQArrivals);
+    mbarrier_init(bars.q_empty, kEmptyArrivals);
     mbarrier_init_fence();
   }
   __syncthreads();
 
+  const int tiles_z = (args.max_query_len + kBlockM - 1) / kBlockM;
+  const int items = kPersistent ? args.num_heads * args.num_seqs * tiles_z : 1;
+  const int first = kPersistent ? static_cast<int>(blockIdx.x) : 0;
+  const int stride = kPersistent ? static_cast<int>(gridDim.x) : 1;
+  auto item_at = [&](int w, Item& it) {
+    if constexpr (!kPersistent) {
+      return item_of(args, skip_single_query, blockIdx.x, blockIdx.y, gridDim.z - 1 - blockIdx.z, it);
+    }
+    const int rest = w / args.num_heads;
+    return item_of(args, skip_single_query, w % args.num_heads, rest % args.num_seqs,
+                   tiles_z - 1 - rest / args.num_seqs, it);
+  };
   const int warpgroup = tid / 128;
+  int g_base = 0, item = 0;  // tiles and items this CTA has had
   if (warpgroup == 0) {
     registers_down<40>();
-    if constexpr (kTma) {
-      produce_tma(args, maps, smem, bars, tid, head, seq, m0, query_start, query_len, kv_end, num_tiles);
-    } else {
-      produce(args, smem, bars, tid, head, seq, m0, query_start, query_len, kv_end, num_tiles);
+    for (int w = first; w < items; w += stride) {
+      Item it;
+      if (!item_at(w, it)) continue;
+      if constexpr (kTma) {
+        produce_tma(args, maps, smem, bars, tid, it.head, it.seq, it.m0, it.query_start, it.query_len, it.kv_end,
+                    it.num_tiles, g_base, item);
+      } else {
+        produce(args, smem, bars, tid, it.head, it.seq, it.m0, it.query_start, it.query_len, it.kv_end, it.num_tiles);
+      }
+      g_base += it.num_tiles;
+      ++item;
     }
   } else {
     registers_up<232>();
-    consume<kPingPong, kTma>(args, smem, bars, tid % 128, 64 * (warpgroup - 1), head, m0, query_start, query_len, pos0,
-                             context_len, num_tiles);
+    for (int w = first; w < items; w += stride) {
+      Item it;
+      if (!item_at(w, it)) continue;
+      consume<kPingPong, kTma>(args, smem, bars, tid % 128, 64 * (warpgroup - 1), it.head, it.m0, it.query_start,
+                               it.query_len, it.pos0, it.context_len, it.num_tiles, g_base, item);
+      g_base += it.num_tiles;
+      ++item;
+    }
   }
 #else
   (void)args, (void)skip_single_query, (void)maps;
@@ -578,16 +638,28 @@ bool kv_tensor_maps(const KvLayerView& cache, KvTensorMaps* maps) {
   return true;
 }
 
-template <bool kPingPong, bool kTma>
+template <bool kPingPong, bool kTma, bool kPersistent = false>
 void launch(const PagedAttentionArgs& args, bool skip_single_query, const KvTensorMaps& maps, Stream stream) {
   static const bool attribute_set = [] {
-    cudaFuncSetAttribute(prefill_wgmma_kernel<kPingPong, kTma>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kSmemBytes));
+    cudaFuncSetAttribute(prefill_wgmma_kernel<kPingPong, kTma, kPersistent>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
     return true;
   }();
   (void)attribute_set;
-  const dim3 grid(args.num_heads, args.num_seqs, (args.max_query_len + kBlockM - 1) / kBlockM);
-  prefill_wgmma_kernel<kPingPong, kTma><<<grid, kThreads, kSmemBytes, stream>>>(args, skip_single_query, maps);
+  const int tiles_z = (args.max_query_len + kBlockM - 1) / kBlockM;
+  dim3 grid(args.num_heads, args.num_seqs, tiles_z);
+  if constexpr (kPersistent) {
+    static const int sms = [] {
+      int device = 0, count = 0;
+      cudaGetDevice(&device);
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+      return count;
+    }();
+    const long long items = static_cast<long long>(args.num_heads) * args.num_seqs * tiles_z;
+    grid = dim3(static_cast<unsigned>(items < sms ? items : sms));
+  }
+  prefill_wgmma_kernel<kPingPong, kTma, kPersistent>
+      <<<grid, kThreads, kSmemBytes, stream>>>(args, skip_single_query, maps);
 }
 
 }  // namespace
@@ -605,9 +677,17 @@ void launch_prefill_wgmma(const PagedAttentionArgs& args, bool skip_single_query
     const char* v = std::getenv("FOLIO_WGMMA_TMA");
     return v == nullptr || *v != '0';
   }();
+  // FOLIO_WGMMA_PERSISTENT=1: one CTA an SM walking the tiles (with the bulk copies only).
+  static const bool persistent = [] {
+    const char* v = std::getenv("FOLIO_WGMMA_PERSISTENT");
+    return v != nullptr && *v == '1';
+  }();
   KvTensorMaps maps{};
   const bool tma = tma_allowed && tma_block_size(args.cache.block_size) && kv_tensor_maps(args.cache, &maps);
-  if (tma) {
+  if (tma && persistent) {
+    ping_pong ? launch<true, true, true>(args, skip_single_query, maps, stream)
+              : launch<false, true, true>(args, skip_single_query, maps, stream);
+  } else if (tma) {
     ping_pong ? launch<true, true>(args, skip_single_query, maps, stream)
               : launch<false, true>(args, skip_single_query, maps, stream);
   } else {
