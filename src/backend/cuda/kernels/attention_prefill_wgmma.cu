@@ -617,17 +617,18 @@ bool tma_block_size(int32_t block_size) {
 // pool lives; a new pool at the same address with another shape is encoded again).
 bool kv_tensor_maps(const KvLayerView& cache, KvTensorMaps* maps) {
   struct Entry {
+    const void* v;
     int32_t num_blocks, block_size, num_kv_heads;
     KvTensorMaps maps;
   };
-  static thread_local std::unordered_map<const void*, Entry> cached;
+  static thread_local std::unordered_map<const void*, Entry> cached;  // by K's address
   auto it = cached.find(cache.k);
-  if (it != cached.end() && it->second.num_blocks == cache.num_blocks && it->second.block_size == cache.block_size &&
-      it->second.num_kv_heads == cache.num_kv_heads) {
+  if (it != cached.end() && it->second.v == cache.v && it->second.num_blocks == cache.num_blocks &&
+      it->second.block_size == cache.block_size && it->second.num_kv_heads == cache.num_kv_heads) {
     *maps = it->second.maps;
     return true;
   }
-  Entry entry{cache.num_blocks, cache.block_size, cache.num_kv_heads, {}};
+  Entry entry{cache.v, cache.num_blocks, cache.block_size, cache.num_kv_heads, {}};
   const int64_t slots = static_cast<int64_t>(cache.num_blocks) * cache.block_size;
   const int32_t rows = cache.block_size < kTileN ? cache.block_size : kTileN;
   if (!encode_paged_rows_map(&entry.maps.k, cache.k, slots, cache.num_kv_heads, kHeadDim, 64, rows) ||
