@@ -50,7 +50,8 @@ static void prefill_benchmarks(std::mt19937_64& rng) {
 }
 
 void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
-  // --bench --filter prefill: the prefill attention kernels only.
+  // --bench --filter prefill: the prefill attention kernels only; --filter decode: the copy
+  // roofline and the decode kernels only.
   if (opt.filter == "prefill") return prefill_benchmarks(rng);
   std::printf("\n== benchmarks (CUDA events after warm-up; RESULT lines for scripts/gpu-check) ==\n");
   const size_t copy_bytes = size_t{1} << 30;
@@ -131,6 +132,12 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   // (fp8 has none since its residual).
   decode("attn_decode_b64_ctx4k_int8_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kInt8,
          DecodeKernel::kCudaCores);
+  decode("attn_decode_b64_ctx4k_kivi2_direct", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2,
+         DecodeKernel::kKiviRegisterDirect);
+  decode("attn_decode_b64_ctx4k_kivi4_direct", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi4,
+         DecodeKernel::kKiviRegisterDirect);
+  decode("attn_decode_b64_ctx4k_smollm_h9_3_d64_kivi2_direct", 64, 4096, 9, 3, 64, nullptr, KvFormat::kKivi2,
+         DecodeKernel::kKiviRegisterDirect);
   decode("attn_decode_b64_ctx4k_kivi2_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2,
          DecodeKernel::kCudaCores);
   // Split-granularity sweep for tuning kDecodeSplitTokens / kMaxDecodeSplits.
@@ -158,6 +165,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     decode(("sweep_decode_b256_ctx1k_fp8" + tail).c_str(), 256, 1024, 32, 8, 128, split, KvFormat::kFp8E4M3);
   }
   decode("sweep_decode_b1_ctx32k_fp8_split1024", 1, 32768, 32, 8, 128, &t1024, KvFormat::kFp8E4M3);
+  if (opt.filter == "decode") return;  // the decode kernels alone
 
   prefill_benchmarks(rng);
 

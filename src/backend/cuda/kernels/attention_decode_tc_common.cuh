@@ -21,6 +21,14 @@ inline constexpr int kTile = kDecodeTileTokens;  // 64 keys a tile, 16 per warp
 inline constexpr int kWarpKeys = kTile / kWarps;
 inline constexpr int kRows = 16;  // query heads per CTA at most (the MMA's M)
 
+// d = the 8x8 b16 matrix whose fragment a is, transposed (fragments: thread (g, q) holds row g,
+// columns 2q and 2q + 1).
+__device__ __forceinline__ uint32_t transpose8x8(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+  return d;
+}
+
 // Bytes the merge needs: each warp's O rows and (max, sum) per row.
 template <int kHeadDim>
 inline constexpr size_t kMergeBytes = static_cast<size_t>(kWarps) * kRows*(kHeadDim + 2) * sizeof(float);

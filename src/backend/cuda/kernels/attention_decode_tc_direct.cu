@@ -99,14 +99,6 @@ __device__ __forceinline__ void mma_fp16_values(float (&o)[kHeadDim / 16][4], co
   }
 }
 
-// d = the 8x8 b16 matrix whose fragment a is, transposed (fragments: thread (g, q) holds row g,
-// columns 2q and 2q + 1).
-__device__ __forceinline__ uint32_t transpose8x8(uint32_t a) {
-  uint32_t d;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
-  return d;
-}
-
 template <int kHeadDim, KvFormat kFormat>
 __global__ void __launch_bounds__(kThreads)
     decode_tc_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits, int32_t rows,

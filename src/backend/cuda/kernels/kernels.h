@@ -166,8 +166,10 @@ void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
 // kernel: every format but bf16 decodes on tensor cores by default (attention_decode_tc_direct.cu
 // for fp16, fp8 and int8, attention_decode_tc_kivi.cu for KIVI), bf16 on CUDA cores
 // (attention_decode_kernel.cuh); kCudaCores runs the CUDA-core kernel for every format but fp8,
-// whose staged block only the tensor-core kernel reads (checks, benchmarks).
-enum class DecodeKernel { kDefault, kCudaCores };
+// whose staged block only the tensor-core kernel reads; kKiviRegisterDirect runs KIVI's
+// register-direct kernel (attention_decode_tc_kivi_direct.cu, not yet run on a GPU), the default
+// for every other format (checks, benchmarks).
+enum class DecodeKernel { kDefault, kCudaCores, kKiviRegisterDirect };
 void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace, DecodeSplitPolicy policy,
                                    Stream stream, DecodeKernel kernel = DecodeKernel::kDefault);
 
