@@ -132,12 +132,6 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
   // (fp8 has none since its residual).
   decode("attn_decode_b64_ctx4k_int8_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kInt8,
          DecodeKernel::kCudaCores);
-  decode("attn_decode_b64_ctx4k_kivi2_direct", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2,
-         DecodeKernel::kKiviRegisterDirect);
-  decode("attn_decode_b64_ctx4k_kivi4_direct", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi4,
-         DecodeKernel::kKiviRegisterDirect);
-  decode("attn_decode_b64_ctx4k_smollm_h9_3_d64_kivi2_direct", 64, 4096, 9, 3, 64, nullptr, KvFormat::kKivi2,
-         DecodeKernel::kKiviRegisterDirect);
   decode("attn_decode_b64_ctx4k_kivi2_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2,
          DecodeKernel::kCudaCores);
   // Split-granularity sweep for tuning kDecodeSplitTokens / kMaxDecodeSplits.

@@ -506,18 +506,6 @@ void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
             c.note = "prefill + the CUDA-core decode kernel vs float64";
             report(c);
           }
-          // KIVI's register-direct tensor-core kernel (the candidate to replace the staged-tile one).
-          if (format == KvFormat::kKivi4 || format == KvFormat::kKivi2) {
-            p.d_out.poison();
-            paged_attention_prefill(args, nullptr, PrefillRows::kMultiTokenOnly);
-            paged_attention_decode_policy(args, Workspace{workspace.get(), workspace.size()}, DecodeSplitPolicy{},
-                                          nullptr, DecodeKernel::kKiviRegisterDirect);
-            sync_or_die("paged_attention (KIVI register-direct decode)");
-            Outcome c = outcome_of("kv_formats.decode_kivi_direct", p.describe(),
-                                   rows_of(p.d_out.download(), p, sampled), ref, kAtolRef, kRtolRef);
-            c.note = "prefill + KIVI's register-direct decode kernel vs float64";
-            report(c);
-          }
         }
       }
     }

@@ -46,18 +46,6 @@ void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int
   using decode::launch_decode_kernels;
   using decode::launch_decode_tc_direct;
   using decode::launch_decode_tc_kivi;
-  using decode::launch_decode_tc_kivi_direct;
-  if (kernel == DecodeKernel::kKiviRegisterDirect) {
-    if (args.cache.format == KvFormat::kKivi4) {
-      return launch_decode_tc_kivi_direct<KvFormat::kKivi4>(args, policy, grid_splits, partial_out, partial_stats,
-                                                            stream);
-    }
-    if (args.cache.format == KvFormat::kKivi2) {
-      return launch_decode_tc_kivi_direct<KvFormat::kKivi2>(args, policy, grid_splits, partial_out, partial_stats,
-                                                            stream);
-    }
-    kernel = DecodeKernel::kDefault;
-  }
   if (kernel == DecodeKernel::kDefault) {
     switch (args.cache.format) {
       case KvFormat::kFp8E4M3:

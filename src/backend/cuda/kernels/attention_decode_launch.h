@@ -17,18 +17,13 @@ void launch_decode_kernels(const PagedAttentionArgs& args, DecodeSplitPolicy pol
                            float* partial_out, float2* partial_stats, Stream stream);
 
 // The tensor-core decode kernels: attention_decode_tc_direct.cu for fp16, fp8 and int8,
-// attention_decode_tc_kivi_direct.cu (and the staged-tile attention_decode_tc_kivi.cu) for kivi4
-// and kivi2.
+// attention_decode_tc_kivi.cu for kivi4 and kivi2.
 template <KvFormat kFormat>
 void launch_decode_tc_direct(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
                              float* partial_out, float2* partial_stats, Stream stream);
 template <KvFormat kFormat>
 void launch_decode_tc_kivi(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
                            float* partial_out, float2* partial_stats, Stream stream);
-// KIVI with the codes converted straight into MMA fragments (attention_decode_tc_kivi_direct.cu).
-template <KvFormat kFormat>
-void launch_decode_tc_kivi_direct(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
-                                  float* partial_out, float2* partial_stats, Stream stream);
 
 // The largest divisor of group_size that is at most `most` (1 when none is larger).
 inline int largest_group_tile(int group_size, int most) {

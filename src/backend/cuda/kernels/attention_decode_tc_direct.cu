@@ -1,8 +1,7 @@
 // Paged decode attention on tensor cores for the caches whose values are single numbers: fp8
 // and int8 (one byte and a per-(token, head) scale) and fp16. Each thread turns the raw bytes
 // it needs straight into MMA fragments, so a key or value makes one trip from shared memory to
-// registers (the KIVI kernel, attention_decode_tc_kivi.cu, still stages fp16 tiles: its codes
-// need a group's scale and minimum per channel).
+// registers (attention_decode_tc_kivi.cu does the same for KIVI's codes).
 //
 // Keys are the MMA's M and the query heads of a GQA group its N (up to 8): S^T = K Q^T and
 // O^T = V^T P^T, so a group of 4 heads wastes half of each MMA rather than three quarters, and

@@ -1,30 +1,33 @@
-// Paged decode attention on tensor cores for the KIVI caches (kivi4, kivi2).
+// Paged decode attention on tensor cores for the KIVI caches (kivi4, kivi2), codes straight into
+// MMA fragments: no fp16 tile is written to shared memory and no value goes through a float.
 //
-// The CUDA-core decode kernel (attention_decode_kernel.cuh) is bound by reading fp16 K/V; with
-// a sixth of the bytes, KIVI makes it bound by its own arithmetic (unpacking, then kGroup FMAs
-// per value and shuffles per key) instead. Here the query heads of a GQA group are the rows of
-// an m16n8k16 MMA (attention_decode_tc_common.cuh), so the dot products and P.V cost a few MMAs
-// per 16 keys and what is left is unpacking each value once.
+// The kernel before this one (git history; its figures in docs/BENCHMARKS.md) unpacked every
+// code into a float, scaled it, rounded it to fp16 and stored it to a shared tile before an MMA
+// read it back: about 7 instructions a value, which made kivi2 slower than fp16 on a sixth of
+// the bytes (b64 x 4k on an H100: 0.376 ms against fp16's 0.395; this kernel 0.143). Here:
+//   Keys (KIVI: per channel over a 32-token group, score = sum_c q_c (s_c code_ct + m_c)):
+//     the group's scales fold into the query once a group (q'_c = q_c s_c, one hmul2 per two
+//     channels), the codes go to the MMA as exact small fp16 integers, and sum_c q_c m_c (the
+//     same for every key of the group) comes from MMAs of the raw query with the minima.
+//   Values (per token over 32 channels): dequantized in registers, two at a time (hfma2).
+// A code becomes an fp16 number without a conversion: OR-ed into the mantissa of 2^(10 - sh)
+// at bit sh it reads as 2^(10 - sh) + code, exactly, and one hsub2 leaves the code. A byte
+// permute gathers the two codes an fp16x2 fragment register pairs (two channels of one key for
+// S, two keys of one channel for P V) from the two words that hold them.
 //
-// Grid: (grid_splits, num_heads / rows, num_seqs), as the CUDA-core kernel's, with up to 16
-// query heads of one KV head per CTA (rows beyond the group are zero queries, computed and
-// dropped). Splits are the same (attention_plan.h), so the output goes through the same reduce.
-// Per 64-key tile, each of the 4 warps on its own 16 keys:
-//   1. cp.async copies the next tile's raw bytes (the sealed groups, or the query's own block
-//      as staged fp16 rows) into the other stage of the warp's raw ring;
-//   2. the warp converts this tile's raw bytes into swizzled fp16 K and V tiles, codes as
-//      code * s + m (a key channel's scale and minimum come with its group, so each value is
-//      unpacked once into shared memory rather than into every fragment that reads it);
-//   3. S = Q K^T by MMA, mask, online softmax in exp2, P rounded to fp16 in registers,
-//      O += P V by MMA with V loaded by ldmatrix.trans.
-// At the end the 4 warps' (max, sum, O) are merged through shared memory and the CTA writes
-// bf16 output (one split) or a normalized partial and its (max, sum).
+// Keys are the MMA's M and the GQA group's query heads its N (S^T = K Q^T, O^T = V^T P^T), as in
+// attention_decode_tc_direct.cu. A warp takes a whole 32-key group a step (two 16-key m-tiles;
+// the CTA's 4 warps 128 keys), so the folded query and the minima's term serve 32 keys. The key
+// order inside an m-tile is free as long as P^T's k order follows it: row g is key 2g and row
+// g + 8 key 2g + 1, so a thread's two rows sit in one byte of a channel's codes. Thread g owns
+// dims {32G + 4g + i} of value group G (i < 4), so its codes of a value row are one byte (2-bit)
+// or two (4-bit) a group. The query's own block (KIVI's fp16 residual) comes after the sealed
+// keys, 16 keys a warp step, read from the staging block in global memory.
 #include <cassert>
 #include <cmath>
 
 #include "backend/cuda/kernels/attention_decode_launch.h"
 #include "backend/cuda/kernels/attention_decode_tc_common.cuh"
-#include "backend/cuda/kernels/attention_prefill_common.cuh"
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kivi.cuh"
 #include "backend/cuda/programmatic_launch.cuh"
@@ -34,67 +37,115 @@ namespace {
 
 using namespace detail;
 using namespace tc;
-using prefill::swizzled;
 
-// KIVI's group geometry (kv_format.h), instantiated for the KIVI formats only.
+constexpr int kHeads = 8;      // query heads per CTA at most (the MMA's N)
+constexpr int kStepKeys = 32;  // a warp's keys a sealed step: one KIVI group
+constexpr int kCtaKeys = kWarps * kStepKeys;
+
 template <int kHeadDim, int kBits>
-struct KiviGeometry {
-  static constexpr int kChannelBytes = kKiviGroup * kBits / 8;  // a key channel's 32 codes
-  static constexpr int kHalfChannelBytes = kChannelBytes / 2;   // its 16 codes of one warp's keys
-  static constexpr int kValueRowBytes = kHeadDim * kBits / 8 + kHeadDim / kKiviGroup * 4;
+struct KiviDirectShape {
+  static constexpr int kGroups = kHeadDim / kKiviGroup;           // value groups a row
+  static constexpr int kChannelBytes = kKiviGroup * kBits / 8;    // a key channel's codes in a group
+  static constexpr int kKeyCodeBytes = kHeadDim * kChannelBytes;  // then scale [D] and minimum [D], fp16
+  static constexpr int kKeyBytes = kKeyCodeBytes + kHeadDim * 4;  // the whole group, as in the cache
+  static constexpr int kValueCodeBytes = kHeadDim * kBits / 8;    // then scale [G] and minimum [G], fp16
+  static constexpr int kValueRowBytes = kValueCodeBytes + kGroups * 4;
+  static constexpr int kValueChunk = kValueRowBytes % 16 == 0 ? 16 : 8;  // copy unit of a value row
+  static constexpr int kStageBytes = kKeyBytes + kStepKeys * kValueRowBytes;
+  static constexpr int kStages = 3;
+  static constexpr size_t kWarpBytes = static_cast<size_t>(kStages) * kStageBytes;
+  static constexpr size_t kQBytes = kHeads * kHeadDim * 2;
+  static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
+  static constexpr size_t kSmemBytes = kMainBytes > kMergeBytes<kHeadDim> ? kMainBytes : kMergeBytes<kHeadDim>;
+  static_assert(kKeyBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte copies");
 };
 
-// One online-softmax step on this warp's scores s (16 rows x 16 keys, already scaled to log2
-// units and masked with -inf; the step's first key is valid, so each row's max is finite):
-// s becomes P = 2^(s - max), the running (max, sum) advance, and O is rescaled.
-template <int kHeadDim>
-__device__ __forceinline__ void online_softmax_step(float (&s)[2][4], float (&row_max)[2], float (&row_sum)[2],
-                                                    float (&o)[kHeadDim / 8][4]) {
+__device__ __forceinline__ __half2 as_half2(uint32_t u) {
+  return *reinterpret_cast<const __half2*>(&u);
+}
+__device__ __forceinline__ uint32_t as_bits(__half2 h) {
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// fp16 bits of 2^(10 - sh), in both halves: a code at bits [sh, sh + bits) of its mantissa
+// reads as 2^(10 - sh) + code.
+__device__ __forceinline__ uint32_t code_magic(int sh) {
+  const uint32_t one = static_cast<uint32_t>(25 - sh) << 10;
+  return one | one << 16;
+}
+
+// The codes at bits [sh, sh + bits) of each half of t (mask and magic for that sh) as two exact
+// fp16 numbers.
+__device__ __forceinline__ __half2 codes_to_half2(uint32_t t, uint32_t mask, uint32_t magic) {
+  return __hsub2(as_half2((t & mask) | magic), as_half2(magic));
+}
+template <int kBits, int kShift>
+__device__ __forceinline__ __half2 codes_to_half2(uint32_t t) {
+  constexpr uint32_t kMask = ((1u << kBits) - 1) << kShift;
+  constexpr uint32_t kMagic = (static_cast<uint32_t>(25 - kShift) << 10) | (static_cast<uint32_t>(25 - kShift) << 26);
+  return codes_to_half2(t, kMask | kMask << 16, kMagic);
+}
+
+// Byte b of x in the low half and byte b of y in the high half (the other bytes are junk the
+// masks drop).
+__device__ __forceinline__ uint32_t pair_bytes(uint32_t x, uint32_t y, int b) {
+  return __byte_perm(x, y, static_cast<uint32_t>(b) | (static_cast<uint32_t>(4 + b) << 8));
+}
+// fp16 number i (0 or 1 in a word) of x and of y, as (x's, y's).
+__device__ __forceinline__ uint32_t pair_halves(uint32_t x, uint32_t y, int i) {
+  return __byte_perm(x, y, i == 0 ? 0x5410u : 0x7632u);
+}
+
+// The online softmax of one warp step of kT m-tiles, per head (column): s holds this thread's
+// scores (scaled, masked to -inf; the step's first key is valid, so each head's max is finite).
+// Rescales O^T and the sums and turns P^T into the B fragments of O^T += V^T P^T: b[t][0] holds
+// m-tile t's rows 2q, 2q + 1 of head g, b[t][1] its rows 2q + 8, 2q + 9.
+template <int kT, int kHeadDim>
+__device__ __forceinline__ void softmax_step(float (&s)[kT][4], float (&head_max)[2], float (&head_sum)[2],
+                                             float (&o)[kHeadDim / 16][4], uint32_t (&b)[kT][2]) {
+  float alpha[2];
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float tile_max = fmaxf(fmaxf(s[0][2 * half], s[0][2 * half + 1]), fmaxf(s[1][2 * half], s[1][2 * half + 1]));
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    const float new_max = fmaxf(row_max[half], tile_max);
-    const float alpha = exp2f(row_max[half] - new_max);
-    row_max[half] = new_max;
+  for (int i = 0; i < 2; ++i) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < kT; ++t) tile_max = fmaxf(tile_max, fmaxf(s[t][i], s[t][2 + i]));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
+    const float new_max = fmaxf(head_max[i], tile_max);
+    alpha[i] = exp2f(head_max[i] - new_max);
+    head_max[i] = new_max;
     float sum = 0.0f;
 #pragma unroll
-    for (int nb = 0; nb < 2; ++nb) {
-      s[nb][2 * half] = exp2f(s[nb][2 * half] - new_max);
-      s[nb][2 * half + 1] = exp2f(s[nb][2 * half + 1] - new_max);
-      sum += s[nb][2 * half] + s[nb][2 * half + 1];
+    for (int t = 0; t < kT; ++t) {
+      s[t][i] = exp2f(s[t][i] - new_max);
+      s[t][2 + i] = exp2f(s[t][2 + i] - new_max);
+      sum += s[t][i] + s[t][2 + i];
     }
-    row_sum[half] = row_sum[half] * alpha + sum;
+    head_sum[i] = head_sum[i] * alpha[i] + sum;
+  }
 #pragma unroll
-    for (int nb = 0; nb < kHeadDim / 8; ++nb) {
-      o[nb][2 * half] *= alpha;
-      o[nb][2 * half + 1] *= alpha;
-    }
+  for (int mb = 0; mb < kHeadDim / 16; ++mb) {
+    o[mb][0] *= alpha[0];
+    o[mb][1] *= alpha[1];
+    o[mb][2] *= alpha[0];
+    o[mb][3] *= alpha[1];
+  }
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    b[t][0] = transpose8x8(pack_half2(s[t][0], s[t][1]));
+    b[t][1] = transpose8x8(pack_half2(s[t][2], s[t][3]));
   }
 }
 
 template <int kHeadDim, KvFormat kFormat>
-struct TcShape {
-  static constexpr int kChunks = kHeadDim / 8;  // 16-byte fp16 chunks per row
-  static constexpr int kWarpTileHalfs = kWarpKeys * kHeadDim;
-  // One warp's raw K (or V) for its 16 keys: staged fp16 rows, the larger of its two cases
-  // (sealed groups are smaller).
-  static constexpr int kRawBytes = kWarpKeys * kHeadDim * 2;
-  // Per warp: 2 stages x (K, V) raw, then the fp16 K and V tiles.
-  static constexpr size_t kWarpTilesOffset = 4ull * kRawBytes;
-  static constexpr size_t kWarpBytes = kWarpTilesOffset + 2ull * kWarpTileHalfs * 2;
-  static constexpr size_t kQBytes = kRows * kHeadDim * 2;
-  static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
-  static constexpr size_t kSmemBytes = kMainBytes > kMergeBytes<kHeadDim> ? kMainBytes : kMergeBytes<kHeadDim>;
-};
-
-template <int kHeadDim, KvFormat kFormat>
 __global__ void __launch_bounds__(kThreads)
-    decode_tc_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits, int32_t rows,
-                     float* partial_out, float2* partial_stats) {
+    decode_kivi_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
+                              int32_t rows, float* partial_out, float2* partial_stats) {
   let_next_kernel_start();  // the output projection after it prefetches its weights meanwhile
-  using S = TcShape<kHeadDim, kFormat>;
+  constexpr int kBits = kivi_bits(kFormat);
+  using S = KiviDirectShape<kHeadDim, kBits>;
+  constexpr int kMBlocks = kHeadDim / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);
 
@@ -107,12 +158,9 @@ __global__ void __launch_bounds__(kThreads)
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const int quad_lane = lane % 4;
-  // This warp's slice of shared memory: it loads, converts and attends to its own keys, so the
-  // tile loop needs no CTA-wide barrier.
+  const int g = lane / 4;
+  const int q = lane % 4;
   unsigned char* warp_smem = smem + S::kQBytes + warp * S::kWarpBytes;
-  uint16_t* k_tile = reinterpret_cast<uint16_t*>(warp_smem + S::kWarpTilesOffset);
-  uint16_t* v_tile = k_tile + S::kWarpTileHalfs;
 
   const int token = args.cu_query_starts[seq];
   if (args.cu_query_starts[seq + 1] - token != 1) return;  // a prefill row: not ours
@@ -124,177 +172,246 @@ __global__ void __launch_bounds__(kThreads)
   const int end = min(context_len, begin + split_tokens);
   const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
   const BlockIndexer indexer(cache.block_size);
-  // The query's own block is staged in fp16.
+  // Keys before own_start are sealed; the query's own block [own_start, context_len) is staged
+  // fp16. Blocks and splits are multiples of the 32-key group, so every sealed step is one
+  // whole group.
   const int own_start = (context_len - 1) / cache.block_size * cache.block_size;
-  const int own_slot = args.slot_mapping[token];
-  const int own_staging = own_slot >= 0 ? own_slot / cache.block_size : 0;
-  // The warp's keys are [key0(j), key0(j) + 16) of tile j, while key0 < end.
-  const int warp_begin = begin + warp * kWarpKeys;
-  const int num_steps = warp_begin < end ? (end - warp_begin + kTile - 1) / kTile : 0;
+  const int sealed_end = max(begin, min(end, own_start));
+  const int slot = args.slot_mapping[token];
+  const int own_staging = slot >= 0 ? slot / cache.block_size : 0;  // padding rows read any staging block
+  const uint16_t* own_k = cache.staging_row(0, own_staging, 0, kv_head);
+  const uint16_t* own_v = cache.staging_row(1, own_staging, 0, kv_head);
+  const int warp_begin = begin + warp * kStepKeys;
+  const int num_steps = warp_begin < sealed_end ? (sealed_end - warp_begin + kCtaKeys - 1) / kCtaKeys : 0;
 
-  // Q: rows [0, rows) are the CTA's heads, the rest zero.
-  for (int c = tid; c < kRows * S::kChunks; c += kThreads) {
-    const int row = c / S::kChunks;
-    const int chunk = c % S::kChunks;
+  // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero); the thread's B fragments
+  // of Q^T for head g: k-step ks takes dims 16 ks + 4q .. + 3.
+  for (int c = tid; c < kHeads * kHeadDim / 8; c += kThreads) {
+    const int row = c / (kHeadDim / 8);
+    const int chunk = c % (kHeadDim / 8);
     const bool valid = row < rows;
     const uint16_t* src = args.q;
     if (valid) src += (static_cast<size_t>(token) * args.num_heads + head0 + row) * kHeadDim + chunk * 8;
-    cp_async_16(q_smem + swizzled<kHeadDim>(row, chunk), src, valid);
+    cp_async_16(q_smem + row * kHeadDim + chunk * 8, src, valid);
   }
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  uint32_t q_frag[kHeadDim / 16][4];
+  uint32_t q_frag[kMBlocks][2];
 #pragma unroll
-  for (int ks = 0; ks < kHeadDim / 16; ++ks) {
-    ldmatrix_x4(q_frag[ks], q_smem + swizzled<kHeadDim>(lane % 16, ks * 2 + lane / 16));
+  for (int ks = 0; ks < kMBlocks; ++ks) {
+    const uint2 w = *reinterpret_cast<const uint2*>(q_smem + g * kHeadDim + 16 * ks + 4 * q);
+    q_frag[ks][0] = w.x;
+    q_frag[ks][1] = w.y;
   }
 
+  // A sealed step's raw bytes: the key group as the cache holds it, then the 32 value rows.
   auto load_raw = [&](int step, int stage) {
-    unsigned char* k_dst = warp_smem + stage * 2 * S::kRawBytes;
-    unsigned char* v_dst = k_dst + S::kRawBytes;
-    const int key0 = warp_begin + step * kTile;
-    using G = KiviGeometry<kHeadDim, kivi_bits(kFormat)>;
-    if (key0 >= own_start) {  // staged fp16 rows
-      for (int i = lane; i < kWarpKeys * S::kChunks; i += 32) {
-        const int row = i / S::kChunks;
-        const int chunk = i % S::kChunks;
-        const int pos = key0 + row;
-        const bool valid = pos < end;
-        const int in_block = valid ? indexer.offset(pos) : 0;
-        const int dst = (row * kHeadDim + chunk * 8) * 2;
-        cp_async_16(k_dst + dst, cache.staging_row(0, own_staging, in_block, kv_head) + chunk * 8, valid);
-        cp_async_16(v_dst + dst, cache.staging_row(1, own_staging, in_block, kv_head) + chunk * 8, valid);
-      }
-    } else {  // sealed: this half of a key group (codes, then the group's scales and minima), 16 value rows
-      const int block = block_table[indexer.block(key0)];
-      const int in_block = indexer.offset(key0);
-      const uint8_t* group = cache.k + cache.kivi_key_group_offset(block, kv_head, in_block / kKiviGroup);
-      const int half = (in_block % kKiviGroup) / kWarpKeys;
-      for (int c = lane; c < kHeadDim; c += 32) {
-        const uint8_t* src = group + c * G::kChannelBytes + half * G::kHalfChannelBytes;
-        if constexpr (G::kHalfChannelBytes == 8) {
-          cp_async_8(k_dst + c * 8, src, true);
-        } else {
-          cp_async_4(k_dst + c * 4, src, true);
-        }
-      }
-      for (int i = lane; i < kHeadDim * 4 / 16; i += 32) {
-        cp_async_16(k_dst + kHeadDim * G::kHalfChannelBytes + 16 * i, group + kHeadDim * G::kChannelBytes + 16 * i,
-                    true);
-      }
-      constexpr int kRowWords = G::kValueRowBytes / 8;
-      for (int i = lane; i < kWarpKeys * kRowWords; i += 32) {
-        const int row = i / kRowWords;
-        const int word = i % kRowWords;
-        const uint8_t* src = cache.v + cache.kivi_value_row_offset(block, in_block + row, kv_head) + 8 * word;
-        cp_async_8(v_dst + row * G::kValueRowBytes + 8 * word, src, true);
+    unsigned char* k_dst = warp_smem + stage * S::kStageBytes;
+    unsigned char* v_dst = k_dst + S::kKeyBytes;
+    const int key0 = warp_begin + step * kCtaKeys;
+    const int block = block_table[indexer.block(key0)];
+    const int in_block = indexer.offset(key0);
+    const uint8_t* group = cache.k + cache.kivi_key_group_offset(block, kv_head, in_block / kKiviGroup);
+    for (int i = lane; i < S::kKeyBytes / 16; i += 32) cp_async_16(k_dst + 16 * i, group + 16 * i, true);
+    constexpr int kChunks = S::kValueRowBytes / S::kValueChunk;
+    for (int i = lane; i < kStepKeys * kChunks; i += 32) {
+      const int row = i / kChunks;
+      const int chunk = i % kChunks;
+      const bool valid = key0 + row < sealed_end;
+      const uint8_t* src = cache.v + cache.kivi_value_row_offset(block, valid ? in_block + row : in_block, kv_head) +
+                           chunk * S::kValueChunk;
+      unsigned char* dst = v_dst + row * S::kValueRowBytes + chunk * S::kValueChunk;
+      if constexpr (S::kValueChunk == 16) {
+        cp_async_16(dst, src, valid);
+      } else {
+        cp_async_8(dst, src, valid);
       }
     }
   };
 
-  // This warp's raw keys -> its fp16 K and V tiles (swizzled rows, as the prefill kernels keep
-  // them): codes as code * s + m, staged rows as they are.
-  auto convert = [&](int step, int stage) {
-    const unsigned char* k_raw = warp_smem + stage * 2 * S::kRawBytes;
-    const unsigned char* v_raw = k_raw + S::kRawBytes;
-    const int key0 = warp_begin + step * kTile;
-    using G = KiviGeometry<kHeadDim, kivi_bits(kFormat)>;
-    constexpr int kBits = kivi_bits(kFormat);
-    if (key0 >= own_start) {
-      for (int i = lane; i < kWarpKeys * S::kChunks; i += 32) {
-        const int dst = swizzled<kHeadDim>(i / S::kChunks, i % S::kChunks);
-        *reinterpret_cast<uint4*>(k_tile + dst) = reinterpret_cast<const uint4*>(k_raw)[i];
-        *reinterpret_cast<uint4*>(v_tile + dst) = reinterpret_cast<const uint4*>(v_raw)[i];
-      }
-      return;
-    }
-    const unsigned char* scales = k_raw + kHeadDim * G::kHalfChannelBytes;
-    for (int c = lane; c < kHeadDim; c += 32) {  // keys: a lane per channel, its 16 codes one word run
-      uint32_t words[G::kHalfChannelBytes / 4];
+  // O^T: o[2G + h] is the 16 x 8 block (dims 32G + 4g + 2h, 32G + 4g + 2h + 1) x (heads 2q,
+  // 2q + 1); stats are per head 2q + i.
+  float o[kMBlocks][4];
 #pragma unroll
-      for (int w = 0; w < G::kHalfChannelBytes / 4; ++w) {
-        words[w] = reinterpret_cast<const uint32_t*>(k_raw + c * G::kHalfChannelBytes)[w];
-      }
-      const float scale = half_at(scales + 2 * c);
-      const float minimum = half_at(scales + 2 * kHeadDim + 2 * c);
+  for (int mb = 0; mb < kMBlocks; ++mb)
 #pragma unroll
-      for (int t = 0; t < kWarpKeys; ++t) {
-        const int bit = t * kBits;
-        const int code = (words[bit / 32] >> (bit % 32)) & ((1 << kBits) - 1);
-        k_tile[swizzled<kHeadDim>(t, c / 8) + c % 8] = float_to_half_bits(static_cast<float>(code) * scale + minimum);
-      }
-    }
-    for (int i = lane; i < kWarpKeys * S::kChunks; i += 32) {  // values: 8 dims of one row a unit
-      const int row = i / S::kChunks;
-      const int chunk = i % S::kChunks;
-      const unsigned char* raw = v_raw + row * G::kValueRowBytes;
-      const uint32_t codes = kBits == 2 ? *reinterpret_cast<const uint16_t*>(raw + chunk * 2)
-                                        : *reinterpret_cast<const uint32_t*>(raw + chunk * 4);
-      const int g = chunk * 8 / kKiviGroup;
-      const float scale = half_at(raw + kHeadDim * kBits / 8 + 2 * g);
-      const float minimum = half_at(raw + kHeadDim * kBits / 8 + kHeadDim / kKiviGroup * 2 + 2 * g);
-      float x[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        x[j] = static_cast<float>((codes >> (j * kBits)) & ((1 << kBits) - 1)) * scale + minimum;
-      *reinterpret_cast<uint4*>(v_tile + swizzled<kHeadDim>(row, chunk)) =
-          make_uint4(pack_half2(x[0], x[1]), pack_half2(x[2], x[3]), pack_half2(x[4], x[5]), pack_half2(x[6], x[7]));
-    }
-  };
-
-  float o[kHeadDim / 8][4];
-#pragma unroll
-  for (int nb = 0; nb < kHeadDim / 8; ++nb)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[nb][e] = 0.0f;
-  float row_max[2] = {-INFINITY, -INFINITY};
-  float row_sum[2] = {0.0f, 0.0f};  // this thread's share; the quad is summed at the end
+    for (int e = 0; e < 4; ++e) o[mb][e] = 0.0f;
+  float head_max[2] = {-INFINITY, -INFINITY};
+  float head_sum[2] = {0.0f, 0.0f};  // this thread's keys only; summed over g at the end
   const float score_scale = args.scale * kLog2e;
 
-  if (num_steps > 0) load_raw(0, 0);
-  cp_async_commit();
-  for (int j = 0; j < num_steps; ++j) {
-    const int stage = j & 1;
-    if (j + 1 < num_steps) {
-      load_raw(j + 1, stage ^ 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncwarp();  // the warp's copies of step j are in; its math on step j - 1 is done
-    convert(j, stage);
-    __syncwarp();
-    const int key0 = warp_begin + j * kTile;
+  // Where a thread's two key rows (2g and 2g + 1 of an m-tile) sit in a channel's codes.
+  constexpr int kTileBits = 16 * kBits;  // an m-tile's codes of one channel
+  const int key_bit = 2 * g * kBits;
+  const int key_byte = key_bit / 8;
+  const int key_shift = key_bit % 8;
+  const uint32_t code_mask = (1u << kBits) - 1;
+  const uint32_t mask_lo = (code_mask << key_shift) | (code_mask << (key_shift + 16));
+  const uint32_t mask_hi = (code_mask << (key_shift + kBits)) | (code_mask << (key_shift + kBits + 16));
+  const uint32_t magic_lo = code_magic(key_shift);
+  const uint32_t magic_hi = code_magic(key_shift + kBits);
 
-    // S = Q K^T for 16 rows x this warp's 16 keys.
-    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
-    for (int ks = 0; ks < kHeadDim / 16; ++ks) {
-      uint32_t b[4];
-      ldmatrix_x4(b, k_tile + swizzled<kHeadDim>(lane % 8 + (lane / 16) * 8, ks * 2 + (lane / 8) % 2));
-      mma_16816(s[0], q_frag[ks], b[0], b[1]);
-      mma_16816(s[1], q_frag[ks], b[2], b[3]);
+  for (int s = 0; s < S::kStages - 1; ++s) {
+    if (s < num_steps) load_raw(s, s);
+    cp_async_commit();
+  }
+  for (int j = 0; j < num_steps; ++j) {
+    cp_async_wait<S::kStages - 2>();
+    __syncwarp();  // step j's copies are in for every lane; step j - 1's stage is free again
+    if (j + S::kStages - 1 < num_steps) load_raw(j + S::kStages - 1, (j + S::kStages - 1) % S::kStages);
+    cp_async_commit();
+    const unsigned char* k_raw = warp_smem + (j % S::kStages) * S::kStageBytes;
+    const unsigned char* v_raw = k_raw + S::kKeyBytes;
+    const int key0 = warp_begin + j * kCtaKeys;
+
+    // The group's term sum_c q_c m_c (every row alike) and the folded query q'_c = q_c s_c.
+    float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    uint32_t qs[kMBlocks][2];
+#pragma unroll
+    for (int ks = 0; ks < kMBlocks; ++ks) {
+      const int c0 = 16 * ks + 4 * q;
+      const uint2 sc = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * c0);
+      const uint2 mn = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * kHeadDim + 2 * c0);
+      const uint32_t a[4] = {mn.x, mn.x, mn.y, mn.y};
+      mma_16816(bias, a, q_frag[ks][0], q_frag[ks][1]);
+      qs[ks][0] = as_bits(__hmul2(as_half2(q_frag[ks][0]), as_half2(sc.x)));
+      qs[ks][1] = as_bits(__hmul2(as_half2(q_frag[ks][1]), as_half2(sc.y)));
     }
+    // S^T = codes Q'^T + bias, per m-tile t (keys key0 + 16t + 2g, + 1).
+    float s[2][4];
 #pragma unroll
-    for (int nb = 0; nb < 2; ++nb) {
+    for (int t = 0; t < 2; ++t)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = nb * 8 + 2 * quad_lane + (e & 1);
-        s[nb][e] = key0 + key < end ? s[nb][e] * score_scale : -INFINITY;
+      for (int e = 0; e < 4; ++e) s[t][e] = bias[e];
+#pragma unroll
+    for (int ks = 0; ks < kMBlocks; ++ks) {
+      const unsigned char* codes = k_raw + (16 * ks + 4 * q) * S::kChannelBytes;
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        // The word of each of the thread's 4 channels holding this m-tile's rows 2g, 2g + 1.
+        const int word = (t * kTileBits + key_bit) / 32;
+        uint32_t w[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) w[c] = *reinterpret_cast<const uint32_t*>(codes + c * S::kChannelBytes + 4 * word);
+        const int byte = key_byte % 4;
+        const uint32_t t01 = pair_bytes(w[0], w[1], byte);
+        const uint32_t t23 = pair_bytes(w[2], w[3], byte);
+        const uint32_t a[4] = {
+            as_bits(codes_to_half2(t01, mask_lo, magic_lo)), as_bits(codes_to_half2(t01, mask_hi, magic_hi)),
+            as_bits(codes_to_half2(t23, mask_lo, magic_lo)), as_bits(codes_to_half2(t23, mask_hi, magic_hi))};
+        mma_16816(s[t], a, qs[ks][0], qs[ks][1]);
       }
     }
-    online_softmax_step<kHeadDim>(s, row_max, row_sum, o);
-    // O += P V.
-    const uint32_t a[4] = {pack_half2(s[0][0], s[0][1]), pack_half2(s[0][2], s[0][3]), pack_half2(s[1][0], s[1][1]),
-                           pack_half2(s[1][2], s[1][3])};
 #pragma unroll
-    for (int dp = 0; dp < kHeadDim / 16; ++dp) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, v_tile + swizzled<kHeadDim>(lane % 8 + ((lane / 8) % 2) * 8, dp * 2 + lane / 16));
-      mma_16816(o[2 * dp], a, b[0], b[1]);
-      mma_16816(o[2 * dp + 1], a, b[2], b[3]);
+    for (int t = 0; t < 2; ++t) {
+      const int key = key0 + 16 * t + 2 * g;
+      s[t][0] = key < sealed_end ? s[t][0] * score_scale : -INFINITY;
+      s[t][1] = key < sealed_end ? s[t][1] * score_scale : -INFINITY;
+      s[t][2] = key + 1 < sealed_end ? s[t][2] * score_scale : -INFINITY;
+      s[t][3] = key + 1 < sealed_end ? s[t][3] * score_scale : -INFINITY;
+    }
+    uint32_t b[2][2];
+    softmax_step<2, kHeadDim>(s, head_max, head_sum, o, b);
+
+    // O^T += V^T P^T per m-tile t: its k-slots 2q, 2q + 1, 2q + 8, 2q + 9 are rows 4q, 4q + 2,
+    // 4q + 1, 4q + 3 of the tile (the row order above).
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const int key_rows[4] = {16 * t + 4 * q, 16 * t + 4 * q + 2, 16 * t + 4 * q + 1, 16 * t + 4 * q + 3};
+      const unsigned char* row[4];
+      uint32_t scale_words[4][S::kGroups / 2], min_words[4][S::kGroups / 2];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        row[r] = v_raw + key_rows[r] * S::kValueRowBytes;
+#pragma unroll
+        for (int w = 0; w < S::kGroups / 2; ++w) {
+          scale_words[r][w] = reinterpret_cast<const uint32_t*>(row[r] + S::kValueCodeBytes)[w];
+          min_words[r][w] = reinterpret_cast<const uint32_t*>(row[r] + S::kValueCodeBytes + 2 * S::kGroups)[w];
+        }
+      }
+#pragma unroll
+      for (int G = 0; G < S::kGroups; ++G) {
+        // The thread's dims 32G + 4g .. + 3 of each key: kDimBytes bytes from bit (32G + 4g) bits.
+        const int first_byte = (32 * G + 4 * g) * kBits / 8;
+        uint32_t cw[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) cw[r] = *reinterpret_cast<const uint32_t*>(row[r] + (first_byte & ~3));
+        __half2 scale[2], minimum[2];
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+          scale[p] = as_half2(pair_halves(scale_words[2 * p][G / 2], scale_words[2 * p + 1][G / 2], G % 2));
+          minimum[p] = as_half2(pair_halves(min_words[2 * p][G / 2], min_words[2 * p + 1][G / 2], G % 2));
+        }
+        // v[p][i]: dim i of the key pair p (rows r = 2p, 2p + 1), dequantized.
+        uint32_t v[2][4];
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int byte = (first_byte & 3) + (i * kBits) / 8;
+            const uint32_t pair = pair_bytes(cw[2 * p], cw[2 * p + 1], byte);
+            __half2 codes;
+            if constexpr (kBits == 2) {
+              codes = i == 0   ? codes_to_half2<2, 0>(pair)
+                      : i == 1 ? codes_to_half2<2, 2>(pair)
+                      : i == 2 ? codes_to_half2<2, 4>(pair)
+                               : codes_to_half2<2, 6>(pair);
+            } else {
+              codes = i % 2 == 0 ? codes_to_half2<4, 0>(pair) : codes_to_half2<4, 4>(pair);
+            }
+            v[p][i] = as_bits(__hfma2(codes, scale[p], minimum[p]));
+          }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t a[4] = {v[0][2 * h], v[0][2 * h + 1], v[1][2 * h], v[1][2 * h + 1]};
+          mma_16816(o[2 * G + h], a, b[t][0], b[t][1]);
+        }
+      }
+    }
+  }
+
+  // The staged keys: fp16 rows of the query's own block, 16 keys a warp step in their own order
+  // (rows g, g + 8; k-slots 2q, 2q + 1, 2q + 8, 2q + 9), read from global memory.
+  const size_t stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;  // halves between staged tokens
+  for (int key0 = sealed_end + warp * kWarpKeys; key0 < end; key0 += kTile) {
+    const bool valid_lo = key0 + g < end;
+    const bool valid_hi = key0 + g + 8 < end;
+    const uint16_t* k_lo = own_k + static_cast<size_t>(key0 + g - own_start) * stride;
+    float s[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int ks = 0; ks < kMBlocks; ++ks) {
+      const int p = 16 * ks + 4 * q;
+      const uint2 lo = valid_lo ? *reinterpret_cast<const uint2*>(k_lo + p) : make_uint2(0, 0);
+      const uint2 hi = valid_hi ? *reinterpret_cast<const uint2*>(k_lo + 8 * stride + p) : make_uint2(0, 0);
+      const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
+      mma_16816(s[0], a, q_frag[ks][0], q_frag[ks][1]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[0][e] = (e < 2 ? valid_lo : valid_hi) ? s[0][e] * score_scale : -INFINITY;
+    uint32_t b[1][2];
+    softmax_step<1, kHeadDim>(s, head_max, head_sum, o, b);
+    const int key_rows[4] = {2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9};
+#pragma unroll
+    for (int G = 0; G < S::kGroups; ++G) {
+      uint2 w[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int pos = key0 + key_rows[r];
+        w[r] = pos < end ? *reinterpret_cast<const uint2*>(own_v + static_cast<size_t>(pos - own_start) * stride +
+                                                           32 * G + 4 * g)
+                         : make_uint2(0, 0);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t lo0 = h == 0 ? w[0].x : w[0].y, lo1 = h == 0 ? w[1].x : w[1].y;
+        const uint32_t hi0 = h == 0 ? w[2].x : w[2].y, hi1 = h == 0 ? w[3].x : w[3].y;
+        const uint32_t a[4] = {pair_halves(lo0, lo1, 0), pair_halves(lo0, lo1, 1), pair_halves(hi0, hi1, 0),
+                               pair_halves(hi0, hi1, 1)};
+        mma_16816(o[2 * G + h], a, b[0][0], b[0][1]);
+      }
     }
   }
 
@@ -309,17 +426,18 @@ __global__ void __launch_bounds__(kThreads)
   float* merge_o = merge_values<kHeadDim>(smem);
   float2* stats = merge_stats<kHeadDim>(smem);
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float sum = row_sum[half];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int row = lane / 4 + half * 8;
-    if (quad_lane == 0) stats[warp * kRows + row] = make_float2(row_max[half], sum);
+  for (int i = 0; i < 2; ++i) {
+    float sum = head_sum[i];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 8);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+    const int head = 2 * q + i;
+    if (g == 0) stats[warp * kRows + head] = make_float2(head_max[i], sum);
+    float* dst = merge_o + (warp * kRows + head) * kHeadDim + 4 * g;
 #pragma unroll
-    for (int nb = 0; nb < kHeadDim / 8; ++nb) {
-      float* dst = merge_o + (warp * kRows + row) * kHeadDim + nb * 8 + 2 * quad_lane;
-      dst[0] = o[nb][2 * half];
-      dst[1] = o[nb][2 * half + 1];
+    for (int mb = 0; mb < kMBlocks; ++mb) {
+      dst[32 * (mb / 2) + 2 * (mb % 2)] = o[mb][i];
+      dst[32 * (mb / 2) + 2 * (mb % 2) + 1] = o[mb][2 + i];
     }
   }
   __syncthreads();
@@ -327,18 +445,18 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int kHeadDim, KvFormat kFormat>
-void launch_tc_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
-                       float* partial_out, float2* partial_stats, Stream stream) {
-  using S = TcShape<kHeadDim, kFormat>;
+void launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
+                    float2* partial_stats, Stream stream) {
+  using S = KiviDirectShape<kHeadDim, kivi_bits(kFormat)>;
   static const bool attribute_set = [] {
-    cudaFuncSetAttribute(decode_tc_kernel<kHeadDim, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaFuncSetAttribute(decode_kivi_direct_kernel<kHeadDim, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(S::kSmemBytes));
     return true;
   }();
   (void)attribute_set;
-  const int rows = largest_group_tile(args.num_heads / args.cache.num_kv_heads, kRows);
+  const int rows = largest_group_tile(args.num_heads / args.cache.num_kv_heads, kHeads);
   const dim3 grid(grid_splits, args.num_heads / rows, args.num_seqs);
-  decode_tc_kernel<kHeadDim, kFormat>
+  decode_kivi_direct_kernel<kHeadDim, kFormat>
       <<<grid, kThreads, S::kSmemBytes, stream>>>(args, policy, grid_splits, rows, partial_out, partial_stats);
 }
 
@@ -347,10 +465,12 @@ void launch_tc_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy,
 template <KvFormat kFormat>
 void launch_decode_tc_kivi(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
                            float* partial_out, float2* partial_stats, Stream stream) {
+  // Sealed steps are whole 32-key groups: blocks and splits are multiples of the group.
+  assert(args.cache.block_size % kKiviGroup == 0 && policy.min_split_tokens % kKiviGroup == 0);
   if (args.cache.head_dim == 64) {
-    launch_tc_for_dim<64, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
+    launch_for_dim<64, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
   } else {
-    launch_tc_for_dim<128, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
+    launch_for_dim<128, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
   }
 }
 

