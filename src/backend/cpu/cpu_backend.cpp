@@ -37,8 +37,16 @@ void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64
   const auto run = [&](int, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = x + r * dim;
-      double sum_squares = 0.0;  // double: a 4k-wide sum of squares in float loses digits
-      for (int64_t i = 0; i < dim; ++i) sum_squares += static_cast<double>(row[i]) * row[i];
+      // In double (a 4k-wide sum of squares in float loses digits), as eight partial sums side by
+      // side: one chain waited on each add's latency (3% of prompt processing). They are added
+      // in a fixed order, so a row has the same bits in every batch.
+      double part[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= dim; i += 8) {
+        for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(row[i + j]) * row[i + j];
+      }
+      double sum_squares = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+      for (; i < dim; ++i) sum_squares += static_cast<double>(row[i]) * row[i];
       const float inv_rms = static_cast<float>(1.0 / std::sqrt(sum_squares / dim + eps));
       float* out_row = out + r * dim;
       for (int64_t i = 0; i < dim; ++i) out_row[i] = row[i] * inv_rms * weight[i];
