@@ -43,6 +43,17 @@ struct DecodeOutput {
   int grid_splits = 1;
   size_t partial_index = 0;
 };
+__device__ __forceinline__ DecodeOutput decode_output(const PagedAttentionArgs& args, int seq, int split, int token,
+                                                      int head0, int rows, int num_splits, int grid_splits) {
+  DecodeOutput out;
+  out.token = token;
+  out.head0 = head0;
+  out.rows = rows;
+  out.num_splits = num_splits;
+  out.grid_splits = grid_splits;
+  out.partial_index = (static_cast<size_t>(seq) * args.num_heads + head0) * grid_splits + split;
+  return out;
+}
 
 // The merge buffers (kMergeBytes<kHeadDim> at the start of shared memory, free once every warp
 // has left its tile loop): each warp's unnormalized O rows [warp][row][head_dim], then its
@@ -87,6 +98,59 @@ __device__ __forceinline__ void finish_merge(unsigned char* smem, const PagedAtt
       if (d == 0) partial_stats[slot] = make_float2(m, l);
     }
   }
+}
+
+// The CTA's query rows into shared memory, row-major [kQRows][kHeadDim]: rows [0, rows) are
+// heads head0.., the rest zero. Ends with a barrier.
+template <int kHeadDim, int kQRows>
+__device__ __forceinline__ void load_query_rows(uint16_t* q_smem, const PagedAttentionArgs& args, int token, int head0,
+                                                int rows) {
+  for (int c = threadIdx.x; c < kQRows * kHeadDim / 8; c += kThreads) {
+    const int row = c / (kHeadDim / 8);
+    const int chunk = c % (kHeadDim / 8);
+    const bool valid = row < rows;
+    const uint16_t* src = args.q;
+    if (valid) src += (static_cast<size_t>(token) * args.num_heads + head0 + row) * kHeadDim + chunk * 8;
+    detail::cp_async_16(q_smem + row * kHeadDim + chunk * 8, src, valid);
+  }
+  detail::cp_async_commit();
+  detail::cp_async_wait<0>();
+  __syncthreads();
+}
+
+// The end of a kernel with keys as the MMA's M and query heads as its N (thread (g, q) holds
+// heads 2q and 2q + 1 of O^T's rows): each thread's (max, sum) per head, summed over the 8
+// threads of a column, and its O^T values go to the merge buffers, dim_of(mb, r) naming the
+// head dim of m-block mb's row g (r = 0) or g + 8 (r = 1); then the 4 warps are merged and the
+// CTA's rows written.
+template <int kHeadDim, typename DimOf>
+__device__ __forceinline__ void finish_heads_as_n(unsigned char* smem, const PagedAttentionArgs& args,
+                                                  const DecodeOutput& out, const float (&head_max)[2],
+                                                  const float (&head_sum)[2], const float (&o)[kHeadDim / 16][4],
+                                                  DimOf dim_of, float* partial_out, float2* partial_stats) {
+  const int warp = threadIdx.x / 32;
+  const int g = threadIdx.x % 32 / 4;
+  const int q = threadIdx.x % 4;
+  __syncthreads();  // every warp is done with its slice
+  float* merge_o = merge_values<kHeadDim>(smem);
+  float2* stats = merge_stats<kHeadDim>(smem);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float sum = head_sum[i];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 8);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+    const int head = 2 * q + i;
+    if (g == 0) stats[warp * kRows + head] = make_float2(head_max[i], sum);
+    float* dst = merge_o + (warp * kRows + head) * kHeadDim;
+#pragma unroll
+    for (int mb = 0; mb < kHeadDim / 16; ++mb) {
+      dst[dim_of(mb, 0)] = o[mb][i];
+      dst[dim_of(mb, 1)] = o[mb][2 + i];
+    }
+  }
+  __syncthreads();
+  finish_merge<kHeadDim>(smem, args, out, partial_out, partial_stats);
 }
 
 }  // namespace folio::cuda::decode::tc

@@ -154,17 +154,7 @@ __global__ void __launch_bounds__(kThreads)
   // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero), then each thread's B
   // fragments of Q^T for head g in the dim order its key loads use: k-step ks reads the 4 dims
   // from p of chunk (ks / kStepsPerChunk) * 4 + q.
-  for (int c = tid; c < kHeads * kHeadDim / 8; c += kThreads) {
-    const int row = c / (kHeadDim / 8);
-    const int chunk = c % (kHeadDim / 8);
-    const bool valid = row < rows;
-    const uint16_t* src = args.q;
-    if (valid) src += (static_cast<size_t>(token) * args.num_heads + head0 + row) * kHeadDim + chunk * 8;
-    cp_async_16(q_smem + row * kHeadDim + chunk * 8, src, valid);
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
+  load_query_rows<kHeadDim, kHeads>(q_smem, args, token, head0, rows);
   uint32_t q_frag[kHeadDim / 16][2];
 #pragma unroll
   for (int ks = 0; ks < kHeadDim / 16; ++ks) {
@@ -380,33 +370,10 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  DecodeOutput out;
-  out.token = token;
-  out.head0 = head0;
-  out.rows = rows;
-  out.num_splits = num_splits;
-  out.grid_splits = grid_splits;
-  out.partial_index = (static_cast<size_t>(seq) * args.num_heads + head0) * grid_splits + split;
-  __syncthreads();  // every warp is done with its slice
-  float* merge_o = merge_values<kHeadDim>(smem);
-  float2* stats = merge_stats<kHeadDim>(smem);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float sum = head_sum[i];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 8);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-    const int head = 2 * q + i;
-    if (g == 0) stats[warp * kRows + head] = make_float2(head_max[i], sum);
-    float* dst = merge_o + (warp * kRows + head) * kHeadDim + g * S::kThreadDims;
-#pragma unroll
-    for (int mb = 0; mb < kHeadDim / 16; ++mb) {
-      dst[2 * mb] = o[mb][i];
-      dst[2 * mb + 1] = o[mb][2 + i];
-    }
-  }
-  __syncthreads();
-  finish_merge<kHeadDim>(smem, args, out, partial_out, partial_stats);
+  const DecodeOutput out = decode_output(args, seq, split, token, head0, rows, num_splits, grid_splits);
+  finish_heads_as_n<kHeadDim>(
+      smem, args, out, head_max, head_sum, o, [&](int mb, int r) { return g * S::kThreadDims + 2 * mb + r; },
+      partial_out, partial_stats);
 }
 
 template <int kHeadDim, KvFormat kFormat>

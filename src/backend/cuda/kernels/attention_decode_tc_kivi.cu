@@ -58,6 +58,9 @@ struct KiviDirectShape {
   static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
   static constexpr size_t kSmemBytes = kMainBytes > kMergeBytes<kHeadDim> ? kMainBytes : kMergeBytes<kHeadDim>;
   static_assert(kKeyBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte copies");
+  static_assert(kGroups == 2 || kGroups == 4, "head_dim 64 or 128");
+  // Vector loads of a value row's scales and minima: 16-byte (or 8-byte) aligned rows.
+  static_assert((kValueRowBytes % 16 == 0 && kValueCodeBytes % 16 == 0) || kGroups == 2, "aligned tails");
 };
 
 __device__ __forceinline__ __half2 as_half2(uint32_t u) {
@@ -186,17 +189,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero); the thread's B fragments
   // of Q^T for head g: k-step ks takes dims 16 ks + 4q .. + 3.
-  for (int c = tid; c < kHeads * kHeadDim / 8; c += kThreads) {
-    const int row = c / (kHeadDim / 8);
-    const int chunk = c % (kHeadDim / 8);
-    const bool valid = row < rows;
-    const uint16_t* src = args.q;
-    if (valid) src += (static_cast<size_t>(token) * args.num_heads + head0 + row) * kHeadDim + chunk * 8;
-    cp_async_16(q_smem + row * kHeadDim + chunk * 8, src, valid);
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
+  load_query_rows<kHeadDim, kHeads>(q_smem, args, token, head0, rows);
   uint32_t q_frag[kMBlocks][2];
 #pragma unroll
   for (int ks = 0; ks < kMBlocks; ++ks) {
@@ -288,13 +281,27 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int ks = 0; ks < kMBlocks; ++ks) {
       const unsigned char* codes = k_raw + (16 * ks + 4 * q) * S::kChannelBytes;
+      // 2-bit: the 4 channels' codes are 32 contiguous bytes (word t of a channel is m-tile t's).
+      uint4 two_bit[2];
+      if constexpr (kBits == 2) {
+        two_bit[0] = *reinterpret_cast<const uint4*>(codes);
+        two_bit[1] = *reinterpret_cast<const uint4*>(codes + 16);
+      }
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         // The word of each of the thread's 4 channels holding this m-tile's rows 2g, 2g + 1.
-        const int word = (t * kTileBits + key_bit) / 32;
         uint32_t w[4];
+        if constexpr (kBits == 2) {
+          w[0] = t == 0 ? two_bit[0].x : two_bit[0].y;
+          w[1] = t == 0 ? two_bit[0].z : two_bit[0].w;
+          w[2] = t == 0 ? two_bit[1].x : two_bit[1].y;
+          w[3] = t == 0 ? two_bit[1].z : two_bit[1].w;
+        } else {
+          const int word = (t * kTileBits + key_bit) / 32;
 #pragma unroll
-        for (int c = 0; c < 4; ++c) w[c] = *reinterpret_cast<const uint32_t*>(codes + c * S::kChannelBytes + 4 * word);
+          for (int c = 0; c < 4; ++c)
+            w[c] = *reinterpret_cast<const uint32_t*>(codes + c * S::kChannelBytes + 4 * word);
+        }
         const int byte = key_byte % 4;
         const uint32_t t01 = pair_bytes(w[0], w[1], byte);
         const uint32_t t23 = pair_bytes(w[2], w[3], byte);
@@ -325,10 +332,17 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         row[r] = v_raw + key_rows[r] * S::kValueRowBytes;
-#pragma unroll
-        for (int w = 0; w < S::kGroups / 2; ++w) {
-          scale_words[r][w] = reinterpret_cast<const uint32_t*>(row[r] + S::kValueCodeBytes)[w];
-          min_words[r][w] = reinterpret_cast<const uint32_t*>(row[r] + S::kValueCodeBytes + 2 * S::kGroups)[w];
+        // A row's scales then minima: 16 bytes (head dim 128) or 8 (64), one load.
+        if constexpr (S::kGroups == 4) {
+          const uint4 sm = *reinterpret_cast<const uint4*>(row[r] + S::kValueCodeBytes);
+          scale_words[r][0] = sm.x;
+          scale_words[r][1] = sm.y;
+          min_words[r][0] = sm.z;
+          min_words[r][1] = sm.w;
+        } else {
+          const uint2 sm = *reinterpret_cast<const uint2*>(row[r] + S::kValueCodeBytes);
+          scale_words[r][0] = sm.x;
+          min_words[r][0] = sm.y;
         }
       }
 #pragma unroll
@@ -415,33 +429,10 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  DecodeOutput out;
-  out.token = token;
-  out.head0 = head0;
-  out.rows = rows;
-  out.num_splits = num_splits;
-  out.grid_splits = grid_splits;
-  out.partial_index = (static_cast<size_t>(seq) * args.num_heads + head0) * grid_splits + split;
-  __syncthreads();  // every warp is done with its slice
-  float* merge_o = merge_values<kHeadDim>(smem);
-  float2* stats = merge_stats<kHeadDim>(smem);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float sum = head_sum[i];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 8);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-    const int head = 2 * q + i;
-    if (g == 0) stats[warp * kRows + head] = make_float2(head_max[i], sum);
-    float* dst = merge_o + (warp * kRows + head) * kHeadDim + 4 * g;
-#pragma unroll
-    for (int mb = 0; mb < kMBlocks; ++mb) {
-      dst[32 * (mb / 2) + 2 * (mb % 2)] = o[mb][i];
-      dst[32 * (mb / 2) + 2 * (mb % 2) + 1] = o[mb][2 + i];
-    }
-  }
-  __syncthreads();
-  finish_merge<kHeadDim>(smem, args, out, partial_out, partial_stats);
+  const DecodeOutput out = decode_output(args, seq, split, token, head0, rows, num_splits, grid_splits);
+  finish_heads_as_n<kHeadDim>(
+      smem, args, out, head_max, head_sum, o, [&](int mb, int r) { return 32 * (mb / 2) + 4 * g + 2 * (mb % 2) + r; },
+      partial_out, partial_stats);
 }
 
 template <int kHeadDim, KvFormat kFormat>
