@@ -7,7 +7,13 @@ every kernel in launch order folded by name, its count, total microseconds and s
 and the rest's totals, against the step's wall time that `folio bench` reports without ncu.
 
     bench/decode_profile.py --folio build-gpu/folio --model DIR_OR_GGUF [--steps 4] [--out CSV]
-                            [--detail REGEX [--detail-count 12]]
+                            [--batch B --depth D] [--detail REGEX [--detail-count 12]]
+
+--batch B (> 1) profiles a step of B requests decoding together at a context of about --depth
+tokens (`folio bench verify --max-k 0`: B prompts of D random tokens prefilled, then plain decode
+steps), and first times the same steps without ncu, so that the device time of the step can be
+set against its wall time (the rest is the host's share and the gaps between kernels). Pass the
+KV pool's size after `--` (e.g. `-- --kv-cache-memory 40G`).
 
 --detail runs ncu a second time on the first --detail-count launches whose demangled name
 matches REGEX, with the sections that say why a kernel is slow (speed of light, occupancy,
@@ -22,6 +28,7 @@ import argparse
 import csv
 import glob
 import io
+import json
 import os
 import re
 import shutil
@@ -38,27 +45,49 @@ def find_ncu():
     return candidates[-1] if candidates else None
 
 
-def run_ncu(ncu, folio, model, steps, extra):
-    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--page", "raw",
-           "--print-units", "base", folio, "bench", "-m", model, "--device", "cuda", "-p", "32", "-n", str(steps),
-           "-r", "1"] + extra
+def bench_command(folio, model, steps, batch, depth, extra):
+    if batch > 1:
+        return [folio, "bench", "verify", "-m", model, "--device", "cuda", "--batch", str(batch), "--depth",
+                str(depth), "--max-k", "0", "--steps", str(steps)] + extra
+    return [folio, "bench", "-m", model, "--device", "cuda", "-p", str(depth), "-n", str(steps), "-r", "1"] + extra
+
+
+def wall_step_ms(folio, model, batch, depth, extra):
+    """The median wall time of a decode step at this batch without ncu (bench verify's figure)."""
+    cmd = bench_command(folio, model, 16, batch, depth, extra + ["--json"])
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr[-4000:])
+        sys.exit(f"folio bench verify exited with {done.returncode}")
+    rows = json.loads(done.stdout[done.stdout.find("["):])
+    return next(r["step_ms"] for r in rows if r["k"] == 0)
+
+
+def run_ncu(ncu, command, window):
+    # window: profile one decode step alone (the executor brackets its FOLIO_PROFILE_DECODE_STEP-th
+    # decode-only step with cudaProfilerStart / Stop), not the thousands of prefill kernels before it.
+    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--page", "raw",
+           "--print-units", "base"] + (["--profile-from-start", "off"] if window else []) + command
+    env = dict(os.environ, FOLIO_PROFILE_DECODE_STEP="3") if window else None
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         sys.stderr.write(done.stderr[-4000:])
         sys.exit(f"ncu exited with {done.returncode}")
     return done.stdout
 
 
-def run_detail(ncu, folio, model, steps, extra, regex, count):
+def run_detail(ncu, command, regex, count, window):
     cmd = [ncu, "--clock-control", "none", "--kernel-name-base", "demangled", "--kernel-name", "regex:" + regex,
-           "--launch-count", str(count)]
+           "--launch-count", str(count)] + (["--profile-from-start", "off"] if window else [])
     for section in ("SpeedOfLight", "Occupancy", "LaunchStats", "SchedulerStats", "WarpStateStats",
                     "MemoryWorkloadAnalysis"):
         cmd += ["--section", section]
-    cmd += [folio, "bench", "-m", model, "--device", "cuda", "-p", "32", "-n", str(steps), "-r", "1"] + extra
+    cmd += command
+    env = dict(os.environ, FOLIO_PROFILE_DECODE_STEP="3") if window else None
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     start = done.stdout.find("==PROF==")
     print(done.stdout[start if start >= 0 else 0:])
     if done.returncode != 0:
@@ -111,6 +140,8 @@ def main():
     ap.add_argument("--folio", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=1, help="requests decoding together (> 1: bench verify)")
+    ap.add_argument("--depth", type=int, help="context tokens before the decode steps (default 32, 1000 with --batch)")
     ap.add_argument("--out", help="write every kernel (step, name, us) here as CSV")
     ap.add_argument("--detail", help="also print ncu's sections for kernels matching this regex")
     ap.add_argument("--detail-count", type=int, default=12)
@@ -119,7 +150,10 @@ def main():
     ncu = find_ncu()
     if ncu is None:
         sys.exit("ncu (Nsight Compute) not found")
-    kernels = parse(run_ncu(ncu, args.folio, args.model, args.steps, args.extra))
+    depth = args.depth if args.depth else (1000 if args.batch > 1 else 32)
+    command = bench_command(args.folio, args.model, args.steps, args.batch, depth, args.extra)
+    wall = wall_step_ms(args.folio, args.model, args.batch, depth, args.extra) if args.batch > 1 else None
+    kernels = parse(run_ncu(ncu, command, window=args.batch > 1))
     steps = steps_of(kernels)
     decode = [s for s in steps if not any("prefill" in n for n, _ in s)]
     if not decode:
@@ -138,16 +172,20 @@ def main():
         key = short_name(name)
         count, sum_us = folded.get(key, (0, 0.0))
         folded[key] = (count + 1, sum_us + us)
-    print(f"decode step: {len(step)} kernels, {total:.1f} us of device time "
+    print(f"decode step at batch {args.batch}, depth {depth}: {len(step)} kernels, {total:.1f} us of device time "
           f"({len(steps)} steps profiled, {len(decode)} decode)")
+    if wall is not None:
+        print(f"wall time of the step without ncu (median of 16): {wall * 1e3:.1f} us; device share "
+              f"{100 * total / (wall * 1e3):.1f}%")
     print(f"{'kernel':<92} {'count':>5} {'us':>9} {'share':>6}")
     for key, (count, us) in sorted(folded.items(), key=lambda kv: -kv[1][1]):
         print(f"{key:<92} {count:>5} {us:>9.1f} {100 * us / total:>5.1f}%")
     gemm = sum(us for n, us in step if is_gemm(n))
-    print(f"RESULT decode_profile kernels={len(step)} device_us={total:.1f} gemm_us={gemm:.1f} "
-          f"other_us={total - gemm:.1f} other_kernels={sum(1 for n, _ in step if not is_gemm(n))}")
+    print(f"RESULT decode_profile batch={args.batch} depth={depth} kernels={len(step)} device_us={total:.1f} "
+          f"gemm_us={gemm:.1f} other_us={total - gemm:.1f} other_kernels={sum(1 for n, _ in step if not is_gemm(n))}"
+          + (f" wall_us={wall * 1e3:.1f}" if wall is not None else ""))
     if args.detail:
-        run_detail(ncu, args.folio, args.model, args.steps, args.extra, args.detail, args.detail_count)
+        run_detail(ncu, command, args.detail, args.detail_count, window=args.batch > 1)
 
 
 if __name__ == "__main__":

@@ -116,10 +116,14 @@ Expected<double> step_seconds(ExecutorSession& session, const BenchVerifyOptions
 }
 
 int run(BenchVerifyOptions options) {
-  // The session is opened for speculation with up to max_k tokens (its logit rows sized so).
-  options.engine.speculative.method = "ngram";
-  options.engine.speculative.num_tokens = options.max_k;
-  options.engine.speculative.fixed = true;
+  // The session is opened for speculation with up to max_k tokens (its logit rows sized so);
+  // --max-k 0 times plain decode steps alone, in a session without speculation (what
+  // bench/decode_profile.py --batch profiles).
+  if (options.max_k > 0) {
+    options.engine.speculative.method = "ngram";
+    options.engine.speculative.num_tokens = options.max_k;
+    options.engine.speculative.fixed = true;
+  }
   options.engine.max_num_seqs =
       std::max(options.engine.max_num_seqs, *std::max_element(options.batches.begin(), options.batches.end()));
   options.engine.max_num_seqs_set = true;  // not the GPU's default: every batch must fit
@@ -191,7 +195,7 @@ CommandRunner add_bench_verify_command(CLI::App& bench) {
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--max-k", options->max_k, "Proposed tokens per request: 0 (plain decode) to this")
-      ->check(CLI::Range(1, 32))
+      ->check(CLI::Range(0, 32))
       ->capture_default_str();
   cmd->add_option("-d,--depth", options->depth, "Prompt tokens of each request (the context decoded at)")
       ->check(CLI::Range(1, 1 << 20))

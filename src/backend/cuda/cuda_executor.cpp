@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_executor.h"
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -74,6 +75,7 @@ Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const ModelWeights&
                       (options.tensor_parallel == nullptr || options.tensor_parallel->collectives->graph_capturable());
   e->max_graph_seqs_ = graphs ? std::min(kMaxGraphSeqs, decode_graph_bucket(std::max(1, options.max_num_seqs))) : 0;
   e->options_.cuda_graphs = graphs;
+  if (const char* v = std::getenv("FOLIO_PROFILE_DECODE_STEP")) e->profile_decode_step_ = std::atoi(v);
   e->total_memory_ = props.totalGlobalMem;
 
   CudaModelLimits limits;
@@ -436,6 +438,8 @@ int32_t CudaExecutor::run(const ForwardBatch& batch, const RowSampler& sampler) 
   }
   const bool decode_only = decode_seqs == num_seqs;
   const bool use_graph = decode_only && num_seqs <= max_graph_seqs_ && max_blocks <= max_blocks_per_seq_;
+  const bool profiled = decode_only && profile_decode_step_ > 0 && ++decode_steps_run_ == profile_decode_step_;
+  if (profiled) FOLIO_CUDA_CHECK(cudaProfilerStart());
   const auto upload_start = std::chrono::steady_clock::now();
   if (use_graph) {
     const int32_t seqs = decode_graph_bucket(num_seqs);
@@ -488,6 +492,7 @@ int32_t CudaExecutor::run(const ForwardBatch& batch, const RowSampler& sampler) 
   FOLIO_CUDA_CHECK(cudaStreamSynchronize(stream_));
   stats_.wait_host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   FOLIO_CUDA_CHECK(cudaGetLastError());
+  if (profiled) FOLIO_CUDA_CHECK(cudaProfilerStop());
   float layers_ms = 0.0f, head_ms = 0.0f;
   FOLIO_CUDA_CHECK(cudaEventElapsedTime(&layers_ms, step_start_, layers_done_));
   FOLIO_CUDA_CHECK(cudaEventElapsedTime(&head_ms, layers_done_, step_done_));

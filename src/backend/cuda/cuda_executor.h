@@ -193,6 +193,11 @@ class CudaExecutor final : public Executor {
   int32_t max_model_len_ = 0;
   int32_t max_blocks_per_seq_ = 0;  // ceil(max_model_len / block_size)
   int32_t max_graph_seqs_ = 0;
+  // FOLIO_PROFILE_DECODE_STEP=N: the Nth decode-only step alone runs between cudaProfilerStart
+  // and Stop (`ncu --profile-from-start off`: bench/decode_profile.py --batch), so a profile of
+  // one step at batch 512 does not pay the profiler's cost on every prefill kernel before it.
+  int32_t profile_decode_step_ = 0;
+  int32_t decode_steps_run_ = 0;
 
   // KV pool: a block holds groups_.num_slots layer slots (every layer with one group); slot s's
   // K at pool + 2s * layer_bytes, its V at pool + (2s + 1) * layer_bytes, each num_blocks
