@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace folio {
 
@@ -18,5 +19,10 @@ struct RopeSpec {
   float freq_base = 10000.0f;
   float position_scale = 1.0f;  // linear rope scaling: positions multiplied by this
 };
+
+// The angle step of each rotating pair, base^(-2i / rotary_dim) / factor_i for i < rotary_dim /
+// 2: in float64, then rounded once to float. Every device rotates with this one table (the CPU
+// per call, the GPU from a copy made at load), so their angles agree to the bit.
+std::vector<float> rope_inverse_frequencies(int32_t rotary_dim, float freq_base, const float* freq_factors);
 
 }  // namespace folio

@@ -14,6 +14,7 @@
 #include "backend/cuda/kernels/kernels.h"
 #include "check_util.h"
 #include "core/fp16.h"
+#include "model/rope.h"
 
 namespace folio::cuda::check {
 namespace {
@@ -219,7 +220,9 @@ void check_rope_write_kv(const Options& opt, std::mt19937_64& rng) {
       std::vector<double> ref_q(q.size());
       for (size_t i = 0; i < q.size(); ++i) ref_q[i] = from_half(to_half(q[i]));
 
-      DeviceBuffer<float> d_qkv(qkv), d_bias(bias), d_factors(factors);
+      // The inverse-frequency table the executor uploads at load (model/rope.h).
+      DeviceBuffer<float> d_qkv(qkv), d_bias(bias),
+          d_inv_freq(rope_inverse_frequencies(c.rotary_dim, 500000.0f, c.factors ? factors.data() : nullptr));
       DeviceBuffer<int32_t> d_pos(positions), d_slots(slots);
       DeviceBuffer<uint16_t> d_q(q.size()), d_k(cache_elems), d_v(cache_elems);
       d_q.poison();
@@ -231,7 +234,7 @@ void check_rope_write_kv(const Options& opt, std::mt19937_64& rng) {
                         block_size,
                         c.num_kv_heads,
                         c.head_dim};
-      DeviceRope rope{c.style, c.rotary_dim, 500000.0f, c.position_scale, c.factors ? d_factors.get() : nullptr};
+      DeviceRope rope{c.style, c.rotary_dim, c.position_scale, d_inv_freq.get()};
       const double ms = time_ms(
           [&] {
             rope_write_kv(d_qkv.get(), c.bias ? d_bias.get() : nullptr, d_pos.get(), d_slots.get(), n, c.num_heads,

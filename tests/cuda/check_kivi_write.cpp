@@ -15,6 +15,7 @@
 #include "backend/cuda/kernels/kernels.h"
 #include "check_util.h"
 #include "kv/kv_quant.h"
+#include "model/rope.h"
 
 namespace folio::cuda::check {
 namespace {
@@ -154,7 +155,8 @@ void check_staging_write_of(KvFormat format, std::mt19937_64& rng) {
   dev.staging_k = d_sk.get();
   dev.staging_v = d_sv.get();
   dev.num_staging = num_staging;
-  const DeviceRope rope{RopeStyle::kAdjacentPairs, head_dim, 500000.0f, 1.0f, nullptr};
+  DeviceBuffer<float> d_inv_freq(rope_inverse_frequencies(head_dim, 500000.0f, nullptr));
+  const DeviceRope rope{RopeStyle::kAdjacentPairs, head_dim, 1.0f, d_inv_freq.get()};
   rope_write_kv(d_qkv.get(), d_bias.get(), d_pos.get(), d_slots.get(), n, num_heads, rope, d_q.get(), dev, nullptr);
   sync_or_die("rope_write_kv (staging)");
   const std::vector<uint16_t> got_sk = d_sk.download(), got_sv = d_sv.download();

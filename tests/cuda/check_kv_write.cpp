@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/kernels/kernels.h"
+#include "model/rope.h"
 #include "check_util.h"
 #include "kv/kv_quant.h"
 
@@ -88,7 +89,8 @@ void check_quantized_write(const Options&, std::mt19937_64& rng) {
                             c.num_kv_heads,
                             c.head_dim,
                             format};
-      const DeviceRope rope{RopeStyle::kAdjacentPairs, c.head_dim, 500000.0f, 1.0f, nullptr};
+      DeviceBuffer<float> d_inv_freq(rope_inverse_frequencies(c.head_dim, 500000.0f, nullptr));
+      const DeviceRope rope{RopeStyle::kAdjacentPairs, c.head_dim, 1.0f, d_inv_freq.get()};
       rope_write_kv(d_qkv.get(), c.bias ? d_bias.get() : nullptr, d_pos.get(), d_slots.get(), n, c.num_heads, rope,
                     d_q.get(), dev, nullptr);
       sync_or_die("rope_write_kv (quantized)");

@@ -11,6 +11,7 @@
 #include "backend/cpu/quant/panel_gemm.h"
 #include "core/fp16_rows.h"
 #include "kv/kv_quant.h"
+#include "model/rope.h"
 
 namespace folio::cpu {
 
@@ -49,7 +50,7 @@ void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64
       for (; i < dim; ++i) sum_squares += static_cast<double>(row[i]) * row[i];
       const float inv_rms = static_cast<float>(1.0 / std::sqrt(sum_squares / dim + eps));
       float* out_row = out + r * dim;
-      for (int64_t i = 0; i < dim; ++i) out_row[i] = row[i] * inv_rms * weight[i];
+      for (int64_t c = 0; c < dim; ++c) out_row[c] = row[c] * inv_rms * weight[c];
     }
   };
   if (rows * dim >= kElementwiseParallelMin) {
@@ -318,12 +319,8 @@ void CpuBackend::rope(float* x, std::span<const int32_t> positions, int32_t num_
                       const RopeParams& params) {
   const int32_t half = params.rotary_dim / 2;
   // Per-pair inverse frequencies, computed once per call: base^(-2i/d) / factor_i.
-  std::vector<float> inv_freq(half);
-  for (int32_t i = 0; i < half; ++i) {
-    double f = std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.rotary_dim);
-    if (params.freq_factors != nullptr) f /= params.freq_factors[i];
-    inv_freq[i] = static_cast<float>(f);
-  }
+  const std::vector<float> inv_freq =
+      rope_inverse_frequencies(params.rotary_dim, params.freq_base, params.freq_factors);
   std::vector<float> cos_table(half), sin_table(half);
   for (size_t t = 0; t < positions.size(); ++t) {
     const float position = static_cast<float>(positions[t]) * params.position_scale;

@@ -34,7 +34,7 @@ void CudaForward::project_qkv(int32_t l) {
 }
 
 void CudaForward::rope_and_store_kv(int32_t l, const RopeSpec& spec) {
-  const DeviceRope rope{spec.style, spec.rotary_dim, spec.freq_base, spec.position_scale, w_.rope_freq_factors};
+  const DeviceRope rope{spec.style, spec.rotary_dim, spec.position_scale, layer(l).rope_inv_freq};
   // The bias of the Q|K|V GEMM is added here, in the same pass.
   rope_write_kv(a_.qkv, layer(l).qkv_bias, batch_.positions, batch_.slots_of(l), batch_.num_tokens, c_.num_heads, rope,
                 a_.q, kv_[static_cast<size_t>(l)], stream_);

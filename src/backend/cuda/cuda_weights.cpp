@@ -15,6 +15,7 @@
 #include "backend/cuda/kernels/kernels.h"
 #include "backend/cuda/weight_layout_plan.h"
 #include "core/fp16.h"
+#include "model/rope.h"
 #include "quant/formats.h"
 #include "quant/int4_groups.h"
 #include "quant/int8_groups.h"
@@ -346,7 +347,20 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   const size_t embedding_at = take_bf16(vocab, hidden);
   const size_t output_at = tied ? embedding_at : take_bf16(vocab, hidden);
   const size_t output_norm_at = take_floats(hidden);
-  const size_t rope_at = take_floats(model.rope_freq_factors().size());
+  // RoPE's inverse frequencies, one table per distinct RopeSpec of the layers (model/rope.h:
+  // the CPU's own numbers).
+  const std::vector<float>& factors = model.rope_freq_factors();
+  std::vector<std::vector<float>> rope_tables;
+  std::vector<size_t> rope_table_of_layer;
+  for (const LayerSpec& spec : model.architecture().layers) {
+    std::vector<float> table =
+        rope_inverse_frequencies(spec.rope.rotary_dim, spec.rope.freq_base, factors.empty() ? nullptr : factors.data());
+    auto found = std::find(rope_tables.begin(), rope_tables.end(), table);
+    rope_table_of_layer.push_back(static_cast<size_t>(found - rope_tables.begin()));
+    if (found == rope_tables.end()) rope_tables.push_back(std::move(table));
+  }
+  std::vector<size_t> rope_table_at;
+  for (const std::vector<float>& table : rope_tables) rope_table_at.push_back(take_floats(table.size()));
   struct LayerOffsets {
     size_t attn_norm, qkv_bias, ffn_norm;
     size_t q_norm = SIZE_MAX, k_norm = SIZE_MAX, post_attn_norm = SIZE_MAX, post_ffn_norm = SIZE_MAX;
@@ -413,17 +427,17 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   out.embedding = bf16_at(embedding_at);
   out.output = DeviceMatrix{WeightFormat::kBf16, bf16_at(output_at), nullptr};
   out.output_norm = f32_at(output_norm_at);
-  out.rope_freq_factors = model.rope_freq_factors().empty() ? nullptr : f32_at(rope_at);
   Status s = up.matrix(model.token_embedding(), bf16_at(embedding_at));
   if (s && !tied) s = up.matrix(model.output(), bf16_at(output_at));
   if (s) s = up.floats(model.output_norm(), f32_at(output_norm_at));
-  if (s) s = up.floats(model.rope_freq_factors(), f32_at(rope_at));
+  for (size_t i = 0; s && i < rope_tables.size(); ++i) s = up.floats(rope_tables[i], f32_at(rope_table_at[i]));
   out.layers.clear();
   for (size_t i = 0; s && i < model.layers().size(); ++i) {
     const LayerWeights& w = model.layers()[i];
     const LayerOffsets& o = offsets[i];
     DeviceLayer d;
     d.attn_norm = f32_at(o.attn_norm);
+    if (i < rope_table_of_layer.size()) d.rope_inv_freq = f32_at(rope_table_at[rope_table_of_layer[i]]);
     d.qkv = matrix_at(o.qkv);
     d.o = matrix_at(o.o);
     d.ffn_norm = f32_at(o.ffn_norm);

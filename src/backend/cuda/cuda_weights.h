@@ -35,14 +35,16 @@ struct DeviceLayer {
   const float* k_norm = nullptr;          // (head_dim,)
   const float* post_attn_norm = nullptr;  // (hidden,)
   const float* post_ffn_norm = nullptr;   // (hidden,)
+  // RoPE's inverse frequencies for this layer's RopeSpec (rotary_dim / 2,): one table per
+  // distinct spec (Gemma 3's local and global layers differ), made on the host at load.
+  const float* rope_inv_freq = nullptr;
 };
 
 struct DeviceWeights {
   DeviceBuffer arena;
-  const uint16_t* embedding = nullptr;       // (vocab, hidden) bf16
-  DeviceMatrix output;                       // (vocab, hidden) bf16; == embedding when tied
-  const float* output_norm = nullptr;        // (hidden,)
-  const float* rope_freq_factors = nullptr;  // (rope_dim / 2,) or null
+  const uint16_t* embedding = nullptr;  // (vocab, hidden) bf16
+  DeviceMatrix output;                  // (vocab, hidden) bf16; == embedding when tied
+  const float* output_norm = nullptr;   // (hidden,)
   std::vector<DeviceLayer> layers;
   WeightFormat layer_format = WeightFormat::kBf16;  // what was asked for the layers' matrices
   int32_t num_matrices = 0;                         // 4 per layer

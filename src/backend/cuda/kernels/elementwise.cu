@@ -141,12 +141,7 @@ __global__ void rope_write_kv_kernel(const float* qkv, const float* bias, const 
   const int t = blockIdx.x;
   const int head_dim = cache.head_dim;
   const int half_rot = rope.rotary_dim / 2;
-  for (int i = threadIdx.x; i < half_rot; i += blockDim.x) {
-    // Same formula and precision as the CPU backend: float64, then one rounding to float.
-    double f = pow(static_cast<double>(rope.freq_base), -2.0 * i / rope.rotary_dim);
-    if (rope.freq_factors != nullptr) f /= rope.freq_factors[i];
-    inv_freq[i] = static_cast<float>(f);
-  }
+  for (int i = threadIdx.x; i < half_rot; i += blockDim.x) inv_freq[i] = rope.inv_freq[i];
   __syncthreads();
 
   const int num_kv_heads = cache.num_kv_heads;

@@ -50,14 +50,15 @@ void rms_norm(float* residual, const float* add, const float* weight, uint16_t* 
 void rms_norm_f32(float* residual, const float* add, const float* weight, float* out, int64_t n, int64_t dim, float eps,
                   Stream stream);
 
-// RoPE as the Backend interface defines it (see RopeParams in backend/backend.h), with
-// freq_factors a DEVICE pointer (rotary_dim / 2 floats) or null.
+// RoPE as the Backend interface defines it (see RopeParams in backend/backend.h), with the
+// pairs' inverse frequencies as a DEVICE table (rope_inverse_frequencies in model/rope.h: the
+// CPU's own numbers, made once at load; computing them per CTA in float64 was most of the
+// kernel's time at 512 tokens).
 struct DeviceRope {
   RopeStyle style = RopeStyle::kAdjacentPairs;
   int32_t rotary_dim = 0;  // even, <= head_dim
-  float freq_base = 10000.0f;
   float position_scale = 1.0f;
-  const float* freq_factors = nullptr;  // device, (rotary_dim / 2,) or null
+  const float* inv_freq = nullptr;  // device, (rotary_dim / 2,)
 };
 
 // One kernel for what sits between the QKV GEMM and attention:
@@ -69,9 +70,8 @@ struct DeviceRope {
 // qkv: (n, (num_heads + 2 * num_kv_heads) * head_dim) fp32 = [q | k | v] per row;
 // bias: same width, fp32, or null; positions, slot_mapping: (n,) int32;
 // q_out: (n, num_heads, head_dim) fp16. head_dim % 8 == 0 and <= 256.
-// Angles: theta = (position * position_scale) * inv_freq[i] in fp32 with inv_freq computed in
-// float64 on the device then rounded to fp32, as the CPU does; sin/cos with sincosf (full
-// precision, not the fast intrinsics).
+// Angles: theta = (position * position_scale) * inv_freq[i] in fp32, inv_freq the table the
+// CPU computes too; sin/cos with sincosf (full precision, not the fast intrinsics).
 void rope_write_kv(const float* qkv, const float* bias, const int32_t* positions, const int32_t* slot_mapping,
                    int32_t n, int32_t num_heads, const DeviceRope& rope, uint16_t* q_out, const KvLayerView& cache,
                    Stream stream);
