@@ -12,9 +12,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/kernels/kernels.h"
-#include "model/rope.h"
 #include "check_util.h"
 #include "kv/kv_quant.h"
+#include "model/rope.h"
 
 namespace folio::cuda::check {
 namespace {
