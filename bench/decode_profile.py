@@ -12,8 +12,9 @@ and the rest's totals, against the step's wall time that `folio bench` reports w
 --batch B (> 1) profiles a step of B requests decoding together at a context of about --depth
 tokens (`folio bench verify --max-k 0`: B prompts of D random tokens prefilled, then plain decode
 steps), and first times the same steps without ncu, so that the device time of the step can be
-set against its wall time (the rest is the host's share and the gaps between kernels). Pass the
-KV pool's size after `--` (e.g. `-- --kv-cache-memory 40G`).
+set against its wall time (the rest is the host's share and the gaps between kernels). The GPU's
+default of 512 prompt tokens a step beside decodes would take B * D / 512 steps to admit every
+request (and the first would finish first): pass `-- --max-prefill-tokens-while-decoding 8192`.
 
 --detail runs ncu a second time on the first --detail-count launches whose demangled name
 matches REGEX, with the sections that say why a kernel is slow (speed of light, occupancy,
@@ -64,12 +65,23 @@ def wall_step_ms(folio, model, batch, depth, extra):
     return next(r["step_ms"] for r in rows if r["k"] == 0)
 
 
+# The decode-only step the executor brackets with cudaProfilerStart / Stop under --batch (the
+# first may capture a graph after an eager run).
+PROFILED_DECODE_STEP = 3
+
+
+def profile_window(window):
+    """ncu flags and environment that profile one decode step alone (window) rather than the
+    thousands of prefill kernels before it, or the whole run."""
+    if not window:
+        return [], None
+    return ["--profile-from-start", "off"], dict(os.environ, FOLIO_PROFILE_DECODE_STEP=str(PROFILED_DECODE_STEP))
+
+
 def run_ncu(ncu, command, window):
-    # window: profile one decode step alone (the executor brackets its FOLIO_PROFILE_DECODE_STEP-th
-    # decode-only step with cudaProfilerStart / Stop), not the thousands of prefill kernels before it.
+    flags, env = profile_window(window)
     cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--page", "raw",
-           "--print-units", "base"] + (["--profile-from-start", "off"] if window else []) + command
-    env = dict(os.environ, FOLIO_PROFILE_DECODE_STEP="3") if window else None
+           "--print-units", "base"] + flags + command
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
@@ -80,12 +92,13 @@ def run_ncu(ncu, command, window):
 
 def run_detail(ncu, command, regex, count, window):
     cmd = [ncu, "--clock-control", "none", "--kernel-name-base", "demangled", "--kernel-name", "regex:" + regex,
-           "--launch-count", str(count)] + (["--profile-from-start", "off"] if window else [])
+           "--launch-count", str(count)]
+    flags, env = profile_window(window)
+    cmd += flags
     for section in ("SpeedOfLight", "Occupancy", "LaunchStats", "SchedulerStats", "WarpStateStats",
                     "MemoryWorkloadAnalysis"):
         cmd += ["--section", section]
     cmd += command
-    env = dict(os.environ, FOLIO_PROFILE_DECODE_STEP="3") if window else None
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     start = done.stdout.find("==PROF==")

@@ -350,6 +350,10 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
   // RoPE's inverse frequencies, one table per distinct RopeSpec of the layers (model/rope.h:
   // the CPU's own numbers).
   const std::vector<float>& factors = model.rope_freq_factors();
+  if (model.architecture().layers.size() != model.layers().size()) {
+    return Status::error("cuda: the architecture describes " + std::to_string(model.architecture().layers.size()) +
+                         " layers, the weights have " + std::to_string(model.layers().size()));
+  }
   std::vector<std::vector<float>> rope_tables;
   std::vector<size_t> rope_table_of_layer;
   for (const LayerSpec& spec : model.architecture().layers) {
@@ -437,7 +441,7 @@ Status upload_weights(const ModelWeights& model, DeviceWeights& out, WeightForma
     const LayerOffsets& o = offsets[i];
     DeviceLayer d;
     d.attn_norm = f32_at(o.attn_norm);
-    if (i < rope_table_of_layer.size()) d.rope_inv_freq = f32_at(rope_table_at[rope_table_of_layer[i]]);
+    d.rope_inv_freq = f32_at(rope_table_at[rope_table_of_layer[i]]);
     d.qkv = matrix_at(o.qkv);
     d.o = matrix_at(o.o);
     d.ffn_norm = f32_at(o.ffn_norm);
