@@ -3,6 +3,7 @@
 // counted FLOPs (prefill). One `RESULT name key=value ...` line per benchmark.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -134,6 +135,23 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
          DecodeKernel::kCudaCores);
   decode("attn_decode_b64_ctx4k_kivi2_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2,
          DecodeKernel::kCudaCores);
+  // KIVI: the kernel before the scale folds ("_previous", an A/B baseline) and the folded one with
+  // 2 ring stages a warp ("_stages2"; 3 by default), beside the default rows above.
+  for (const KvFormat format : {KvFormat::kKivi4, KvFormat::kKivi2}) {
+    const std::string f = format == KvFormat::kKivi4 ? "kivi4" : "kivi2";
+    decode(("attn_decode_b64_ctx4k_" + f + "_previous").c_str(), 64, 4096, 32, 8, 128, nullptr, format,
+           DecodeKernel::kKiviPrevious);
+    decode(("attn_decode_b256_ctx1k_" + f + "_previous").c_str(), 256, 1024, 32, 8, 128, nullptr, format,
+           DecodeKernel::kKiviPrevious);
+    decode(("attn_decode_b64_ctx4k_smollm_h9_3_d64_" + f + "_previous").c_str(), 64, 4096, 9, 3, 64, nullptr, format,
+           DecodeKernel::kKiviPrevious);
+    decode(("attn_decode_b256_ctx1k_" + f).c_str(), 256, 1024, 32, 8, 128, nullptr, format);
+    setenv("FOLIO_KIVI_DECODE_STAGES", "2", 1);
+    decode(("attn_decode_b64_ctx4k_" + f + "_stages2").c_str(), 64, 4096, 32, 8, 128, nullptr, format);
+    decode(("attn_decode_b256_ctx1k_" + f + "_stages2").c_str(), 256, 1024, 32, 8, 128, nullptr, format);
+    decode(("attn_decode_b64_ctx4k_smollm_h9_3_d64_" + f + "_stages2").c_str(), 64, 4096, 9, 3, 64, nullptr, format);
+    unsetenv("FOLIO_KIVI_DECODE_STAGES");
+  }
   // Split-granularity sweep for tuning kDecodeSplitTokens / kMaxDecodeSplits.
   const DecodeSplitPolicy unsplit{1 << 30, 1}, t256{256, 128}, t1024{1024, 64}, t2048{2048, 64};
   decode("sweep_decode_b64_ctx4k_unsplit", 64, 4096, 32, 8, 128, &unsplit);

@@ -15,6 +15,7 @@
 // in fp32 in a different order. vs float64: atol 2e-3, rtol 2^-7 (two bf16 ulps). Fast vs
 // CUDA reference (both rounded to bf16): atol 4e-3, rtol 2^-6.
 #include <algorithm>
+#include <cstdlib>
 #include <future>
 #include <optional>
 #include <set>
@@ -505,6 +506,20 @@ void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
                                    kAtolRef, kRtolRef);
             c.note = "prefill + the CUDA-core decode kernel vs float64";
             report(c);
+          }
+          // KIVI's tensor-core kernel with 2 ring stages a warp (3 by default; an A/B knob).
+          if (kv_format_is_kivi(format)) {
+            setenv("FOLIO_KIVI_DECODE_STAGES", "2", 1);
+            p.d_out.poison();
+            paged_attention_prefill(args, nullptr, PrefillRows::kMultiTokenOnly);
+            paged_attention_decode_policy(args, Workspace{workspace.get(), workspace.size()}, DecodeSplitPolicy{},
+                                          nullptr);
+            sync_or_die("paged_attention (KIVI decode, 2 stages)");
+            unsetenv("FOLIO_KIVI_DECODE_STAGES");
+            Outcome k = outcome_of("kv_formats.decode_kivi_stages2", p.describe(),
+                                   rows_of(p.d_out.download(), p, sampled), ref, kAtolRef, kRtolRef);
+            k.note = "prefill + the KIVI tensor-core decode kernel, 2 ring stages, vs float64";
+            report(k);
           }
         }
       }

@@ -1,19 +1,26 @@
 // Paged decode attention on tensor cores for the KIVI caches (kivi4, kivi2), codes straight into
 // MMA fragments: no fp16 tile is written to shared memory and no value goes through a float.
 //
-// The kernel before this one (git history; its figures in docs/BENCHMARKS.md) unpacked every
-// code into a float, scaled it, rounded it to fp16 and stored it to a shared tile before an MMA
-// read it back: about 7 instructions a value, which made kivi2 slower than fp16 on a sixth of
-// the bytes (b64 x 4k on an H100: 0.376 ms against fp16's 0.395; this kernel 0.143). Here:
+// The kernel before the register-direct one (git history; its figures in docs/BENCHMARKS.md)
+// unpacked every code into a float, scaled it, rounded it to fp16 and stored it to a shared tile
+// before an MMA read it back: about 7 instructions a value. Here every scale is folded into the
+// other operand and every code enters an MMA as an fp16 number made by one logic op:
 //   Keys (KIVI: per channel over a 32-token group, score = sum_c q_c (s_c code_ct + m_c)):
 //     the group's scales fold into the query once a group (q'_c = q_c s_c, one hmul2 per two
-//     channels), the codes go to the MMA as exact small fp16 integers, and sum_c q_c m_c (the
-//     same for every key of the group) comes from MMAs of the raw query with the minima.
-//   Values (per token over 32 channels): dequantized in registers, two at a time (hfma2).
-// A code becomes an fp16 number without a conversion: OR-ed into the mantissa of 2^(10 - sh)
-// at bit sh it reads as 2^(10 - sh) + code, exactly, and one hsub2 leaves the code. A byte
-// permute gathers the two codes an fp16x2 fragment register pairs (two channels of one key for
-// S, two keys of one channel for P V) from the two words that hold them.
+//     channels), sum_c q_c m_c (the same for every key of the group) comes from MMAs of the raw
+//     query with the minima.
+//   Values (per token over 32 channels, O = sum_t p_t (s_t code_t + m_t)): the scales fold into
+//     P (P'_t = p_t s_t, one hmul2 per two keys and group: each group has its own B fragments),
+//     and sum_t p_t m_t (one number a head and group) comes from an MMA of P with the minima.
+// A code OR-ed into the mantissa of 2^(10 - sh) at bit sh reads as 2^(10 - sh) + code, exactly
+// (the magic number trick; the offset depends only on where the code sits). The offset is not
+// subtracted a value at a time: sum_c q'_c (offset + code_c) = sum_c q'_c code_c + offset sum_c
+// q'_c, so an MMA of the same fp16 q' (or P') with ones gives sum q' exactly in fp32, and one
+// fp32 fma a score (a step) or an output (the end) removes it. The fp32 sums hold the offsets'
+// multiples (up to 2^10 x) with 24 bits: the error is ~2^-13 of sum q'_c, far under the codes'
+// own rounding (half a scale). A byte permute gathers the two codes an fp16x2 fragment register
+// pairs (two channels of one key for S, two keys of one channel for P V) from the two words
+// that hold them.
 //
 // Keys are the MMA's M and the GQA group's query heads its N (S^T = K Q^T, O^T = V^T P^T), as in
 // attention_decode_tc_direct.cu. A warp takes a whole 32-key group a step (two 16-key m-tiles;
@@ -25,6 +32,7 @@
 // keys, 16 keys a warp step, read from the staging block in global memory.
 #include <cassert>
 #include <cmath>
+#include <cstdlib>
 
 #include "backend/cuda/kernels/attention_decode_launch.h"
 #include "backend/cuda/kernels/attention_decode_tc_common.cuh"
@@ -42,7 +50,7 @@ constexpr int kHeads = 8;      // query heads per CTA at most (the MMA's N)
 constexpr int kStepKeys = 32;  // a warp's keys a sealed step: one KIVI group
 constexpr int kCtaKeys = kWarps * kStepKeys;
 
-template <int kHeadDim, int kBits>
+template <int kHeadDim, int kBits, int kStageCount>
 struct KiviDirectShape {
   static constexpr int kGroups = kHeadDim / kKiviGroup;           // value groups a row
   static constexpr int kChannelBytes = kKiviGroup * kBits / 8;    // a key channel's codes in a group
@@ -52,7 +60,7 @@ struct KiviDirectShape {
   static constexpr int kValueRowBytes = kValueCodeBytes + kGroups * 4;
   static constexpr int kValueChunk = kValueRowBytes % 16 == 0 ? 16 : 8;  // copy unit of a value row
   static constexpr int kStageBytes = kKeyBytes + kStepKeys * kValueRowBytes;
-  static constexpr int kStages = 3;
+  static constexpr int kStages = kStageCount;
   static constexpr size_t kWarpBytes = static_cast<size_t>(kStages) * kStageBytes;
   static constexpr size_t kQBytes = kHeads * kHeadDim * 2;
   static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
@@ -72,21 +80,23 @@ __device__ __forceinline__ uint32_t as_bits(__half2 h) {
 
 // fp16 bits of 2^(10 - sh), in both halves: a code at bits [sh, sh + bits) of its mantissa
 // reads as 2^(10 - sh) + code.
-__device__ __forceinline__ uint32_t code_magic(int sh) {
-  const uint32_t one = static_cast<uint32_t>(25 - sh) << 10;
-  return one | one << 16;
+__host__ __device__ constexpr uint32_t code_magic(int sh) {
+  return (static_cast<uint32_t>(25 - sh) << 10) | (static_cast<uint32_t>(25 - sh) << 26);
+}
+// The offset 2^(10 - sh) that code_magic(sh) adds to a code.
+__host__ __device__ constexpr float code_offset(int sh) {
+  return static_cast<float>(1 << (10 - sh));
 }
 
 // The codes at bits [sh, sh + bits) of each half of t (mask and magic for that sh) as two exact
-// fp16 numbers.
-__device__ __forceinline__ __half2 codes_to_half2(uint32_t t, uint32_t mask, uint32_t magic) {
-  return __hsub2(as_half2((t & mask) | magic), as_half2(magic));
+// fp16 numbers code_offset(sh) + code: one logic op.
+__device__ __forceinline__ uint32_t codes_with_offset(uint32_t t, uint32_t mask, uint32_t magic) {
+  return (t & mask) | magic;
 }
 template <int kBits, int kShift>
-__device__ __forceinline__ __half2 codes_to_half2(uint32_t t) {
+__device__ __forceinline__ uint32_t codes_with_offset(uint32_t t) {
   constexpr uint32_t kMask = ((1u << kBits) - 1) << kShift;
-  constexpr uint32_t kMagic = (static_cast<uint32_t>(25 - kShift) << 10) | (static_cast<uint32_t>(25 - kShift) << 26);
-  return codes_to_half2(t, kMask | kMask << 16, kMagic);
+  return codes_with_offset(t, kMask | kMask << 16, code_magic(kShift));
 }
 
 // Byte b of x in the low half and byte b of y in the high half (the other bytes are junk the
@@ -101,12 +111,11 @@ __device__ __forceinline__ uint32_t pair_halves(uint32_t x, uint32_t y, int i) {
 
 // The online softmax of one warp step of kT m-tiles, per head (column): s holds this thread's
 // scores (scaled, masked to -inf; the step's first key is valid, so each head's max is finite).
-// Rescales O^T and the sums and turns P^T into the B fragments of O^T += V^T P^T: b[t][0] holds
+// Rescales O^T and the sums (alpha: the factor per head) and turns P^T into the B fragments of O^T += V^T P^T: b[t][0] holds
 // m-tile t's rows 2q, 2q + 1 of head g, b[t][1] its rows 2q + 8, 2q + 9.
 template <int kT, int kHeadDim>
 __device__ __forceinline__ void softmax_step(float (&s)[kT][4], float (&head_max)[2], float (&head_sum)[2],
-                                             float (&o)[kHeadDim / 16][4], uint32_t (&b)[kT][2]) {
-  float alpha[2];
+                                             float (&o)[kHeadDim / 16][4], uint32_t (&b)[kT][2], float (&alpha)[2]) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float tile_max = -INFINITY;
@@ -141,13 +150,14 @@ __device__ __forceinline__ void softmax_step(float (&s)[kT][4], float (&head_max
   }
 }
 
-template <int kHeadDim, KvFormat kFormat>
-__global__ void __launch_bounds__(kThreads)
+// 4 CTAs an SM: 128 registers (ptxas spills 4-8 bytes, outside the loop, against 150-160 free).
+template <int kHeadDim, KvFormat kFormat, int kStages>
+__global__ void __launch_bounds__(kThreads, 4)
     decode_kivi_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
                               int32_t rows, float* partial_out, float2* partial_stats) {
   let_next_kernel_start();  // the output projection after it prefetches its weights meanwhile
   constexpr int kBits = kivi_bits(kFormat);
-  using S = KiviDirectShape<kHeadDim, kBits>;
+  using S = KiviDirectShape<kHeadDim, kBits, kStages>;
   constexpr int kMBlocks = kHeadDim / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);
@@ -244,6 +254,16 @@ __global__ void __launch_bounds__(kThreads)
   const uint32_t mask_hi = (code_mask << (key_shift + kBits)) | (code_mask << (key_shift + kBits + 16));
   const uint32_t magic_lo = code_magic(key_shift);
   const uint32_t magic_hi = code_magic(key_shift + kBits);
+  // Score rows g (key 2g) and g + 8 (key 2g + 1) carry these offsets times sum_c q'_c.
+  const float key_offset_lo = code_offset(key_shift);
+  const float key_offset_hi = code_offset(key_shift + kBits);
+  constexpr uint32_t kOnes = 0x3c003c00u;  // fp16x2 (1, 1)
+  // The values' corrections, one MMA accumulator (rows g and g + 8, heads 2q and 2q + 1): row G
+  // < kGroups sums P'_G = P s_G over the keys (times the codes' offsets, subtracted at the end),
+  // row 4 + G sums P m_G (added at the end); rows g + 8 stay zero.
+  float correction[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const bool minimum_row = g >= 4 && g - 4 < S::kGroups;
+  const int minimum_offset = S::kValueCodeBytes + 2 * S::kGroups + 2 * (minimum_row ? g - 4 : 0);
 
 #pragma unroll
   for (int s = 0; s < S::kStages - 1; ++s) {
@@ -259,28 +279,24 @@ __global__ void __launch_bounds__(kThreads)
     const unsigned char* v_raw = k_raw + S::kKeyBytes;
     const int key0 = warp_begin + j * kCtaKeys;
 
-    // The group's term sum_c q_c m_c (every row alike) and the folded query q'_c = q_c s_c.
+    // Per 16 channels: the group's terms sum_c q_c m_c and sum_c q'_c (every row alike), the
+    // folded query q'_c = q_c s_c, and S^T += (offset + codes) Q'^T per m-tile t (keys key0 +
+    // 16t + 2g, + 1); one pass, so q' lives for its 16 channels only.
     float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    uint32_t qs[kMBlocks][2];
+    float q_sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int ks = 0; ks < kMBlocks; ++ks) {
       const int c0 = 16 * ks + 4 * q;
       const uint2 sc = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * c0);
       const uint2 mn = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * kHeadDim + 2 * c0);
-      const uint32_t a[4] = {mn.x, mn.x, mn.y, mn.y};
-      mma_16816(bias, a, q_frag[ks][0], q_frag[ks][1]);
-      qs[ks][0] = as_bits(__hmul2(as_half2(q_frag[ks][0]), as_half2(sc.x)));
-      qs[ks][1] = as_bits(__hmul2(as_half2(q_frag[ks][1]), as_half2(sc.y)));
-    }
-    // S^T = codes Q'^T + bias, per m-tile t (keys key0 + 16t + 2g, + 1).
-    float s[2][4];
-#pragma unroll
-    for (int t = 0; t < 2; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[t][e] = bias[e];
-#pragma unroll
-    for (int ks = 0; ks < kMBlocks; ++ks) {
-      const unsigned char* codes = k_raw + (16 * ks + 4 * q) * S::kChannelBytes;
+      const uint32_t a_min[4] = {mn.x, mn.x, mn.y, mn.y};
+      mma_16816(bias, a_min, q_frag[ks][0], q_frag[ks][1]);
+      const uint32_t qs0 = as_bits(__hmul2(as_half2(q_frag[ks][0]), as_half2(sc.x)));
+      const uint32_t qs1 = as_bits(__hmul2(as_half2(q_frag[ks][1]), as_half2(sc.y)));
+      const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
+      mma_16816(q_sum, ones, qs0, qs1);
+      const unsigned char* codes = k_raw + c0 * S::kChannelBytes;
       // 2-bit: the 4 channels' codes are 32 contiguous bytes (word t of a channel is m-tile t's).
       uint4 two_bit[2];
       if constexpr (kBits == 2) {
@@ -305,11 +321,17 @@ __global__ void __launch_bounds__(kThreads)
         const int byte = key_byte % 4;
         const uint32_t t01 = pair_bytes(w[0], w[1], byte);
         const uint32_t t23 = pair_bytes(w[2], w[3], byte);
-        const uint32_t a[4] = {
-            as_bits(codes_to_half2(t01, mask_lo, magic_lo)), as_bits(codes_to_half2(t01, mask_hi, magic_hi)),
-            as_bits(codes_to_half2(t23, mask_lo, magic_lo)), as_bits(codes_to_half2(t23, mask_hi, magic_hi))};
-        mma_16816(s[t], a, qs[ks][0], qs[ks][1]);
+        const uint32_t a[4] = {codes_with_offset(t01, mask_lo, magic_lo), codes_with_offset(t01, mask_hi, magic_hi),
+                               codes_with_offset(t23, mask_lo, magic_lo), codes_with_offset(t23, mask_hi, magic_hi)};
+        mma_16816(s[t], a, qs0, qs1);
       }
+    }
+    // + sum_c q_c m_c - offset sum_c q'_c (rows g: the low codes' offset, g + 8: the high's).
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float shift = fmaf(-(e < 2 ? key_offset_lo : key_offset_hi), q_sum[e], bias[e]);
+      s[0][e] += shift;
+      s[1][e] += shift;
     }
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
@@ -320,45 +342,54 @@ __global__ void __launch_bounds__(kThreads)
       s[t][3] = key + 1 < sealed_end ? s[t][3] * score_scale : -INFINITY;
     }
     uint32_t b[2][2];
-    softmax_step<2, kHeadDim>(s, head_max, head_sum, o, b);
+    float alpha[2];
+    softmax_step<2, kHeadDim>(s, head_max, head_sum, o, b, alpha);
+    correction[0] *= alpha[0];
+    correction[1] *= alpha[1];
 
-    // O^T += V^T P^T per m-tile t: its k-slots 2q, 2q + 1, 2q + 8, 2q + 9 are rows 4q, 4q + 2,
-    // 4q + 1, 4q + 3 of the tile (the row order above).
+    // O^T += (offset + codes)^T P'^T per m-tile t and value group G: its k-slots 2q, 2q + 1,
+    // 2q + 8, 2q + 9 are rows 4q, 4q + 2, 4q + 1, 4q + 3 of the tile (the row order above).
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
       const int key_rows[4] = {16 * t + 4 * q, 16 * t + 4 * q + 2, 16 * t + 4 * q + 1, 16 * t + 4 * q + 3};
       const unsigned char* row[4];
-      uint32_t scale_words[4][S::kGroups / 2], min_words[4][S::kGroups / 2];
+      uint32_t scale_words[4][S::kGroups / 2];
+      uint32_t minimum[4];
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         row[r] = v_raw + key_rows[r] * S::kValueRowBytes;
-        // A row's scales then minima: 16 bytes (head dim 128) or 8 (64), one load.
+        // A row's scales: 8 bytes (head dim 128) or 4 (64), one load.
         if constexpr (S::kGroups == 4) {
-          const uint4 sm = *reinterpret_cast<const uint4*>(row[r] + S::kValueCodeBytes);
-          scale_words[r][0] = sm.x;
-          scale_words[r][1] = sm.y;
-          min_words[r][0] = sm.z;
-          min_words[r][1] = sm.w;
+          const uint2 sc = *reinterpret_cast<const uint2*>(row[r] + S::kValueCodeBytes);
+          scale_words[r][0] = sc.x;
+          scale_words[r][1] = sc.y;
         } else {
-          const uint2 sm = *reinterpret_cast<const uint2*>(row[r] + S::kValueCodeBytes);
-          scale_words[r][0] = sm.x;
-          min_words[r][0] = sm.y;
+          scale_words[r][0] = *reinterpret_cast<const uint32_t*>(row[r] + S::kValueCodeBytes);
         }
+        minimum[r] = *reinterpret_cast<const uint16_t*>(row[r] + minimum_offset);
+      }
+      // sum_k P m_G: rows 4 + G of the correction (minimum_row threads hold group g - 4).
+      {
+        const uint32_t lo = minimum_row ? minimum[0] | minimum[1] << 16 : 0u;
+        const uint32_t hi = minimum_row ? minimum[2] | minimum[3] << 16 : 0u;
+        const uint32_t a[4] = {lo, 0u, hi, 0u};
+        mma_16816(correction, a, b[t][0], b[t][1]);
       }
 #pragma unroll
       for (int G = 0; G < S::kGroups; ++G) {
+        // P'_G: P^T's B fragments times the group's scales of the same keys.
+        uint32_t pb[2];
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+          const __half2 scale = as_half2(pair_halves(scale_words[2 * p][G / 2], scale_words[2 * p + 1][G / 2], G % 2));
+          pb[p] = as_bits(__hmul2(as_half2(b[t][p]), scale));
+        }
         // The thread's dims 32G + 4g .. + 3 of each key: kDimBytes bytes from bit (32G + 4g) bits.
         const int first_byte = (32 * G + 4 * g) * kBits / 8;
         uint32_t cw[4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) cw[r] = *reinterpret_cast<const uint32_t*>(row[r] + (first_byte & ~3));
-        __half2 scale[2], minimum[2];
-#pragma unroll
-        for (int p = 0; p < 2; ++p) {
-          scale[p] = as_half2(pair_halves(scale_words[2 * p][G / 2], scale_words[2 * p + 1][G / 2], G % 2));
-          minimum[p] = as_half2(pair_halves(min_words[2 * p][G / 2], min_words[2 * p + 1][G / 2], G % 2));
-        }
-        // v[p][i]: dim i of the key pair p (rows r = 2p, 2p + 1), dequantized.
+        // v[p][i]: dim i of the key pair p (rows r = 2p, 2p + 1), as offset + code.
         uint32_t v[2][4];
 #pragma unroll
         for (int p = 0; p < 2; ++p) {
@@ -366,25 +397,46 @@ __global__ void __launch_bounds__(kThreads)
           for (int i = 0; i < 4; ++i) {
             const int byte = (first_byte & 3) + (i * kBits) / 8;
             const uint32_t pair = pair_bytes(cw[2 * p], cw[2 * p + 1], byte);
-            __half2 codes;
             if constexpr (kBits == 2) {
-              codes = i == 0   ? codes_to_half2<2, 0>(pair)
-                      : i == 1 ? codes_to_half2<2, 2>(pair)
-                      : i == 2 ? codes_to_half2<2, 4>(pair)
-                               : codes_to_half2<2, 6>(pair);
+              v[p][i] = i == 0   ? codes_with_offset<2, 0>(pair)
+                        : i == 1 ? codes_with_offset<2, 2>(pair)
+                        : i == 2 ? codes_with_offset<2, 4>(pair)
+                                 : codes_with_offset<2, 6>(pair);
             } else {
-              codes = i % 2 == 0 ? codes_to_half2<4, 0>(pair) : codes_to_half2<4, 4>(pair);
+              v[p][i] = i % 2 == 0 ? codes_with_offset<4, 0>(pair) : codes_with_offset<4, 4>(pair);
             }
-            v[p][i] = as_bits(__hfma2(codes, scale[p], minimum[p]));
           }
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const uint32_t a[4] = {v[0][2 * h], v[0][2 * h + 1], v[1][2 * h], v[1][2 * h + 1]};
-          mma_16816(o[2 * G + h], a, b[t][0], b[t][1]);
+          mma_16816(o[2 * G + h], a, pb[0], pb[1]);
         }
+        // sum_k P'_G: row G of the correction.
+        const uint32_t one = g == G ? kOnes : 0u;
+        const uint32_t a[4] = {one, 0u, one, 0u};
+        mma_16816(correction, a, pb[0], pb[1]);
       }
     }
+  }
+  // The values' offsets and minima: output row (dim 32G + 4g + i, i = 2h + r) holds
+  // sum P' (offset_i + code) and needs - offset_i sum P'_G + sum P m_G.
+#pragma unroll
+  for (int G = 0; G < S::kGroups; ++G) {
+    float scaled_sum[2], minimum_sum[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      scaled_sum[i] = __shfl_sync(0xffffffffu, correction[i], 4 * G + q);
+      minimum_sum[i] = __shfl_sync(0xffffffffu, correction[i], 4 * (4 + G) + q);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 2 * h + e / 2;
+        const float offset = code_offset((i * kBits) % 8);
+        o[2 * G + h][e] += fmaf(-offset, scaled_sum[e % 2], minimum_sum[e % 2]);
+      }
   }
 
   // The staged keys: fp16 rows of the query's own block, 16 keys a warp step in their own order
@@ -406,7 +458,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[0][e] = (e < 2 ? valid_lo : valid_hi) ? s[0][e] * score_scale : -INFINITY;
     uint32_t b[1][2];
-    softmax_step<1, kHeadDim>(s, head_max, head_sum, o, b);
+    float alpha[2];
+    softmax_step<1, kHeadDim>(s, head_max, head_sum, o, b, alpha);
     const int key_rows[4] = {2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9};
 #pragma unroll
     for (int G = 0; G < S::kGroups; ++G) {
@@ -435,20 +488,36 @@ __global__ void __launch_bounds__(kThreads)
       partial_out, partial_stats);
 }
 
-template <int kHeadDim, KvFormat kFormat>
+template <int kHeadDim, KvFormat kFormat, int kStages>
 void launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
                     float2* partial_stats, Stream stream) {
-  using S = KiviDirectShape<kHeadDim, kivi_bits(kFormat)>;
+  using S = KiviDirectShape<kHeadDim, kivi_bits(kFormat), kStages>;
   static const bool attribute_set = [] {
-    cudaFuncSetAttribute(decode_kivi_direct_kernel<kHeadDim, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(S::kSmemBytes));
+    cudaFuncSetAttribute(decode_kivi_direct_kernel<kHeadDim, kFormat, kStages>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmemBytes));
     return true;
   }();
   (void)attribute_set;
   const int rows = largest_group_tile(args.num_heads / args.cache.num_kv_heads, kHeads);
   const dim3 grid(grid_splits, args.num_heads / rows, args.num_seqs);
-  decode_kivi_direct_kernel<kHeadDim, kFormat>
+  decode_kivi_direct_kernel<kHeadDim, kFormat, kStages>
       <<<grid, kThreads, S::kSmemBytes, stream>>>(args, policy, grid_splits, rows, partial_out, partial_stats);
+}
+
+// Ring stages a warp: FOLIO_KIVI_DECODE_STAGES=2|3 (an A/B knob while the choice is measured).
+int ring_stages() {
+  const char* env = std::getenv("FOLIO_KIVI_DECODE_STAGES");
+  return env != nullptr && std::atoi(env) == 2 ? 2 : 3;
+}
+
+template <int kHeadDim, KvFormat kFormat>
+void launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
+                    float2* partial_stats, Stream stream) {
+  if (ring_stages() == 2) {
+    launch_for_dim<kHeadDim, kFormat, 2>(args, policy, grid_splits, partial_out, partial_stats, stream);
+  } else {
+    launch_for_dim<kHeadDim, kFormat, 3>(args, policy, grid_splits, partial_out, partial_stats, stream);
+  }
 }
 
 }  // namespace

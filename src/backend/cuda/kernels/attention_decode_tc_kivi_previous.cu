@@ -1,0 +1,453 @@
+// A/B baseline (temporary): the KIVI decode kernel as of 564b0b1, before V's scales were folded
+// into P and the codes' fp16 offsets into fp32 corrections (attention_decode_tc_kivi.cu). Bench
+// rows "_previous" time it beside the new one in the same run; it leaves once measured.
+#include <cassert>
+#include <cmath>
+
+#include "backend/cuda/kernels/attention_decode_launch.h"
+#include "backend/cuda/kernels/attention_decode_tc_common.cuh"
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/kivi.cuh"
+#include "backend/cuda/programmatic_launch.cuh"
+
+namespace folio::cuda::decode {
+namespace {
+namespace previous {
+
+using namespace detail;
+using namespace tc;
+
+constexpr int kHeads = 8;      // query heads per CTA at most (the MMA's N)
+constexpr int kStepKeys = 32;  // a warp's keys a sealed step: one KIVI group
+constexpr int kCtaKeys = kWarps * kStepKeys;
+
+template <int kHeadDim, int kBits>
+struct KiviDirectShape {
+  static constexpr int kGroups = kHeadDim / kKiviGroup;           // value groups a row
+  static constexpr int kChannelBytes = kKiviGroup * kBits / 8;    // a key channel's codes in a group
+  static constexpr int kKeyCodeBytes = kHeadDim * kChannelBytes;  // then scale [D] and minimum [D], fp16
+  static constexpr int kKeyBytes = kKeyCodeBytes + kHeadDim * 4;  // the whole group, as in the cache
+  static constexpr int kValueCodeBytes = kHeadDim * kBits / 8;    // then scale [G] and minimum [G], fp16
+  static constexpr int kValueRowBytes = kValueCodeBytes + kGroups * 4;
+  static constexpr int kValueChunk = kValueRowBytes % 16 == 0 ? 16 : 8;  // copy unit of a value row
+  static constexpr int kStageBytes = kKeyBytes + kStepKeys * kValueRowBytes;
+  static constexpr int kStages = 3;
+  static constexpr size_t kWarpBytes = static_cast<size_t>(kStages) * kStageBytes;
+  static constexpr size_t kQBytes = kHeads * kHeadDim * 2;
+  static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
+  static constexpr size_t kSmemBytes = kMainBytes > kMergeBytes<kHeadDim> ? kMainBytes : kMergeBytes<kHeadDim>;
+  static_assert(kKeyBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte copies");
+  static_assert(kGroups == 2 || kGroups == 4, "head_dim 64 or 128");
+  // Vector loads of a value row's scales and minima: 16-byte (or 8-byte) aligned rows.
+  static_assert((kValueRowBytes % 16 == 0 && kValueCodeBytes % 16 == 0) || kGroups == 2, "aligned tails");
+};
+
+__device__ __forceinline__ __half2 as_half2(uint32_t u) {
+  return *reinterpret_cast<const __half2*>(&u);
+}
+__device__ __forceinline__ uint32_t as_bits(__half2 h) {
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// fp16 bits of 2^(10 - sh), in both halves: a code at bits [sh, sh + bits) of its mantissa
+// reads as 2^(10 - sh) + code.
+__device__ __forceinline__ uint32_t code_magic(int sh) {
+  const uint32_t one = static_cast<uint32_t>(25 - sh) << 10;
+  return one | one << 16;
+}
+
+// The codes at bits [sh, sh + bits) of each half of t (mask and magic for that sh) as two exact
+// fp16 numbers.
+__device__ __forceinline__ __half2 codes_to_half2(uint32_t t, uint32_t mask, uint32_t magic) {
+  return __hsub2(as_half2((t & mask) | magic), as_half2(magic));
+}
+template <int kBits, int kShift>
+__device__ __forceinline__ __half2 codes_to_half2(uint32_t t) {
+  constexpr uint32_t kMask = ((1u << kBits) - 1) << kShift;
+  constexpr uint32_t kMagic = (static_cast<uint32_t>(25 - kShift) << 10) | (static_cast<uint32_t>(25 - kShift) << 26);
+  return codes_to_half2(t, kMask | kMask << 16, kMagic);
+}
+
+// Byte b of x in the low half and byte b of y in the high half (the other bytes are junk the
+// masks drop).
+__device__ __forceinline__ uint32_t pair_bytes(uint32_t x, uint32_t y, int b) {
+  return __byte_perm(x, y, static_cast<uint32_t>(b) | (static_cast<uint32_t>(4 + b) << 8));
+}
+// fp16 number i (0 or 1 in a word) of x and of y, as (x's, y's).
+__device__ __forceinline__ uint32_t pair_halves(uint32_t x, uint32_t y, int i) {
+  return __byte_perm(x, y, i == 0 ? 0x5410u : 0x7632u);
+}
+
+// The online softmax of one warp step of kT m-tiles, per head (column): s holds this thread's
+// scores (scaled, masked to -inf; the step's first key is valid, so each head's max is finite).
+// Rescales O^T and the sums and turns P^T into the B fragments of O^T += V^T P^T: b[t][0] holds
+// m-tile t's rows 2q, 2q + 1 of head g, b[t][1] its rows 2q + 8, 2q + 9.
+template <int kT, int kHeadDim>
+__device__ __forceinline__ void softmax_step(float (&s)[kT][4], float (&head_max)[2], float (&head_sum)[2],
+                                             float (&o)[kHeadDim / 16][4], uint32_t (&b)[kT][2]) {
+  float alpha[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < kT; ++t) tile_max = fmaxf(tile_max, fmaxf(s[t][i], s[t][2 + i]));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
+    const float new_max = fmaxf(head_max[i], tile_max);
+    alpha[i] = exp2f(head_max[i] - new_max);
+    head_max[i] = new_max;
+    float sum = 0.0f;
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      s[t][i] = exp2f(s[t][i] - new_max);
+      s[t][2 + i] = exp2f(s[t][2 + i] - new_max);
+      sum += s[t][i] + s[t][2 + i];
+    }
+    head_sum[i] = head_sum[i] * alpha[i] + sum;
+  }
+#pragma unroll
+  for (int mb = 0; mb < kHeadDim / 16; ++mb) {
+    o[mb][0] *= alpha[0];
+    o[mb][1] *= alpha[1];
+    o[mb][2] *= alpha[0];
+    o[mb][3] *= alpha[1];
+  }
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    b[t][0] = transpose8x8(pack_half2(s[t][0], s[t][1]));
+    b[t][1] = transpose8x8(pack_half2(s[t][2], s[t][3]));
+  }
+}
+
+template <int kHeadDim, KvFormat kFormat>
+__global__ void __launch_bounds__(kThreads)
+    decode_kivi_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
+                              int32_t rows, float* partial_out, float2* partial_stats) {
+  let_next_kernel_start();  // the output projection after it prefetches its weights meanwhile
+  constexpr int kBits = kivi_bits(kFormat);
+  using S = KiviDirectShape<kHeadDim, kBits>;
+  constexpr int kMBlocks = kHeadDim / 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);
+
+  const int split = blockIdx.x;
+  const int head0 = blockIdx.y * rows;
+  const int seq = blockIdx.z;
+  const KvLayerView& cache = args.cache;
+  const int group_size = args.num_heads / cache.num_kv_heads;
+  const int kv_head = head0 / group_size;
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;
+  const int q = lane % 4;
+  unsigned char* warp_smem = smem + S::kQBytes + warp * S::kWarpBytes;
+
+  const int token = args.cu_query_starts[seq];
+  if (args.cu_query_starts[seq + 1] - token != 1) return;  // a prefill row: not ours
+  const int context_len = args.context_lens[seq];
+  const int split_tokens = decode_split_tokens(context_len, policy);
+  const int num_splits = (context_len + split_tokens - 1) / split_tokens;
+  const int begin = split * split_tokens;
+  if (begin >= context_len) return;
+  const int end = min(context_len, begin + split_tokens);
+  const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
+  const BlockIndexer indexer(cache.block_size);
+  // Keys before own_start are sealed; the query's own block [own_start, context_len) is staged
+  // fp16. Blocks and splits are multiples of the 32-key group, so every sealed step is one
+  // whole group.
+  const int own_start = (context_len - 1) / cache.block_size * cache.block_size;
+  const int sealed_end = max(begin, min(end, own_start));
+  const int slot = args.slot_mapping[token];
+  const int own_staging = slot >= 0 ? slot / cache.block_size : 0;  // padding rows read any staging block
+  const uint16_t* own_k = cache.staging_row(0, own_staging, 0, kv_head);
+  const uint16_t* own_v = cache.staging_row(1, own_staging, 0, kv_head);
+  const int warp_begin = begin + warp * kStepKeys;
+  const int num_steps = warp_begin < sealed_end ? (sealed_end - warp_begin + kCtaKeys - 1) / kCtaKeys : 0;
+
+  // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero); the thread's B fragments
+  // of Q^T for head g: k-step ks takes dims 16 ks + 4q .. + 3.
+  load_query_rows<kHeadDim, kHeads>(q_smem, args, token, head0, rows);
+  uint32_t q_frag[kMBlocks][2];
+#pragma unroll
+  for (int ks = 0; ks < kMBlocks; ++ks) {
+    const uint2 w = *reinterpret_cast<const uint2*>(q_smem + g * kHeadDim + 16 * ks + 4 * q);
+    q_frag[ks][0] = w.x;
+    q_frag[ks][1] = w.y;
+  }
+
+  // A sealed step's raw bytes: the key group as the cache holds it, then the 32 value rows.
+  auto load_raw = [&](int step, int stage) {
+    unsigned char* k_dst = warp_smem + stage * S::kStageBytes;
+    unsigned char* v_dst = k_dst + S::kKeyBytes;
+    const int key0 = warp_begin + step * kCtaKeys;
+    const int block = block_table[indexer.block(key0)];
+    const int in_block = indexer.offset(key0);
+    const uint8_t* group = cache.k + cache.kivi_key_group_offset(block, kv_head, in_block / kKiviGroup);
+    for (int i = lane; i < S::kKeyBytes / 16; i += 32) cp_async_16(k_dst + 16 * i, group + 16 * i, true);
+    constexpr int kChunks = S::kValueRowBytes / S::kValueChunk;
+    for (int i = lane; i < kStepKeys * kChunks; i += 32) {
+      const int row = i / kChunks;
+      const int chunk = i % kChunks;
+      const bool valid = key0 + row < sealed_end;
+      const uint8_t* src = cache.v + cache.kivi_value_row_offset(block, valid ? in_block + row : in_block, kv_head) +
+                           chunk * S::kValueChunk;
+      unsigned char* dst = v_dst + row * S::kValueRowBytes + chunk * S::kValueChunk;
+      if constexpr (S::kValueChunk == 16) {
+        cp_async_16(dst, src, valid);
+      } else {
+        cp_async_8(dst, src, valid);
+      }
+    }
+  };
+
+  // O^T: o[2G + h] is the 16 x 8 block (dims 32G + 4g + 2h, 32G + 4g + 2h + 1) x (heads 2q,
+  // 2q + 1); stats are per head 2q + i.
+  float o[kMBlocks][4];
+#pragma unroll
+  for (int mb = 0; mb < kMBlocks; ++mb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[mb][e] = 0.0f;
+  float head_max[2] = {-INFINITY, -INFINITY};
+  float head_sum[2] = {0.0f, 0.0f};  // this thread's keys only; summed over g at the end
+  const float score_scale = args.scale * kLog2e;
+
+  // Where a thread's two key rows (2g and 2g + 1 of an m-tile) sit in a channel's codes.
+  constexpr int kTileBits = 16 * kBits;  // an m-tile's codes of one channel
+  const int key_bit = 2 * g * kBits;
+  const int key_byte = key_bit / 8;
+  const int key_shift = key_bit % 8;
+  const uint32_t code_mask = (1u << kBits) - 1;
+  const uint32_t mask_lo = (code_mask << key_shift) | (code_mask << (key_shift + 16));
+  const uint32_t mask_hi = (code_mask << (key_shift + kBits)) | (code_mask << (key_shift + kBits + 16));
+  const uint32_t magic_lo = code_magic(key_shift);
+  const uint32_t magic_hi = code_magic(key_shift + kBits);
+
+#pragma unroll
+  for (int s = 0; s < S::kStages - 1; ++s) {
+    if (s < num_steps) load_raw(s, s);
+    cp_async_commit();
+  }
+  for (int j = 0; j < num_steps; ++j) {
+    cp_async_wait<S::kStages - 2>();
+    __syncwarp();  // step j's copies are in for every lane; step j - 1's stage is free again
+    if (j + S::kStages - 1 < num_steps) load_raw(j + S::kStages - 1, (j + S::kStages - 1) % S::kStages);
+    cp_async_commit();
+    const unsigned char* k_raw = warp_smem + (j % S::kStages) * S::kStageBytes;
+    const unsigned char* v_raw = k_raw + S::kKeyBytes;
+    const int key0 = warp_begin + j * kCtaKeys;
+
+    // The group's term sum_c q_c m_c (every row alike) and the folded query q'_c = q_c s_c.
+    float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    uint32_t qs[kMBlocks][2];
+#pragma unroll
+    for (int ks = 0; ks < kMBlocks; ++ks) {
+      const int c0 = 16 * ks + 4 * q;
+      const uint2 sc = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * c0);
+      const uint2 mn = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * kHeadDim + 2 * c0);
+      const uint32_t a[4] = {mn.x, mn.x, mn.y, mn.y};
+      mma_16816(bias, a, q_frag[ks][0], q_frag[ks][1]);
+      qs[ks][0] = as_bits(__hmul2(as_half2(q_frag[ks][0]), as_half2(sc.x)));
+      qs[ks][1] = as_bits(__hmul2(as_half2(q_frag[ks][1]), as_half2(sc.y)));
+    }
+    // S^T = codes Q'^T + bias, per m-tile t (keys key0 + 16t + 2g, + 1).
+    float s[2][4];
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[t][e] = bias[e];
+#pragma unroll
+    for (int ks = 0; ks < kMBlocks; ++ks) {
+      const unsigned char* codes = k_raw + (16 * ks + 4 * q) * S::kChannelBytes;
+      // 2-bit: the 4 channels' codes are 32 contiguous bytes (word t of a channel is m-tile t's).
+      uint4 two_bit[2];
+      if constexpr (kBits == 2) {
+        two_bit[0] = *reinterpret_cast<const uint4*>(codes);
+        two_bit[1] = *reinterpret_cast<const uint4*>(codes + 16);
+      }
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        // The word of each of the thread's 4 channels holding this m-tile's rows 2g, 2g + 1.
+        uint32_t w[4];
+        if constexpr (kBits == 2) {
+          w[0] = t == 0 ? two_bit[0].x : two_bit[0].y;
+          w[1] = t == 0 ? two_bit[0].z : two_bit[0].w;
+          w[2] = t == 0 ? two_bit[1].x : two_bit[1].y;
+          w[3] = t == 0 ? two_bit[1].z : two_bit[1].w;
+        } else {
+          const int word = (t * kTileBits + key_bit) / 32;
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            w[c] = *reinterpret_cast<const uint32_t*>(codes + c * S::kChannelBytes + 4 * word);
+        }
+        const int byte = key_byte % 4;
+        const uint32_t t01 = pair_bytes(w[0], w[1], byte);
+        const uint32_t t23 = pair_bytes(w[2], w[3], byte);
+        const uint32_t a[4] = {
+            as_bits(codes_to_half2(t01, mask_lo, magic_lo)), as_bits(codes_to_half2(t01, mask_hi, magic_hi)),
+            as_bits(codes_to_half2(t23, mask_lo, magic_lo)), as_bits(codes_to_half2(t23, mask_hi, magic_hi))};
+        mma_16816(s[t], a, qs[ks][0], qs[ks][1]);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const int key = key0 + 16 * t + 2 * g;
+      s[t][0] = key < sealed_end ? s[t][0] * score_scale : -INFINITY;
+      s[t][1] = key < sealed_end ? s[t][1] * score_scale : -INFINITY;
+      s[t][2] = key + 1 < sealed_end ? s[t][2] * score_scale : -INFINITY;
+      s[t][3] = key + 1 < sealed_end ? s[t][3] * score_scale : -INFINITY;
+    }
+    uint32_t b[2][2];
+    softmax_step<2, kHeadDim>(s, head_max, head_sum, o, b);
+
+    // O^T += V^T P^T per m-tile t: its k-slots 2q, 2q + 1, 2q + 8, 2q + 9 are rows 4q, 4q + 2,
+    // 4q + 1, 4q + 3 of the tile (the row order above).
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const int key_rows[4] = {16 * t + 4 * q, 16 * t + 4 * q + 2, 16 * t + 4 * q + 1, 16 * t + 4 * q + 3};
+      const unsigned char* row[4];
+      uint32_t scale_words[4][S::kGroups / 2], min_words[4][S::kGroups / 2];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        row[r] = v_raw + key_rows[r] * S::kValueRowBytes;
+        // A row's scales then minima: 16 bytes (head dim 128) or 8 (64), one load.
+        if constexpr (S::kGroups == 4) {
+          const uint4 sm = *reinterpret_cast<const uint4*>(row[r] + S::kValueCodeBytes);
+          scale_words[r][0] = sm.x;
+          scale_words[r][1] = sm.y;
+          min_words[r][0] = sm.z;
+          min_words[r][1] = sm.w;
+        } else {
+          const uint2 sm = *reinterpret_cast<const uint2*>(row[r] + S::kValueCodeBytes);
+          scale_words[r][0] = sm.x;
+          min_words[r][0] = sm.y;
+        }
+      }
+#pragma unroll
+      for (int G = 0; G < S::kGroups; ++G) {
+        // The thread's dims 32G + 4g .. + 3 of each key: kDimBytes bytes from bit (32G + 4g) bits.
+        const int first_byte = (32 * G + 4 * g) * kBits / 8;
+        uint32_t cw[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) cw[r] = *reinterpret_cast<const uint32_t*>(row[r] + (first_byte & ~3));
+        __half2 scale[2], minimum[2];
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+          scale[p] = as_half2(pair_halves(scale_words[2 * p][G / 2], scale_words[2 * p + 1][G / 2], G % 2));
+          minimum[p] = as_half2(pair_halves(min_words[2 * p][G / 2], min_words[2 * p + 1][G / 2], G % 2));
+        }
+        // v[p][i]: dim i of the key pair p (rows r = 2p, 2p + 1), dequantized.
+        uint32_t v[2][4];
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int byte = (first_byte & 3) + (i * kBits) / 8;
+            const uint32_t pair = pair_bytes(cw[2 * p], cw[2 * p + 1], byte);
+            __half2 codes;
+            if constexpr (kBits == 2) {
+              codes = i == 0   ? codes_to_half2<2, 0>(pair)
+                      : i == 1 ? codes_to_half2<2, 2>(pair)
+                      : i == 2 ? codes_to_half2<2, 4>(pair)
+                               : codes_to_half2<2, 6>(pair);
+            } else {
+              codes = i % 2 == 0 ? codes_to_half2<4, 0>(pair) : codes_to_half2<4, 4>(pair);
+            }
+            v[p][i] = as_bits(__hfma2(codes, scale[p], minimum[p]));
+          }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t a[4] = {v[0][2 * h], v[0][2 * h + 1], v[1][2 * h], v[1][2 * h + 1]};
+          mma_16816(o[2 * G + h], a, b[t][0], b[t][1]);
+        }
+      }
+    }
+  }
+
+  // The staged keys: fp16 rows of the query's own block, 16 keys a warp step in their own order
+  // (rows g, g + 8; k-slots 2q, 2q + 1, 2q + 8, 2q + 9), read from global memory.
+  const size_t stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;  // halves between staged tokens
+  for (int key0 = sealed_end + warp * kWarpKeys; key0 < end; key0 += kTile) {
+    const bool valid_lo = key0 + g < end;
+    const bool valid_hi = key0 + g + 8 < end;
+    const uint16_t* k_lo = own_k + static_cast<size_t>(key0 + g - own_start) * stride;
+    float s[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int ks = 0; ks < kMBlocks; ++ks) {
+      const int p = 16 * ks + 4 * q;
+      const uint2 lo = valid_lo ? *reinterpret_cast<const uint2*>(k_lo + p) : make_uint2(0, 0);
+      const uint2 hi = valid_hi ? *reinterpret_cast<const uint2*>(k_lo + 8 * stride + p) : make_uint2(0, 0);
+      const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
+      mma_16816(s[0], a, q_frag[ks][0], q_frag[ks][1]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[0][e] = (e < 2 ? valid_lo : valid_hi) ? s[0][e] * score_scale : -INFINITY;
+    uint32_t b[1][2];
+    softmax_step<1, kHeadDim>(s, head_max, head_sum, o, b);
+    const int key_rows[4] = {2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9};
+#pragma unroll
+    for (int G = 0; G < S::kGroups; ++G) {
+      uint2 w[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int pos = key0 + key_rows[r];
+        w[r] = pos < end ? *reinterpret_cast<const uint2*>(own_v + static_cast<size_t>(pos - own_start) * stride +
+                                                           32 * G + 4 * g)
+                         : make_uint2(0, 0);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t lo0 = h == 0 ? w[0].x : w[0].y, lo1 = h == 0 ? w[1].x : w[1].y;
+        const uint32_t hi0 = h == 0 ? w[2].x : w[2].y, hi1 = h == 0 ? w[3].x : w[3].y;
+        const uint32_t a[4] = {pair_halves(lo0, lo1, 0), pair_halves(lo0, lo1, 1), pair_halves(hi0, hi1, 0),
+                               pair_halves(hi0, hi1, 1)};
+        mma_16816(o[2 * G + h], a, b[0][0], b[0][1]);
+      }
+    }
+  }
+
+  const DecodeOutput out = decode_output(args, seq, split, token, head0, rows, num_splits, grid_splits);
+  finish_heads_as_n<kHeadDim>(
+      smem, args, out, head_max, head_sum, o, [&](int mb, int r) { return 32 * (mb / 2) + 4 * g + 2 * (mb % 2) + r; },
+      partial_out, partial_stats);
+}
+
+template <int kHeadDim, KvFormat kFormat>
+void launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
+                    float2* partial_stats, Stream stream) {
+  using S = KiviDirectShape<kHeadDim, kivi_bits(kFormat)>;
+  static const bool attribute_set = [] {
+    cudaFuncSetAttribute(decode_kivi_direct_kernel<kHeadDim, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(S::kSmemBytes));
+    return true;
+  }();
+  (void)attribute_set;
+  const int rows = largest_group_tile(args.num_heads / args.cache.num_kv_heads, kHeads);
+  const dim3 grid(grid_splits, args.num_heads / rows, args.num_seqs);
+  decode_kivi_direct_kernel<kHeadDim, kFormat>
+      <<<grid, kThreads, S::kSmemBytes, stream>>>(args, policy, grid_splits, rows, partial_out, partial_stats);
+}
+
+}  // namespace previous
+}  // namespace
+
+template <KvFormat kFormat>
+void launch_decode_tc_kivi_previous(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
+                           float* partial_out, float2* partial_stats, Stream stream) {
+  // Sealed steps are whole 32-key groups: blocks and splits are multiples of the group.
+  assert(args.cache.block_size % kKiviGroup == 0 && policy.min_split_tokens % kKiviGroup == 0);
+  if (args.cache.head_dim == 64) {
+    previous::launch_for_dim<64, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
+  } else {
+    previous::launch_for_dim<128, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
+  }
+}
+
+template void launch_decode_tc_kivi_previous<KvFormat::kKivi4>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
+                                                      float2*, Stream);
+template void launch_decode_tc_kivi_previous<KvFormat::kKivi2>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
+                                                      float2*, Stream);
+
+}  // namespace folio::cuda::decode
