@@ -12,15 +12,15 @@
 //   Values (per token over 32 channels, O = sum_t p_t (s_t code_t + m_t)): the scales fold into
 //     P (P'_t = p_t s_t, one hmul2 per two keys and group: each group has its own B fragments),
 //     and sum_t p_t m_t (one number a head and group) comes from an MMA of P with the minima.
-// A code OR-ed into the mantissa of 2^(10 - sh) at bit sh reads as 2^(10 - sh) + code, exactly
-// (the magic number trick; the offset depends only on where the code sits). The offset is not
-// subtracted a value at a time: sum_c q'_c (offset + code_c) = sum_c q'_c code_c + offset sum_c
-// q'_c, so an MMA of the same fp16 q' (or P') with ones gives sum q' exactly in fp32, and one
-// fp32 fma a score (a step) or an output (the end) removes it. The fp32 sums hold the offsets'
-// multiples (up to 2^10 x) with 24 bits: the error is ~2^-13 of sum q'_c, far under the codes'
-// own rounding (half a scale). A byte permute gathers the two codes an fp16x2 fragment register
-// pairs (two channels of one key for S, two keys of one channel for P V) from the two words
-// that hold them.
+// A code OR-ed into the mantissa of 1024 (fp16) at bit sh reads as 1024 + code 2^sh, exactly
+// (the magic number trick: one LOP3 a fragment register, one magic for every bit position). The
+// offset is not subtracted a value at a time: sum_c q'_c (1024 + code_c 2^sh) = 2^sh sum_c q'_c
+// code_c + 1024 sum_c q'_c, so an MMA of the same fp16 q' (or P') with ones gives sum q' exactly
+// in fp32, and one fp32 fma a score (a step) or an output (the end) removes the offset and the
+// power of two. The fp32 sums hold the offset's multiples (~1000 x) in 24 bits: the error is
+// ~2^-13 of sum q'_c, far under the codes' own rounding (half a scale). A byte permute gathers
+// the two codes an fp16x2 fragment register pairs (two channels of one key for S, two keys of
+// one channel for P V) from the two words that hold them.
 //
 // Keys are the MMA's M and the GQA group's query heads its N (S^T = K Q^T, O^T = V^T P^T), as in
 // attention_decode_tc_direct.cu. A warp takes a whole 32-key group a step (two 16-key m-tiles;
@@ -78,25 +78,27 @@ __device__ __forceinline__ uint32_t as_bits(__half2 h) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// fp16 bits of 2^(10 - sh), in both halves: a code at bits [sh, sh + bits) of its mantissa
-// reads as 2^(10 - sh) + code.
-__host__ __device__ constexpr uint32_t code_magic(int sh) {
-  return (static_cast<uint32_t>(25 - sh) << 10) | (static_cast<uint32_t>(25 - sh) << 26);
-}
-// The offset 2^(10 - sh) that code_magic(sh) adds to a code.
-__host__ __device__ constexpr float code_offset(int sh) {
-  return static_cast<float>(1 << (10 - sh));
-}
+// fp16x2 (1024, 1024): a code OR-ed in at bits [sh, sh + bits) of a half reads as 1024 +
+// code 2^sh, exactly (integers to 2048 are fp16 numbers). One magic for every position, so one
+// register; the weight 2^sh is undone in fp32 with the offset.
+constexpr uint32_t kMagic = 0x64006400u;
+constexpr float kCodeOffset = 1024.0f;
 
-// The codes at bits [sh, sh + bits) of each half of t (mask and magic for that sh) as two exact
-// fp16 numbers code_offset(sh) + code: one logic op.
+// (t & mask) | magic as one LOP3: written as C++ the compiler emits an AND and an OR when both
+// constants are immediates (SASS has one immediate slot), two instructions a fragment register.
 __device__ __forceinline__ uint32_t codes_with_offset(uint32_t t, uint32_t mask, uint32_t magic) {
-  return (t & mask) | magic;
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(t), "r"(mask), "r"(magic));
+  return d;
 }
 template <int kBits, int kShift>
-__device__ __forceinline__ uint32_t codes_with_offset(uint32_t t) {
+__device__ __forceinline__ uint32_t codes_with_offset(uint32_t t, uint32_t magic) {
   constexpr uint32_t kMask = ((1u << kBits) - 1) << kShift;
-  return codes_with_offset(t, kMask | kMask << 16, code_magic(kShift));
+  return codes_with_offset(t, kMask | kMask << 16, magic);
+}
+// 2^-sh: what a code at bit sh is worth once read as 1024 + code 2^sh.
+__host__ __device__ constexpr float code_weight(int sh) {
+  return 1.0f / static_cast<float>(1 << sh);
 }
 
 // Byte b of x in the low half and byte b of y in the high half (the other bytes are junk the
@@ -208,27 +210,42 @@ __global__ void __launch_bounds__(kThreads, 4)
     q_frag[ks][1] = w.y;
   }
 
-  // A sealed step's raw bytes: the key group as the cache holds it, then the 32 value rows.
+  // A sealed step's raw bytes: the key group as the cache holds it, then the 32 value rows. The
+  // offsets are made once here (cache.kivi_*_offset's arithmetic, with the format's sizes known
+  // at compile time): the copies of a step cost a table lookup and an add each (ncu: ~200
+  // instructions a step before, a fifth of the kernel's).
+  // Sizes in 32 bits (a block of one layer is far below 4 GB), from the kernel's parameters:
+  // no registers held across the loop.
+  auto block_bytes = [&] { return cache.block_size * cache.num_kv_heads * S::kValueRowBytes; };
+  auto token_stride = [&] { return cache.num_kv_heads * S::kValueRowBytes; };  // between value rows
+  constexpr int kKeyChunks = S::kKeyBytes / 16;
+  constexpr int kValueChunks = S::kValueRowBytes / S::kValueChunk;  // a row's
+  constexpr int kLaneValueChunks = kStepKeys * kValueChunks / 32;   // a lane's, a step
+  static_assert(kStepKeys * kValueChunks % 32 == 0, "whole lanes");
   auto load_raw = [&](int step, int stage) {
     unsigned char* k_dst = warp_smem + stage * S::kStageBytes;
     unsigned char* v_dst = k_dst + S::kKeyBytes;
     const int key0 = warp_begin + step * kCtaKeys;
-    const int block = block_table[indexer.block(key0)];
+    const size_t block_offset = static_cast<size_t>(block_table[indexer.block(key0)]) * block_bytes();
     const int in_block = indexer.offset(key0);
-    const uint8_t* group = cache.k + cache.kivi_key_group_offset(block, kv_head, in_block / kKiviGroup);
-    for (int i = lane; i < S::kKeyBytes / 16; i += 32) cp_async_16(k_dst + 16 * i, group + 16 * i, true);
-    constexpr int kChunks = S::kValueRowBytes / S::kValueChunk;
-    for (int i = lane; i < kStepKeys * kChunks; i += 32) {
-      const int row = i / kChunks;
-      const int chunk = i % kChunks;
+    const uint8_t* group =
+        cache.k + block_offset + (kv_head * (cache.block_size / kKiviGroup) + in_block / kKiviGroup) * S::kKeyBytes;
+#pragma unroll
+    for (int k = 0; k < (kKeyChunks + 31) / 32; ++k) {
+      const int i = lane + 32 * k;
+      if (kKeyChunks % 32 == 0 || i < kKeyChunks) cp_async_16(k_dst + 16 * i, group + 16 * i, true);
+    }
+    const uint8_t* rows = cache.v + block_offset + (in_block * cache.num_kv_heads + kv_head) * S::kValueRowBytes;
+#pragma unroll
+    for (int k = 0; k < kLaneValueChunks; ++k) {
+      const int i = lane + 32 * k;  // rows are contiguous in shared memory: chunk i lands at i chunks
+      const int row = i / kValueChunks;
       const bool valid = key0 + row < sealed_end;
-      const uint8_t* src = cache.v + cache.kivi_value_row_offset(block, valid ? in_block + row : in_block, kv_head) +
-                           chunk * S::kValueChunk;
-      unsigned char* dst = v_dst + row * S::kValueRowBytes + chunk * S::kValueChunk;
+      const uint8_t* src = rows + row * token_stride() + (i - row * kValueChunks) * S::kValueChunk;
       if constexpr (S::kValueChunk == 16) {
-        cp_async_16(dst, src, valid);
+        cp_async_16(v_dst + 16 * i, src, valid);
       } else {
-        cp_async_8(dst, src, valid);
+        cp_async_8(v_dst + 8 * i, src, valid);
       }
     }
   };
@@ -252,11 +269,10 @@ __global__ void __launch_bounds__(kThreads, 4)
   const uint32_t code_mask = (1u << kBits) - 1;
   const uint32_t mask_lo = (code_mask << key_shift) | (code_mask << (key_shift + 16));
   const uint32_t mask_hi = (code_mask << (key_shift + kBits)) | (code_mask << (key_shift + kBits + 16));
-  const uint32_t magic_lo = code_magic(key_shift);
-  const uint32_t magic_hi = code_magic(key_shift + kBits);
-  // Score rows g (key 2g) and g + 8 (key 2g + 1) carry these offsets times sum_c q'_c.
-  const float key_offset_lo = code_offset(key_shift);
-  const float key_offset_hi = code_offset(key_shift + kBits);
+  const uint32_t magic = kMagic;
+  // Score rows g (key 2g) and g + 8 (key 2g + 1) read their codes at bits key_shift and
+  // key_shift + kBits: (raw - 1024 sum_c q'_c) times these weights, then the softmax's scale.
+  const float key_weight[2] = {code_weight(key_shift) * score_scale, code_weight(key_shift + kBits) * score_scale};
   constexpr uint32_t kOnes = 0x3c003c00u;  // fp16x2 (1, 1)
   // The values' corrections, one MMA accumulator (rows g and g + 8, heads 2q and 2q + 1): row G
   // < kGroups sums P'_G = P s_G over the keys (times the codes' offsets, subtracted at the end),
@@ -321,25 +337,22 @@ __global__ void __launch_bounds__(kThreads, 4)
         const int byte = key_byte % 4;
         const uint32_t t01 = pair_bytes(w[0], w[1], byte);
         const uint32_t t23 = pair_bytes(w[2], w[3], byte);
-        const uint32_t a[4] = {codes_with_offset(t01, mask_lo, magic_lo), codes_with_offset(t01, mask_hi, magic_hi),
-                               codes_with_offset(t23, mask_lo, magic_lo), codes_with_offset(t23, mask_hi, magic_hi)};
+        const uint32_t a[4] = {codes_with_offset(t01, mask_lo, magic), codes_with_offset(t01, mask_hi, magic),
+                               codes_with_offset(t23, mask_lo, magic), codes_with_offset(t23, mask_hi, magic)};
         mma_16816(s[t], a, qs0, qs1);
       }
     }
-    // + sum_c q_c m_c - offset sum_c q'_c (rows g: the low codes' offset, g + 8: the high's).
+    // Scores: (raw - 1024 sum_c q'_c) 2^-sh + sum_c q_c m_c, scaled; rows g: the low codes'
+    // weight, g + 8: the high's. Keys past the sealed end: -inf.
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float shift = fmaf(-(e < 2 ? key_offset_lo : key_offset_hi), q_sum[e], bias[e]);
-      s[0][e] += shift;
-      s[1][e] += shift;
-    }
+      const float w = key_weight[e / 2];
+      const float shift = fmaf(bias[e], score_scale, -kCodeOffset * w * q_sum[e]);
 #pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      const int key = key0 + 16 * t + 2 * g;
-      s[t][0] = key < sealed_end ? s[t][0] * score_scale : -INFINITY;
-      s[t][1] = key < sealed_end ? s[t][1] * score_scale : -INFINITY;
-      s[t][2] = key + 1 < sealed_end ? s[t][2] * score_scale : -INFINITY;
-      s[t][3] = key + 1 < sealed_end ? s[t][3] * score_scale : -INFINITY;
+      for (int t = 0; t < 2; ++t) {
+        const int key = key0 + 16 * t + 2 * g + e / 2;
+        s[t][e] = key < sealed_end ? fmaf(s[t][e], w, shift) : -INFINITY;
+      }
     }
     uint32_t b[2][2];
     float alpha[2];
@@ -398,12 +411,12 @@ __global__ void __launch_bounds__(kThreads, 4)
             const int byte = (first_byte & 3) + (i * kBits) / 8;
             const uint32_t pair = pair_bytes(cw[2 * p], cw[2 * p + 1], byte);
             if constexpr (kBits == 2) {
-              v[p][i] = i == 0   ? codes_with_offset<2, 0>(pair)
-                        : i == 1 ? codes_with_offset<2, 2>(pair)
-                        : i == 2 ? codes_with_offset<2, 4>(pair)
-                                 : codes_with_offset<2, 6>(pair);
+              v[p][i] = i == 0   ? codes_with_offset<2, 0>(pair, magic)
+                        : i == 1 ? codes_with_offset<2, 2>(pair, magic)
+                        : i == 2 ? codes_with_offset<2, 4>(pair, magic)
+                                 : codes_with_offset<2, 6>(pair, magic);
             } else {
-              v[p][i] = i % 2 == 0 ? codes_with_offset<4, 0>(pair) : codes_with_offset<4, 4>(pair);
+              v[p][i] = i % 2 == 0 ? codes_with_offset<4, 0>(pair, magic) : codes_with_offset<4, 4>(pair, magic);
             }
           }
         }
@@ -420,7 +433,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     }
   }
   // The values' offsets and minima: output row (dim 32G + 4g + i, i = 2h + r) holds
-  // sum P' (offset_i + code) and needs - offset_i sum P'_G + sum P m_G.
+  // sum P' (1024 + code 2^sh_i): (that - 1024 sum P'_G) 2^-sh_i + sum P m_G.
 #pragma unroll
   for (int G = 0; G < S::kGroups; ++G) {
     float scaled_sum[2], minimum_sum[2];
@@ -433,9 +446,8 @@ __global__ void __launch_bounds__(kThreads, 4)
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = 2 * h + e / 2;
-        const float offset = code_offset((i * kBits) % 8);
-        o[2 * G + h][e] += fmaf(-offset, scaled_sum[e % 2], minimum_sum[e % 2]);
+        const float w = code_weight((2 * h + e / 2) * kBits % 8);
+        o[2 * G + h][e] = fmaf(fmaf(-kCodeOffset, scaled_sum[e % 2], o[2 * G + h][e]), w, minimum_sum[e % 2]);
       }
   }
 
@@ -504,16 +516,20 @@ void launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, in
       <<<grid, kThreads, S::kSmemBytes, stream>>>(args, policy, grid_splits, rows, partial_out, partial_stats);
 }
 
-// Ring stages a warp: FOLIO_KIVI_DECODE_STAGES=2|3 (an A/B knob while the choice is measured).
+// Ring stages a warp: 2 for kivi4 (4 CTAs an SM fit its shared memory then: H100, b64 x 4k,
+// 0.1717 -> 0.1604 ms), 3 for kivi2 (0.1447 against 0.1450). FOLIO_KIVI_DECODE_STAGES=2|3 forces
+// one (an A/B knob while the kernel is tuned).
+template <KvFormat kFormat>
 int ring_stages() {
   const char* env = std::getenv("FOLIO_KIVI_DECODE_STAGES");
-  return env != nullptr && std::atoi(env) == 2 ? 2 : 3;
+  if (env != nullptr && (std::atoi(env) == 2 || std::atoi(env) == 3)) return std::atoi(env);
+  return kFormat == KvFormat::kKivi4 ? 2 : 3;
 }
 
 template <int kHeadDim, KvFormat kFormat>
 void launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
                     float2* partial_stats, Stream stream) {
-  if (ring_stages() == 2) {
+  if (ring_stages<kFormat>() == 2) {
     launch_for_dim<kHeadDim, kFormat, 2>(args, policy, grid_splits, partial_out, partial_stats, stream);
   } else {
     launch_for_dim<kHeadDim, kFormat, 3>(args, policy, grid_splits, partial_out, partial_stats, stream);

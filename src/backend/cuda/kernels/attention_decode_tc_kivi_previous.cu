@@ -435,7 +435,7 @@ void launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, in
 
 template <KvFormat kFormat>
 void launch_decode_tc_kivi_previous(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
-                           float* partial_out, float2* partial_stats, Stream stream) {
+                                    float* partial_out, float2* partial_stats, Stream stream) {
   // Sealed steps are whole 32-key groups: blocks and splits are multiples of the group.
   assert(args.cache.block_size % kKiviGroup == 0 && policy.min_split_tokens % kKiviGroup == 0);
   if (args.cache.head_dim == 64) {
@@ -445,9 +445,9 @@ void launch_decode_tc_kivi_previous(const PagedAttentionArgs& args, DecodeSplitP
   }
 }
 
-template void launch_decode_tc_kivi_previous<KvFormat::kKivi4>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
-                                                      float2*, Stream);
-template void launch_decode_tc_kivi_previous<KvFormat::kKivi2>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
-                                                      float2*, Stream);
+template void launch_decode_tc_kivi_previous<KvFormat::kKivi4>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t,
+                                                               float*, float2*, Stream);
+template void launch_decode_tc_kivi_previous<KvFormat::kKivi2>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t,
+                                                               float*, float2*, Stream);
 
 }  // namespace folio::cuda::decode
