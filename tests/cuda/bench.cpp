@@ -3,7 +3,6 @@
 // counted FLOPs (prefill). One `RESULT name key=value ...` line per benchmark.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -135,26 +134,9 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
          DecodeKernel::kCudaCores);
   decode("attn_decode_b64_ctx4k_kivi2_cuda_cores", 64, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2,
          DecodeKernel::kCudaCores);
-  // KIVI: the kernel before the scale folds ("_previous", an A/B baseline) and the folded one with
-  // 2 and 3 ring stages a warp forced ("_stages2", "_stages3"), beside the default rows above.
-  for (const KvFormat format : {KvFormat::kKivi4, KvFormat::kKivi2}) {
-    const std::string f = format == KvFormat::kKivi4 ? "kivi4" : "kivi2";
-    decode(("attn_decode_b64_ctx4k_" + f + "_previous").c_str(), 64, 4096, 32, 8, 128, nullptr, format,
-           DecodeKernel::kKiviPrevious);
-    decode(("attn_decode_b256_ctx1k_" + f + "_previous").c_str(), 256, 1024, 32, 8, 128, nullptr, format,
-           DecodeKernel::kKiviPrevious);
-    decode(("attn_decode_b64_ctx4k_smollm_h9_3_d64_" + f + "_previous").c_str(), 64, 4096, 9, 3, 64, nullptr, format,
-           DecodeKernel::kKiviPrevious);
-    decode(("attn_decode_b256_ctx1k_" + f).c_str(), 256, 1024, 32, 8, 128, nullptr, format);
-    for (const char* stages : {"2", "3"}) {
-      setenv("FOLIO_KIVI_DECODE_STAGES", stages, 1);
-      const std::string tail = std::string("_stages") + stages;
-      decode(("attn_decode_b64_ctx4k_" + f + tail).c_str(), 64, 4096, 32, 8, 128, nullptr, format);
-      decode(("attn_decode_b256_ctx1k_" + f + tail).c_str(), 256, 1024, 32, 8, 128, nullptr, format);
-      decode(("attn_decode_b64_ctx4k_smollm_h9_3_d64_" + f + tail).c_str(), 64, 4096, 9, 3, 64, nullptr, format);
-    }
-    unsetenv("FOLIO_KIVI_DECODE_STAGES");
-  }
+  decode("attn_decode_b256_ctx1k_kivi4", 256, 1024, 32, 8, 128, nullptr, KvFormat::kKivi4);
+  decode("attn_decode_b256_ctx1k_kivi2", 256, 1024, 32, 8, 128, nullptr, KvFormat::kKivi2);
+  decode("attn_decode_b1_ctx32k_kivi2", 1, 32768, 32, 8, 128, nullptr, KvFormat::kKivi2);
   // Split-granularity sweep for tuning kDecodeSplitTokens / kMaxDecodeSplits.
   const DecodeSplitPolicy unsplit{1 << 30, 1}, t256{256, 128}, t1024{1024, 64}, t2048{2048, 64};
   decode("sweep_decode_b64_ctx4k_unsplit", 64, 4096, 32, 8, 128, &unsplit);

@@ -15,7 +15,6 @@
 // in fp32 in a different order. vs float64: atol 2e-3, rtol 2^-7 (two bf16 ulps). Fast vs
 // CUDA reference (both rounded to bf16): atol 4e-3, rtol 2^-6.
 #include <algorithm>
-#include <cstdlib>
 #include <future>
 #include <optional>
 #include <set>
@@ -506,20 +505,6 @@ void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
                                    kAtolRef, kRtolRef);
             c.note = "prefill + the CUDA-core decode kernel vs float64";
             report(c);
-          }
-          // KIVI's tensor-core kernel with the other ring-stage count (2 for kivi2, 3 for kivi4).
-          if (kv_format_is_kivi(format)) {
-            setenv("FOLIO_KIVI_DECODE_STAGES", format == KvFormat::kKivi2 ? "2" : "3", 1);
-            p.d_out.poison();
-            paged_attention_prefill(args, nullptr, PrefillRows::kMultiTokenOnly);
-            paged_attention_decode_policy(args, Workspace{workspace.get(), workspace.size()}, DecodeSplitPolicy{},
-                                          nullptr);
-            sync_or_die("paged_attention (KIVI decode, other stages)");
-            unsetenv("FOLIO_KIVI_DECODE_STAGES");
-            Outcome k = outcome_of("kv_formats.decode_kivi_stages", p.describe(),
-                                   rows_of(p.d_out.download(), p, sampled), ref, kAtolRef, kRtolRef);
-            k.note = "prefill + the KIVI tensor-core decode kernel, the other ring-stage count, vs float64";
-            report(k);
           }
         }
       }

@@ -46,14 +46,6 @@ void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int
   using decode::launch_decode_kernels;
   using decode::launch_decode_tc_direct;
   using decode::launch_decode_tc_kivi;
-  if (kernel == DecodeKernel::kKiviPrevious && args.cache.format == KvFormat::kKivi4) {
-    return decode::launch_decode_tc_kivi_previous<KvFormat::kKivi4>(args, policy, grid_splits, partial_out,
-                                                                    partial_stats, stream);
-  }
-  if (kernel == DecodeKernel::kKiviPrevious && args.cache.format == KvFormat::kKivi2) {
-    return decode::launch_decode_tc_kivi_previous<KvFormat::kKivi2>(args, policy, grid_splits, partial_out,
-                                                                    partial_stats, stream);
-  }
   if (kernel == DecodeKernel::kDefault) {
     switch (args.cache.format) {
       case KvFormat::kFp8E4M3:

@@ -24,10 +24,6 @@ void launch_decode_tc_direct(const PagedAttentionArgs& args, DecodeSplitPolicy p
 template <KvFormat kFormat>
 void launch_decode_tc_kivi(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
                            float* partial_out, float2* partial_stats, Stream stream);
-// The KIVI kernel before the scale folds (attention_decode_tc_kivi_previous.cu): an A/B baseline.
-template <KvFormat kFormat>
-void launch_decode_tc_kivi_previous(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
-                                    float* partial_out, float2* partial_stats, Stream stream);
 
 // The largest divisor of group_size that is at most `most` (1 when none is larger).
 inline int largest_group_tile(int group_size, int most) {

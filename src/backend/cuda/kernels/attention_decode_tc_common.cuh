@@ -55,6 +55,21 @@ __device__ __forceinline__ DecodeOutput decode_output(const PagedAttentionArgs& 
   return out;
 }
 
+// O^T *= alpha per head (thread (g, q) holds heads 2q and 2q + 1), skipped when no head's max
+// moved in the whole warp (alpha == 1 everywhere): the common case once the running max settles,
+// and times 1 is exact, so the bits are the same either way.
+template <int kMBlocks>
+__device__ __forceinline__ void rescale_heads_as_n(float (&o)[kMBlocks][4], const float (&alpha)[2]) {
+  if (__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f)) return;
+#pragma unroll
+  for (int mb = 0; mb < kMBlocks; ++mb) {
+    o[mb][0] *= alpha[0];
+    o[mb][1] *= alpha[1];
+    o[mb][2] *= alpha[0];
+    o[mb][3] *= alpha[1];
+  }
+}
+
 // The merge buffers (kMergeBytes<kHeadDim> at the start of shared memory, free once every warp
 // has left its tile loop): each warp's unnormalized O rows [warp][row][head_dim], then its
 // (max, sum) per row [warp][row]. A warp with no keys in its split leaves max = -inf.
@@ -68,34 +83,46 @@ __device__ __forceinline__ float2* merge_stats(unsigned char* smem) {
 }
 
 // After each warp has written its rows to the merge buffers (and a __syncthreads): combines the
-// 4 warps and writes the CTA's rows.
+// 4 warps and writes the CTA's rows. A row's weights 2^(m_w - m) / l are made once, by one thread
+// a row, in place of each warp's stats; every output value is then a sum of 4 products (before,
+// each of a row's head_dim values redid the 4 exponentials and a division).
 template <int kHeadDim>
 __device__ __forceinline__ void finish_merge(unsigned char* smem, const PagedAttentionArgs& args,
                                              const DecodeOutput& out, float* partial_out, float2* partial_stats) {
   const float* merge_o = merge_values<kHeadDim>(smem);
-  const float2* stats = merge_stats<kHeadDim>(smem);
-  for (int i = threadIdx.x; i < out.rows * kHeadDim; i += kThreads) {
-    const int row = i / kHeadDim;
-    const int d = i % kHeadDim;
+  float2* stats = merge_stats<kHeadDim>(smem);
+  if (threadIdx.x < out.rows) {
+    const int row = threadIdx.x;
     float m = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) m = fmaxf(m, stats[w * kRows + row].x);
-    float l = 0.0f, value = 0.0f;
+    float weight[kWarps];
+    float l = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       const float2 ws = stats[w * kRows + row];
-      if (ws.x == -INFINITY) continue;  // a warp with no keys in this split
-      const float weight = exp2f(ws.x - m);
-      l = fmaf(ws.y, weight, l);
-      value = fmaf(merge_o[(w * kRows + row) * kHeadDim + d], weight, value);
+      weight[w] = ws.x == -INFINITY ? 0.0f : exp2f(ws.x - m);  // a warp with no keys in this split: 0
+      l = fmaf(ws.y, weight[w], l);
     }
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) stats[w * kRows + row].x = weight[w] / l;
+    if (out.num_splits > 1)
+      partial_stats[out.partial_index + static_cast<size_t>(row) * out.grid_splits] = make_float2(m, l);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < out.rows * kHeadDim; i += kThreads) {
+    const int row = i / kHeadDim;
+    const int d = i % kHeadDim;
+    float value = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      value = fmaf(merge_o[(w * kRows + row) * kHeadDim + d], stats[w * kRows + row].x, value);
     const size_t slot = out.partial_index + static_cast<size_t>(row) * out.grid_splits;
     if (out.num_splits == 1) {
       args.out[(static_cast<size_t>(out.token) * args.num_heads + out.head0 + row) * kHeadDim + d] =
-          detail::float_to_bf16_bits(value / l);
+          detail::float_to_bf16_bits(value);
     } else {
-      partial_out[slot * kHeadDim + d] = value / l;
-      if (d == 0) partial_stats[slot] = make_float2(m, l);
+      partial_out[slot * kHeadDim + d] = value;
     }
   }
 }

@@ -216,19 +216,13 @@ __global__ void __launch_bounds__(kThreads)
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
       const float new_max = fmaxf(head_max[i], tile_max);
-      alpha[i] = exp2f(head_max[i] - new_max);
+      alpha[i] = exp2_ftz(head_max[i] - new_max);
       head_max[i] = new_max;
-      s[i] = exp2f(s[i] - new_max);
-      s[2 + i] = exp2f(s[2 + i] - new_max);
+      s[i] = exp2_ftz(s[i] - new_max);
+      s[2 + i] = exp2_ftz(s[2 + i] - new_max);
       head_sum[i] = head_sum[i] * alpha[i] + s[i] + s[2 + i];
     }
-#pragma unroll
-    for (int mb = 0; mb < kHeadDim / 16; ++mb) {
-      o[mb][0] *= alpha[0];
-      o[mb][1] *= alpha[1];
-      o[mb][2] *= alpha[0];
-      o[mb][3] *= alpha[1];
-    }
+    rescale_heads_as_n(o, alpha);
     b[0] = transpose8x8(pack_half2(s[0] * v_scale[0], s[1] * v_scale[0]));
     b[1] = transpose8x8(pack_half2(s[2] * v_scale[1], s[3] * v_scale[1]));
   };

@@ -32,7 +32,6 @@
 // keys, 16 keys a warp step, read from the staging block in global memory.
 #include <cassert>
 #include <cmath>
-#include <cstdlib>
 
 #include "backend/cuda/kernels/attention_decode_launch.h"
 #include "backend/cuda/kernels/attention_decode_tc_common.cuh"
@@ -50,7 +49,7 @@ constexpr int kHeads = 8;      // query heads per CTA at most (the MMA's N)
 constexpr int kStepKeys = 32;  // a warp's keys a sealed step: one KIVI group
 constexpr int kCtaKeys = kWarps * kStepKeys;
 
-template <int kHeadDim, int kBits, int kStageCount>
+template <int kHeadDim, int kBits>
 struct KiviDirectShape {
   static constexpr int kGroups = kHeadDim / kKiviGroup;           // value groups a row
   static constexpr int kChannelBytes = kKiviGroup * kBits / 8;    // a key channel's codes in a group
@@ -60,7 +59,9 @@ struct KiviDirectShape {
   static constexpr int kValueRowBytes = kValueCodeBytes + kGroups * 4;
   static constexpr int kValueChunk = kValueRowBytes % 16 == 0 ? 16 : 8;  // copy unit of a value row
   static constexpr int kStageBytes = kKeyBytes + kStepKeys * kValueRowBytes;
-  static constexpr int kStages = kStageCount;
+  // Two ring stages a warp: 4 CTAs an SM fit kivi4's shared memory then (H100, b64 x 4k: kivi4
+  // 0.1647 -> 0.1576 ms against 3 stages, kivi2 0.1249 -> 0.1235).
+  static constexpr int kStages = 2;
   static constexpr size_t kWarpBytes = static_cast<size_t>(kStages) * kStageBytes;
   static constexpr size_t kQBytes = kHeads * kHeadDim * 2;
   static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
@@ -127,24 +128,18 @@ __device__ __forceinline__ void softmax_step(float (&s)[kT][4], float (&head_max
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
     const float new_max = fmaxf(head_max[i], tile_max);
-    alpha[i] = exp2f(head_max[i] - new_max);
+    alpha[i] = exp2_ftz(head_max[i] - new_max);
     head_max[i] = new_max;
     float sum = 0.0f;
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
-      s[t][i] = exp2f(s[t][i] - new_max);
-      s[t][2 + i] = exp2f(s[t][2 + i] - new_max);
+      s[t][i] = exp2_ftz(s[t][i] - new_max);
+      s[t][2 + i] = exp2_ftz(s[t][2 + i] - new_max);
       sum += s[t][i] + s[t][2 + i];
     }
     head_sum[i] = head_sum[i] * alpha[i] + sum;
   }
-#pragma unroll
-  for (int mb = 0; mb < kHeadDim / 16; ++mb) {
-    o[mb][0] *= alpha[0];
-    o[mb][1] *= alpha[1];
-    o[mb][2] *= alpha[0];
-    o[mb][3] *= alpha[1];
-  }
+  rescale_heads_as_n(o, alpha);
 #pragma unroll
   for (int t = 0; t < kT; ++t) {
     b[t][0] = transpose8x8(pack_half2(s[t][0], s[t][1]));
@@ -152,14 +147,14 @@ __device__ __forceinline__ void softmax_step(float (&s)[kT][4], float (&head_max
   }
 }
 
-// 4 CTAs an SM: 128 registers (ptxas spills 4-8 bytes, outside the loop, against 150-160 free).
-template <int kHeadDim, KvFormat kFormat, int kStages>
+// 4 CTAs an SM: 128 registers (ptxas spills 8-36 bytes against 150-160 unbounded).
+template <int kHeadDim, KvFormat kFormat>
 __global__ void __launch_bounds__(kThreads, 4)
     decode_kivi_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
                               int32_t rows, float* partial_out, float2* partial_stats) {
   let_next_kernel_start();  // the output projection after it prefetches its weights meanwhile
   constexpr int kBits = kivi_bits(kFormat);
-  using S = KiviDirectShape<kHeadDim, kBits, kStages>;
+  using S = KiviDirectShape<kHeadDim, kBits>;
   constexpr int kMBlocks = kHeadDim / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);
@@ -202,13 +197,10 @@ __global__ void __launch_bounds__(kThreads, 4)
   // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero); the thread's B fragments
   // of Q^T for head g: k-step ks takes dims 16 ks + 4q .. + 3.
   load_query_rows<kHeadDim, kHeads>(q_smem, args, token, head0, rows);
-  uint32_t q_frag[kMBlocks][2];
-#pragma unroll
-  for (int ks = 0; ks < kMBlocks; ++ks) {
-    const uint2 w = *reinterpret_cast<const uint2*>(q_smem + g * kHeadDim + 16 * ks + 4 * q);
-    q_frag[ks][0] = w.x;
-    q_frag[ks][1] = w.y;
-  }
+  // The thread's B fragment of Q^T for k-step ks (head g, dims 16 ks + 4q .. + 3), read from
+  // shared memory where it is used: 16 registers fewer across the loop (the kernel is held to
+  // 128 for 4 CTAs an SM).
+  auto q_frag = [&](int ks) { return *reinterpret_cast<const uint2*>(q_smem + g * kHeadDim + 16 * ks + 4 * q); };
 
   // A sealed step's raw bytes: the key group as the cache holds it, then the 32 value rows. The
   // offsets are made once here (cache.kivi_*_offset's arithmetic, with the format's sizes known
@@ -240,12 +232,11 @@ __global__ void __launch_bounds__(kThreads, 4)
     for (int k = 0; k < kLaneValueChunks; ++k) {
       const int i = lane + 32 * k;  // rows are contiguous in shared memory: chunk i lands at i chunks
       const int row = i / kValueChunks;
-      const bool valid = key0 + row < sealed_end;
       const uint8_t* src = rows + row * token_stride() + (i - row * kValueChunks) * S::kValueChunk;
       if constexpr (S::kValueChunk == 16) {
-        cp_async_16(v_dst + 16 * i, src, valid);
+        cp_async_16(v_dst + 16 * i, src, true);
       } else {
-        cp_async_8(v_dst + 8 * i, src, valid);
+        cp_async_8(v_dst + 8 * i, src, true);
       }
     }
   };
@@ -293,7 +284,6 @@ __global__ void __launch_bounds__(kThreads, 4)
     cp_async_commit();
     const unsigned char* k_raw = warp_smem + (j % S::kStages) * S::kStageBytes;
     const unsigned char* v_raw = k_raw + S::kKeyBytes;
-    const int key0 = warp_begin + j * kCtaKeys;
 
     // Per 16 channels: the group's terms sum_c q_c m_c and sum_c q'_c (every row alike), the
     // folded query q'_c = q_c s_c, and S^T += (offset + codes) Q'^T per m-tile t (keys key0 +
@@ -307,9 +297,10 @@ __global__ void __launch_bounds__(kThreads, 4)
       const uint2 sc = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * c0);
       const uint2 mn = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * kHeadDim + 2 * c0);
       const uint32_t a_min[4] = {mn.x, mn.x, mn.y, mn.y};
-      mma_16816(bias, a_min, q_frag[ks][0], q_frag[ks][1]);
-      const uint32_t qs0 = as_bits(__hmul2(as_half2(q_frag[ks][0]), as_half2(sc.x)));
-      const uint32_t qs1 = as_bits(__hmul2(as_half2(q_frag[ks][1]), as_half2(sc.y)));
+      const uint2 qk = q_frag(ks);
+      mma_16816(bias, a_min, qk.x, qk.y);
+      const uint32_t qs0 = as_bits(__hmul2(as_half2(qk.x), as_half2(sc.x)));
+      const uint32_t qs1 = as_bits(__hmul2(as_half2(qk.y), as_half2(sc.y)));
       const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
       mma_16816(q_sum, ones, qs0, qs1);
       const unsigned char* codes = k_raw + c0 * S::kChannelBytes;
@@ -343,16 +334,13 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
     }
     // Scores: (raw - 1024 sum_c q'_c) 2^-sh + sum_c q_c m_c, scaled; rows g: the low codes'
-    // weight, g + 8: the high's. Keys past the sealed end: -inf.
+    // weight, g + 8: the high's. No mask: a sealed step is a whole group before sealed_end.
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float w = key_weight[e / 2];
       const float shift = fmaf(bias[e], score_scale, -kCodeOffset * w * q_sum[e]);
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        const int key = key0 + 16 * t + 2 * g + e / 2;
-        s[t][e] = key < sealed_end ? fmaf(s[t][e], w, shift) : -INFINITY;
-      }
+      s[0][e] = fmaf(s[0][e], w, shift);
+      s[1][e] = fmaf(s[1][e], w, shift);
     }
     uint32_t b[2][2];
     float alpha[2];
@@ -465,7 +453,8 @@ __global__ void __launch_bounds__(kThreads, 4)
       const uint2 lo = valid_lo ? *reinterpret_cast<const uint2*>(k_lo + p) : make_uint2(0, 0);
       const uint2 hi = valid_hi ? *reinterpret_cast<const uint2*>(k_lo + 8 * stride + p) : make_uint2(0, 0);
       const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
-      mma_16816(s[0], a, q_frag[ks][0], q_frag[ks][1]);
+      const uint2 qk = q_frag(ks);
+      mma_16816(s[0], a, qk.x, qk.y);
     }
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[0][e] = (e < 2 ? valid_lo : valid_hi) ? s[0][e] * score_scale : -INFINITY;
@@ -500,40 +489,20 @@ __global__ void __launch_bounds__(kThreads, 4)
       partial_out, partial_stats);
 }
 
-template <int kHeadDim, KvFormat kFormat, int kStages>
+template <int kHeadDim, KvFormat kFormat>
 void launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
                     float2* partial_stats, Stream stream) {
-  using S = KiviDirectShape<kHeadDim, kivi_bits(kFormat), kStages>;
+  using S = KiviDirectShape<kHeadDim, kivi_bits(kFormat)>;
   static const bool attribute_set = [] {
-    cudaFuncSetAttribute(decode_kivi_direct_kernel<kHeadDim, kFormat, kStages>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmemBytes));
+    cudaFuncSetAttribute(decode_kivi_direct_kernel<kHeadDim, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(S::kSmemBytes));
     return true;
   }();
   (void)attribute_set;
   const int rows = largest_group_tile(args.num_heads / args.cache.num_kv_heads, kHeads);
   const dim3 grid(grid_splits, args.num_heads / rows, args.num_seqs);
-  decode_kivi_direct_kernel<kHeadDim, kFormat, kStages>
+  decode_kivi_direct_kernel<kHeadDim, kFormat>
       <<<grid, kThreads, S::kSmemBytes, stream>>>(args, policy, grid_splits, rows, partial_out, partial_stats);
-}
-
-// Ring stages a warp: 2 for kivi4 (4 CTAs an SM fit its shared memory then: H100, b64 x 4k,
-// 0.1717 -> 0.1604 ms), 3 for kivi2 (0.1447 against 0.1450). FOLIO_KIVI_DECODE_STAGES=2|3 forces
-// one (an A/B knob while the kernel is tuned).
-template <KvFormat kFormat>
-int ring_stages() {
-  const char* env = std::getenv("FOLIO_KIVI_DECODE_STAGES");
-  if (env != nullptr && (std::atoi(env) == 2 || std::atoi(env) == 3)) return std::atoi(env);
-  return kFormat == KvFormat::kKivi4 ? 2 : 3;
-}
-
-template <int kHeadDim, KvFormat kFormat>
-void launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
-                    float2* partial_stats, Stream stream) {
-  if (ring_stages<kFormat>() == 2) {
-    launch_for_dim<kHeadDim, kFormat, 2>(args, policy, grid_splits, partial_out, partial_stats, stream);
-  } else {
-    launch_for_dim<kHeadDim, kFormat, 3>(args, policy, grid_splits, partial_out, partial_stats, stream);
-  }
 }
 
 }  // namespace

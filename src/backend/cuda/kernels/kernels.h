@@ -167,8 +167,7 @@ void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace,
 // for fp16, fp8 and int8, attention_decode_tc_kivi.cu for KIVI), bf16 on CUDA cores
 // (attention_decode_kernel.cuh); kCudaCores runs the CUDA-core kernel for every format but fp8,
 // whose staged block only the tensor-core kernel reads (checks, benchmarks).
-// kKiviPrevious: KIVI caches on the kernel before the scale folds (an A/B baseline, benchmarks).
-enum class DecodeKernel { kDefault, kCudaCores, kKiviPrevious };
+enum class DecodeKernel { kDefault, kCudaCores };
 void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace workspace, DecodeSplitPolicy policy,
                                    Stream stream, DecodeKernel kernel = DecodeKernel::kDefault);
 
