@@ -114,11 +114,9 @@ __device__ __forceinline__ uint32_t pair_halves(uint32_t x, uint32_t y, int i) {
 
 // The online softmax of one warp step of kT m-tiles, per head (column): s holds this thread's
 // scores (scaled, masked to -inf; the step's first key is valid, so each head's max is finite).
-// Rescales O^T (kSkipUnitRescale: not when every alpha of the warp is 1; kivi4 keeps the plain
-// multiply: with the vote's branch ptxas spilled 140 bytes there) and the sums (alpha: the
-// factor per head) and turns P^T into the B fragments of O^T += V^T P^T: b[t][0] holds m-tile
-// t's rows 2q, 2q + 1 of head g, b[t][1] its rows 2q + 8, 2q + 9.
-template <int kT, int kHeadDim, bool kSkipUnitRescale>
+// Rescales O^T and the sums (alpha: the factor per head) and turns P^T into the B fragments of O^T += V^T P^T: b[t][0] holds
+// m-tile t's rows 2q, 2q + 1 of head g, b[t][1] its rows 2q + 8, 2q + 9.
+template <int kT, int kHeadDim>
 __device__ __forceinline__ void softmax_step(float (&s)[kT][4], float (&head_max)[2], float (&head_sum)[2],
                                              float (&o)[kHeadDim / 16][4], uint32_t (&b)[kT][2], float (&alpha)[2]) {
 #pragma unroll
@@ -141,17 +139,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[kT][4], float (&head_max
     }
     head_sum[i] = head_sum[i] * alpha[i] + sum;
   }
-  if constexpr (kSkipUnitRescale) {
-    rescale_heads_as_n(o, alpha);
-  } else {
-#pragma unroll
-    for (int mb = 0; mb < kHeadDim / 16; ++mb) {
-      o[mb][0] *= alpha[0];
-      o[mb][1] *= alpha[1];
-      o[mb][2] *= alpha[0];
-      o[mb][3] *= alpha[1];
-    }
-  }
+  rescale_heads_as_n(o, alpha);
 #pragma unroll
   for (int t = 0; t < kT; ++t) {
     b[t][0] = transpose8x8(pack_half2(s[t][0], s[t][1]));
@@ -209,24 +197,10 @@ __global__ void __launch_bounds__(kThreads, 4)
   // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero); the thread's B fragments
   // of Q^T for head g: k-step ks takes dims 16 ks + 4q .. + 3.
   load_query_rows<kHeadDim, kHeads>(q_smem, args, token, head0, rows);
-  // The thread's B fragment of Q^T for k-step ks (head g, dims 16 ks + 4q .. + 3). kivi2 reads it
-  // from shared memory where it is used (16 registers fewer across the loop, held to 128 for 4
-  // CTAs an SM: H100 b64 x 4k 0.1235 -> 0.1222 ms with the other changes of 9b72711); kivi4, whose
-  // code words are 4 loads a k-step already, keeps it in registers (0.1576 -> 0.1633 from shared).
-  constexpr bool kQFromSmem = kBits == 2;
-  uint2 q_regs[kQFromSmem ? 1 : kMBlocks];
-  if constexpr (!kQFromSmem) {
-#pragma unroll
-    for (int ks = 0; ks < kMBlocks; ++ks)
-      q_regs[ks] = *reinterpret_cast<const uint2*>(q_smem + g * kHeadDim + 16 * ks + 4 * q);
-  }
-  auto q_frag = [&](int ks) {
-    if constexpr (kQFromSmem) {
-      return *reinterpret_cast<const uint2*>(q_smem + g * kHeadDim + 16 * ks + 4 * q);
-    } else {
-      return q_regs[ks];
-    }
-  };
+  // The thread's B fragment of Q^T for k-step ks (head g, dims 16 ks + 4q .. + 3), read from
+  // shared memory where it is used: 16 registers fewer across the loop (the kernel is held to
+  // 128 for 4 CTAs an SM).
+  auto q_frag = [&](int ks) { return *reinterpret_cast<const uint2*>(q_smem + g * kHeadDim + 16 * ks + 4 * q); };
 
   // A sealed step's raw bytes: the key group as the cache holds it, then the 32 value rows. The
   // offsets are made once here (cache.kivi_*_offset's arithmetic, with the format's sizes known
@@ -370,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     }
     uint32_t b[2][2];
     float alpha[2];
-    softmax_step<2, kHeadDim, kBits == 2>(s, head_max, head_sum, o, b, alpha);
+    softmax_step<2, kHeadDim>(s, head_max, head_sum, o, b, alpha);
     correction[0] *= alpha[0];
     correction[1] *= alpha[1];
 
@@ -486,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     for (int e = 0; e < 4; ++e) s[0][e] = (e < 2 ? valid_lo : valid_hi) ? s[0][e] * score_scale : -INFINITY;
     uint32_t b[1][2];
     float alpha[2];
-    softmax_step<1, kHeadDim, kBits == 2>(s, head_max, head_sum, o, b, alpha);
+    softmax_step<1, kHeadDim>(s, head_max, head_sum, o, b, alpha);
     const int key_rows[4] = {2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9};
 #pragma unroll
     for (int G = 0; G < S::kGroups; ++G) {
