@@ -114,8 +114,9 @@ __device__ __forceinline__ uint32_t pair_halves(uint32_t x, uint32_t y, int i) {
 
 // The online softmax of one warp step of kT m-tiles, per head (column): s holds this thread's
 // scores (scaled, masked to -inf; the step's first key is valid, so each head's max is finite).
-// Rescales O^T and the sums (alpha: the factor per head) and turns P^T into the B fragments of O^T += V^T P^T: b[t][0] holds
-// m-tile t's rows 2q, 2q + 1 of head g, b[t][1] its rows 2q + 8, 2q + 9.
+// Rescales O^T and the sums (alpha: the factor per head, for the caller's other accumulators)
+// and turns P^T into the B fragments of O^T += V^T P^T: b[t][0] holds m-tile t's rows 2q, 2q + 1
+// of head g, b[t][1] its rows 2q + 8, 2q + 9.
 template <int kT, int kHeadDim>
 __device__ __forceinline__ void softmax_step(float (&s)[kT][4], float (&head_max)[2], float (&head_sum)[2],
                                              float (&o)[kHeadDim / 16][4], uint32_t (&b)[kT][2], float (&alpha)[2]) {
@@ -287,8 +288,8 @@ __global__ void __launch_bounds__(kThreads, 4)
     const unsigned char* v_raw = k_raw + S::kKeyBytes;
 
     // Per 16 channels: the group's terms sum_c q_c m_c and sum_c q'_c (every row alike), the
-    // folded query q'_c = q_c s_c, and S^T += (offset + codes) Q'^T per m-tile t (keys key0 +
-    // 16t + 2g, + 1); one pass, so q' lives for its 16 channels only.
+    // folded query q'_c = q_c s_c, and S^T += (offset + codes) Q'^T per m-tile t (the step's
+    // keys 16t + 2g, + 1); one pass, so q' lives for its 16 channels only.
     float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     float q_sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
