@@ -148,7 +148,8 @@ __device__ __forceinline__ void softmax_step(float (&s)[kT][4], float (&head_max
   }
 }
 
-// 4 CTAs an SM: 128 registers (ptxas spills 8-36 bytes against 150-160 unbounded).
+// 4 CTAs an SM: 128 registers (ptxas spills 24-28 bytes, 36-40 reloads, at head_dim 128, none at 64; 150-160
+// registers unbounded).
 template <int kHeadDim, KvFormat kFormat>
 __global__ void __launch_bounds__(kThreads, 4)
     decode_kivi_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
@@ -204,10 +205,10 @@ __global__ void __launch_bounds__(kThreads, 4)
   // ms, kivi4 0.1576 -> 0.1633 (kivi4 in registers and without the rescale vote is unmeasured).
   auto q_frag = [&](int ks) { return *reinterpret_cast<const uint2*>(q_smem + g * kHeadDim + 16 * ks + 4 * q); };
 
-  // A sealed step's raw bytes: the key group as the cache holds it, then the 32 value rows. The
-  // offsets are made once here (cache.kivi_*_offset's arithmetic, with the format's sizes known
-  // at compile time): the copies of a step cost a table lookup and an add each (ncu: ~200
-  // instructions a step before, a fifth of the kernel's).
+  // A sealed step's raw bytes: the key group as the cache holds it, then the 32 value rows. A
+  // step's two base addresses are cache.kivi_*_offset's arithmetic with the format's sizes known
+  // at compile time; each 16-byte copy then costs an add (ncu: the copies were ~200 instructions
+  // a step when every chunk redid the offsets with run-time sizes, a fifth of the kernel's).
   // Sizes in 32 bits (a block of one layer is far below 4 GB), from the kernel's parameters:
   // no registers held across the loop.
   auto block_bytes = [&] { return cache.block_size * cache.num_kv_heads * S::kValueRowBytes; };
@@ -262,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   const uint32_t code_mask = (1u << kBits) - 1;
   const uint32_t mask_lo = (code_mask << key_shift) | (code_mask << (key_shift + 16));
   const uint32_t mask_hi = (code_mask << (key_shift + kBits)) | (code_mask << (key_shift + kBits + 16));
-  const uint32_t magic = kMagic;
+  const uint32_t magic = kMagic;  // a register operand of codes_with_offset's LOP3
   // Score rows g (key 2g) and g + 8 (key 2g + 1) read their codes at bits key_shift and
   // key_shift + kBits: (raw - 1024 sum_c q'_c) times these weights, then the softmax's scale.
   const float key_weight[2] = {code_weight(key_shift) * score_scale, code_weight(key_shift + kBits) * score_scale};
