@@ -50,6 +50,38 @@ TEST(CudaAttentionPlan, GridCoversEveryShorterContext) {
   }
 }
 
+TEST(CudaAttentionPlan, WalkCoversEverySplitOnce) {
+  for (int64_t rows : {1, 8, 100, 512, 6144}) {
+    for (int32_t splits : {1, 2, 3, 4, 7, 32, 40, 625}) {
+      for (int64_t slots : {1, 132, 396, 528}) {
+        for (int32_t forced : {0, 1, 2, 3, 1 << 20}) {
+          const DecodeWalk walk = decode_walk(rows, splits, slots, forced);
+          EXPECT_GE(walk.ctas_per_row, 1);
+          EXPECT_LE(walk.ctas_per_row, splits);
+          EXPECT_GE(static_cast<int64_t>(walk.ctas_per_row) * walk.splits_per_cta, splits);      // every split walked
+          EXPECT_LT(static_cast<int64_t>(walk.ctas_per_row - 1) * walk.splits_per_cta, splits);  // no idle CTA
+          if (forced > 0 && forced <= splits && splits % forced == 0) {
+            EXPECT_EQ(walk.ctas_per_row, forced);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaAttentionPlan, WalkFillsTheGpuWithTheFewestCtas) {
+  // b64 x 4k, 8 kv heads: 512 rows of 4 splits. At 4 CTAs an SM (528 slots) one wave of CTAs
+  // walking all 4; at 3 (396 slots) two CTAs a row (3 waves of 2 splits against 2 of 4).
+  EXPECT_EQ(decode_walk(512, 4, 528).ctas_per_row, 1);
+  EXPECT_EQ(decode_walk(512, 4, 396).ctas_per_row, 2);
+  // b1 x 32k: 8 rows of 32 splits, one CTA a split (a wave holds them all).
+  const DecodeWalk lone = decode_walk(8, 32, 528);
+  EXPECT_EQ(lone.ctas_per_row, 32);
+  EXPECT_EQ(lone.splits_per_cta, 1);
+  // Serving 768 sequences of 1-2k: the rows alone are 12 waves, one CTA walks both splits.
+  EXPECT_EQ(decode_walk(6144, 2, 528).ctas_per_row, 1);
+}
+
 TEST(CudaAttentionPlan, WorkspaceLayoutIsAlignedAndLargeEnough) {
   const DecodeWorkspaceLayout layout = decode_workspace_layout(3, 32, 128, 5);
   EXPECT_EQ(layout.partial_stats_offset % 256, 0u);

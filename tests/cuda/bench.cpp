@@ -162,6 +162,21 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     decode(("sweep_decode_b256_ctx1k_fp8" + tail).c_str(), 256, 1024, 32, 8, 128, split, KvFormat::kFp8E4M3);
   }
   decode("sweep_decode_b1_ctx32k_fp8_split1024", 1, 32768, 32, 8, 128, &t1024, KvFormat::kFp8E4M3);
+  // The walk (DecodeWalk): the default splits spread over 1, 2 or 4 CTAs a row (walk4: one CTA
+  // a split, as before the walk). The dispatcher's own choice is the attn_decode_* line.
+  for (const int ctas : {1, 2, 4}) {
+    DecodeSplitPolicy walk;
+    walk.ctas_per_row = ctas;
+    const std::string tail = "_walk" + std::to_string(ctas);
+    for (const auto& [name, format] : {std::pair{"tc", KvFormat::kFp16}, std::pair{"fp8", KvFormat::kFp8E4M3},
+                                       std::pair{"kivi4", KvFormat::kKivi4}, std::pair{"kivi2", KvFormat::kKivi2}}) {
+      decode((std::string("sweep_decode_b64_ctx4k_") + name + tail).c_str(), 64, 4096, 32, 8, 128, &walk, format);
+    }
+  }
+  decode("attn_decode_b16_ctx4k", 16, 4096, 32, 8, 128, nullptr);
+  decode("attn_decode_b16_ctx4k_kivi2", 16, 4096, 32, 8, 128, nullptr, KvFormat::kKivi2);
+  decode("attn_decode_b128_ctx2k", 128, 2048, 32, 8, 128, nullptr);
+  decode("attn_decode_b128_ctx2k_kivi2", 128, 2048, 32, 8, 128, nullptr, KvFormat::kKivi2);
   if (opt.filter == "decode") return;  // the decode kernels alone
 
   prefill_benchmarks(rng);

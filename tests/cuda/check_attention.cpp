@@ -445,6 +445,32 @@ void check_invariance(const Options& opt, std::mt19937_64& rng) {
   }
 }
 
+// The walk (DecodeWalk) of a decode-only batch never changes a bit: 256-token splits spread
+// over one CTA a row (which combines them itself), two (the reduce kernel combines them) and
+// one CTA a split; the first also against float64.
+void check_walks(AttentionProblem& p, const PagedAttentionArgs& args, const std::vector<int32_t>& sampled,
+                 const std::vector<double>& ref) {
+  DecodeSplitPolicy policy{256, 1 << 20};
+  const int32_t grid_splits = decode_grid_splits(p.max_context_len, policy);
+  DeviceBuffer<unsigned char> workspace(
+      decode_workspace_layout(static_cast<int32_t>(p.seqs.size()), p.num_heads, p.head_dim, grid_splits).total_bytes);
+  std::vector<std::vector<uint16_t>> outs;
+  for (const int32_t ctas : {1, 2, 1 << 20}) {
+    policy.ctas_per_row = ctas;
+    p.d_out.poison();
+    paged_attention_decode_policy(args, Workspace{workspace.get(), workspace.size()}, policy, nullptr);
+    sync_or_die("paged_attention (decode walk)");
+    outs.push_back(p.d_out.download());
+  }
+  Outcome o =
+      outcome_of("kv_formats.decode_walk1", p.describe(), rows_of(outs[0], p, sampled), ref, kAtolRef, kRtolRef);
+  o.note = "one CTA walks a row's " + std::to_string(grid_splits) + " splits at most, vs float64";
+  report(o);
+  const bool same = outs[0] == outs[1] && outs[1] == outs[2];
+  report_flag("kv_formats.walk_invariance", p.describe(), same,
+              std::string("1 CTA a row == 2 == 1 a split: ") + (same ? "bit-identical" : "DIFFER"));
+}
+
 // Quantized caches (fp8, int8, kivi4, kivi2): decode (split and unsplit), prefill with prefix
 // hits and chunks, and mixed batches through the dispatcher, GQA shapes, partial blocks; against
 // the float64 reference run on the same quantized bytes (the CUDA reference kernel reads fp16
@@ -492,6 +518,7 @@ void check_kv_formats(const Options& opt, std::mt19937_64& rng) {
               outcome_of("kv_formats.dispatch", p.describe(), rows_of(out, p, sampled), ref, kAtolRef, kRtolRef, ms);
           o.note = "vs float64 on the dequantized cache (" + std::to_string(sampled.size()) + " rows)";
           report(o);
+          if (p.max_query_len <= 1) check_walks(p, args, sampled, ref);
           // The format's other decode kernel, on CUDA cores (bf16 has only that one; fp8, whose
           // own block is staged, only the tensor-core one).
           if (format != KvFormat::kBf16 && format != KvFormat::kFp8E4M3) {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/cuda/kernels/attention_decode_launch.h"
+#include "backend/cuda/kernels/attention_decode_splits.cuh"
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
 #include "backend/cuda/programmatic_launch.cuh"
@@ -27,21 +28,12 @@ __global__ void __launch_bounds__(kHeadDim)
   const int num_splits = decode_num_splits(args.context_lens[seq], policy);
   if (num_splits <= 1) return;
   const size_t base = (static_cast<size_t>(seq) * args.num_heads + head) * grid_splits;
-  float global_max = -INFINITY;
-  for (int s = 0; s < num_splits; ++s) global_max = fmaxf(global_max, partial_stats[base + s].x);
-  float weight_sum = 0.0f;
-  float value = 0.0f;
-  for (int s = 0; s < num_splits; ++s) {
-    const float2 stats = partial_stats[base + s];
-    const float w = stats.y * exp2f(stats.x - global_max);
-    weight_sum += w;
-    value = fmaf(w, partial_out[(base + s) * kHeadDim + d], value);
-  }
   args.out[(static_cast<size_t>(token) * args.num_heads + head) * kHeadDim + d] =
-      detail::float_to_bf16_bits(value / weight_sum);
+      detail::float_to_bf16_bits(decode::combine_splits<kHeadDim>(partial_out, partial_stats, base, num_splits, d));
 }
 
-void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
+// Returns whether the kernel combined every row's splits itself (no reduce kernel needed).
+bool launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
                    float2* partial_stats, Stream stream, DecodeKernel kernel) {
   using decode::launch_decode_kernels;
   using decode::launch_decode_tc_direct;
@@ -64,18 +56,24 @@ void launch_decode(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int
   }
   switch (args.cache.format) {
     case KvFormat::kFp16:
-      return launch_decode_kernels<KvFormat::kFp16>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      launch_decode_kernels<KvFormat::kFp16>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      return false;
     case KvFormat::kBf16:
-      return launch_decode_kernels<KvFormat::kBf16>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      launch_decode_kernels<KvFormat::kBf16>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      return false;
     case KvFormat::kFp8E4M3:  // its residual (the query's own block, staged) is read by the tensor-core kernel only
       return launch_decode_tc_direct<KvFormat::kFp8E4M3>(args, policy, grid_splits, partial_out, partial_stats, stream);
     case KvFormat::kInt8:
-      return launch_decode_kernels<KvFormat::kInt8>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      launch_decode_kernels<KvFormat::kInt8>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      return false;
     case KvFormat::kKivi4:
-      return launch_decode_kernels<KvFormat::kKivi4>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      launch_decode_kernels<KvFormat::kKivi4>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      return false;
     case KvFormat::kKivi2:
-      return launch_decode_kernels<KvFormat::kKivi2>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      launch_decode_kernels<KvFormat::kKivi2>(args, policy, grid_splits, partial_out, partial_stats, stream);
+      return false;
   }
+  return false;
 }
 
 }  // namespace
@@ -98,8 +96,8 @@ void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace wor
     partial_out = reinterpret_cast<float*>(base + layout.partial_out_offset);
     partial_stats = reinterpret_cast<float2*>(base + layout.partial_stats_offset);
   }
-  launch_decode(args, policy, grid_splits, partial_out, partial_stats, stream, kernel);
-  if (grid_splits > 1) {
+  const bool combined = launch_decode(args, policy, grid_splits, partial_out, partial_stats, stream, kernel);
+  if (grid_splits > 1 && !combined) {
     const dim3 grid(args.num_heads, args.num_seqs);
     if (head_dim == 64) {
       decode_reduce_kernel<64><<<grid, 64, 0, stream>>>(args, policy, grid_splits, partial_out, partial_stats);

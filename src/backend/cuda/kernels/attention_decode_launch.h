@@ -17,12 +17,14 @@ void launch_decode_kernels(const PagedAttentionArgs& args, DecodeSplitPolicy pol
                            float* partial_out, float2* partial_stats, Stream stream);
 
 // The tensor-core decode kernels: attention_decode_tc_direct.cu for fp16, fp8 and int8,
-// attention_decode_tc_kivi.cu for kivi4 and kivi2.
+// attention_decode_tc_kivi.cu for kivi4 and kivi2. Each CTA walks one or more of a row's splits
+// (DecodeWalk); they return true when every row's splits were combined in its CTA, so no reduce
+// kernel is needed.
 template <KvFormat kFormat>
-void launch_decode_tc_direct(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
+bool launch_decode_tc_direct(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
                              float* partial_out, float2* partial_stats, Stream stream);
 template <KvFormat kFormat>
-void launch_decode_tc_kivi(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
+bool launch_decode_tc_kivi(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
                            float* partial_out, float2* partial_stats, Stream stream);
 
 // The largest divisor of group_size that is at most `most` (1 when none is larger).

@@ -3,12 +3,14 @@
 // partial results at the end.
 //
 // Both give each of the CTA's 4 warps its own 16 keys of every 64-key tile, so the tile loop
-// needs no CTA-wide barrier; the warps' (max, sum, O) are merged once, through shared memory,
-// after the loop.
+// needs no CTA-wide barrier; the warps' (max, sum, O) are merged once a split, through shared
+// memory, after the loop. A CTA walks one or more consecutive splits of its row (DecodeWalk in
+// attention_plan.h) and, when it walked them all, combines them itself.
 #pragma once
 
 #include <cmath>
 
+#include "backend/cuda/kernels/attention_decode_splits.cuh"
 #include "backend/cuda/kernels/attention_plan.h"
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
@@ -19,7 +21,7 @@ inline constexpr int kThreads = 128;
 inline constexpr int kWarps = kThreads / 32;
 inline constexpr int kTile = kDecodeTileTokens;  // 64 keys a tile, 16 per warp
 inline constexpr int kWarpKeys = kTile / kWarps;
-inline constexpr int kRows = 16;  // query heads per CTA at most (the MMA's M)
+inline constexpr int kRows = 8;  // query heads per CTA at most (the MMA's N)
 
 // d = the 8x8 b16 matrix whose fragment a is, transposed (fragments: thread (g, q) holds row g,
 // columns 2q and 2q + 1).
@@ -33,26 +35,72 @@ __device__ __forceinline__ uint32_t transpose8x8(uint32_t a) {
 template <int kHeadDim>
 inline constexpr size_t kMergeBytes = static_cast<size_t>(kWarps) * kRows*(kHeadDim + 2) * sizeof(float);
 
-// Where the CTA's output goes: bf16 rows of args.out when the sequence has one split, else a
-// normalized partial and its (max, sum) for the reduce kernel.
+// Where a split's output goes: bf16 rows of args.out when the sequence has one split, else a
+// normalized partial and its (max, sum) for combine_splits; row r of split s at
+// row_base + r grid_splits + s.
 struct DecodeOutput {
   int token = 0;
   int head0 = 0;
   int rows = 0;
   int num_splits = 1;
   int grid_splits = 1;
-  size_t partial_index = 0;
+  int split = 0;
+  size_t row_base = 0;
+  __device__ __forceinline__ size_t partial_index(int row) const {
+    return row_base + static_cast<size_t>(row) * grid_splits + split;
+  }
 };
-__device__ __forceinline__ DecodeOutput decode_output(const PagedAttentionArgs& args, int seq, int split, int token,
-                                                      int head0, int rows, int num_splits, int grid_splits) {
+__device__ __forceinline__ DecodeOutput decode_output(const PagedAttentionArgs& args, int seq, int token, int head0,
+                                                      int rows, int num_splits, int grid_splits) {
   DecodeOutput out;
   out.token = token;
   out.head0 = head0;
   out.rows = rows;
   out.num_splits = num_splits;
   out.grid_splits = grid_splits;
-  out.partial_index = (static_cast<size_t>(seq) * args.num_heads + head0) * grid_splits + split;
+  out.row_base = (static_cast<size_t>(seq) * args.num_heads + head0) * grid_splits;
   return out;
+}
+
+// The splits [first, last) this CTA walks (blockIdx.x of a grid ctas_per_row wide); empty when
+// the sequence has fewer splits than the launch's widest.
+struct SplitRange {
+  int first = 0;
+  int last = 0;
+};
+__device__ __forceinline__ SplitRange walked_splits(int splits_per_cta, int num_splits) {
+  SplitRange r;
+  r.first = static_cast<int>(blockIdx.x) * splits_per_cta;
+  r.last = min(num_splits, r.first + splits_per_cta);
+  return r;
+}
+
+// After a CTA walked all of its row's splits (and each wrote its partial): the combined rows,
+// with the reduce kernel's arithmetic (combine_splits), so the bits match a launch where other
+// CTAs had the splits.
+template <int kHeadDim>
+__device__ __forceinline__ void combine_walked_splits(const PagedAttentionArgs& args, const DecodeOutput& out,
+                                                      const float* partial_out, const float2* partial_stats) {
+  __syncthreads();  // the CTA's global writes before a barrier are visible to all its threads after it
+  for (int i = threadIdx.x; i < out.rows * kHeadDim; i += kThreads) {
+    const int row = i / kHeadDim;
+    const int d = i % kHeadDim;
+    const float value = combine_splits<kHeadDim>(
+        partial_out, partial_stats, out.row_base + static_cast<size_t>(row) * out.grid_splits, out.num_splits, d);
+    args.out[(static_cast<size_t>(out.token) * args.num_heads + out.head0 + row) * kHeadDim + d] =
+        detail::float_to_bf16_bits(value);
+  }
+}
+
+// CTAs the GPU holds at once for a decode kernel (SMs x resident CTAs an SM), asked once per
+// instantiation (every GPU of a process is taken to be alike).
+template <typename Kernel>
+inline int64_t decode_cta_slots(Kernel kernel, size_t smem_bytes) {
+  int device = 0, sms = 0, per_sm = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem_bytes);
+  return static_cast<int64_t>(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
 }
 
 // O^T *= alpha per head (thread (g, q) holds heads 2q and 2q + 1), skipped when no head's max
@@ -70,16 +118,17 @@ __device__ __forceinline__ void rescale_heads_as_n(float (&o)[kMBlocks][4], cons
   }
 }
 
-// The merge buffers (kMergeBytes<kHeadDim> at the start of shared memory, free once every warp
-// has left its tile loop): each warp's unnormalized O rows [warp][row][head_dim], then its
-// (max, sum) per row [warp][row]. A warp with no keys in its split leaves max = -inf.
+// The merge buffers (kMergeBytes<kHeadDim> from `merge`, a region the kernel leaves free of what
+// it still needs once every warp has left its tile loop; the query rows of the KIVI kernel
+// survive the merge): each warp's unnormalized O rows [warp][row][head_dim], then its (max,
+// sum) per row [warp][row]. A warp with no keys in its split leaves max = -inf.
 template <int kHeadDim>
-__device__ __forceinline__ float* merge_values(unsigned char* smem) {
-  return reinterpret_cast<float*>(smem);
+__device__ __forceinline__ float* merge_values(unsigned char* merge) {
+  return reinterpret_cast<float*>(merge);
 }
 template <int kHeadDim>
-__device__ __forceinline__ float2* merge_stats(unsigned char* smem) {
-  return reinterpret_cast<float2*>(smem + static_cast<size_t>(kWarps) * kRows * kHeadDim * sizeof(float));
+__device__ __forceinline__ float2* merge_stats(unsigned char* merge) {
+  return reinterpret_cast<float2*>(merge + static_cast<size_t>(kWarps) * kRows * kHeadDim * sizeof(float));
 }
 
 // After each warp has written its rows to the merge buffers (and a __syncthreads): combines the
@@ -87,10 +136,10 @@ __device__ __forceinline__ float2* merge_stats(unsigned char* smem) {
 // a row, in place of each warp's stats; every output value is then a sum of 4 products (before,
 // each of a row's head_dim values redid the 4 exponentials and a division).
 template <int kHeadDim>
-__device__ __forceinline__ void finish_merge(unsigned char* smem, const PagedAttentionArgs& args,
+__device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAttentionArgs& args,
                                              const DecodeOutput& out, float* partial_out, float2* partial_stats) {
-  const float* merge_o = merge_values<kHeadDim>(smem);
-  float2* stats = merge_stats<kHeadDim>(smem);
+  const float* merge_o = merge_values<kHeadDim>(merge);
+  float2* stats = merge_stats<kHeadDim>(merge);
   if (threadIdx.x < out.rows) {
     const int row = threadIdx.x;
     float m = -INFINITY;
@@ -106,8 +155,7 @@ __device__ __forceinline__ void finish_merge(unsigned char* smem, const PagedAtt
     }
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) stats[w * kRows + row].x = weight[w] / l;
-    if (out.num_splits > 1)
-      partial_stats[out.partial_index + static_cast<size_t>(row) * out.grid_splits] = make_float2(m, l);
+    if (out.num_splits > 1) partial_stats[out.partial_index(row)] = make_float2(m, l);
   }
   __syncthreads();
   for (int i = threadIdx.x; i < out.rows * kHeadDim; i += kThreads) {
@@ -117,12 +165,11 @@ __device__ __forceinline__ void finish_merge(unsigned char* smem, const PagedAtt
 #pragma unroll
     for (int w = 0; w < kWarps; ++w)
       value = fmaf(merge_o[(w * kRows + row) * kHeadDim + d], stats[w * kRows + row].x, value);
-    const size_t slot = out.partial_index + static_cast<size_t>(row) * out.grid_splits;
     if (out.num_splits == 1) {
       args.out[(static_cast<size_t>(out.token) * args.num_heads + out.head0 + row) * kHeadDim + d] =
           detail::float_to_bf16_bits(value);
     } else {
-      partial_out[slot * kHeadDim + d] = value;
+      partial_out[out.partial_index(row) * kHeadDim + d] = value;
     }
   }
 }
@@ -149,9 +196,9 @@ __device__ __forceinline__ void load_query_rows(uint16_t* q_smem, const PagedAtt
 // heads 2q and 2q + 1 of O^T's rows): each thread's (max, sum) per head, summed over the 8
 // threads of a column, and its O^T values go to the merge buffers, dim_of(mb, r) naming the
 // head dim of m-block mb's row g (r = 0) or g + 8 (r = 1); then the 4 warps are merged and the
-// CTA's rows written.
+// CTA's rows written. Ends with a barrier: the merge buffers are free again.
 template <int kHeadDim, typename DimOf>
-__device__ __forceinline__ void finish_heads_as_n(unsigned char* smem, const PagedAttentionArgs& args,
+__device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const PagedAttentionArgs& args,
                                                   const DecodeOutput& out, const float (&head_max)[2],
                                                   const float (&head_sum)[2], const float (&o)[kHeadDim / 16][4],
                                                   DimOf dim_of, float* partial_out, float2* partial_stats) {
@@ -159,8 +206,8 @@ __device__ __forceinline__ void finish_heads_as_n(unsigned char* smem, const Pag
   const int g = threadIdx.x % 32 / 4;
   const int q = threadIdx.x % 4;
   __syncthreads();  // every warp is done with its slice
-  float* merge_o = merge_values<kHeadDim>(smem);
-  float2* stats = merge_stats<kHeadDim>(smem);
+  float* merge_o = merge_values<kHeadDim>(merge);
+  float2* stats = merge_stats<kHeadDim>(merge);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float sum = head_sum[i];
@@ -177,7 +224,8 @@ __device__ __forceinline__ void finish_heads_as_n(unsigned char* smem, const Pag
     }
   }
   __syncthreads();
-  finish_merge<kHeadDim>(smem, args, out, partial_out, partial_stats);
+  finish_merge<kHeadDim>(merge, args, out, partial_out, partial_stats);
+  __syncthreads();
 }
 
 }  // namespace folio::cuda::decode::tc

@@ -65,7 +65,9 @@ struct KiviDirectShape {
   static constexpr size_t kWarpBytes = static_cast<size_t>(kStages) * kStageBytes;
   static constexpr size_t kQBytes = kHeads * kHeadDim * 2;
   static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
-  static constexpr size_t kSmemBytes = kMainBytes > kMergeBytes<kHeadDim> ? kMainBytes : kMergeBytes<kHeadDim>;
+  // The merge buffers come after the query rows, which every split of a walking CTA reads.
+  static constexpr size_t kMergeEnd = kQBytes + kMergeBytes<kHeadDim>;
+  static constexpr size_t kSmemBytes = kMainBytes > kMergeEnd ? kMainBytes : kMergeEnd;
   static_assert(kKeyBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte copies");
   static_assert(kGroups == 2 || kGroups == 4, "head_dim 64 or 128");
   // Vector loads of a value row's scales and minima: 16-byte (or 8-byte) aligned rows.
@@ -153,7 +155,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[kT][4], float (&head_max
 template <int kHeadDim, KvFormat kFormat>
 __global__ void __launch_bounds__(kThreads, 4)
     decode_kivi_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
-                              int32_t rows, float* partial_out, float2* partial_stats) {
+                              int32_t splits_per_cta, int32_t rows, float* partial_out, float2* partial_stats) {
   let_next_kernel_start();  // the output projection after it prefetches its weights meanwhile
   constexpr int kBits = kivi_bits(kFormat);
   using S = KiviDirectShape<kHeadDim, kBits>;
@@ -161,7 +163,6 @@ __global__ void __launch_bounds__(kThreads, 4)
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_smem = reinterpret_cast<uint16_t*>(smem);
 
-  const int split = blockIdx.x;
   const int head0 = blockIdx.y * rows;
   const int seq = blockIdx.z;
   const KvLayerView& cache = args.cache;
@@ -179,22 +180,21 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int context_len = args.context_lens[seq];
   const int split_tokens = decode_split_tokens(context_len, policy);
   const int num_splits = (context_len + split_tokens - 1) / split_tokens;
-  const int begin = split * split_tokens;
-  if (begin >= context_len) return;
-  const int end = min(context_len, begin + split_tokens);
+  const SplitRange walk = walked_splits(splits_per_cta, num_splits);
+  if (walk.first >= walk.last) return;
   const int32_t* block_table = args.block_tables + static_cast<size_t>(seq) * args.max_blocks_per_seq;
   const BlockIndexer indexer(cache.block_size);
   // Keys before own_start are sealed; the query's own block [own_start, context_len) is staged
   // fp16. Blocks and splits are multiples of the 32-key group, so every sealed step is one
   // whole group.
   const int own_start = (context_len - 1) / cache.block_size * cache.block_size;
-  const int sealed_end = max(begin, min(end, own_start));
   const int slot = args.slot_mapping[token];
   const int own_staging = slot >= 0 ? slot / cache.block_size : 0;  // padding rows read any staging block
   const uint16_t* own_k = cache.staging_row(0, own_staging, 0, kv_head);
   const uint16_t* own_v = cache.staging_row(1, own_staging, 0, kv_head);
-  const int warp_begin = begin + warp * kStepKeys;
-  const int num_steps = warp_begin < sealed_end ? (sealed_end - warp_begin + kCtaKeys - 1) / kCtaKeys : 0;
+  // The split's keys [begin, end), sealed up to sealed_end; the warp's steps start at
+  // warp_begin. Set by the split loop below.
+  int begin = 0, end = 0, sealed_end = 0, warp_begin = 0;
 
   // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero); the thread's B fragments
   // of Q^T for head g: k-step ks takes dims 16 ks + 4q .. + 3.
@@ -244,15 +244,6 @@ __global__ void __launch_bounds__(kThreads, 4)
     }
   };
 
-  // O^T: o[2G + h] is the 16 x 8 block (dims 32G + 4g + 2h, 32G + 4g + 2h + 1) x (heads 2q,
-  // 2q + 1); stats are per head 2q + i.
-  float o[kMBlocks][4];
-#pragma unroll
-  for (int mb = 0; mb < kMBlocks; ++mb)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[mb][e] = 0.0f;
-  float head_max[2] = {-INFINITY, -INFINITY};
-  float head_sum[2] = {0.0f, 0.0f};  // this thread's keys only; summed over g at the end
   const float score_scale = args.scale * kLog2e;
 
   // Where a thread's two key rows (2g and 2g + 1 of an m-tile) sit in a channel's codes.
@@ -268,263 +259,285 @@ __global__ void __launch_bounds__(kThreads, 4)
   // key_shift + kBits: (raw - 1024 sum_c q'_c) times these weights, then the softmax's scale.
   const float key_weight[2] = {code_weight(key_shift) * score_scale, code_weight(key_shift + kBits) * score_scale};
   constexpr uint32_t kOnes = 0x3c003c00u;  // fp16x2 (1, 1)
-  // The values' corrections, one MMA accumulator (rows g and g + 8, heads 2q and 2q + 1): row G
-  // < kGroups sums P'_G = P s_G over the keys (times the codes' offsets, subtracted at the end),
-  // row 4 + G sums P m_G (added at the end); rows g + 8 stay zero.
-  float correction[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   const bool minimum_row = g >= 4 && g - 4 < S::kGroups;
   const int minimum_offset = S::kValueCodeBytes + 2 * S::kGroups + 2 * (minimum_row ? g - 4 : 0);
 
+  const DecodeOutput row_out = decode_output(args, seq, token, head0, rows, num_splits, grid_splits);
+  for (int split = walk.first; split < walk.last; ++split) {
+    begin = split * split_tokens;
+    end = min(context_len, begin + split_tokens);
+    sealed_end = max(begin, min(end, own_start));
+    warp_begin = begin + warp * kStepKeys;
+    const int num_steps = warp_begin < sealed_end ? (sealed_end - warp_begin + kCtaKeys - 1) / kCtaKeys : 0;
+    // O^T: o[2G + h] is the 16 x 8 block (dims 32G + 4g + 2h, 32G + 4g + 2h + 1) x (heads 2q,
+    // 2q + 1); stats are per head 2q + i.
+    float o[kMBlocks][4];
 #pragma unroll
-  for (int s = 0; s < S::kStages - 1; ++s) {
-    if (s < num_steps) load_raw(s, s);
-    cp_async_commit();
-  }
-  for (int j = 0; j < num_steps; ++j) {
-    cp_async_wait<S::kStages - 2>();
-    __syncwarp();  // step j's copies are in for every lane; step j - 1's stage is free again
-    if (j + S::kStages - 1 < num_steps) load_raw(j + S::kStages - 1, (j + S::kStages - 1) % S::kStages);
-    cp_async_commit();
-    const unsigned char* k_raw = warp_smem + (j % S::kStages) * S::kStageBytes;
-    const unsigned char* v_raw = k_raw + S::kKeyBytes;
+    for (int mb = 0; mb < kMBlocks; ++mb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mb][e] = 0.0f;
+    float head_max[2] = {-INFINITY, -INFINITY};
+    float head_sum[2] = {0.0f, 0.0f};  // this thread's keys only; summed over g at the end
+    // The values' corrections, one MMA accumulator (rows g and g + 8, heads 2q and 2q + 1): row G
+    // < kGroups sums P'_G = P s_G over the keys (times the codes' offsets, subtracted at the end),
+    // row 4 + G sums P m_G (added at the end); rows g + 8 stay zero.
+    float correction[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
-    // Per 16 channels: the group's terms sum_c q_c m_c and sum_c q'_c (every row alike), the
-    // folded query q'_c = q_c s_c, and S^T += (offset + codes) Q'^T per m-tile t (the step's
-    // keys 16t + 2g, + 1); one pass, so q' lives for its 16 channels only.
-    float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    float q_sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
-    for (int ks = 0; ks < kMBlocks; ++ks) {
-      const int c0 = 16 * ks + 4 * q;
-      const uint2 sc = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * c0);
-      const uint2 mn = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * kHeadDim + 2 * c0);
-      const uint32_t a_min[4] = {mn.x, mn.x, mn.y, mn.y};
-      const uint2 qk = q_frag(ks);
-      mma_16816(bias, a_min, qk.x, qk.y);
-      const uint32_t qs0 = as_bits(__hmul2(as_half2(qk.x), as_half2(sc.x)));
-      const uint32_t qs1 = as_bits(__hmul2(as_half2(qk.y), as_half2(sc.y)));
-      const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
-      mma_16816(q_sum, ones, qs0, qs1);
-      const unsigned char* codes = k_raw + c0 * S::kChannelBytes;
-      // 2-bit: the 4 channels' codes are 32 contiguous bytes (word t of a channel is m-tile t's).
-      uint4 two_bit[2];
-      if constexpr (kBits == 2) {
-        two_bit[0] = *reinterpret_cast<const uint4*>(codes);
-        two_bit[1] = *reinterpret_cast<const uint4*>(codes + 16);
+    for (int s = 0; s < S::kStages - 1; ++s) {
+      if (s < num_steps) load_raw(s, s);
+      cp_async_commit();
+    }
+    for (int j = 0; j < num_steps; ++j) {
+      cp_async_wait<S::kStages - 2>();
+      __syncwarp();  // step j's copies are in for every lane; step j - 1's stage is free again
+      if (j + S::kStages - 1 < num_steps) load_raw(j + S::kStages - 1, (j + S::kStages - 1) % S::kStages);
+      cp_async_commit();
+      const unsigned char* k_raw = warp_smem + (j % S::kStages) * S::kStageBytes;
+      const unsigned char* v_raw = k_raw + S::kKeyBytes;
+
+      // Per 16 channels: the group's terms sum_c q_c m_c and sum_c q'_c (every row alike), the
+      // folded query q'_c = q_c s_c, and S^T += (offset + codes) Q'^T per m-tile t (the step's
+      // keys 16t + 2g, + 1); one pass, so q' lives for its 16 channels only.
+      float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float q_sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+      for (int ks = 0; ks < kMBlocks; ++ks) {
+        const int c0 = 16 * ks + 4 * q;
+        const uint2 sc = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * c0);
+        const uint2 mn = *reinterpret_cast<const uint2*>(k_raw + S::kKeyCodeBytes + 2 * kHeadDim + 2 * c0);
+        const uint32_t a_min[4] = {mn.x, mn.x, mn.y, mn.y};
+        const uint2 qk = q_frag(ks);
+        mma_16816(bias, a_min, qk.x, qk.y);
+        const uint32_t qs0 = as_bits(__hmul2(as_half2(qk.x), as_half2(sc.x)));
+        const uint32_t qs1 = as_bits(__hmul2(as_half2(qk.y), as_half2(sc.y)));
+        const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
+        mma_16816(q_sum, ones, qs0, qs1);
+        const unsigned char* codes = k_raw + c0 * S::kChannelBytes;
+        // 2-bit: the 4 channels' codes are 32 contiguous bytes (word t of a channel is m-tile t's).
+        uint4 two_bit[2];
+        if constexpr (kBits == 2) {
+          two_bit[0] = *reinterpret_cast<const uint4*>(codes);
+          two_bit[1] = *reinterpret_cast<const uint4*>(codes + 16);
+        }
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          // The word of each of the thread's 4 channels holding this m-tile's rows 2g, 2g + 1.
+          uint32_t w[4];
+          if constexpr (kBits == 2) {
+            w[0] = t == 0 ? two_bit[0].x : two_bit[0].y;
+            w[1] = t == 0 ? two_bit[0].z : two_bit[0].w;
+            w[2] = t == 0 ? two_bit[1].x : two_bit[1].y;
+            w[3] = t == 0 ? two_bit[1].z : two_bit[1].w;
+          } else {
+            const int word = (t * kTileBits + key_bit) / 32;
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+              w[c] = *reinterpret_cast<const uint32_t*>(codes + c * S::kChannelBytes + 4 * word);
+          }
+          const int byte = key_byte % 4;
+          const uint32_t t01 = pair_bytes(w[0], w[1], byte);
+          const uint32_t t23 = pair_bytes(w[2], w[3], byte);
+          const uint32_t a[4] = {codes_with_offset(t01, mask_lo, magic), codes_with_offset(t01, mask_hi, magic),
+                                 codes_with_offset(t23, mask_lo, magic), codes_with_offset(t23, mask_hi, magic)};
+          mma_16816(s[t], a, qs0, qs1);
+        }
       }
+      // Scores: (raw - 1024 sum_c q'_c) 2^-sh + sum_c q_c m_c, scaled; rows g: the low codes'
+      // weight, g + 8: the high's. No mask: a sealed step is a whole group before sealed_end.
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float w = key_weight[e / 2];
+        const float shift = fmaf(bias[e], score_scale, -kCodeOffset * w * q_sum[e]);
+        s[0][e] = fmaf(s[0][e], w, shift);
+        s[1][e] = fmaf(s[1][e], w, shift);
+      }
+      uint32_t b[2][2];
+      float alpha[2];
+      softmax_step<2, kHeadDim>(s, head_max, head_sum, o, b, alpha);
+      correction[0] *= alpha[0];
+      correction[1] *= alpha[1];
+
+      // O^T += (offset + codes)^T P'^T per m-tile t and value group G: its k-slots 2q, 2q + 1,
+      // 2q + 8, 2q + 9 are rows 4q, 4q + 2, 4q + 1, 4q + 3 of the tile (the row order above).
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
-        // The word of each of the thread's 4 channels holding this m-tile's rows 2g, 2g + 1.
-        uint32_t w[4];
-        if constexpr (kBits == 2) {
-          w[0] = t == 0 ? two_bit[0].x : two_bit[0].y;
-          w[1] = t == 0 ? two_bit[0].z : two_bit[0].w;
-          w[2] = t == 0 ? two_bit[1].x : two_bit[1].y;
-          w[3] = t == 0 ? two_bit[1].z : two_bit[1].w;
-        } else {
-          const int word = (t * kTileBits + key_bit) / 32;
+        const int key_rows[4] = {16 * t + 4 * q, 16 * t + 4 * q + 2, 16 * t + 4 * q + 1, 16 * t + 4 * q + 3};
+        const unsigned char* row[4];
+        uint32_t scale_words[4][S::kGroups / 2];
+        uint32_t minimum[4];
 #pragma unroll
-          for (int c = 0; c < 4; ++c)
-            w[c] = *reinterpret_cast<const uint32_t*>(codes + c * S::kChannelBytes + 4 * word);
+        for (int r = 0; r < 4; ++r) {
+          row[r] = v_raw + key_rows[r] * S::kValueRowBytes;
+          // A row's scales: 8 bytes (head dim 128) or 4 (64), one load.
+          if constexpr (S::kGroups == 4) {
+            const uint2 sc = *reinterpret_cast<const uint2*>(row[r] + S::kValueCodeBytes);
+            scale_words[r][0] = sc.x;
+            scale_words[r][1] = sc.y;
+          } else {
+            scale_words[r][0] = *reinterpret_cast<const uint32_t*>(row[r] + S::kValueCodeBytes);
+          }
+          minimum[r] = *reinterpret_cast<const uint16_t*>(row[r] + minimum_offset);
         }
-        const int byte = key_byte % 4;
-        const uint32_t t01 = pair_bytes(w[0], w[1], byte);
-        const uint32_t t23 = pair_bytes(w[2], w[3], byte);
-        const uint32_t a[4] = {codes_with_offset(t01, mask_lo, magic), codes_with_offset(t01, mask_hi, magic),
-                               codes_with_offset(t23, mask_lo, magic), codes_with_offset(t23, mask_hi, magic)};
-        mma_16816(s[t], a, qs0, qs1);
-      }
-    }
-    // Scores: (raw - 1024 sum_c q'_c) 2^-sh + sum_c q_c m_c, scaled; rows g: the low codes'
-    // weight, g + 8: the high's. No mask: a sealed step is a whole group before sealed_end.
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float w = key_weight[e / 2];
-      const float shift = fmaf(bias[e], score_scale, -kCodeOffset * w * q_sum[e]);
-      s[0][e] = fmaf(s[0][e], w, shift);
-      s[1][e] = fmaf(s[1][e], w, shift);
-    }
-    uint32_t b[2][2];
-    float alpha[2];
-    softmax_step<2, kHeadDim>(s, head_max, head_sum, o, b, alpha);
-    correction[0] *= alpha[0];
-    correction[1] *= alpha[1];
-
-    // O^T += (offset + codes)^T P'^T per m-tile t and value group G: its k-slots 2q, 2q + 1,
-    // 2q + 8, 2q + 9 are rows 4q, 4q + 2, 4q + 1, 4q + 3 of the tile (the row order above).
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      const int key_rows[4] = {16 * t + 4 * q, 16 * t + 4 * q + 2, 16 * t + 4 * q + 1, 16 * t + 4 * q + 3};
-      const unsigned char* row[4];
-      uint32_t scale_words[4][S::kGroups / 2];
-      uint32_t minimum[4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        row[r] = v_raw + key_rows[r] * S::kValueRowBytes;
-        // A row's scales: 8 bytes (head dim 128) or 4 (64), one load.
-        if constexpr (S::kGroups == 4) {
-          const uint2 sc = *reinterpret_cast<const uint2*>(row[r] + S::kValueCodeBytes);
-          scale_words[r][0] = sc.x;
-          scale_words[r][1] = sc.y;
-        } else {
-          scale_words[r][0] = *reinterpret_cast<const uint32_t*>(row[r] + S::kValueCodeBytes);
+        // sum_k P m_G: rows 4 + G of the correction (minimum_row threads hold group g - 4).
+        {
+          const uint32_t lo = minimum_row ? minimum[0] | minimum[1] << 16 : 0u;
+          const uint32_t hi = minimum_row ? minimum[2] | minimum[3] << 16 : 0u;
+          const uint32_t a[4] = {lo, 0u, hi, 0u};
+          mma_16816(correction, a, b[t][0], b[t][1]);
         }
-        minimum[r] = *reinterpret_cast<const uint16_t*>(row[r] + minimum_offset);
-      }
-      // sum_k P m_G: rows 4 + G of the correction (minimum_row threads hold group g - 4).
-      {
-        const uint32_t lo = minimum_row ? minimum[0] | minimum[1] << 16 : 0u;
-        const uint32_t hi = minimum_row ? minimum[2] | minimum[3] << 16 : 0u;
-        const uint32_t a[4] = {lo, 0u, hi, 0u};
-        mma_16816(correction, a, b[t][0], b[t][1]);
-      }
 #pragma unroll
-      for (int G = 0; G < S::kGroups; ++G) {
-        // P'_G: P^T's B fragments times the group's scales of the same keys.
-        uint32_t pb[2];
+        for (int G = 0; G < S::kGroups; ++G) {
+          // P'_G: P^T's B fragments times the group's scales of the same keys.
+          uint32_t pb[2];
 #pragma unroll
-        for (int p = 0; p < 2; ++p) {
-          const __half2 scale = as_half2(pair_halves(scale_words[2 * p][G / 2], scale_words[2 * p + 1][G / 2], G % 2));
-          pb[p] = as_bits(__hmul2(as_half2(b[t][p]), scale));
-        }
-        // The thread's dims 32G + 4g .. + 3 of each key: kDimBytes bytes from bit (32G + 4g) bits.
-        const int first_byte = (32 * G + 4 * g) * kBits / 8;
-        uint32_t cw[4];
+          for (int p = 0; p < 2; ++p) {
+            const __half2 scale =
+                as_half2(pair_halves(scale_words[2 * p][G / 2], scale_words[2 * p + 1][G / 2], G % 2));
+            pb[p] = as_bits(__hmul2(as_half2(b[t][p]), scale));
+          }
+          // The thread's dims 32G + 4g .. + 3 of each key: kDimBytes bytes from bit (32G + 4g) bits.
+          const int first_byte = (32 * G + 4 * g) * kBits / 8;
+          uint32_t cw[4];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) cw[r] = *reinterpret_cast<const uint32_t*>(row[r] + (first_byte & ~3));
-        // v[p][i]: dim i of the key pair p (rows r = 2p, 2p + 1), as offset + code.
-        uint32_t v[2][4];
+          for (int r = 0; r < 4; ++r) cw[r] = *reinterpret_cast<const uint32_t*>(row[r] + (first_byte & ~3));
+          // v[p][i]: dim i of the key pair p (rows r = 2p, 2p + 1), as offset + code.
+          uint32_t v[2][4];
 #pragma unroll
-        for (int p = 0; p < 2; ++p) {
+          for (int p = 0; p < 2; ++p) {
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int byte = (first_byte & 3) + (i * kBits) / 8;
-            const uint32_t pair = pair_bytes(cw[2 * p], cw[2 * p + 1], byte);
-            if constexpr (kBits == 2) {
-              v[p][i] = i == 0   ? codes_with_offset<2, 0>(pair, magic)
-                        : i == 1 ? codes_with_offset<2, 2>(pair, magic)
-                        : i == 2 ? codes_with_offset<2, 4>(pair, magic)
-                                 : codes_with_offset<2, 6>(pair, magic);
-            } else {
-              v[p][i] = i % 2 == 0 ? codes_with_offset<4, 0>(pair, magic) : codes_with_offset<4, 4>(pair, magic);
+            for (int i = 0; i < 4; ++i) {
+              const int byte = (first_byte & 3) + (i * kBits) / 8;
+              const uint32_t pair = pair_bytes(cw[2 * p], cw[2 * p + 1], byte);
+              if constexpr (kBits == 2) {
+                v[p][i] = i == 0   ? codes_with_offset<2, 0>(pair, magic)
+                          : i == 1 ? codes_with_offset<2, 2>(pair, magic)
+                          : i == 2 ? codes_with_offset<2, 4>(pair, magic)
+                                   : codes_with_offset<2, 6>(pair, magic);
+              } else {
+                v[p][i] = i % 2 == 0 ? codes_with_offset<4, 0>(pair, magic) : codes_with_offset<4, 4>(pair, magic);
+              }
             }
           }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t a[4] = {v[0][2 * h], v[0][2 * h + 1], v[1][2 * h], v[1][2 * h + 1]};
+            mma_16816(o[2 * G + h], a, pb[0], pb[1]);
+          }
+          // sum_k P'_G: row G of the correction.
+          const uint32_t one = g == G ? kOnes : 0u;
+          const uint32_t a[4] = {one, 0u, one, 0u};
+          mma_16816(correction, a, pb[0], pb[1]);
+        }
+      }
+    }
+    // The values' offsets and minima: output row (dim 32G + 4g + i, i = 2h + r) holds
+    // sum P' (1024 + code 2^sh_i): (that - 1024 sum P'_G) 2^-sh_i + sum P m_G.
+#pragma unroll
+    for (int G = 0; G < S::kGroups; ++G) {
+      float scaled_sum[2], minimum_sum[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        scaled_sum[i] = __shfl_sync(0xffffffffu, correction[i], 4 * G + q);
+        minimum_sum[i] = __shfl_sync(0xffffffffu, correction[i], 4 * (4 + G) + q);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float w = code_weight((2 * h + e / 2) * kBits % 8);
+          o[2 * G + h][e] = fmaf(fmaf(-kCodeOffset, scaled_sum[e % 2], o[2 * G + h][e]), w, minimum_sum[e % 2]);
+        }
+    }
+
+    // The staged keys: fp16 rows of the query's own block, 16 keys a warp step in their own order
+    // (rows g, g + 8; k-slots 2q, 2q + 1, 2q + 8, 2q + 9), read from global memory.
+    const size_t stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;  // halves between staged tokens
+    for (int key0 = sealed_end + warp * kWarpKeys; key0 < end; key0 += kTile) {
+      const bool valid_lo = key0 + g < end;
+      const bool valid_hi = key0 + g + 8 < end;
+      const uint16_t* k_lo = own_k + static_cast<size_t>(key0 + g - own_start) * stride;
+      float s[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+      for (int ks = 0; ks < kMBlocks; ++ks) {
+        const int p = 16 * ks + 4 * q;
+        const uint2 lo = valid_lo ? *reinterpret_cast<const uint2*>(k_lo + p) : make_uint2(0, 0);
+        const uint2 hi = valid_hi ? *reinterpret_cast<const uint2*>(k_lo + 8 * stride + p) : make_uint2(0, 0);
+        const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
+        const uint2 qk = q_frag(ks);
+        mma_16816(s[0], a, qk.x, qk.y);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[0][e] = (e < 2 ? valid_lo : valid_hi) ? s[0][e] * score_scale : -INFINITY;
+      uint32_t b[1][2];
+      float alpha[2];
+      softmax_step<1, kHeadDim>(s, head_max, head_sum, o, b, alpha);
+      const int key_rows[4] = {2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9};
+#pragma unroll
+      for (int G = 0; G < S::kGroups; ++G) {
+        uint2 w[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int pos = key0 + key_rows[r];
+          w[r] = pos < end ? *reinterpret_cast<const uint2*>(own_v + static_cast<size_t>(pos - own_start) * stride +
+                                                             32 * G + 4 * g)
+                           : make_uint2(0, 0);
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const uint32_t a[4] = {v[0][2 * h], v[0][2 * h + 1], v[1][2 * h], v[1][2 * h + 1]};
-          mma_16816(o[2 * G + h], a, pb[0], pb[1]);
+          const uint32_t lo0 = h == 0 ? w[0].x : w[0].y, lo1 = h == 0 ? w[1].x : w[1].y;
+          const uint32_t hi0 = h == 0 ? w[2].x : w[2].y, hi1 = h == 0 ? w[3].x : w[3].y;
+          const uint32_t a[4] = {pair_halves(lo0, lo1, 0), pair_halves(lo0, lo1, 1), pair_halves(hi0, hi1, 0),
+                                 pair_halves(hi0, hi1, 1)};
+          mma_16816(o[2 * G + h], a, b[0][0], b[0][1]);
         }
-        // sum_k P'_G: row G of the correction.
-        const uint32_t one = g == G ? kOnes : 0u;
-        const uint32_t a[4] = {one, 0u, one, 0u};
-        mma_16816(correction, a, pb[0], pb[1]);
       }
     }
-  }
-  // The values' offsets and minima: output row (dim 32G + 4g + i, i = 2h + r) holds
-  // sum P' (1024 + code 2^sh_i): (that - 1024 sum P'_G) 2^-sh_i + sum P m_G.
-#pragma unroll
-  for (int G = 0; G < S::kGroups; ++G) {
-    float scaled_sum[2], minimum_sum[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      scaled_sum[i] = __shfl_sync(0xffffffffu, correction[i], 4 * G + q);
-      minimum_sum[i] = __shfl_sync(0xffffffffu, correction[i], 4 * (4 + G) + q);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float w = code_weight((2 * h + e / 2) * kBits % 8);
-        o[2 * G + h][e] = fmaf(fmaf(-kCodeOffset, scaled_sum[e % 2], o[2 * G + h][e]), w, minimum_sum[e % 2]);
-      }
-  }
 
-  // The staged keys: fp16 rows of the query's own block, 16 keys a warp step in their own order
-  // (rows g, g + 8; k-slots 2q, 2q + 1, 2q + 8, 2q + 9), read from global memory.
-  const size_t stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;  // halves between staged tokens
-  for (int key0 = sealed_end + warp * kWarpKeys; key0 < end; key0 += kTile) {
-    const bool valid_lo = key0 + g < end;
-    const bool valid_hi = key0 + g + 8 < end;
-    const uint16_t* k_lo = own_k + static_cast<size_t>(key0 + g - own_start) * stride;
-    float s[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-    for (int ks = 0; ks < kMBlocks; ++ks) {
-      const int p = 16 * ks + 4 * q;
-      const uint2 lo = valid_lo ? *reinterpret_cast<const uint2*>(k_lo + p) : make_uint2(0, 0);
-      const uint2 hi = valid_hi ? *reinterpret_cast<const uint2*>(k_lo + 8 * stride + p) : make_uint2(0, 0);
-      const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
-      const uint2 qk = q_frag(ks);
-      mma_16816(s[0], a, qk.x, qk.y);
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[0][e] = (e < 2 ? valid_lo : valid_hi) ? s[0][e] * score_scale : -INFINITY;
-    uint32_t b[1][2];
-    float alpha[2];
-    softmax_step<1, kHeadDim>(s, head_max, head_sum, o, b, alpha);
-    const int key_rows[4] = {2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9};
-#pragma unroll
-    for (int G = 0; G < S::kGroups; ++G) {
-      uint2 w[4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int pos = key0 + key_rows[r];
-        w[r] = pos < end ? *reinterpret_cast<const uint2*>(own_v + static_cast<size_t>(pos - own_start) * stride +
-                                                           32 * G + 4 * g)
-                         : make_uint2(0, 0);
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t lo0 = h == 0 ? w[0].x : w[0].y, lo1 = h == 0 ? w[1].x : w[1].y;
-        const uint32_t hi0 = h == 0 ? w[2].x : w[2].y, hi1 = h == 0 ? w[3].x : w[3].y;
-        const uint32_t a[4] = {pair_halves(lo0, lo1, 0), pair_halves(lo0, lo1, 1), pair_halves(hi0, hi1, 0),
-                               pair_halves(hi0, hi1, 1)};
-        mma_16816(o[2 * G + h], a, b[0][0], b[0][1]);
-      }
-    }
+    DecodeOutput out = row_out;
+    out.split = split;
+    finish_heads_as_n<kHeadDim>(
+        smem + S::kQBytes, args, out, head_max, head_sum, o,
+        [&](int mb, int r) { return 32 * (mb / 2) + 4 * g + 2 * (mb % 2) + r; }, partial_out, partial_stats);
   }
-
-  const DecodeOutput out = decode_output(args, seq, split, token, head0, rows, num_splits, grid_splits);
-  finish_heads_as_n<kHeadDim>(
-      smem, args, out, head_max, head_sum, o, [&](int mb, int r) { return 32 * (mb / 2) + 4 * g + 2 * (mb % 2) + r; },
-      partial_out, partial_stats);
+  if (gridDim.x == 1 && num_splits > 1) combine_walked_splits<kHeadDim>(args, row_out, partial_out, partial_stats);
 }
 
 template <int kHeadDim, KvFormat kFormat>
-void launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
+bool launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
                     float2* partial_stats, Stream stream) {
   using S = KiviDirectShape<kHeadDim, kivi_bits(kFormat)>;
-  static const bool attribute_set = [] {
+  static const int64_t cta_slots = [] {
     cudaFuncSetAttribute(decode_kivi_direct_kernel<kHeadDim, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(S::kSmemBytes));
-    return true;
+    return decode_cta_slots(decode_kivi_direct_kernel<kHeadDim, kFormat>, S::kSmemBytes);
   }();
-  (void)attribute_set;
   const int rows = largest_group_tile(args.num_heads / args.cache.num_kv_heads, kHeads);
-  const dim3 grid(grid_splits, args.num_heads / rows, args.num_seqs);
-  decode_kivi_direct_kernel<kHeadDim, kFormat>
-      <<<grid, kThreads, S::kSmemBytes, stream>>>(args, policy, grid_splits, rows, partial_out, partial_stats);
+  const int64_t row_count = static_cast<int64_t>(args.num_heads / rows) * args.num_seqs;
+  const DecodeWalk walk = decode_walk(row_count, grid_splits, cta_slots, policy.ctas_per_row);
+  const dim3 grid(walk.ctas_per_row, args.num_heads / rows, args.num_seqs);
+  decode_kivi_direct_kernel<kHeadDim, kFormat><<<grid, kThreads, S::kSmemBytes, stream>>>(
+      args, policy, grid_splits, walk.splits_per_cta, rows, partial_out, partial_stats);
+  return walk.ctas_per_row == 1;
 }
 
 }  // namespace
 
 template <KvFormat kFormat>
-void launch_decode_tc_kivi(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
+bool launch_decode_tc_kivi(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits,
                            float* partial_out, float2* partial_stats, Stream stream) {
   // Sealed steps are whole 32-key groups: blocks and splits are multiples of the group.
   assert(args.cache.block_size % kKiviGroup == 0 && policy.min_split_tokens % kKiviGroup == 0);
   if (args.cache.head_dim == 64) {
-    launch_for_dim<64, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
-  } else {
-    launch_for_dim<128, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
+    return launch_for_dim<64, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
   }
+  return launch_for_dim<128, kFormat>(args, policy, grid_splits, partial_out, partial_stats, stream);
 }
 
-template void launch_decode_tc_kivi<KvFormat::kKivi4>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
+template bool launch_decode_tc_kivi<KvFormat::kKivi4>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
                                                       float2*, Stream);
-template void launch_decode_tc_kivi<KvFormat::kKivi2>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
+template bool launch_decode_tc_kivi<KvFormat::kKivi2>(const PagedAttentionArgs&, DecodeSplitPolicy, int32_t, float*,
                                                       float2*, Stream);
 
 }  // namespace folio::cuda::decode

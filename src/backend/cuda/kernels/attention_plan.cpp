@@ -23,6 +23,29 @@ int32_t decode_grid_splits(int32_t max_context_len, DecodeSplitPolicy policy) {
   return static_cast<int32_t>(std::clamp<int64_t>(by_tokens, 1, policy.max_splits));
 }
 
+DecodeWalk decode_walk(int64_t rows, int32_t grid_splits, int64_t cta_slots, int32_t forced_ctas_per_row) {
+  assert(grid_splits >= 1 && cta_slots >= 1);
+  int32_t ctas = 1;
+  if (forced_ctas_per_row > 0) {
+    ctas = std::min(forced_ctas_per_row, grid_splits);
+  } else if (rows > 0) {
+    // Waves x splits a CTA, the makespan in units of one split when every CTA is alike.
+    int64_t best = -1;
+    for (int32_t c = 1; c <= grid_splits; ++c) {
+      const int64_t waves = (rows * c + cta_slots - 1) / cta_slots;
+      const int64_t cost = waves * ((grid_splits + c - 1) / c);
+      if (best < 0 || cost < best) {
+        best = cost;
+        ctas = c;
+      }
+    }
+  }
+  DecodeWalk walk;
+  walk.splits_per_cta = (grid_splits + ctas - 1) / ctas;
+  walk.ctas_per_row = (grid_splits + walk.splits_per_cta - 1) / walk.splits_per_cta;  // no CTA without a split
+  return walk;
+}
+
 DecodeWorkspaceLayout decode_workspace_layout(int32_t num_seqs, int32_t num_heads, int32_t head_dim,
                                               int32_t grid_splits) {
   DecodeWorkspaceLayout layout;

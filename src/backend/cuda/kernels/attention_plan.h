@@ -38,6 +38,9 @@ inline constexpr int32_t kMaxDecodeSplits = 40;
 struct DecodeSplitPolicy {
   int32_t min_split_tokens = kDecodeSplitTokens;  // multiple of kDecodeTileTokens
   int32_t max_splits = kMaxDecodeSplits;          // >= 1
+  // CTAs a (sequence, head group) row's splits are spread over (DecodeWalk); 0: decode_walk
+  // chooses from the batch and the GPU. Never changes a bit of the output, only the speed.
+  int32_t ctas_per_row = 0;
 };
 
 // Tokens per split of a sequence with this context: min_split_tokens, or the tile-aligned
@@ -59,6 +62,22 @@ FOLIO_HOST_DEVICE inline int32_t decode_num_splits(int32_t context_len, DecodeSp
 // A CUDA graph captured with a larger max_context_len than the replayed contexts only has
 // CTAs that exit at once.
 int32_t decode_grid_splits(int32_t max_context_len, DecodeSplitPolicy policy = {});
+
+// How a decode launch spreads each row's splits (a row: one sequence's query heads of one CTA)
+// over CTAs: ctas_per_row CTAs, each walking splits_per_cta consecutive splits with its query
+// load and set-up done once and the next split's merge in place of a new CTA. The split plan,
+// and so every output bit, is the same whatever the walk; a CTA that walks all of a row's
+// splits also combines them (no reduce kernel then). Fewer, longer CTAs pay the fixed costs
+// (prologue, the query's round trip, the pipeline's first fill, the reduce launch) fewer times:
+// one CTA a split left kivi2 at b64 x 4k 15% slower than one split a sequence (H100).
+struct DecodeWalk {
+  int32_t ctas_per_row = 1;
+  int32_t splits_per_cta = 1;
+};
+// rows: CTA rows of the launch (sequences x head groups); cta_slots: CTAs the GPU holds at once
+// (SMs x resident CTAs an SM). Picks the fewest CTAs a row whose waves x splits a CTA is least
+// (ceil(rows c / slots) ceil(splits / c)); forced_ctas_per_row > 0 overrides (checks, sweeps).
+DecodeWalk decode_walk(int64_t rows, int32_t grid_splits, int64_t cta_slots, int32_t forced_ctas_per_row = 0);
 
 // Byte layout of the split-KV scratch: partial outputs then (max, sum) pairs, each region
 // 256-byte aligned.
