@@ -31,9 +31,13 @@ __device__ __forceinline__ uint32_t transpose8x8(uint32_t a) {
   return d;
 }
 
-// Bytes the merge needs: each warp's O rows and (max, sum) per row.
+// Bytes the merge of `rows` query heads needs: each warp's O rows and (max, sum) per row.
 template <int kHeadDim>
-inline constexpr size_t kMergeBytes = static_cast<size_t>(kWarps) * kRows*(kHeadDim + 2) * sizeof(float);
+__host__ __device__ constexpr size_t merge_bytes(int rows) {
+  return static_cast<size_t>(kWarps) * rows * (kHeadDim + 2) * sizeof(float);
+}
+template <int kHeadDim>
+inline constexpr size_t kMergeBytes = merge_bytes<kHeadDim>(kRows);  // the most
 
 // Where a split's output goes: bf16 rows of args.out when the sequence has one split, else a
 // normalized partial and its (max, sum) for combine_splits; row r of split s at
@@ -118,17 +122,16 @@ __device__ __forceinline__ void rescale_heads_as_n(float (&o)[kMBlocks][4], cons
   }
 }
 
-// The merge buffers (kMergeBytes<kHeadDim> from `merge`, a region the kernel leaves free of what
-// it still needs once every warp has left its tile loop; the query rows of the KIVI kernel
-// survive the merge): each warp's unnormalized O rows [warp][row][head_dim], then its (max,
-// sum) per row [warp][row]. A warp with no keys in its split leaves max = -inf.
+// The merge buffers (merge_bytes(rows) from `merge`, a region the kernel does not need once
+// every warp has left its tile loop): each warp's unnormalized O rows [warp][row][head_dim], then
+// its (max, sum) per row [warp][row]. A warp with no keys in its split leaves max = -inf.
 template <int kHeadDim>
 __device__ __forceinline__ float* merge_values(unsigned char* merge) {
   return reinterpret_cast<float*>(merge);
 }
 template <int kHeadDim>
-__device__ __forceinline__ float2* merge_stats(unsigned char* merge) {
-  return reinterpret_cast<float2*>(merge + static_cast<size_t>(kWarps) * kRows * kHeadDim * sizeof(float));
+__device__ __forceinline__ float2* merge_stats(unsigned char* merge, int rows) {
+  return reinterpret_cast<float2*>(merge + static_cast<size_t>(kWarps) * rows * kHeadDim * sizeof(float));
 }
 
 // After each warp has written its rows to the merge buffers (and a __syncthreads): combines the
@@ -139,22 +142,23 @@ template <int kHeadDim>
 __device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAttentionArgs& args,
                                              const DecodeOutput& out, float* partial_out, float2* partial_stats) {
   const float* merge_o = merge_values<kHeadDim>(merge);
-  float2* stats = merge_stats<kHeadDim>(merge);
-  if (threadIdx.x < out.rows) {
+  float2* stats = merge_stats<kHeadDim>(merge, out.rows);
+  const int rows = out.rows;
+  if (threadIdx.x < rows) {
     const int row = threadIdx.x;
     float m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, stats[w * kRows + row].x);
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, stats[w * rows + row].x);
     float weight[kWarps];
     float l = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      const float2 ws = stats[w * kRows + row];
+      const float2 ws = stats[w * rows + row];
       weight[w] = ws.x == -INFINITY ? 0.0f : exp2f(ws.x - m);  // a warp with no keys in this split: 0
       l = fmaf(ws.y, weight[w], l);
     }
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) stats[w * kRows + row].x = weight[w] / l;
+    for (int w = 0; w < kWarps; ++w) stats[w * rows + row].x = weight[w] / l;
     if (out.num_splits > 1) partial_stats[out.partial_index(row)] = make_float2(m, l);
   }
   __syncthreads();
@@ -164,7 +168,7 @@ __device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAt
     float value = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w)
-      value = fmaf(merge_o[(w * kRows + row) * kHeadDim + d], stats[w * kRows + row].x, value);
+      value = fmaf(merge_o[(w * rows + row) * kHeadDim + d], stats[w * rows + row].x, value);
     if (out.num_splits == 1) {
       args.out[(static_cast<size_t>(out.token) * args.num_heads + out.head0 + row) * kHeadDim + d] =
           detail::float_to_bf16_bits(value);
@@ -196,7 +200,8 @@ __device__ __forceinline__ void load_query_rows(uint16_t* q_smem, const PagedAtt
 // heads 2q and 2q + 1 of O^T's rows): each thread's (max, sum) per head, summed over the 8
 // threads of a column, and its O^T values go to the merge buffers, dim_of(mb, r) naming the
 // head dim of m-block mb's row g (r = 0) or g + 8 (r = 1); then the 4 warps are merged and the
-// CTA's rows written. Ends with a barrier: the merge buffers are free again.
+// CTA's rows written. Heads past out.rows (the MMA's padding) are not stored. The merge buffers
+// are in use until every thread has passed the caller's next barrier.
 template <int kHeadDim, typename DimOf>
 __device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const PagedAttentionArgs& args,
                                                   const DecodeOutput& out, const float (&head_max)[2],
@@ -207,7 +212,7 @@ __device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const Pa
   const int q = threadIdx.x % 4;
   __syncthreads();  // every warp is done with its slice
   float* merge_o = merge_values<kHeadDim>(merge);
-  float2* stats = merge_stats<kHeadDim>(merge);
+  float2* stats = merge_stats<kHeadDim>(merge, out.rows);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float sum = head_sum[i];
@@ -215,8 +220,9 @@ __device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const Pa
     sum += __shfl_xor_sync(0xffffffffu, sum, 8);
     sum += __shfl_xor_sync(0xffffffffu, sum, 16);
     const int head = 2 * q + i;
-    if (g == 0) stats[warp * kRows + head] = make_float2(head_max[i], sum);
-    float* dst = merge_o + (warp * kRows + head) * kHeadDim;
+    if (head >= out.rows) continue;
+    if (g == 0) stats[warp * out.rows + head] = make_float2(head_max[i], sum);
+    float* dst = merge_o + (warp * out.rows + head) * kHeadDim;
 #pragma unroll
     for (int mb = 0; mb < kHeadDim / 16; ++mb) {
       dst[dim_of(mb, 0)] = o[mb][i];
@@ -225,7 +231,6 @@ __device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const Pa
   }
   __syncthreads();
   finish_merge<kHeadDim>(merge, args, out, partial_out, partial_stats);
-  __syncthreads();
 }
 
 }  // namespace folio::cuda::decode::tc

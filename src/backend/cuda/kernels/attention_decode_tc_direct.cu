@@ -374,6 +374,7 @@ __global__ void __launch_bounds__(kThreads)
     finish_heads_as_n<kHeadDim>(
         smem + S::kQBytes, args, out, head_max, head_sum, o,
         [&](int mb, int r) { return g * S::kThreadDims + 2 * mb + r; }, partial_out, partial_stats);
+    if (split + 1 < walk.last) __syncthreads();  // the merge buffers overlap the rings the next split fills
   }
   if (gridDim.x == 1 && num_splits > 1) combine_walked_splits<kHeadDim>(args, row_out, partial_out, partial_stats);
 }

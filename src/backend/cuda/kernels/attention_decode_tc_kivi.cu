@@ -30,6 +30,7 @@
 // dims {32G + 4g + i} of value group G (i < 4), so its codes of a value row are one byte (2-bit)
 // or two (4-bit) a group. The query's own block (KIVI's fp16 residual) comes after the sealed
 // keys, 16 keys a warp step, read from the staging block in global memory.
+#include <atomic>
 #include <cassert>
 #include <cmath>
 
@@ -65,9 +66,10 @@ struct KiviDirectShape {
   static constexpr size_t kWarpBytes = static_cast<size_t>(kStages) * kStageBytes;
   static constexpr size_t kQBytes = kHeads * kHeadDim * 2;
   static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
-  // The merge buffers come after the query rows, which every split of a walking CTA reads.
-  static constexpr size_t kMergeEnd = kQBytes + kMergeBytes<kHeadDim>;
-  static constexpr size_t kSmemBytes = kMainBytes > kMergeEnd ? kMainBytes : kMergeEnd;
+  // The merge buffers come after the rings (the next split's first copies fly while a split
+  // merges) and are sized for the CTA's query heads: 4 CTAs an SM for kivi4 at GQA 4 then.
+  static constexpr size_t smem_bytes(int rows) { return kMainBytes + merge_bytes<kHeadDim>(rows); }
+  static constexpr size_t kMaxSmemBytes = kMainBytes + kMergeBytes<kHeadDim>;
   static_assert(kKeyBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte copies");
   static_assert(kGroups == 2 || kGroups == 4, "head_dim 64 or 128");
   // Vector loads of a value row's scales and minima: 16-byte (or 8-byte) aligned rows.
@@ -192,9 +194,16 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int own_staging = slot >= 0 ? slot / cache.block_size : 0;  // padding rows read any staging block
   const uint16_t* own_k = cache.staging_row(0, own_staging, 0, kv_head);
   const uint16_t* own_v = cache.staging_row(1, own_staging, 0, kv_head);
-  // The split's keys [begin, end), sealed up to sealed_end; the warp's steps start at
-  // warp_begin. Set by the split loop below.
-  int begin = 0, end = 0, sealed_end = 0, warp_begin = 0;
+  // A split's keys are [begin, end), sealed up to sealed_end; the warp's steps in it start at
+  // begin + warp * kStepKeys, one a kCtaKeys.
+  auto split_begin = [&](int split) { return split * split_tokens; };
+  auto split_end = [&](int split) { return min(context_len, split_begin(split) + split_tokens); };
+  auto split_sealed_end = [&](int split) { return max(split_begin(split), min(split_end(split), own_start)); };
+  auto warp_steps = [&](int split) {
+    const int first = split_begin(split) + warp * kStepKeys;
+    const int sealed = split_sealed_end(split);
+    return first < sealed ? (sealed - first + kCtaKeys - 1) / kCtaKeys : 0;
+  };
 
   // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero); the thread's B fragments
   // of Q^T for head g: k-step ks takes dims 16 ks + 4q .. + 3.
@@ -217,10 +226,9 @@ __global__ void __launch_bounds__(kThreads, 4)
   constexpr int kValueChunks = S::kValueRowBytes / S::kValueChunk;  // a row's
   constexpr int kLaneValueChunks = kStepKeys * kValueChunks / 32;   // a lane's, a step
   static_assert(kStepKeys * kValueChunks % 32 == 0, "whole lanes");
-  auto load_raw = [&](int step, int stage) {
+  auto load_raw = [&](int key0, int stage) {
     unsigned char* k_dst = warp_smem + stage * S::kStageBytes;
     unsigned char* v_dst = k_dst + S::kKeyBytes;
-    const int key0 = warp_begin + step * kCtaKeys;
     const size_t block_offset = static_cast<size_t>(block_table[indexer.block(key0)]) * block_bytes();
     const int in_block = indexer.offset(key0);
     const uint8_t* group =
@@ -262,13 +270,32 @@ __global__ void __launch_bounds__(kThreads, 4)
   const bool minimum_row = g >= 4 && g - 4 < S::kGroups;
   const int minimum_offset = S::kValueCodeBytes + 2 * S::kGroups + 2 * (minimum_row ? g - 4 : 0);
 
+  // The warp's copies run ahead of its steps through all the CTA's splits, one ring: when a
+  // split's last step is taken the next split's first stage is already on its way, and flies
+  // while the split merges. copy_split / copy_step: the next step to copy; every call commits
+  // one group (empty once all are issued), so group n holds step n and stage n % kStages.
+  int copy_split = walk.first, copy_step = 0, copy_steps = warp_steps(walk.first), copies = 0, taken = 0;
+  auto copy_next = [&] {
+    while (copy_step == copy_steps && copy_split + 1 < walk.last) {
+      ++copy_split;
+      copy_step = 0;
+      copy_steps = warp_steps(copy_split);
+    }
+    if (copy_step < copy_steps) {
+      load_raw(split_begin(copy_split) + warp * kStepKeys + copy_step * kCtaKeys, copies % S::kStages);
+      ++copy_step;
+      ++copies;
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int s = 0; s < S::kStages - 1; ++s) copy_next();
+
   const DecodeOutput row_out = decode_output(args, seq, token, head0, rows, num_splits, grid_splits);
   for (int split = walk.first; split < walk.last; ++split) {
-    begin = split * split_tokens;
-    end = min(context_len, begin + split_tokens);
-    sealed_end = max(begin, min(end, own_start));
-    warp_begin = begin + warp * kStepKeys;
-    const int num_steps = warp_begin < sealed_end ? (sealed_end - warp_begin + kCtaKeys - 1) / kCtaKeys : 0;
+    const int end = split_end(split);
+    const int sealed_end = split_sealed_end(split);
+    const int num_steps = warp_steps(split);
     // O^T: o[2G + h] is the 16 x 8 block (dims 32G + 4g + 2h, 32G + 4g + 2h + 1) x (heads 2q,
     // 2q + 1); stats are per head 2q + i.
     float o[kMBlocks][4];
@@ -283,17 +310,11 @@ __global__ void __launch_bounds__(kThreads, 4)
     // row 4 + G sums P m_G (added at the end); rows g + 8 stay zero.
     float correction[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
-#pragma unroll
-    for (int s = 0; s < S::kStages - 1; ++s) {
-      if (s < num_steps) load_raw(s, s);
-      cp_async_commit();
-    }
     for (int j = 0; j < num_steps; ++j) {
       cp_async_wait<S::kStages - 2>();
-      __syncwarp();  // step j's copies are in for every lane; step j - 1's stage is free again
-      if (j + S::kStages - 1 < num_steps) load_raw(j + S::kStages - 1, (j + S::kStages - 1) % S::kStages);
-      cp_async_commit();
-      const unsigned char* k_raw = warp_smem + (j % S::kStages) * S::kStageBytes;
+      __syncwarp();  // this step's copies are in for every lane; the last step's stage is free again
+      copy_next();
+      const unsigned char* k_raw = warp_smem + (taken++ % S::kStages) * S::kStageBytes;
       const unsigned char* v_raw = k_raw + S::kKeyBytes;
 
       // Per 16 channels: the group's terms sum_c q_c m_c and sum_c q'_c (every row alike), the
@@ -498,7 +519,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     DecodeOutput out = row_out;
     out.split = split;
     finish_heads_as_n<kHeadDim>(
-        smem + S::kQBytes, args, out, head_max, head_sum, o,
+        smem + S::kMainBytes, args, out, head_max, head_sum, o,
         [&](int mb, int r) { return 32 * (mb / 2) + 4 * g + 2 * (mb % 2) + r; }, partial_out, partial_stats);
   }
   if (gridDim.x == 1 && num_splits > 1) combine_walked_splits<kHeadDim>(args, row_out, partial_out, partial_stats);
@@ -508,16 +529,20 @@ template <int kHeadDim, KvFormat kFormat>
 bool launch_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy policy, int32_t grid_splits, float* partial_out,
                     float2* partial_stats, Stream stream) {
   using S = KiviDirectShape<kHeadDim, kivi_bits(kFormat)>;
-  static const int64_t cta_slots = [] {
-    cudaFuncSetAttribute(decode_kivi_direct_kernel<kHeadDim, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(S::kSmemBytes));
-    return decode_cta_slots(decode_kivi_direct_kernel<kHeadDim, kFormat>, S::kSmemBytes);
-  }();
   const int rows = largest_group_tile(args.num_heads / args.cache.num_kv_heads, kHeads);
+  // CTA slots by the CTA's query heads (its merge buffers' size), asked once each.
+  static std::atomic<int64_t> cta_slots[kHeads + 1];  // zero: not asked yet
+  if (cta_slots[rows].load(std::memory_order_relaxed) == 0) {
+    cudaFuncSetAttribute(decode_kivi_direct_kernel<kHeadDim, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(S::kMaxSmemBytes));
+    cta_slots[rows].store(decode_cta_slots(decode_kivi_direct_kernel<kHeadDim, kFormat>, S::smem_bytes(rows)),
+                          std::memory_order_relaxed);
+  }
   const int64_t row_count = static_cast<int64_t>(args.num_heads / rows) * args.num_seqs;
-  const DecodeWalk walk = decode_walk(row_count, grid_splits, cta_slots, policy.ctas_per_row);
+  const DecodeWalk walk =
+      decode_walk(row_count, grid_splits, cta_slots[rows].load(std::memory_order_relaxed), policy.ctas_per_row);
   const dim3 grid(walk.ctas_per_row, args.num_heads / rows, args.num_seqs);
-  decode_kivi_direct_kernel<kHeadDim, kFormat><<<grid, kThreads, S::kSmemBytes, stream>>>(
+  decode_kivi_direct_kernel<kHeadDim, kFormat><<<grid, kThreads, S::smem_bytes(rows), stream>>>(
       args, policy, grid_splits, walk.splits_per_cta, rows, partial_out, partial_stats);
   return walk.ctas_per_row == 1;
 }
