@@ -38,6 +38,12 @@ __host__ __device__ constexpr size_t merge_bytes(int rows) {
 }
 template <int kHeadDim>
 inline constexpr size_t kMergeBytes = merge_bytes<kHeadDim>(kRows);  // the most
+// Bytes of a walking CTA's running fold of its row's splits (finish_merge's `fold`): per row a
+// SplitFold and this split's SplitFoldStep, then the running output [rows][head_dim].
+template <int kHeadDim>
+__host__ __device__ constexpr size_t fold_bytes(int rows) {
+  return static_cast<size_t>(rows) * (sizeof(SplitFold) + sizeof(SplitFoldStep) + kHeadDim * sizeof(float));
+}
 
 // Where a split's output goes: bf16 rows of args.out when the sequence has one split, else a
 // normalized partial and its (max, sum) for combine_splits; row r of split s at
@@ -81,7 +87,7 @@ __device__ __forceinline__ SplitRange walked_splits(int splits_per_cta, int num_
 
 // After a CTA walked all of its row's splits (and each wrote its partial): the combined rows,
 // with the reduce kernel's arithmetic (combine_splits), so the bits match a launch where other
-// CTAs had the splits.
+// CTAs had the splits. (The KIVI kernel folds as it goes instead: finish_merge's `fold`.)
 template <int kHeadDim>
 __device__ __forceinline__ void combine_walked_splits(const PagedAttentionArgs& args, const DecodeOutput& out,
                                                       const float* partial_out, const float2* partial_stats) {
@@ -135,15 +141,24 @@ __device__ __forceinline__ float2* merge_stats(unsigned char* merge, int rows) {
 }
 
 // After each warp has written its rows to the merge buffers (and a __syncthreads): combines the
-// 4 warps and writes the CTA's rows. A row's weights 2^(m_w - m) / l are made once, by one thread
+// 4 warps and writes the CTA's rows: the output when the sequence has one split; else, with
+// `fold` (fold_bytes(rows), a CTA walking all of its row's splits in order), the split folded
+// into the running output (the output itself after the last split); else the split's partial. A row's weights 2^(m_w - m) / l are made once, by one thread
 // a row, in place of each warp's stats; every output value is then a sum of 4 products (before,
 // each of a row's head_dim values redid the 4 exponentials and a division).
 template <int kHeadDim>
 __device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAttentionArgs& args,
-                                             const DecodeOutput& out, float* partial_out, float2* partial_stats) {
+                                             const DecodeOutput& out, float* partial_out, float2* partial_stats,
+                                             unsigned char* fold) {
   const float* merge_o = merge_values<kHeadDim>(merge);
   float2* stats = merge_stats<kHeadDim>(merge, out.rows);
   const int rows = out.rows;
+  const bool folding = fold != nullptr && out.num_splits > 1;
+  const bool first = out.split == 0;
+  const bool last = out.split == out.num_splits - 1;
+  auto* row_folds = reinterpret_cast<SplitFold*>(fold);
+  auto* row_steps = reinterpret_cast<SplitFoldStep*>(fold + rows * sizeof(SplitFold));
+  auto* running = reinterpret_cast<float*>(fold + rows * (sizeof(SplitFold) + sizeof(SplitFoldStep)));
   if (threadIdx.x < rows) {
     const int row = threadIdx.x;
     float m = -INFINITY;
@@ -159,7 +174,13 @@ __device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAt
     }
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) stats[w * rows + row].x = weight[w] / l;
-    if (out.num_splits > 1) partial_stats[out.partial_index(row)] = make_float2(m, l);
+    if (folding) {
+      SplitFold f = first ? SplitFold{} : row_folds[row];
+      row_steps[row] = fold_split_stats(f, m, l);
+      row_folds[row] = f;
+    } else if (out.num_splits > 1) {
+      partial_stats[out.partial_index(row)] = make_float2(m, l);
+    }
   }
   __syncthreads();
   for (int i = threadIdx.x; i < out.rows * kHeadDim; i += kThreads) {
@@ -169,9 +190,16 @@ __device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAt
 #pragma unroll
     for (int w = 0; w < kWarps; ++w)
       value = fmaf(merge_o[(w * rows + row) * kHeadDim + d], stats[w * rows + row].x, value);
+    uint16_t* dst = args.out + (static_cast<size_t>(out.token) * args.num_heads + out.head0 + row) * kHeadDim + d;
     if (out.num_splits == 1) {
-      args.out[(static_cast<size_t>(out.token) * args.num_heads + out.head0 + row) * kHeadDim + d] =
-          detail::float_to_bf16_bits(value);
+      *dst = detail::float_to_bf16_bits(value);
+    } else if (folding) {  // each thread keeps to its own i, split after split: no barrier needed
+      const float folded = fold_split_value(first ? 0.0f : running[i], row_steps[row], value);
+      if (last) {
+        *dst = detail::float_to_bf16_bits(__fdiv_rn(folded, row_folds[row].sum));
+      } else {
+        running[i] = folded;
+      }
     } else {
       partial_out[out.partial_index(row) * kHeadDim + d] = value;
     }
@@ -206,7 +234,8 @@ template <int kHeadDim, typename DimOf>
 __device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const PagedAttentionArgs& args,
                                                   const DecodeOutput& out, const float (&head_max)[2],
                                                   const float (&head_sum)[2], const float (&o)[kHeadDim / 16][4],
-                                                  DimOf dim_of, float* partial_out, float2* partial_stats) {
+                                                  DimOf dim_of, float* partial_out, float2* partial_stats,
+                                                  unsigned char* fold = nullptr) {
   const int warp = threadIdx.x / 32;
   const int g = threadIdx.x % 32 / 4;
   const int q = threadIdx.x % 4;
@@ -230,7 +259,7 @@ __device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const Pa
     }
   }
   __syncthreads();
-  finish_merge<kHeadDim>(merge, args, out, partial_out, partial_stats);
+  finish_merge<kHeadDim>(merge, args, out, partial_out, partial_stats, fold);
 }
 
 }  // namespace folio::cuda::decode::tc

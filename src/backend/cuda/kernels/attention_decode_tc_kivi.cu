@@ -67,9 +67,12 @@ struct KiviDirectShape {
   static constexpr size_t kQBytes = kHeads * kHeadDim * 2;
   static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
   // The merge buffers come after the rings (the next split's first copies fly while a split
-  // merges) and are sized for the CTA's query heads: 4 CTAs an SM for kivi4 at GQA 4 then.
-  static constexpr size_t smem_bytes(int rows) { return kMainBytes + merge_bytes<kHeadDim>(rows); }
-  static constexpr size_t kMaxSmemBytes = kMainBytes + kMergeBytes<kHeadDim>;
+  // merges), then the running fold of a CTA that walks all of its row's splits; both sized for
+  // the CTA's query heads: 4 CTAs an SM for kivi4 at GQA 4 then (3 at GQA 8).
+  static constexpr size_t smem_bytes(int rows) {
+    return kMainBytes + merge_bytes<kHeadDim>(rows) + fold_bytes<kHeadDim>(rows);
+  }
+  static constexpr size_t kMaxSmemBytes = smem_bytes(kRows);
   static_assert(kKeyBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte copies");
   static_assert(kGroups == 2 || kGroups == 4, "head_dim 64 or 128");
   // Vector loads of a value row's scales and minima: 16-byte (or 8-byte) aligned rows.
@@ -520,9 +523,9 @@ __global__ void __launch_bounds__(kThreads, 4)
     out.split = split;
     finish_heads_as_n<kHeadDim>(
         smem + S::kMainBytes, args, out, head_max, head_sum, o,
-        [&](int mb, int r) { return 32 * (mb / 2) + 4 * g + 2 * (mb % 2) + r; }, partial_out, partial_stats);
+        [&](int mb, int r) { return 32 * (mb / 2) + 4 * g + 2 * (mb % 2) + r; }, partial_out, partial_stats,
+        gridDim.x == 1 ? smem + S::kMainBytes + merge_bytes<kHeadDim>(rows) : nullptr);
   }
-  if (gridDim.x == 1 && num_splits > 1) combine_walked_splits<kHeadDim>(args, row_out, partial_out, partial_stats);
 }
 
 template <int kHeadDim, KvFormat kFormat>
