@@ -46,8 +46,8 @@ __host__ __device__ constexpr size_t fold_bytes(int rows) {
 }
 
 // Where a split's output goes: bf16 rows of args.out when the sequence has one split, else a
-// normalized partial and its (max, sum) for combine_splits; row r of split s at
-// row_base + r grid_splits + s.
+// normalized partial and its (max, sum) for combine_splits, row r of split s at
+// row_base + r grid_splits + s (or, in a CTA folding its whole row, finish_merge's running fold).
 struct DecodeOutput {
   int token = 0;
   int head0 = 0;
