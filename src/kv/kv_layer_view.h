@@ -46,9 +46,12 @@ struct KvLayerView {
     return static_cast<size_t>(block) * block_bytes() +
            (static_cast<size_t>(in_block) * num_kv_heads + head) * head_dim * kv_format_value_bytes(format);
   }
+  // Scales are [num_kv_heads][block_size] after the values: a head's consecutive tokens sit in
+  // consecutive floats, so a GPU warp reading 16 keys of one head takes its scales in one 64-byte
+  // piece (with [block_size][num_kv_heads] they were 16 scattered floats, a 32-byte sector each).
   FOLIO_KV_HD size_t scale_offset(int32_t block, int32_t in_block, int32_t head) const {
     return static_cast<size_t>(block) * block_bytes() + static_cast<size_t>(block_size) * num_kv_heads * head_dim +
-           (static_cast<size_t>(in_block) * num_kv_heads + head) * sizeof(float);
+           (static_cast<size_t>(head) * block_size + in_block) * sizeof(float);
   }
   // KIVI keys: byte offset of (block, head, token group g): codes [head_dim][32 tokens], then
   // scale [head_dim] and minimum [head_dim] fp16.

@@ -365,7 +365,9 @@ TEST(CpuAttention, EightBitBlocksDequantizeExactlyAsKvLoadRow) {
           uint8_t* values = v.data() + b * block_bytes + at * head_dim;
           for (int32_t d = 0; d < head_dim; ++d) values[d] = static_cast<uint8_t>(64 * b + d);
           const float scale = 0.75f;
-          std::memcpy(v.data() + b * block_bytes + rows_per_block * head_dim + at * sizeof(float), &scale,
+          // Scales are [head][slot] after the block's values (kv_layer_view.h).
+          const size_t scale_at = static_cast<size_t>(h) * block_size + block_size - 1;
+          std::memcpy(v.data() + b * block_bytes + rows_per_block * head_dim + scale_at * sizeof(float), &scale,
                       sizeof scale);
         }
       }

@@ -162,7 +162,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // Raw rows of step `step` into ring stage `stage`: K rows, K scales, V rows, V scales. Rows
-  // past `sealed_end` are zero-filled (their scores are masked; their V rows and scales are zero).
+  // past `sealed_end` are zero-filled (their scores are masked; their V rows are zero). The step's
+  // 16 keys lie in one block (blocks and splits are multiples of 16 keys), whose scales are
+  // [head][slot]: the 16 scales of K (and of V) are one 64-byte piece, four 16-byte copies. A
+  // piece that is partly past sealed_end is copied whole (same block, in bounds); the loop
+  // zeroes the scales of keys past it where they could meet a zero weight (0 x NaN).
   auto load_raw = [&](int step, int stage) {
     unsigned char* k_dst = warp_smem + stage * 2 * S::kHalfStageBytes;
     unsigned char* v_dst = k_dst + S::kHalfStageBytes;
@@ -172,20 +176,21 @@ __global__ void __launch_bounds__(kThreads)
       const int chunk = i % S::kRowChunks;
       const int pos = key0 + row;
       const bool valid = pos < sealed_end;
-      size_t values = 0, scale = 0;
-      if (valid) {
-        const int block = block_table[indexer.block(pos)];
-        const int in_block = indexer.offset(pos);
-        values = cache.value_offset(block, in_block, kv_head) + chunk * 16;
-        if constexpr (S::kScaled) scale = cache.scale_offset(block, in_block, kv_head);
-      }
+      size_t values = 0;
+      if (valid)
+        values = cache.value_offset(block_table[indexer.block(pos)], indexer.offset(pos), kv_head) + chunk * 16;
       cp_async_16(k_dst + row * S::kRowBytes + 16 * key_chunk<S::kRowBytes>(row, chunk), cache.k + values, valid);
       cp_async_16(v_dst + row * S::kRowBytes + 16 * value_chunk<S::kRowBytes>(row, chunk), cache.v + values, valid);
-      if constexpr (S::kScaled) {
-        if (chunk == 0) {
-          cp_async_4(k_dst + kWarpKeys * S::kRowBytes + row * 4, cache.k + scale, valid);
-          cp_async_4(v_dst + kWarpKeys * S::kRowBytes + row * 4, cache.v + scale, valid);
-        }
+    }
+    if constexpr (S::kScaled) {
+      if (lane < 2 * (kWarpKeys / 4)) {  // lanes 0-3: K's four pieces of 4 scales; 4-7: V's
+        const int piece = lane % (kWarpKeys / 4);
+        const int pos = key0 + 4 * piece;
+        const bool valid = pos < sealed_end;
+        size_t scale = 0;
+        if (valid) scale = cache.scale_offset(block_table[indexer.block(pos)], indexer.offset(pos), kv_head);
+        unsigned char* dst = (lane < kWarpKeys / 4 ? k_dst : v_dst) + kWarpKeys * S::kRowBytes + 16 * piece;
+        cp_async_16(dst, (lane < kWarpKeys / 4 ? cache.k : cache.v) + scale, valid);
       }
     }
   };
@@ -273,8 +278,8 @@ __global__ void __launch_bounds__(kThreads)
         const float* v_scales = reinterpret_cast<const float*>(v_raw + kWarpKeys * S::kRowBytes);
         k_scale[0] = k_scales[g];
         k_scale[1] = k_scales[g + 8];
-        v_scale[0] = v_scales[g];
-        v_scale[1] = v_scales[g + 8];
+        v_scale[0] = valid_lo ? v_scales[g] : 0.0f;  // a key past sealed_end may share a valid key's piece
+        v_scale[1] = valid_hi ? v_scales[g + 8] : 0.0f;
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
