@@ -140,85 +140,70 @@ __device__ __forceinline__ float2* merge_stats(unsigned char* merge, int rows) {
   return reinterpret_cast<float2*>(merge + static_cast<size_t>(kWarps) * rows * kHeadDim * sizeof(float));
 }
 
-// Row `row` of a split's merge, once every warp has written its rows to the merge buffers: each
-// warp's stats.x becomes its weight 2^(m_w - m) / l (made once a row, not once a value), and the
-// split's (m, l) goes to the running fold (`folding`) or to its partial's stats.
-template <int kHeadDim>
-__device__ __forceinline__ void merge_row_weights(unsigned char* merge, const DecodeOutput& out, float2* partial_stats,
-                                                  unsigned char* fold, int row) {
-  float2* stats = merge_stats<kHeadDim>(merge, out.rows);
-  const int rows = out.rows;
-  float m = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) m = fmaxf(m, stats[w * rows + row].x);
-  float weight[kWarps];
-  float l = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    const float2 ws = stats[w * rows + row];
-    weight[w] = ws.x == -INFINITY ? 0.0f : exp2f(ws.x - m);  // a warp with no keys in this split: 0
-    l = fmaf(ws.y, weight[w], l);
-  }
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) stats[w * rows + row].x = weight[w] / l;
-  if (fold != nullptr && out.num_splits > 1) {
-    auto* row_folds = reinterpret_cast<SplitFold*>(fold);
-    auto* row_steps = reinterpret_cast<SplitFoldStep*>(fold + rows * sizeof(SplitFold));
-    SplitFold f = out.split == 0 ? SplitFold{} : row_folds[row];
-    row_steps[row] = fold_split_stats(f, m, l);
-    row_folds[row] = f;
-  } else if (out.num_splits > 1) {
-    partial_stats[out.partial_index(row)] = make_float2(m, l);
-  }
-}
-
-// Output value i (row i / kHeadDim, dim i % kHeadDim) of a split's merge, after its row's
-// weights: a sum of 4 products, then the output (one split), the running fold (the output itself
-// after the last split), or the split's partial. The running value is read back with no barrier
-// between splits: finish_merge keeps value i on one thread, finish_heads_by_last_warp orders the
-// merges through its flag.
-template <int kHeadDim>
-__device__ __forceinline__ void merge_output(const unsigned char* merge, const PagedAttentionArgs& args,
-                                             const DecodeOutput& out, float* partial_out, unsigned char* fold, int i) {
-  const float* merge_o = merge_values<kHeadDim>(const_cast<unsigned char*>(merge));
-  const float2* stats = merge_stats<kHeadDim>(const_cast<unsigned char*>(merge), out.rows);
-  const int rows = out.rows;
-  const int row = i / kHeadDim;
-  const int d = i % kHeadDim;
-  float value = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w)
-    value = fmaf(merge_o[(w * rows + row) * kHeadDim + d], stats[w * rows + row].x, value);
-  uint16_t* dst = args.out + (static_cast<size_t>(out.token) * args.num_heads + out.head0 + row) * kHeadDim + d;
-  if (out.num_splits == 1) {
-    *dst = detail::float_to_bf16_bits(value);
-  } else if (fold != nullptr) {
-    const auto* row_folds = reinterpret_cast<const SplitFold*>(fold);
-    const auto* row_steps = reinterpret_cast<const SplitFoldStep*>(fold + rows * sizeof(SplitFold));
-    auto* running = reinterpret_cast<float*>(fold + rows * (sizeof(SplitFold) + sizeof(SplitFoldStep)));
-    const float folded = fold_split_value(out.split == 0 ? 0.0f : running[i], row_steps[row], value);
-    if (out.split == out.num_splits - 1) {
-      *dst = detail::float_to_bf16_bits(__fdiv_rn(folded, row_folds[row].sum));
-    } else {
-      running[i] = folded;
-    }
-  } else {
-    partial_out[out.partial_index(row) * kHeadDim + d] = value;
-  }
-}
-
 // After each warp has written its rows to the merge buffers (and a __syncthreads): combines the
 // 4 warps and writes the CTA's rows: the output when the sequence has one split; else, with
 // `fold` (fold_bytes(rows), a CTA walking all of its row's splits in order), the split folded
-// into the running output; else the split's partial.
+// into the running output (the output itself after the last split); else the split's partial. A row's weights 2^(m_w - m) / l are made once, by one thread
+// a row, in place of each warp's stats; every output value is then a sum of 4 products (before,
+// each of a row's head_dim values redid the 4 exponentials and a division).
 template <int kHeadDim>
 __device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAttentionArgs& args,
                                              const DecodeOutput& out, float* partial_out, float2* partial_stats,
                                              unsigned char* fold) {
-  if (threadIdx.x < out.rows) merge_row_weights<kHeadDim>(merge, out, partial_stats, fold, threadIdx.x);
+  const float* merge_o = merge_values<kHeadDim>(merge);
+  float2* stats = merge_stats<kHeadDim>(merge, out.rows);
+  const int rows = out.rows;
+  const bool folding = fold != nullptr && out.num_splits > 1;
+  const bool first = out.split == 0;
+  const bool last = out.split == out.num_splits - 1;
+  auto* row_folds = reinterpret_cast<SplitFold*>(fold);
+  auto* row_steps = reinterpret_cast<SplitFoldStep*>(fold + rows * sizeof(SplitFold));
+  auto* running = reinterpret_cast<float*>(fold + rows * (sizeof(SplitFold) + sizeof(SplitFoldStep)));
+  if (threadIdx.x < rows) {
+    const int row = threadIdx.x;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, stats[w * rows + row].x);
+    float weight[kWarps];
+    float l = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float2 ws = stats[w * rows + row];
+      weight[w] = ws.x == -INFINITY ? 0.0f : exp2f(ws.x - m);  // a warp with no keys in this split: 0
+      l = fmaf(ws.y, weight[w], l);
+    }
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) stats[w * rows + row].x = weight[w] / l;
+    if (folding) {
+      SplitFold f = first ? SplitFold{} : row_folds[row];
+      row_steps[row] = fold_split_stats(f, m, l);
+      row_folds[row] = f;
+    } else if (out.num_splits > 1) {
+      partial_stats[out.partial_index(row)] = make_float2(m, l);
+    }
+  }
   __syncthreads();
-  for (int i = threadIdx.x; i < out.rows * kHeadDim; i += kThreads)
-    merge_output<kHeadDim>(merge, args, out, partial_out, fold, i);
+  for (int i = threadIdx.x; i < out.rows * kHeadDim; i += kThreads) {
+    const int row = i / kHeadDim;
+    const int d = i % kHeadDim;
+    float value = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      value = fmaf(merge_o[(w * rows + row) * kHeadDim + d], stats[w * rows + row].x, value);
+    uint16_t* dst = args.out + (static_cast<size_t>(out.token) * args.num_heads + out.head0 + row) * kHeadDim + d;
+    if (out.num_splits == 1) {
+      *dst = detail::float_to_bf16_bits(value);
+    } else if (folding) {  // each thread keeps to its own i, split after split: no barrier needed
+      const float folded = fold_split_value(first ? 0.0f : running[i], row_steps[row], value);
+      if (last) {
+        *dst = detail::float_to_bf16_bits(__fdiv_rn(folded, row_folds[row].sum));
+      } else {
+        running[i] = folded;
+      }
+    } else {
+      partial_out[out.partial_index(row) * kHeadDim + d] = value;
+    }
+  }
 }
 
 // The CTA's query rows into shared memory, row-major [kQRows][kHeadDim]: rows [0, rows) are
@@ -239,18 +224,22 @@ __device__ __forceinline__ void load_query_rows(uint16_t* q_smem, const PagedAtt
   __syncthreads();
 }
 
-// A warp's part of a split's end with keys as the MMA's M and query heads as its N (thread
-// (g, q) holds heads 2q and 2q + 1 of O^T's rows): its (max, sum) per head, summed over the 8
-// threads of a column, and its O^T values into the merge buffers, dim_of(mb, r) naming the head
-// dim of m-block mb's row g (r = 0) or g + 8 (r = 1). Heads past out.rows (the MMA's padding)
-// are not stored.
+// The end of a kernel with keys as the MMA's M and query heads as its N (thread (g, q) holds
+// heads 2q and 2q + 1 of O^T's rows): each thread's (max, sum) per head, summed over the 8
+// threads of a column, and its O^T values go to the merge buffers, dim_of(mb, r) naming the
+// head dim of m-block mb's row g (r = 0) or g + 8 (r = 1); then the 4 warps are merged and the
+// CTA's rows written. Heads past out.rows (the MMA's padding) are not stored. The merge buffers
+// are in use until every thread has passed the caller's next barrier.
 template <int kHeadDim, typename DimOf>
-__device__ __forceinline__ void store_warp_rows(unsigned char* merge, const DecodeOutput& out,
-                                                const float (&head_max)[2], const float (&head_sum)[2],
-                                                const float (&o)[kHeadDim / 16][4], DimOf dim_of) {
+__device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const PagedAttentionArgs& args,
+                                                  const DecodeOutput& out, const float (&head_max)[2],
+                                                  const float (&head_sum)[2], const float (&o)[kHeadDim / 16][4],
+                                                  DimOf dim_of, float* partial_out, float2* partial_stats,
+                                                  unsigned char* fold = nullptr) {
   const int warp = threadIdx.x / 32;
   const int g = threadIdx.x % 32 / 4;
   const int q = threadIdx.x % 4;
+  __syncthreads();  // every warp is done with its slice
   float* merge_o = merge_values<kHeadDim>(merge);
   float2* stats = merge_stats<kHeadDim>(merge, out.rows);
 #pragma unroll
@@ -269,62 +258,8 @@ __device__ __forceinline__ void store_warp_rows(unsigned char* merge, const Deco
       dst[dim_of(mb, 1)] = o[mb][2 + i];
     }
   }
-}
-
-// A split's end with the CTA's barriers: every warp stores its rows, then the CTA merges them.
-// The merge buffers are in use until every thread has passed the caller's next barrier.
-template <int kHeadDim, typename DimOf>
-__device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const PagedAttentionArgs& args,
-                                                  const DecodeOutput& out, const float (&head_max)[2],
-                                                  const float (&head_sum)[2], const float (&o)[kHeadDim / 16][4],
-                                                  DimOf dim_of, float* partial_out, float2* partial_stats,
-                                                  unsigned char* fold = nullptr) {
-  __syncthreads();  // every warp is done with its slice
-  store_warp_rows<kHeadDim>(merge, out, head_max, head_sum, o, dim_of);
   __syncthreads();
   finish_merge<kHeadDim>(merge, args, out, partial_out, partial_stats, fold);
-}
-
-// A split's end with no CTA barrier, for a kernel whose merge buffers do not overlap its rings:
-// each warp stores its rows and goes on to its next split; the last of the 4 to arrive merges
-// them (the same arithmetic as finish_merge, so the same bits). A barrier made every warp wait
-// for the slowest one's last copies, with the CTA's copies for the next split nearly drained
-// (H100, kivi2 b64 x 4k: 4 splits a CTA cost ~7% over one). Split s's stores wait until split
-// s - 1's merge has read the buffers (free_for), which also keeps the running fold in order.
-// `sync` starts as {0, the CTA's first split} before the CTA's first barrier.
-struct WarpMergeSync {
-  int arrivals;
-  int free_for;
-};
-template <int kHeadDim, typename DimOf>
-__device__ __forceinline__ void finish_heads_by_last_warp(unsigned char* merge, WarpMergeSync* sync,
-                                                          const PagedAttentionArgs& args, const DecodeOutput& out,
-                                                          const float (&head_max)[2], const float (&head_sum)[2],
-                                                          const float (&o)[kHeadDim / 16][4], DimOf dim_of,
-                                                          float* partial_out, float2* partial_stats,
-                                                          unsigned char* fold) {
-  const int lane = threadIdx.x % 32;
-  if (lane == 0) {
-    while (*reinterpret_cast<volatile int*>(&sync->free_for) != out.split) __nanosleep(32);
-  }
-  __syncwarp();
-  __threadfence_block();
-  store_warp_rows<kHeadDim>(merge, out, head_max, head_sum, o, dim_of);
-  __threadfence_block();
-  __syncwarp();
-  int arrived = 0;
-  if (lane == 0) arrived = atomicAdd(&sync->arrivals, 1);
-  if (__shfl_sync(0xffffffffu, arrived, 0) != kWarps - 1) return;
-  __threadfence_block();
-  if (lane < out.rows) merge_row_weights<kHeadDim>(merge, out, partial_stats, fold, lane);
-  __syncwarp();
-  for (int i = lane; i < out.rows * kHeadDim; i += 32) merge_output<kHeadDim>(merge, args, out, partial_out, fold, i);
-  __threadfence_block();
-  __syncwarp();
-  if (lane == 0) {
-    sync->arrivals = 0;
-    atomicExch(&sync->free_for, out.split + 1);
-  }
 }
 
 }  // namespace folio::cuda::decode::tc

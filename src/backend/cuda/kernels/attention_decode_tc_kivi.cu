@@ -66,12 +66,11 @@ struct KiviDirectShape {
   static constexpr size_t kWarpBytes = static_cast<size_t>(kStages) * kStageBytes;
   static constexpr size_t kQBytes = kHeads * kHeadDim * 2;
   static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
-  // The merge buffers come after the rings (the warps go on with the next split while the last
-  // of them merges one), then the running fold of a CTA that walks all of its row's splits, both
-  // sized for the CTA's query heads (4 CTAs an SM for kivi4 at GQA 4, 3 at GQA 8), then the
-  // merge's flags (finish_heads_by_last_warp).
+  // The merge buffers come after the rings (the next split's first copies fly while a split
+  // merges), then the running fold of a CTA that walks all of its row's splits; both sized for
+  // the CTA's query heads: 4 CTAs an SM for kivi4 at GQA 4 then (3 at GQA 8).
   static constexpr size_t smem_bytes(int rows) {
-    return kMainBytes + merge_bytes<kHeadDim>(rows) + fold_bytes<kHeadDim>(rows) + sizeof(WarpMergeSync);
+    return kMainBytes + merge_bytes<kHeadDim>(rows) + fold_bytes<kHeadDim>(rows);
   }
   static constexpr size_t kMaxSmemBytes = smem_bytes(kRows);
   static_assert(kKeyBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte copies");
@@ -208,11 +207,6 @@ __global__ void __launch_bounds__(kThreads, 4)
     const int sealed = split_sealed_end(split);
     return first < sealed ? (sealed - first + kCtaKeys - 1) / kCtaKeys : 0;
   };
-
-  unsigned char* merge = smem + S::kMainBytes;
-  unsigned char* fold = merge + merge_bytes<kHeadDim>(rows);  // used when the CTA walks its whole row
-  auto* merge_sync = reinterpret_cast<WarpMergeSync*>(fold + fold_bytes<kHeadDim>(rows));
-  if (tid == 0) *merge_sync = WarpMergeSync{0, walk.first};  // load_query_rows's barrier publishes it
 
   // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero); the thread's B fragments
   // of Q^T for head g: k-step ks takes dims 16 ks + 4q .. + 3.
@@ -527,10 +521,10 @@ __global__ void __launch_bounds__(kThreads, 4)
 
     DecodeOutput out = row_out;
     out.split = split;
-    finish_heads_by_last_warp<kHeadDim>(
-        merge, merge_sync, args, out, head_max, head_sum, o,
+    finish_heads_as_n<kHeadDim>(
+        smem + S::kMainBytes, args, out, head_max, head_sum, o,
         [&](int mb, int r) { return 32 * (mb / 2) + 4 * g + 2 * (mb % 2) + r; }, partial_out, partial_stats,
-        gridDim.x == 1 ? fold : nullptr);
+        gridDim.x == 1 ? smem + S::kMainBytes + merge_bytes<kHeadDim>(rows) : nullptr);
   }
 }
 
