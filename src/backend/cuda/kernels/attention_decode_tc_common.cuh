@@ -31,16 +31,13 @@ __device__ __forceinline__ uint32_t transpose8x8(uint32_t a) {
   return d;
 }
 
-// Bytes one warp's rows take in a merge of `rows` query heads: its O rows [rows][kHeadDim], then
-// its (max, sum) per row; and the merge's bytes, every warp's rows one after the other.
-template <int kHeadDim>
-__host__ __device__ constexpr size_t warp_merge_bytes(int rows) {
-  return static_cast<size_t>(rows) * (kHeadDim + 2) * sizeof(float);
-}
+// Bytes the merge of `rows` query heads needs: each warp's O rows and (max, sum) per row.
 template <int kHeadDim>
 __host__ __device__ constexpr size_t merge_bytes(int rows) {
-  return kWarps * warp_merge_bytes<kHeadDim>(rows);
+  return static_cast<size_t>(kWarps) * rows * (kHeadDim + 2) * sizeof(float);
 }
+template <int kHeadDim>
+inline constexpr size_t kMergeBytes = merge_bytes<kHeadDim>(kRows);  // the most
 // Bytes of a walking CTA's running fold of its row's splits (finish_merge's `fold`): per row a
 // SplitFold and this split's SplitFoldStep, then the running output [rows][head_dim].
 template <int kHeadDim>
@@ -131,34 +128,30 @@ __device__ __forceinline__ void rescale_heads_as_n(float (&o)[kMBlocks][4], cons
   }
 }
 
-// A merge's rows: region(w) is where warp w's rows are (warp_merge_bytes(rows) bytes: its
-// unnormalized O rows, then its (max, sum) per row); the caller keeps them there until every
-// thread has passed its next barrier. A warp with no keys in its split leaves max = -inf.
+// The merge buffers (merge_bytes(rows) from `merge`, a region the kernel does not need once
+// every warp has left its tile loop): each warp's unnormalized O rows [warp][row][head_dim], then
+// its (max, sum) per row [warp][row]. A warp with no keys in its split leaves max = -inf.
 template <int kHeadDim>
-__device__ __forceinline__ float* merge_values(unsigned char* region) {
-  return reinterpret_cast<float*>(region);
+__device__ __forceinline__ float* merge_values(unsigned char* merge) {
+  return reinterpret_cast<float*>(merge);
 }
 template <int kHeadDim>
-__device__ __forceinline__ float2* merge_stats(unsigned char* region, int rows) {
-  return reinterpret_cast<float2*>(region + static_cast<size_t>(rows) * kHeadDim * sizeof(float));
+__device__ __forceinline__ float2* merge_stats(unsigned char* merge, int rows) {
+  return reinterpret_cast<float2*>(merge + static_cast<size_t>(kWarps) * rows * kHeadDim * sizeof(float));
 }
-// Every warp's rows one after the other from `merge` (merge_bytes(rows)).
-struct ContiguousMerge {
-  unsigned char* merge;
-  size_t warp_bytes;
-  __device__ __forceinline__ unsigned char* operator()(int w) const { return merge + w * warp_bytes; }
-};
 
-// After each warp has written its rows (and a __syncthreads): combines the 4 warps and writes the
-// CTA's rows: the output when the sequence has one split; else, with `fold` (fold_bytes(rows), a
-// CTA walking all of its row's splits in order), the split folded into the running output (the
-// output itself after the last split); else the split's partial. A row's weights 2^(m_w - m) / l
-// are made once, by one thread a row, in place of each warp's stats; every output value is then
-// a sum of 4 products (before, each of a row's head_dim values redid the 4 exponentials and a
-// division).
-template <int kHeadDim, typename Regions>
-__device__ __forceinline__ void finish_merge(Regions region, const PagedAttentionArgs& args, const DecodeOutput& out,
-                                             float* partial_out, float2* partial_stats, unsigned char* fold) {
+// After each warp has written its rows to the merge buffers (and a __syncthreads): combines the
+// 4 warps and writes the CTA's rows: the output when the sequence has one split; else, with
+// `fold` (fold_bytes(rows), a CTA walking all of its row's splits in order), the split folded
+// into the running output (the output itself after the last split); else the split's partial. A row's weights 2^(m_w - m) / l are made once, by one thread
+// a row, in place of each warp's stats; every output value is then a sum of 4 products (before,
+// each of a row's head_dim values redid the 4 exponentials and a division).
+template <int kHeadDim>
+__device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAttentionArgs& args,
+                                             const DecodeOutput& out, float* partial_out, float2* partial_stats,
+                                             unsigned char* fold) {
+  const float* merge_o = merge_values<kHeadDim>(merge);
+  float2* stats = merge_stats<kHeadDim>(merge, out.rows);
   const int rows = out.rows;
   const bool folding = fold != nullptr && out.num_splits > 1;
   const bool first = out.split == 0;
@@ -170,17 +163,17 @@ __device__ __forceinline__ void finish_merge(Regions region, const PagedAttentio
     const int row = threadIdx.x;
     float m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, merge_stats<kHeadDim>(region(w), rows)[row].x);
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, stats[w * rows + row].x);
     float weight[kWarps];
     float l = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      const float2 ws = merge_stats<kHeadDim>(region(w), rows)[row];
+      const float2 ws = stats[w * rows + row];
       weight[w] = ws.x == -INFINITY ? 0.0f : exp2f(ws.x - m);  // a warp with no keys in this split: 0
       l = fmaf(ws.y, weight[w], l);
     }
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) merge_stats<kHeadDim>(region(w), rows)[row].x = weight[w] / l;
+    for (int w = 0; w < kWarps; ++w) stats[w * rows + row].x = weight[w] / l;
     if (folding) {
       SplitFold f = first ? SplitFold{} : row_folds[row];
       row_steps[row] = fold_split_stats(f, m, l);
@@ -196,8 +189,7 @@ __device__ __forceinline__ void finish_merge(Regions region, const PagedAttentio
     float value = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w)
-      value = fmaf(merge_values<kHeadDim>(region(w))[row * kHeadDim + d], merge_stats<kHeadDim>(region(w), rows)[row].x,
-                   value);
+      value = fmaf(merge_o[(w * rows + row) * kHeadDim + d], stats[w * rows + row].x, value);
     uint16_t* dst = args.out + (static_cast<size_t>(out.token) * args.num_heads + out.head0 + row) * kHeadDim + d;
     if (out.num_splits == 1) {
       *dst = detail::float_to_bf16_bits(value);
@@ -234,23 +226,22 @@ __device__ __forceinline__ void load_query_rows(uint16_t* q_smem, const PagedAtt
 
 // The end of a kernel with keys as the MMA's M and query heads as its N (thread (g, q) holds
 // heads 2q and 2q + 1 of O^T's rows): each thread's (max, sum) per head, summed over the 8
-// threads of a column, and its O^T values go to its warp's merge rows (region(warp)),
-// dim_of(mb, r) naming the head dim of m-block mb's row g (r = 0) or g + 8 (r = 1); then the 4
-// warps are merged and the CTA's rows written. Heads past out.rows (the MMA's padding) are not
-// stored. leading_barrier: wait for every warp before storing (when the rows overlap memory
-// another warp may still read).
-template <int kHeadDim, typename Regions, typename DimOf>
-__device__ __forceinline__ void finish_heads_as_n(Regions region, const PagedAttentionArgs& args,
+// threads of a column, and its O^T values go to the merge buffers, dim_of(mb, r) naming the
+// head dim of m-block mb's row g (r = 0) or g + 8 (r = 1); then the 4 warps are merged and the
+// CTA's rows written. Heads past out.rows (the MMA's padding) are not stored. The merge buffers
+// are in use until every thread has passed the caller's next barrier.
+template <int kHeadDim, typename DimOf>
+__device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const PagedAttentionArgs& args,
                                                   const DecodeOutput& out, const float (&head_max)[2],
                                                   const float (&head_sum)[2], const float (&o)[kHeadDim / 16][4],
                                                   DimOf dim_of, float* partial_out, float2* partial_stats,
-                                                  unsigned char* fold = nullptr, bool leading_barrier = true) {
+                                                  unsigned char* fold = nullptr) {
   const int warp = threadIdx.x / 32;
   const int g = threadIdx.x % 32 / 4;
   const int q = threadIdx.x % 4;
-  if (leading_barrier) __syncthreads();
-  float* merge_o = merge_values<kHeadDim>(region(warp));
-  float2* stats = merge_stats<kHeadDim>(region(warp), out.rows);
+  __syncthreads();  // every warp is done with its slice
+  float* merge_o = merge_values<kHeadDim>(merge);
+  float2* stats = merge_stats<kHeadDim>(merge, out.rows);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float sum = head_sum[i];
@@ -259,8 +250,8 @@ __device__ __forceinline__ void finish_heads_as_n(Regions region, const PagedAtt
     sum += __shfl_xor_sync(0xffffffffu, sum, 16);
     const int head = 2 * q + i;
     if (head >= out.rows) continue;
-    if (g == 0) stats[head] = make_float2(head_max[i], sum);
-    float* dst = merge_o + head * kHeadDim;
+    if (g == 0) stats[warp * out.rows + head] = make_float2(head_max[i], sum);
+    float* dst = merge_o + (warp * out.rows + head) * kHeadDim;
 #pragma unroll
     for (int mb = 0; mb < kHeadDim / 16; ++mb) {
       dst[dim_of(mb, 0)] = o[mb][i];
@@ -268,7 +259,7 @@ __device__ __forceinline__ void finish_heads_as_n(Regions region, const PagedAtt
     }
   }
   __syncthreads();
-  finish_merge<kHeadDim>(region, args, out, partial_out, partial_stats, fold);
+  finish_merge<kHeadDim>(merge, args, out, partial_out, partial_stats, fold);
 }
 
 }  // namespace folio::cuda::decode::tc

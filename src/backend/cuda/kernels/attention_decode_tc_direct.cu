@@ -56,9 +56,8 @@ struct DirectShape {
   static constexpr size_t kWarpBytes = static_cast<size_t>(kStages) * 2 * kHalfStageBytes;
   static constexpr size_t kQBytes = kHeads * kHeadDim * 2;
   static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
-  // Then each warp's free ring stage at a split's end (its merge rows are there).
-  static constexpr size_t kSmemBytes = kMainBytes + kWarps * sizeof(int);
-  static_assert(warp_merge_bytes<kHeadDim>(kHeads) <= 2 * kHalfStageBytes, "a warp's merge rows fit one stage");
+  static constexpr size_t kMergeEnd = kQBytes + kMergeBytes<kHeadDim>;  // merge buffers after the query rows
+  static constexpr size_t kSmemBytes = kMainBytes > kMergeEnd ? kMainBytes : kMergeEnd;
 };
 
 // Where chunk c of key row r lives in its row: swizzles found by enumerating the two access
@@ -120,7 +119,6 @@ __global__ void __launch_bounds__(kThreads)
   const int g = lane / 4;
   const int q = lane % 4;
   unsigned char* warp_smem = smem + S::kQBytes + warp * S::kWarpBytes;
-  int* free_stage = reinterpret_cast<int*>(smem + S::kMainBytes);
 
   const int token = args.cu_query_starts[seq];
   if (args.cu_query_starts[seq + 1] - token != 1) return;  // a prefill row: not ours
@@ -169,9 +167,10 @@ __global__ void __launch_bounds__(kThreads)
   // [head][slot]: the 16 scales of K (and of V) are one 64-byte piece, four 16-byte copies. A
   // piece that is partly past sealed_end is copied whole (same block, in bounds); the loop
   // zeroes the scales of keys past it where they could meet a zero weight (0 x NaN).
-  auto load_raw = [&](int key0, int sealed_end, int stage) {
+  auto load_raw = [&](int step, int stage) {
     unsigned char* k_dst = warp_smem + stage * 2 * S::kHalfStageBytes;
     unsigned char* v_dst = k_dst + S::kHalfStageBytes;
+    const int key0 = warp_begin + step * kTile;
     for (int i = lane; i < kWarpKeys * S::kRowChunks; i += 32) {
       const int row = i / S::kRowChunks;
       const int chunk = i % S::kRowChunks;
@@ -198,45 +197,13 @@ __global__ void __launch_bounds__(kThreads)
 
   const float score_scale = args.scale * kLog2e;
 
-  // A split's keys, its sealed end and the warp's ring steps in it.
-  auto split_end = [&](int split) { return min(context_len, split * split_tokens + split_tokens); };
-  auto split_sealed_end = [&](int split) {
-    return kResidual ? max(split * split_tokens, min(split_end(split), own_start)) : split_end(split);
-  };
-  auto warp_steps = [&](int split) {
-    const int first = split * split_tokens + warp * kWarpKeys;
-    const int sealed = split_sealed_end(split);
-    return first < sealed ? (sealed - first + kTile - 1) / kTile : 0;
-  };
-  // The warp's copies run ahead of its steps through all the CTA's splits, one ring (as in
-  // attention_decode_tc_kivi.cu): a split's first stages are on their way while the split before
-  // it merges. copy_split / copy_step: the next step to copy; every call commits one group (empty
-  // once all are issued), so group n holds step n and stage n % kStages.
-  int copy_split = walk.first, copy_step = 0, copy_steps = warp_steps(walk.first), copies = 0, taken = 0;
-  auto copy_next = [&] {
-    while (copy_step == copy_steps && copy_split + 1 < walk.last) {
-      ++copy_split;
-      copy_step = 0;
-      copy_steps = warp_steps(copy_split);
-    }
-    if (copy_step < copy_steps) {
-      load_raw(copy_split * split_tokens + warp * kWarpKeys + copy_step * kTile, split_sealed_end(copy_split),
-               copies % S::kStages);
-      ++copy_step;
-      ++copies;
-    }
-    cp_async_commit();
-  };
-#pragma unroll
-  for (int s = 0; s < S::kStages - 1; ++s) copy_next();
-
   const DecodeOutput row_out = decode_output(args, seq, token, head0, rows, num_splits, grid_splits);
   for (int split = walk.first; split < walk.last; ++split) {
     begin = split * split_tokens;
-    end = split_end(split);
-    sealed_end = split_sealed_end(split);
+    end = min(context_len, begin + split_tokens);
+    sealed_end = kResidual ? max(begin, min(end, own_start)) : end;
     warp_begin = begin + warp * kWarpKeys;
-    const int num_steps = warp_steps(split);
+    const int num_steps = warp_begin < sealed_end ? (sealed_end - warp_begin + kTile - 1) / kTile : 0;
     // O^T: o[mb] is the 16 x 8 block (head dims dim_of(mb, g), dim_of(mb, g + 8)) x (heads 2q,
     // 2q + 1); stats are per head 2q + i.
     float o[kHeadDim / 16][4];
@@ -270,11 +237,17 @@ __global__ void __launch_bounds__(kThreads)
       b[1] = transpose8x8(pack_half2(s[2] * v_scale[1], s[3] * v_scale[1]));
     };
 
+#pragma unroll
+    for (int s = 0; s < S::kStages - 1; ++s) {
+      if (s < num_steps) load_raw(s, s);
+      cp_async_commit();
+    }
     for (int j = 0; j < num_steps; ++j) {
       cp_async_wait<S::kStages - 2>();
       __syncwarp();  // step j's copies are in for every lane; step j - 1's stage is free again
-      copy_next();
-      const unsigned char* k_raw = warp_smem + (taken++ % S::kStages) * 2 * S::kHalfStageBytes;
+      if (j + S::kStages - 1 < num_steps) load_raw(j + S::kStages - 1, (j + S::kStages - 1) % S::kStages);
+      cp_async_commit();
+      const unsigned char* k_raw = warp_smem + (j % S::kStages) * 2 * S::kHalfStageBytes;
       const unsigned char* v_raw = k_raw + S::kHalfStageBytes;
       const int key0 = warp_begin + j * kTile;
 
@@ -401,18 +374,12 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
 
-    // The merge rows of warp w go to the ring stage it took its last step from (before its first
-    // step: the one its first copies left free); its next kStages - 1 steps' copies are in the
-    // others. free_stage[w] says which, for the warps that read them.
     DecodeOutput out = row_out;
     out.split = split;
-    __syncwarp();  // every lane is done reading the stage
-    if (lane == 0) free_stage[warp] = (taken + S::kStages - 1) % S::kStages;
     finish_heads_as_n<kHeadDim>(
-        [&](int w) { return smem + S::kQBytes + w * S::kWarpBytes + free_stage[w] * 2 * S::kHalfStageBytes; }, args,
-        out, head_max, head_sum, o, [&](int mb, int r) { return g * S::kThreadDims + 2 * mb + r; }, partial_out,
-        partial_stats, nullptr, /*leading_barrier=*/false);
-    if (split + 1 < walk.last) __syncthreads();  // a warp's next copy goes to the stage its merge rows are in
+        smem + S::kQBytes, args, out, head_max, head_sum, o,
+        [&](int mb, int r) { return g * S::kThreadDims + 2 * mb + r; }, partial_out, partial_stats);
+    if (split + 1 < walk.last) __syncthreads();  // the merge buffers overlap the rings the next split fills
   }
   if (gridDim.x == 1 && num_splits > 1) combine_walked_splits<kHeadDim>(args, row_out, partial_out, partial_stats);
 }

@@ -522,7 +522,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     DecodeOutput out = row_out;
     out.split = split;
     finish_heads_as_n<kHeadDim>(
-        ContiguousMerge{smem + S::kMainBytes, warp_merge_bytes<kHeadDim>(rows)}, args, out, head_max, head_sum, o,
+        smem + S::kMainBytes, args, out, head_max, head_sum, o,
         [&](int mb, int r) { return 32 * (mb / 2) + 4 * g + 2 * (mb % 2) + r; }, partial_out, partial_stats,
         gridDim.x == 1 ? smem + S::kMainBytes + merge_bytes<kHeadDim>(rows) : nullptr);
   }
