@@ -50,23 +50,6 @@ TEST(CudaAttentionPlan, GridCoversEveryShorterContext) {
   }
 }
 
-// Each format's plan: fp8 and int8 split half as often as the rest, never more often than the
-// default, so the workspace sized by the default plan (attention_workspace_bytes) holds every
-// format's partials.
-TEST(CudaAttentionPlan, FormatPlansNeverOutgrowTheDefaultWorkspace) {
-  for (const KvFormat f : {KvFormat::kFp16, KvFormat::kBf16, KvFormat::kKivi4, KvFormat::kKivi2}) {
-    EXPECT_EQ(decode_split_policy(f).min_split_tokens, kDecodeSplitTokens) << kv_format_name(f);
-  }
-  for (const KvFormat f : {KvFormat::kFp8E4M3, KvFormat::kInt8}) {
-    const DecodeSplitPolicy policy = decode_split_policy(f);
-    EXPECT_EQ(policy.min_split_tokens, 2 * kDecodeSplitTokens) << kv_format_name(f);
-    EXPECT_EQ(decode_num_splits(4096, policy), 2);
-    for (int32_t context : {1, 1000, 2048, 2049, 4096, 32768, 65536, 131072}) {
-      EXPECT_LE(decode_grid_splits(context, policy), decode_grid_splits(context)) << context;
-    }
-  }
-}
-
 TEST(CudaAttentionPlan, WalkCoversEverySplitOnce) {
   for (int64_t rows : {1, 8, 100, 512, 6144}) {
     for (int32_t splits : {1, 2, 3, 4, 7, 32, 40, 625}) {

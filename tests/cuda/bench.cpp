@@ -89,7 +89,7 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     for (int s = 0; s < batch; ++s) p.seqs.push_back({1, ctx});
     p.build(rng, /*fill_values=*/false);
     const PagedAttentionArgs args = p.args();
-    const DecodeSplitPolicy used = policy != nullptr ? *policy : decode_split_policy(format);
+    const DecodeSplitPolicy used = policy != nullptr ? *policy : DecodeSplitPolicy{};
     if (kernel != DecodeKernel::kDefault) policy = &used;
     const size_t ws_bytes = decode_workspace_layout(batch, heads, dim, decode_grid_splits(ctx, used)).total_bytes;
     DeviceBuffer<unsigned char> ws(std::max<size_t>(1, ws_bytes));

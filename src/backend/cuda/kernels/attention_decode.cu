@@ -108,8 +108,8 @@ void paged_attention_decode_policy(const PagedAttentionArgs& args, Workspace wor
 }
 
 void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count, Stream stream) {
-  (void)sm_count;  // the split plan depends on each sequence's context alone (and the cache's format)
-  paged_attention_decode_policy(args, workspace, decode_split_policy(args.cache.format), stream);
+  (void)sm_count;  // the split plan depends on each sequence's context alone
+  paged_attention_decode_policy(args, workspace, DecodeSplitPolicy{}, stream);
 }
 
 void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count, Stream stream) {

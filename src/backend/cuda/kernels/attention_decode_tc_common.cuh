@@ -31,11 +31,10 @@ __device__ __forceinline__ uint32_t transpose8x8(uint32_t a) {
   return d;
 }
 
-// Bytes the merge of `rows` query heads needs: each of kW warps' O rows and (max, sum) per row.
-// (kW: the CTA's warps, 4 unless a kernel says otherwise; 32 kW threads.)
-template <int kHeadDim, int kW = kWarps>
+// Bytes the merge of `rows` query heads needs: each warp's O rows and (max, sum) per row.
+template <int kHeadDim>
 __host__ __device__ constexpr size_t merge_bytes(int rows) {
-  return static_cast<size_t>(kW) * rows * (kHeadDim + 2) * sizeof(float);
+  return static_cast<size_t>(kWarps) * rows * (kHeadDim + 2) * sizeof(float);
 }
 template <int kHeadDim>
 inline constexpr size_t kMergeBytes = merge_bytes<kHeadDim>(kRows);  // the most
@@ -89,11 +88,11 @@ __device__ __forceinline__ SplitRange walked_splits(int splits_per_cta, int num_
 // After a CTA walked all of its row's splits (and each wrote its partial): the combined rows,
 // with the reduce kernel's arithmetic (combine_splits), so the bits match a launch where other
 // CTAs had the splits. (The KIVI kernel folds as it goes instead: finish_merge's `fold`.)
-template <int kHeadDim, int kW = kWarps>
+template <int kHeadDim>
 __device__ __forceinline__ void combine_walked_splits(const PagedAttentionArgs& args, const DecodeOutput& out,
                                                       const float* partial_out, const float2* partial_stats) {
   __syncthreads();  // the CTA's global writes before a barrier are visible to all its threads after it
-  for (int i = threadIdx.x; i < out.rows * kHeadDim; i += 32 * kW) {
+  for (int i = threadIdx.x; i < out.rows * kHeadDim; i += kThreads) {
     const int row = i / kHeadDim;
     const int d = i % kHeadDim;
     const float value = combine_splits<kHeadDim>(
@@ -106,11 +105,11 @@ __device__ __forceinline__ void combine_walked_splits(const PagedAttentionArgs& 
 // CTAs the GPU holds at once for a decode kernel (SMs x resident CTAs an SM), asked once per
 // instantiation (every GPU of a process is taken to be alike).
 template <typename Kernel>
-inline int64_t decode_cta_slots(Kernel kernel, size_t smem_bytes, int threads = kThreads) {
+inline int64_t decode_cta_slots(Kernel kernel, size_t smem_bytes) {
   int device = 0, sms = 0, per_sm = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem_bytes);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem_bytes);
   return static_cast<int64_t>(sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
 }
 
@@ -136,9 +135,9 @@ template <int kHeadDim>
 __device__ __forceinline__ float* merge_values(unsigned char* merge) {
   return reinterpret_cast<float*>(merge);
 }
-template <int kHeadDim, int kW = kWarps>
+template <int kHeadDim>
 __device__ __forceinline__ float2* merge_stats(unsigned char* merge, int rows) {
-  return reinterpret_cast<float2*>(merge + static_cast<size_t>(kW) * rows * kHeadDim * sizeof(float));
+  return reinterpret_cast<float2*>(merge + static_cast<size_t>(kWarps) * rows * kHeadDim * sizeof(float));
 }
 
 // After each warp has written its rows to the merge buffers (and a __syncthreads): combines the
@@ -147,12 +146,12 @@ __device__ __forceinline__ float2* merge_stats(unsigned char* merge, int rows) {
 // into the running output (the output itself after the last split); else the split's partial. A row's weights 2^(m_w - m) / l are made once, by one thread
 // a row, in place of each warp's stats; every output value is then a sum of 4 products (before,
 // each of a row's head_dim values redid the 4 exponentials and a division).
-template <int kHeadDim, int kW = kWarps>
+template <int kHeadDim>
 __device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAttentionArgs& args,
                                              const DecodeOutput& out, float* partial_out, float2* partial_stats,
                                              unsigned char* fold) {
   const float* merge_o = merge_values<kHeadDim>(merge);
-  float2* stats = merge_stats<kHeadDim, kW>(merge, out.rows);
+  float2* stats = merge_stats<kHeadDim>(merge, out.rows);
   const int rows = out.rows;
   const bool folding = fold != nullptr && out.num_splits > 1;
   const bool first = out.split == 0;
@@ -164,17 +163,17 @@ __device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAt
     const int row = threadIdx.x;
     float m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kW; ++w) m = fmaxf(m, stats[w * rows + row].x);
-    float weight[kW];
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, stats[w * rows + row].x);
+    float weight[kWarps];
     float l = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kW; ++w) {
+    for (int w = 0; w < kWarps; ++w) {
       const float2 ws = stats[w * rows + row];
       weight[w] = ws.x == -INFINITY ? 0.0f : exp2f(ws.x - m);  // a warp with no keys in this split: 0
       l = fmaf(ws.y, weight[w], l);
     }
 #pragma unroll
-    for (int w = 0; w < kW; ++w) stats[w * rows + row].x = weight[w] / l;
+    for (int w = 0; w < kWarps; ++w) stats[w * rows + row].x = weight[w] / l;
     if (folding) {
       SplitFold f = first ? SplitFold{} : row_folds[row];
       row_steps[row] = fold_split_stats(f, m, l);
@@ -184,12 +183,13 @@ __device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAt
     }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < out.rows * kHeadDim; i += 32 * kW) {
+  for (int i = threadIdx.x; i < out.rows * kHeadDim; i += kThreads) {
     const int row = i / kHeadDim;
     const int d = i % kHeadDim;
     float value = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kW; ++w) value = fmaf(merge_o[(w * rows + row) * kHeadDim + d], stats[w * rows + row].x, value);
+    for (int w = 0; w < kWarps; ++w)
+      value = fmaf(merge_o[(w * rows + row) * kHeadDim + d], stats[w * rows + row].x, value);
     uint16_t* dst = args.out + (static_cast<size_t>(out.token) * args.num_heads + out.head0 + row) * kHeadDim + d;
     if (out.num_splits == 1) {
       *dst = detail::float_to_bf16_bits(value);
@@ -208,10 +208,10 @@ __device__ __forceinline__ void finish_merge(unsigned char* merge, const PagedAt
 
 // The CTA's query rows into shared memory, row-major [kQRows][kHeadDim]: rows [0, rows) are
 // heads head0.., the rest zero. Ends with a barrier.
-template <int kHeadDim, int kQRows, int kW = kWarps>
+template <int kHeadDim, int kQRows>
 __device__ __forceinline__ void load_query_rows(uint16_t* q_smem, const PagedAttentionArgs& args, int token, int head0,
                                                 int rows) {
-  for (int c = threadIdx.x; c < kQRows * kHeadDim / 8; c += 32 * kW) {
+  for (int c = threadIdx.x; c < kQRows * kHeadDim / 8; c += kThreads) {
     const int row = c / (kHeadDim / 8);
     const int chunk = c % (kHeadDim / 8);
     const bool valid = row < rows;
@@ -230,7 +230,7 @@ __device__ __forceinline__ void load_query_rows(uint16_t* q_smem, const PagedAtt
 // head dim of m-block mb's row g (r = 0) or g + 8 (r = 1); then the 4 warps are merged and the
 // CTA's rows written. Heads past out.rows (the MMA's padding) are not stored. The merge buffers
 // are in use until every thread has passed the caller's next barrier.
-template <int kHeadDim, int kW = kWarps, typename DimOf>
+template <int kHeadDim, typename DimOf>
 __device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const PagedAttentionArgs& args,
                                                   const DecodeOutput& out, const float (&head_max)[2],
                                                   const float (&head_sum)[2], const float (&o)[kHeadDim / 16][4],
@@ -241,7 +241,7 @@ __device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const Pa
   const int q = threadIdx.x % 4;
   __syncthreads();  // every warp is done with its slice
   float* merge_o = merge_values<kHeadDim>(merge);
-  float2* stats = merge_stats<kHeadDim, kW>(merge, out.rows);
+  float2* stats = merge_stats<kHeadDim>(merge, out.rows);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float sum = head_sum[i];
@@ -259,7 +259,7 @@ __device__ __forceinline__ void finish_heads_as_n(unsigned char* merge, const Pa
     }
   }
   __syncthreads();
-  finish_merge<kHeadDim, kW>(merge, args, out, partial_out, partial_stats, fold);
+  finish_merge<kHeadDim>(merge, args, out, partial_out, partial_stats, fold);
 }
 
 }  // namespace folio::cuda::decode::tc

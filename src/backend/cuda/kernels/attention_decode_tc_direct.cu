@@ -39,17 +39,8 @@ using namespace tc;
 
 constexpr int kHeads = 8;  // query heads per CTA at most (the MMA's N)
 
-// Warps a CTA: fp16 4, the byte-a-value formats 8 on 2048-token splits (decode_split_policy):
-// a warp walks 256 keys of a split either way (a lone sequence has as many warps at work as with
-// 4 warps on 1024 tokens), and a row of fp8 or int8 has half the merges and partials.
-template <KvFormat kFormat>
-inline constexpr int kDirectWarps = kFormat == KvFormat::kFp16 ? kWarps : 2 * kWarps;
-
 template <int kHeadDim, KvFormat kFormat>
 struct DirectShape {
-  static constexpr int kW = kDirectWarps<kFormat>;
-  static constexpr int kThreadsD = 32 * kW;
-  static constexpr int kTileD = kWarpKeys * kW;  // a CTA step's keys, 16 a warp
   static constexpr bool kScaled = kFormat != KvFormat::kFp16;
   static constexpr int kValueBytes = kScaled ? 1 : 2;
   static constexpr int kRowBytes = kHeadDim * kValueBytes;
@@ -64,8 +55,8 @@ struct DirectShape {
   static constexpr int kStages = kScaled ? 3 : 2;
   static constexpr size_t kWarpBytes = static_cast<size_t>(kStages) * 2 * kHalfStageBytes;
   static constexpr size_t kQBytes = kHeads * kHeadDim * 2;
-  static constexpr size_t kMainBytes = kQBytes + kW * kWarpBytes;
-  static constexpr size_t kMergeEnd = kQBytes + merge_bytes<kHeadDim, kW>(kRows);  // merge buffers after the query rows
+  static constexpr size_t kMainBytes = kQBytes + kWarps * kWarpBytes;
+  static constexpr size_t kMergeEnd = kQBytes + kMergeBytes<kHeadDim>;  // merge buffers after the query rows
   static constexpr size_t kSmemBytes = kMainBytes > kMergeEnd ? kMainBytes : kMergeEnd;
 };
 
@@ -109,7 +100,7 @@ __device__ __forceinline__ void mma_fp16_values(float (&o)[kHeadDim / 16][4], co
 }
 
 template <int kHeadDim, KvFormat kFormat>
-__global__ void __launch_bounds__(32 * kDirectWarps<kFormat>, kDirectWarps<kFormat> == kWarps ? 0 : 2)
+__global__ void __launch_bounds__(kThreads)
     decode_tc_direct_kernel(const PagedAttentionArgs args, DecodeSplitPolicy policy, int32_t grid_splits,
                             int32_t splits_per_cta, int32_t rows, float* partial_out, float2* partial_stats) {
   let_next_kernel_start();  // the output projection after it prefetches its weights meanwhile
@@ -161,7 +152,7 @@ __global__ void __launch_bounds__(32 * kDirectWarps<kFormat>, kDirectWarps<kForm
   // Q, row-major (rows [0, rows) are the CTA's heads, the rest zero), then each thread's B
   // fragments of Q^T for head g in the dim order its key loads use: k-step ks reads the 4 dims
   // from p of chunk (ks / kStepsPerChunk) * 4 + q.
-  load_query_rows<kHeadDim, kHeads, S::kW>(q_smem, args, token, head0, rows);
+  load_query_rows<kHeadDim, kHeads>(q_smem, args, token, head0, rows);
   uint32_t q_frag[kHeadDim / 16][2];
 #pragma unroll
   for (int ks = 0; ks < kHeadDim / 16; ++ks) {
@@ -179,7 +170,7 @@ __global__ void __launch_bounds__(32 * kDirectWarps<kFormat>, kDirectWarps<kForm
   auto load_raw = [&](int step, int stage) {
     unsigned char* k_dst = warp_smem + stage * 2 * S::kHalfStageBytes;
     unsigned char* v_dst = k_dst + S::kHalfStageBytes;
-    const int key0 = warp_begin + step * S::kTileD;
+    const int key0 = warp_begin + step * kTile;
     for (int i = lane; i < kWarpKeys * S::kRowChunks; i += 32) {
       const int row = i / S::kRowChunks;
       const int chunk = i % S::kRowChunks;
@@ -212,7 +203,7 @@ __global__ void __launch_bounds__(32 * kDirectWarps<kFormat>, kDirectWarps<kForm
     end = min(context_len, begin + split_tokens);
     sealed_end = kResidual ? max(begin, min(end, own_start)) : end;
     warp_begin = begin + warp * kWarpKeys;
-    const int num_steps = warp_begin < sealed_end ? (sealed_end - warp_begin + S::kTileD - 1) / S::kTileD : 0;
+    const int num_steps = warp_begin < sealed_end ? (sealed_end - warp_begin + kTile - 1) / kTile : 0;
     // O^T: o[mb] is the 16 x 8 block (head dims dim_of(mb, g), dim_of(mb, g + 8)) x (heads 2q,
     // 2q + 1); stats are per head 2q + i.
     float o[kHeadDim / 16][4];
@@ -258,7 +249,7 @@ __global__ void __launch_bounds__(32 * kDirectWarps<kFormat>, kDirectWarps<kForm
       cp_async_commit();
       const unsigned char* k_raw = warp_smem + (j % S::kStages) * 2 * S::kHalfStageBytes;
       const unsigned char* v_raw = k_raw + S::kHalfStageBytes;
-      const int key0 = warp_begin + j * S::kTileD;
+      const int key0 = warp_begin + j * kTile;
 
       // S^T = K Q^T, 16 keys x 8 heads: the A fragment is key rows g and g + 8.
       float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -346,7 +337,7 @@ __global__ void __launch_bounds__(32 * kDirectWarps<kFormat>, kDirectWarps<kForm
     // order (the K words of k-step ks are dims p .. p + 3; V words are the thread's dims).
     if constexpr (kResidual) {
       const size_t stride = static_cast<size_t>(cache.num_kv_heads) * kHeadDim;  // halves between staged tokens
-      for (int key0 = warp_begin + num_steps * S::kTileD; key0 < end; key0 += S::kTileD) {
+      for (int key0 = warp_begin + num_steps * kTile; key0 < end; key0 += kTile) {
         const bool valid_lo = key0 + g < end;
         const bool valid_hi = key0 + g + 8 < end;
         const uint16_t* k_lo = own_k + static_cast<size_t>(key0 + g - own_start) * stride;
@@ -385,13 +376,12 @@ __global__ void __launch_bounds__(32 * kDirectWarps<kFormat>, kDirectWarps<kForm
 
     DecodeOutput out = row_out;
     out.split = split;
-    finish_heads_as_n<kHeadDim, S::kW>(
+    finish_heads_as_n<kHeadDim>(
         smem + S::kQBytes, args, out, head_max, head_sum, o,
         [&](int mb, int r) { return g * S::kThreadDims + 2 * mb + r; }, partial_out, partial_stats);
     if (split + 1 < walk.last) __syncthreads();  // the merge buffers overlap the rings the next split fills
   }
-  if (gridDim.x == 1 && num_splits > 1)
-    combine_walked_splits<kHeadDim, S::kW>(args, row_out, partial_out, partial_stats);
+  if (gridDim.x == 1 && num_splits > 1) combine_walked_splits<kHeadDim>(args, row_out, partial_out, partial_stats);
 }
 
 template <int kHeadDim, KvFormat kFormat>
@@ -401,13 +391,13 @@ bool launch_direct_for_dim(const PagedAttentionArgs& args, DecodeSplitPolicy pol
   static const int64_t cta_slots = [] {
     cudaFuncSetAttribute(decode_tc_direct_kernel<kHeadDim, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(S::kSmemBytes));
-    return decode_cta_slots(decode_tc_direct_kernel<kHeadDim, kFormat>, S::kSmemBytes, S::kThreadsD);
+    return decode_cta_slots(decode_tc_direct_kernel<kHeadDim, kFormat>, S::kSmemBytes);
   }();
   const int rows = largest_group_tile(args.num_heads / args.cache.num_kv_heads, kHeads);
   const int64_t row_count = static_cast<int64_t>(args.num_heads / rows) * args.num_seqs;
   const DecodeWalk walk = decode_walk(row_count, grid_splits, cta_slots, policy.ctas_per_row);
   const dim3 grid(walk.ctas_per_row, args.num_heads / rows, args.num_seqs);
-  decode_tc_direct_kernel<kHeadDim, kFormat><<<grid, S::kThreadsD, S::kSmemBytes, stream>>>(
+  decode_tc_direct_kernel<kHeadDim, kFormat><<<grid, kThreads, S::kSmemBytes, stream>>>(
       args, policy, grid_splits, walk.splits_per_cta, rows, partial_out, partial_stats);
   return walk.ctas_per_row == 1;
 }

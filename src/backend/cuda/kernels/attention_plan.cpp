@@ -61,7 +61,6 @@ size_t attention_workspace_bytes(int32_t max_num_seqs, int32_t num_heads, int32_
   assert(num_kv_heads > 0 && sm_count > 0);
   (void)num_kv_heads;
   (void)sm_count;
-  // The default plan: no format's plan (decode_split_policy) has more splits.
   const int32_t grid_splits = decode_grid_splits(max_context_len);
   if (grid_splits == 1 || max_num_seqs <= 0) return 0;  // one split writes the output directly
   return decode_workspace_layout(max_num_seqs, num_heads, head_dim, grid_splits).total_bytes;

@@ -11,8 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kv/kv_format.h"
-
 #if defined(__CUDACC__)
 #define FOLIO_HOST_DEVICE __host__ __device__
 #else
@@ -44,17 +42,6 @@ struct DecodeSplitPolicy {
   // chooses from the batch and the GPU. Never changes a bit of the output, only the speed.
   int32_t ctas_per_row = 0;
 };
-
-// The plan paged_attention uses for a cache format: fp8 and int8 cut 2048-token splits (a split
-// then holds about as many bytes as fp16's 1024: 528 KB a row at head_dim 128 against 512), read
-// by CTAs of 8 warps (attention_decode_tc_direct.cu), so a warp still walks 256 keys of a split
-// and a row pays half the merges and partials. Still a function of each sequence's context alone
-// (the format is the cache's, the same for every sequence).
-FOLIO_HOST_DEVICE constexpr DecodeSplitPolicy decode_split_policy(KvFormat format) {
-  DecodeSplitPolicy policy;
-  if (format == KvFormat::kFp8E4M3 || format == KvFormat::kInt8) policy.min_split_tokens = 2 * kDecodeSplitTokens;
-  return policy;
-}
 
 // Tokens per split of a sequence with this context: min_split_tokens, or the tile-aligned
 // ceil(context / max_splits) when that is larger.

@@ -156,7 +156,7 @@ struct Workspace {
 void paged_attention(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count, Stream stream);
 
 // Split-KV (flash-decoding) decode of the query_len == 1 sequences (others are skipped). Each
-// sequence cuts its context by decode_split_policy(format) (a function of that context alone); the
+// sequence cuts its context by DecodeSplitPolicy{} (a function of that context alone); the
 // grid is sized from max_context_len, so a graph captured with max_context_len = the model's
 // maximum stays valid (and gives the same bits) for every shorter context.
 void paged_attention_decode(const PagedAttentionArgs& args, Workspace workspace, int32_t sm_count, Stream stream);
