@@ -14,6 +14,7 @@ PORT ?= 8080
 .PHONY: run serve test setup test-inputs build build-sanitize test-release test-isa test-sanitize fuzz clean
 
 setup:
+	@echo "== make $@ starts $$(date -u +%T)"  # phase times in the CI log
 	@bash scripts/setup-deps
 	@bash scripts/fetch-model all
 	@FOLIO_TEST_VENV=$(TEST_VENV) bash scripts/setup-test-venv >/dev/null
@@ -21,10 +22,12 @@ setup:
 # The Hugging Face directories and tokenizer.json files the tests read (no torch; skipped when
 # already built from the same script and goldens).
 test-inputs: setup
+	@echo "== make $@ starts $$(date -u +%T)"
 	@$(TEST_VENV)/bin/python scripts/hf_test_models.py
 	@$(TEST_VENV)/bin/python scripts/hf_quantized_test_models.py
 
 build: setup
+	@echo "== make $@ starts $$(date -u +%T)"
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFOLIO_TEST_PYTHON=$(abspath $(TEST_VENV))/bin/python >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
@@ -33,6 +36,7 @@ build: setup
 # compile time of -O2 -g on 2 cores (the largest phase of CI), still the optimisation level the
 # sanitizers' docs advise and still file:line in every report.
 build-sanitize: setup
+	@echo "== make $@ starts $$(date -u +%T)"
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
 	  -DFOLIO_SANITIZE=ON -DFOLIO_CUDA=OFF >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS) --target folio_tests
@@ -44,9 +48,11 @@ serve: build
 	$(BUILD)/folio serve -m "$(MODEL)" --host 127.0.0.1 --port $(PORT)
 
 test-release: build test-inputs
+	@echo "== make $@ starts $$(date -u +%T)"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-sanitize: build-sanitize test-inputs
+	@echo "== make $@ starts $$(date -u +%T)"
 	# Tests named Slow (perplexity over 13k tokens, whole greedy generations against the float64
 	# and llama.cpp references: numerics of the full model, 4x slower under ASan) are left to the
 	# Release run; the sanitizers still see the model's forward pass through the other tests.
@@ -57,10 +63,12 @@ test-sanitize: build-sanitize test-inputs
 # The model goldens and engine tests again with the CPU kernels capped at AVX2 (issue 17): the
 # release run above used the best path this machine has (AMX or AVX-512 where present).
 test-isa: build test-inputs
+	@echo "== make $@ starts $$(date -u +%T)"
 	FOLIO_CPU_ISA=avx2 $(BUILD)/folio_tests --gtest_brief=1 \
 	  --gtest_filter='LlamaGolden.*:Gemma3Golden.*:HfModelGolden*:*Engine*'
 
 test: test-release test-isa test-sanitize
+	@echo "== make test ends $$(date -u +%T)"
 
 fuzz: setup
 	bash scripts/fuzz gguf 600
