@@ -161,7 +161,6 @@ void run_benchmarks(const Options& opt, std::mt19937_64& rng) {
     decode(("sweep_decode_b64_ctx4k_kivi2" + tail).c_str(), 64, 4096, 32, 8, 128, split, KvFormat::kKivi2);
     decode(("sweep_decode_b256_ctx1k_fp8" + tail).c_str(), 256, 1024, 32, 8, 128, split, KvFormat::kFp8E4M3);
   }
-  decode("sweep_decode_b1_ctx32k_fp8_split1024", 1, 32768, 32, 8, 128, &t1024, KvFormat::kFp8E4M3);
   // What a longer split costs a single sequence (the plan is the same at every batch): b1 at 8k
   // and 32k, each quantized format at 1024 and 2048 tokens a split (and kivi4 at b64 x 4k).
   for (const auto& [suffix, split] : {std::pair{"split1024", &t1024}, std::pair{"split2048", &t2048}}) {
