@@ -127,6 +127,10 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
                  "computing them again (default 256; 0: never wait)")
       ->check(CLI::Range(0, 1 << 20))
       ->group(group);
+  cmd.add_flag("--no-kv-staging-overlay", options.no_kv_staging_overlay,
+               "fp8 / KIVI caches: keep the fp16 staging blocks of unsealed blocks apart instead of letting sealed "
+               "blocks use the idle ones' memory (for comparisons)")
+      ->group(group);
   cmd.add_flag("--keep-window-blocks", options.keep_window_blocks,
                "Sliding-window layers (Gemma 3) keep every block instead of releasing those out of the window")
       ->group(group);
@@ -238,6 +242,7 @@ ExecutorRequest to_executor_request(const EngineOptions& options, const EngineCo
   request.kv.block_size = options.block_size > 0 ? options.block_size : kv_default_block_size(request.kv.format);
   request.kv.swap_space_bytes = static_cast<int64_t>(options.swap_space_gib * 1024.0 * 1024.0 * 1024.0);
   request.kv.release_window_blocks = !options.keep_window_blocks;
+  request.kv.staging_overlay = !options.no_kv_staging_overlay;
   request.kv.max_num_seqs = config.scheduler.max_num_seqs;  // for the residual formats' staging
   request.kv.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
   request.kv_size_given = options.kv_cache_memory_option != nullptr && options.kv_cache_memory_option->count() > 0;

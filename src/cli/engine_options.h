@@ -48,7 +48,8 @@ struct EngineOptions {
   int32_t max_num_batched_tokens = 512;
   int32_t max_num_seqs = 64;
   bool no_prefix_cache = false;
-  bool keep_window_blocks = false;  // --keep-window-blocks: no per-group tables (kv/kv_groups.h)
+  bool keep_window_blocks = false;     // --keep-window-blocks: no per-group tables (kv/kv_groups.h)
+  bool no_kv_staging_overlay = false;  // --no-kv-staging-overlay (kv/block_pool.h)
   double swap_space_gib = 0.0;
   std::string preemption = "recompute";
   DeviceOptions device;

@@ -225,6 +225,7 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
   options.kv_format = request.kv.format;
   options.num_staging_blocks = request.kv.num_staging_blocks;
   options.release_window_blocks = request.kv.release_window_blocks;
+  options.staging_overlay = request.kv.staging_overlay;
   options.max_num_batched_tokens = request.max_num_batched_tokens;
   options.max_num_seqs = request.max_num_seqs;
   options.max_model_len = request.max_model_len;
@@ -360,7 +361,7 @@ int open_executor_session(const char* command, const std::string& model_path, in
   // kCudaMaxNumSeqs the executor was built for.
   const bool seqs_given = options.max_num_seqs_given();
   if (options.device.device == "cuda" && !seqs_given) {
-    out.config.scheduler.max_num_seqs = cuda_max_num_seqs(out.executor->kv_pool().num_token_slots());
+    out.config.scheduler.max_num_seqs = cuda_max_num_seqs(out.executor->kv_pool().num_pool_token_slots());
     if (!quiet) {
       std::fprintf(stderr, "cuda: up to %d requests at once (--max-num-seqs), %d prompt tokens a step beside decodes\n",
                    out.config.scheduler.max_num_seqs, out.config.scheduler.max_prefill_tokens_while_decoding);

@@ -12,13 +12,17 @@ namespace folio {
 namespace {
 
 KvCacheConfig kv_config_of(const KvPoolLayout& layout, const EngineConfig& config) {
-  return KvCacheConfig{layout.num_blocks,
-                       layout.block_size,
-                       layout.num_host_blocks > 1 ? layout.num_host_blocks : 0,
-                       config.enable_prefix_caching,
-                       layout.num_staging_blocks,
-                       layout.num_host_staging_blocks,
-                       layout.group_windows};
+  KvCacheConfig kv{layout.num_blocks,
+                   layout.block_size,
+                   layout.num_host_blocks > 1 ? layout.num_host_blocks : 0,
+                   config.enable_prefix_caching,
+                   layout.num_staging_blocks,
+                   layout.num_host_staging_blocks,
+                   layout.group_windows};
+  kv.num_overlay_blocks = layout.num_overlay_blocks;
+  kv.bytes_per_staging_block = layout.bytes_per_staging_block;
+  kv.bytes_per_block = layout.bytes_per_block;
+  return kv;
 }
 
 // One output per request and step: a speculative run's tokens after the first join it.

@@ -26,10 +26,20 @@ struct KvPoolLayout {
   KvFormat format = KvFormat::kFp16;
   int32_t num_staging_blocks = 0;       // residual formats (kv_format.h): device staging blocks
   int32_t num_host_staging_blocks = 0;  // and host ones for swapped sequences
+  // Block ids num_blocks .. num_blocks + num_overlay_blocks - 1 lie in the staging blocks' bytes
+  // (a layer is [blocks][staging blocks]; docs/design/kv-staging-overlay.md): the pool hands them
+  // out when no lent staging block overlaps them.
+  int32_t num_overlay_blocks = 0;
+  int64_t bytes_per_staging_block = 0;  // fp16 K and V of every layer
   // One window per block-table group (kv_groups.h; 0: the whole context); empty: one group.
   std::vector<int32_t> group_windows{};
 
+  // Slots in plain blocks: what one sequence can always count on.
   int64_t num_token_slots() const { return static_cast<int64_t>(num_blocks - 1) * block_size; }
+  // Slots in every id, overlay ids included: what the pool holds while no staging block is lent.
+  int64_t num_pool_token_slots() const {
+    return static_cast<int64_t>(num_blocks - 1 + num_overlay_blocks) * block_size;
+  }
 };
 
 // What the device can do, asked once by whoever drives it (instead of asking its type).

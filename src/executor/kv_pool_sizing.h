@@ -23,6 +23,10 @@ struct KvCacheOptions {
   // Residual formats: fp16 staging blocks for unsealed blocks, taken from kv_cache_bytes. 0
   // sizes them for an engine of max_num_seqs and max_num_batched_tokens (kv_staging_blocks).
   int32_t num_staging_blocks = 0;
+  // The pool lays block ids over the staging blocks' bytes and hands them out while no sequence
+  // stages there (kv/block_pool.h), so staging blocks can be sized for every running sequence
+  // without idling memory. false: staging blocks hold nothing else (at most a quarter).
+  bool staging_overlay = true;
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
   // Sliding-window layers get their own block tables, whose blocks go back to the pool once out
@@ -47,10 +51,18 @@ inline int32_t kv_staging_blocks_for(int32_t max_num_seqs, int32_t max_batched_t
   return max_num_seqs + (max_batched_tokens + block_size - 1) / block_size + 1;
 }
 
+// The most of a budget staging blocks take: without the overlay their bytes hold nothing else,
+// so a small budget must not be all residual (fewer sequences then grow partial blocks at once;
+// the others wait or are preempted, and the pool holds more tokens). With it idle staging bytes
+// hold sealed blocks, and the cap only keeps half the pool in plain blocks, where the prefix
+// cache lives.
+inline int64_t kv_staging_budget(int64_t kv_cache_bytes, bool staging_overlay) {
+  return staging_overlay ? kv_cache_bytes / 2 : kv_cache_bytes / 4;
+}
+
 // The staging blocks a pool gets: num_staging_blocks when given; else what the engine wants
-// (kv_staging_blocks_for), but at most a quarter of kv_cache_bytes (and at least 3, what one
-// sequence needs), so that a small budget is not all residual: fewer sequences then grow partial
-// blocks at once (the others wait or are preempted), and the pool holds more tokens.
+// (kv_staging_blocks_for), at most kv_staging_budget's worth (and at least 3, what one sequence
+// needs).
 inline int32_t kv_staging_blocks(const KvCacheOptions& kv, const ModelConfig& config) {
   if (!kv_format_has_residual(kv.format)) return 0;
   if (kv.num_staging_blocks > 0) return kv.num_staging_blocks;
@@ -61,8 +73,8 @@ inline int32_t kv_staging_blocks(const KvCacheOptions& kv, const ModelConfig& co
   const auto staging_bytes = static_cast<int64_t>(
       KvCacheShape{groups.num_slots, 1, kv.block_size, config.num_kv_heads, config.head_dim, kv.format}
           .bytes_per_staging_block());
-  const int64_t quarter = kv.kv_cache_bytes / 4 / staging_bytes;
-  return static_cast<int32_t>(std::max<int64_t>(3 * groups.num_groups(), std::min<int64_t>(wanted, quarter)));
+  const int64_t most = kv_staging_budget(kv.kv_cache_bytes, kv.staging_overlay) / staging_bytes;
+  return static_cast<int32_t>(std::max<int64_t>(3 * groups.num_groups(), std::min<int64_t>(wanted, most)));
 }
 
 // A block holds the layer slots of one group (kv_groups.h): every layer with one group.

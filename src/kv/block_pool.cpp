@@ -6,23 +6,26 @@
 
 namespace folio {
 
-BlockPool::BlockPool(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t num_staging)
-    : num_blocks_(num_blocks),
+BlockPool::BlockPool(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t num_staging,
+                     int32_t num_overlay_blocks, int64_t staging_bytes, int64_t block_bytes)
+    : num_blocks_(num_blocks + std::max(0, num_overlay_blocks)),
+      num_plain_(num_blocks),
       block_size_(block_size),
       enable_prefix_caching_(enable_prefix_caching),
-      head_(num_blocks),
-      tail_(num_blocks + 1),
-      blocks_(static_cast<size_t>(num_blocks) + 2),
-      staging_owner_(static_cast<size_t>(std::max(0, num_staging)), -1) {
-  // Lowest ids on top of the stack: a fresh pool lends staging 0, 1, 2, ...
-  for (int32_t id = num_staging - 1; id >= 0; --id) free_staging_.push_back(id);
+      head_(num_blocks_),
+      tail_(num_blocks_ + 1),
+      blocks_(static_cast<size_t>(num_blocks_) + 2),
+      staging_owner_(static_cast<size_t>(std::max(0, num_staging)), -1),
+      overlay_(std::max(0, num_staging), staging_bytes, num_overlay_blocks > 0 ? block_bytes : 0,
+               std::max(0, num_overlay_blocks)) {
   assert(num_blocks >= 1 && "the pool needs at least the null block");
   assert(block_size >= 1);
-  if (enable_prefix_caching_) cached_token_ids_.resize(static_cast<size_t>(num_blocks) * block_size);
+  assert(overlay_.num_ids() == num_blocks_ - num_plain_ && "overlay ids need their byte sizes");
+  if (enable_prefix_caching_) cached_token_ids_.resize(static_cast<size_t>(num_blocks_) * block_size);
   blocks_[head_].next_free = tail_;
   blocks_[tail_].prev_free = head_;
   // Ascending ids: a fresh pool hands out blocks 1, 2, 3, ... (easy to read in a debugger).
-  for (int32_t id = 1; id < num_blocks; ++id) queue_insert_after(blocks_[tail_].prev_free, id);
+  for (int32_t id = 1; id < num_plain_; ++id) queue_insert_after(blocks_[tail_].prev_free, id);
 }
 
 double BlockPool::usage() const {
@@ -30,18 +33,36 @@ double BlockPool::usage() const {
   return static_cast<double>(num_used_blocks()) / num_usable_blocks();
 }
 
-std::optional<std::vector<int32_t>> BlockPool::allocate(int32_t count) {
-  assert(count >= 0);
-  if (count > num_free_blocks_) return std::nullopt;
+bool BlockPool::can_allocate(int32_t count, int32_t num_staged, int32_t reserved_free) const {
+  assert(count >= 0 && num_staged >= 0 && num_staged <= count);
+  if (num_staged > overlay_.num_available_staging()) return false;
+  return count <= num_free_blocks_ - reserved_free + overlay_.num_available_ids() -
+                      overlay_.ids_blocked_by_next_staging(num_staged);
+}
+
+std::optional<std::vector<int32_t>> BlockPool::allocate(int32_t count, int32_t num_staged) {
+  if (!can_allocate(count, num_staged)) return std::nullopt;
+  std::vector<int32_t> lent(static_cast<size_t>(num_staged));
+  for (int32_t& staging : lent) staging = overlay_.take_staging();
   std::vector<int32_t> ids;
   ids.reserve(count);
   for (int32_t i = 0; i < count; ++i) {
-    const int32_t id = blocks_[head_].next_free;
-    queue_remove(id);
-    // Its slot is about to be overwritten: the old contents must stop being findable.
-    if (blocks_[id].has_hash) uncache_block(id);
+    int32_t id = blocks_[head_].next_free;
+    if (id != tail_) {
+      queue_remove(id);
+      // Its slot is about to be overwritten: the old contents must stop being findable.
+      if (blocks_[id].has_hash) uncache_block(id);
+    } else {
+      id = num_plain_ + overlay_.take_id();
+      assert(id >= num_plain_ && "can_allocate promised an overlay id");
+      ++num_overlay_allocations_;
+    }
     blocks_[id].ref_count = 1;
     ids.push_back(id);
+  }
+  for (int32_t i = 0; i < num_staged; ++i) {
+    blocks_[ids[i]].staging = lent[i];
+    staging_owner_[static_cast<size_t>(lent[i])] = ids[i];
   }
   return ids;
 }
@@ -53,6 +74,11 @@ void BlockPool::free_blocks(std::span<const int32_t> block_ids) {
     assert(block.ref_count > 0 && "block freed more often than referenced");
     if (--block.ref_count > 0) continue;
     if (block.staging >= 0) release_staging(id);
+    if (is_overlay(id)) {
+      uncache_block(id);
+      overlay_.give_id(id - num_plain_);
+      continue;
+    }
     queue_insert_after(block.has_hash ? blocks_[tail_].prev_free : head_, id);
   }
 }
@@ -60,6 +86,7 @@ void BlockPool::free_blocks(std::span<const int32_t> block_ids) {
 void BlockPool::take_ref(int32_t block_id) {
   BlockEntry& block = blocks_[check_id(block_id)];
   assert(block_id != kNullBlock);
+  assert((block.ref_count > 0 || !is_overlay(block_id)) && "a free overlay id is never found or shared");
   if (block.ref_count == 0) queue_remove(block_id);
   ++block.ref_count;
 }
@@ -67,9 +94,9 @@ void BlockPool::take_ref(int32_t block_id) {
 bool BlockPool::assign_staging(int32_t block_id) {
   BlockEntry& block = blocks_[check_id(block_id)];
   assert(block_id != kNullBlock && block.ref_count > 0 && block.staging < 0);
-  if (free_staging_.empty()) return false;
-  block.staging = free_staging_.back();
-  free_staging_.pop_back();
+  const int32_t staging = overlay_.take_staging();
+  if (staging < 0) return false;
+  block.staging = staging;
   staging_owner_[static_cast<size_t>(block.staging)] = block_id;
   return true;
 }
@@ -78,12 +105,13 @@ void BlockPool::release_staging(int32_t block_id) {
   BlockEntry& block = blocks_[check_id(block_id)];
   if (block.staging < 0) return;
   staging_owner_[static_cast<size_t>(block.staging)] = -1;
-  free_staging_.push_back(block.staging);
+  overlay_.give_staging(block.staging);
   block.staging = -1;
 }
 
 bool BlockPool::is_free(int32_t block_id) const {
-  return blocks_[check_id(block_id)].prev_free != kNoLink;
+  if (is_overlay(check_id(block_id))) return blocks_[block_id].ref_count == 0;
+  return blocks_[block_id].prev_free != kNoLink;
 }
 
 std::optional<uint64_t> BlockPool::block_hash(int32_t block_id) const {
@@ -171,7 +199,13 @@ Status BlockPool::check_invariants() const {
     if (!in_queue[id] && (block.prev_free != kNoLink || block.next_free != kNoLink)) {
       return fail("block outside the queue keeps queue links", id);
     }
-    if (id != kNullBlock && !in_queue[id] && block.ref_count == 0) return fail("block leaked", id);
+    if (is_overlay(id)) {
+      if (in_queue[id]) return fail("overlay id in the free queue", id);
+      if (overlay_.id_busy(id - num_plain_) != (block.ref_count > 0)) return fail("overlay id's busy flag stale", id);
+      if (block.ref_count == 0 && block.has_hash) return fail("free overlay id keeps a hash", id);
+    } else if (id != kNullBlock && !in_queue[id] && block.ref_count == 0) {
+      return fail("block leaked", id);
+    }
     if (id == kNullBlock && (block.ref_count != 0 || block.has_hash)) return fail("null block used", id);
     if (block.has_hash) {
       auto [first, last] = cached_blocks_.equal_range(block.hash);
@@ -189,8 +223,12 @@ Status BlockPool::check_invariants() const {
       return fail("staging block " + std::to_string(staging) + " not owned by its block", id);
     }
     if (blocks_[id].ref_count == 0) return fail("free block keeps a staging block", id);
+    if (!overlay_.staging_busy(staging)) return fail("lent staging block marked free", id);
   }
-  if (lent + num_free_staging() != num_staging()) return fail("staging blocks leaked", -1);
+  int32_t busy = 0;
+  for (int32_t staging = 0; staging < num_staging(); ++staging) busy += overlay_.staging_busy(staging) ? 1 : 0;
+  if (lent != busy) return fail("staging blocks leaked", -1);
+  if (Status s = overlay_.check_invariants(); !s) return s;
   for (const auto& [hash, id] : cached_blocks_) {
     if (id <= kNullBlock || id >= num_blocks_) return fail("hash map names no block", id);
     if (!blocks_[id].has_hash || blocks_[id].hash != hash) return fail("hash map entry stale", id);

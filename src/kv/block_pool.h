@@ -10,6 +10,12 @@
 //   null      block 0, reserved: never allocated, never freed, never in the queue. Tables
 //             and kernels can use it as padding without pointing at anyone's data.
 //
+// Overlay ids (residual formats, staging_overlay.h): ids num_plain_blocks() .. num_blocks() - 1
+// address the staging blocks' bytes. They are handed out only once the plain ids run out, never
+// while a staging block over the same bytes is lent, and never sit in the free queue: a freed
+// overlay id forgets its hash (the prefix cache lives in plain ids, which outlast the staging
+// blocks' churn) and waits in the overlay's free set.
+//
 // Eviction order. allocate() pops the queue's head. free_blocks() appends blocks with a hash
 // to the tail, in the order given: callers free a sequence's blocks last block first, so a
 // prefix's tail is evicted before its head (a tail is only useful with its head). Blocks
@@ -24,6 +30,7 @@
 
 #include "core/status.h"
 #include "kv/block_hash.h"
+#include "kv/staging_overlay.h"
 
 namespace folio {
 
@@ -44,24 +51,37 @@ class BlockPool {
  public:
   static constexpr int32_t kNullBlock = 0;
 
-  // num_blocks counts the null block, so it equals the storage's block count; num_blocks >= 1.
-  // num_staging > 0 for a residual format (kv_format.h): staging blocks to lend unsealed blocks.
-  BlockPool(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t num_staging = 0);
+  // num_blocks counts the null block, so it equals the storage's plain block count;
+  // num_blocks >= 1. num_staging > 0 for a residual format (kv_format.h): staging blocks to lend
+  // unsealed blocks, each staging_bytes long, with num_overlay_blocks more ids of block_bytes
+  // each laid over their bytes (0: none; both byte counts per layer, or for all layers alike).
+  BlockPool(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t num_staging = 0,
+            int32_t num_overlay_blocks = 0, int64_t staging_bytes = 0, int64_t block_bytes = 0);
 
-  int32_t num_blocks() const { return num_blocks_; }
+  int32_t num_blocks() const { return num_blocks_; }  // ids, overlay ids included
+  int32_t num_plain_blocks() const { return num_plain_; }
   int32_t num_usable_blocks() const { return num_blocks_ - 1; }
   int32_t block_size() const { return block_size_; }
   bool prefix_caching_enabled() const { return enable_prefix_caching_; }
+  bool is_overlay(int32_t block_id) const { return block_id >= num_plain_; }
 
-  // Free blocks, cached free ones included: all of them can be handed out.
-  int32_t num_free_blocks() const { return num_free_blocks_; }
-  int32_t num_used_blocks() const { return num_usable_blocks() - num_free_blocks_; }
+  // Blocks allocate() can hand out now: free plain blocks (cached free ones included) and
+  // overlay ids over no lent staging block.
+  int32_t num_free_blocks() const { return num_free_blocks_ + overlay_.num_available_ids(); }
+  int32_t num_used_blocks() const { return num_plain_ - 1 - num_free_blocks_ + overlay_.num_busy_ids(); }
   int32_t num_cached_blocks() const { return static_cast<int32_t>(cached_blocks_.size()); }
+  int32_t num_used_overlay_blocks() const { return overlay_.num_busy_ids(); }
+  int64_t num_overlay_allocations() const { return num_overlay_allocations_; }
   double usage() const;  // fraction of usable blocks in use, 0..1
 
-  // count blocks with ref_count 1, or nothing at all when fewer are free. Reusing a cached
-  // free block evicts its hash.
-  std::optional<std::vector<int32_t>> allocate(int32_t count);
+  // count blocks with ref_count 1, the first num_staged of them each lent a staging block, or
+  // nothing at all when that many are not free. Plain blocks go first (reusing a cached free
+  // block evicts its hash), then the lowest overlay ids; staging blocks are taken before the
+  // ids, so an id never lands on a staging block this call lends.
+  std::optional<std::vector<int32_t>> allocate(int32_t count, int32_t num_staged = 0);
+  // Whether allocate(count, num_staged) would succeed after reserved_free cached free blocks
+  // leave the free queue (prefix hits about to be referenced).
+  bool can_allocate(int32_t count, int32_t num_staged = 0, int32_t reserved_free = 0) const;
 
   // Drops one reference from each block, in the order given. Blocks reaching zero join the
   // free queue (see eviction order above).
@@ -80,10 +100,11 @@ class BlockPool {
   // until it is sealed (release_staging) or freed (its last reference dropped). Staging ids
   // count from 0 and are unrelated to block ids.
   int32_t num_staging() const { return static_cast<int32_t>(staging_owner_.size()); }
-  int32_t num_free_staging() const { return static_cast<int32_t>(free_staging_.size()); }
+  // Staging blocks that can be lent now (free, and under no overlay id in use).
+  int32_t num_free_staging() const { return overlay_.num_available_staging(); }
   // The block's staging block, or -1 when it is sealed (or the format has no residual).
   int32_t staging(int32_t block_id) const { return blocks_[check_id(block_id)].staging; }
-  // Lends an in-use block a staging block; false when none is free.
+  // Lends an in-use block a staging block (the highest free one); false when none is free.
   bool assign_staging(int32_t block_id);
   void release_staging(int32_t block_id);
 
@@ -129,6 +150,7 @@ class BlockPool {
   void queue_remove(int32_t block_id);
 
   int32_t num_blocks_;
+  int32_t num_plain_;
   int32_t block_size_;
   bool enable_prefix_caching_;
   int32_t head_;  // sentinel before the first free block
@@ -140,7 +162,8 @@ class BlockPool {
   // (two sequences computed the same prefix at once) and true collisions.
   std::unordered_multimap<uint64_t, int32_t> cached_blocks_;
   std::vector<int32_t> staging_owner_;  // (num_staging,) block holding it, or -1
-  std::vector<int32_t> free_staging_;   // a stack of staging ids
+  StagingOverlay overlay_;              // free staging blocks and overlay ids (id - num_plain_)
+  int64_t num_overlay_allocations_ = 0;
   PrefixCacheStats stats_;
 };
 

@@ -24,7 +24,8 @@ std::vector<int32_t> reversed(std::span<const int32_t> block_ids) {
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : block_size_(config.block_size),
       windows_(config.group_windows.empty() ? std::vector<int32_t>{0} : config.group_windows),
-      device_pool_(config.num_blocks, config.block_size, config.enable_prefix_caching, config.num_staging_blocks),
+      device_pool_(config.num_blocks, config.block_size, config.enable_prefix_caching, config.num_staging_blocks,
+                   config.num_overlay_blocks, config.bytes_per_staging_block, config.bytes_per_block),
       // Host blocks are never looked up by hash: a swapped sequence comes back whole.
       host_pool_(std::max(1, config.num_host_blocks), config.block_size, false,
                  config.num_staging_blocks > 0 ? config.num_host_staging_blocks : 0) {}
@@ -216,8 +217,10 @@ bool KvCacheManager::can_allocate_slots(SequenceId sequence, int32_t num_new_tok
   const std::optional<AllocationPlan> plan = plan_allocation(sequence, num_new_tokens, prefix);
   // Prefix blocks sitting in the free queue leave it when referenced, so they can't also be
   // handed out as new blocks.
-  return plan && plan->num_blocks_to_allocate <= device_pool_.num_free_blocks() - plan->num_prefix_blocks_free &&
-         (!has_residual() || plan->num_blocks_to_allocate <= device_pool_.num_free_staging());
+  // New blocks are empty, so unsealed until they fill: each borrows a staging block.
+  return plan &&
+         device_pool_.can_allocate(plan->num_blocks_to_allocate, has_residual() ? plan->num_blocks_to_allocate : 0,
+                                   plan->num_prefix_blocks_free);
 }
 
 void KvCacheManager::release_out_of_window(SequenceId sequence, int32_t position) {
@@ -272,15 +275,9 @@ bool KvCacheManager::allocate_slots(SequenceId sequence, int32_t num_new_tokens,
                                              prefix.num_query_blocks, static_cast<int32_t>(prefix.block_ids.size()));
     }
   }
-  std::optional<std::vector<int32_t>> blocks = device_pool_.allocate(plan.num_blocks_to_allocate);
+  std::optional<std::vector<int32_t>> blocks =
+      device_pool_.allocate(plan.num_blocks_to_allocate, has_residual() ? plan.num_blocks_to_allocate : 0);
   assert(blocks && "can_allocate_slots promised room");
-  if (has_residual()) {
-    // New blocks are empty, so unsealed until they fill.
-    for (int32_t block : *blocks) {
-      [[maybe_unused]] const bool lent = device_pool_.assign_staging(block);
-      assert(lent && "can_allocate_slots promised staging");
-    }
-  }
   auto next_block = blocks->begin();
   for (int32_t g = 0; g < num_groups(); ++g) {
     GroupBlocks& group = state.groups[static_cast<size_t>(g)];
@@ -419,6 +416,9 @@ KvCacheMetrics KvCacheManager::metrics() const {
   metrics.num_used_blocks = device_pool_.num_used_blocks();
   metrics.num_free_blocks = device_pool_.num_free_blocks();
   metrics.num_cached_blocks = device_pool_.num_cached_blocks();
+  metrics.num_overlay_blocks = device_pool_.num_blocks() - device_pool_.num_plain_blocks();
+  metrics.num_used_overlay_blocks = device_pool_.num_used_overlay_blocks();
+  metrics.num_overlay_allocations = device_pool_.num_overlay_allocations();
   metrics.usage = device_pool_.usage();
   // A shared block holds as many tokens as its fullest holder has written into it.
   std::vector<int32_t> filled(device_pool_.num_blocks(), 0);

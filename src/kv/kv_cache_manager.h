@@ -64,6 +64,11 @@ struct KvCacheConfig {
   int32_t num_host_staging_blocks = 0;
   // One window per group (kv_groups.h; 0: the whole context); empty: one full group.
   std::vector<int32_t> group_windows{};
+  // Device block ids num_blocks .. num_blocks + num_overlay_blocks - 1 address the staging
+  // blocks' bytes (block_pool.h); the two byte counts say which overlap which.
+  int32_t num_overlay_blocks = 0;
+  int64_t bytes_per_staging_block = 0;
+  int64_t bytes_per_block = 0;
 };
 
 // The longest cached prefix of a token list: full blocks only, and never all of the tokens
@@ -87,13 +92,16 @@ struct PrefixMatch {
 struct KvCacheMetrics {
   int32_t num_blocks = 0;  // usable device blocks (null block excluded)
   int32_t num_used_blocks = 0;
-  int32_t num_free_blocks = 0;    // cached free blocks included: they can be handed out
-  int32_t num_cached_blocks = 0;  // blocks the prefix cache can find, used or free
-  double usage = 0.0;             // num_used_blocks / num_blocks
-  int64_t num_tokens_held = 0;    // token slots in used blocks that some sequence has taken
-  int64_t num_token_slots = 0;    // num_used_blocks * block_size
-  double kv_utilization = 0.0;    // num_tokens_held / num_token_slots (1 when nothing is used)
-  int32_t num_host_blocks = 0;    // usable host blocks
+  int32_t num_free_blocks = 0;          // cached free blocks included: they can be handed out
+  int32_t num_cached_blocks = 0;        // blocks the prefix cache can find, used or free
+  int32_t num_overlay_blocks = 0;       // of num_blocks, ids over the staging blocks (block_pool.h)
+  int32_t num_used_overlay_blocks = 0;  // of num_used_blocks
+  int64_t num_overlay_allocations = 0;  // overlay ids handed out since construction
+  double usage = 0.0;                   // num_used_blocks / num_blocks
+  int64_t num_tokens_held = 0;          // token slots in used blocks that some sequence has taken
+  int64_t num_token_slots = 0;          // num_used_blocks * block_size
+  double kv_utilization = 0.0;          // num_tokens_held / num_token_slots (1 when nothing is used)
+  int32_t num_host_blocks = 0;          // usable host blocks
   int32_t num_used_host_blocks = 0;
   int32_t num_sequences = 0;  // running and swapped
   int32_t num_swapped_sequences = 0;

@@ -41,8 +41,7 @@ bool KvCacheManager::can_swap_out(std::span<const SequenceId> sequences) const {
 
 bool KvCacheManager::can_swap_in(std::span<const SequenceId> sequences) const {
   const std::optional<std::vector<int32_t>> blocks = distinct_blocks(sequences, true);
-  return blocks && static_cast<int32_t>(blocks->size()) <= device_pool_.num_free_blocks() &&
-         count_staged(host_pool_, *blocks) <= device_pool_.num_free_staging();
+  return blocks && device_pool_.can_allocate(static_cast<int32_t>(blocks->size()), count_staged(host_pool_, *blocks));
 }
 
 namespace {
@@ -107,14 +106,19 @@ bool KvCacheManager::swap_out(std::span<const SequenceId> sequences) {
 bool KvCacheManager::swap_in(std::span<const SequenceId> sequences) {
   if (!can_swap_in(sequences)) return false;
   const std::vector<int32_t> host_blocks = *distinct_blocks(sequences, true);
-  const std::vector<int32_t> device_blocks = *device_pool_.allocate(static_cast<int32_t>(host_blocks.size()));
+  // The pool lends staging blocks to the first num_staged blocks it hands out (taking them before
+  // any overlay id): unsealed host blocks get those, sealed ones the rest.
+  const int32_t num_staged = count_staged(host_pool_, host_blocks);
+  const std::vector<int32_t> device_blocks =
+      *device_pool_.allocate(static_cast<int32_t>(host_blocks.size()), num_staged);
   std::unordered_map<int32_t, int32_t> device_of;  // host block -> device block
-  for (size_t index = 0; index < host_blocks.size(); ++index) {
-    device_of.emplace(host_blocks[index], device_blocks[index]);
-    const int32_t staging = host_pool_.staging(host_blocks[index]);
-    if (staging >= 0) device_pool_.assign_staging(device_blocks[index]);
-    pending_copies_.push_back({BlockCopyDirection::kHostToDevice, host_blocks[index], device_blocks[index], staging,
-                               device_pool_.staging(device_blocks[index])});
+  size_t next_staged = 0, next_sealed = static_cast<size_t>(num_staged);
+  for (const int32_t host_block : host_blocks) {
+    const int32_t staging = host_pool_.staging(host_block);
+    const int32_t device_block = device_blocks[staging >= 0 ? next_staged++ : next_sealed++];
+    device_of.emplace(host_block, device_block);
+    pending_copies_.push_back(
+        {BlockCopyDirection::kHostToDevice, host_block, device_block, staging, device_pool_.staging(device_block)});
   }
   std::vector<char> device_block_referenced(device_pool_.num_blocks(), 0);
   for (SequenceId sequence : sequences) {

@@ -58,8 +58,12 @@ std::string prometheus_metrics_text(const WorkerMetrics& metrics, const std::str
   w.add("folio:kv_cache_usage_perc", "gauge", "Fraction of device KV blocks in use (1 = full).", e.kv.usage);
   w.add("folio:kv_cache_bytes_per_token", "gauge",
         "Bytes of K and V one token takes in the cache, all layers, scales included.", e.kv_bytes_per_token);
-  w.add("folio:kv_cache_tokens_total", "gauge", "Token slots the device KV pool holds.",
+  w.add("folio:kv_cache_tokens_total", "gauge",
+        "Token slots the device KV pool holds (fp8 / KIVI: blocks over idle staging blocks included).",
         static_cast<double>(e.kv.num_blocks) * e.kv_block_size);
+  w.add("folio:kv_cache_overlay_blocks_in_use", "gauge",
+        "Sealed blocks held in staging blocks' memory (fp8 / KIVI; kv/block_pool.h).",
+        static_cast<double>(e.kv.num_used_overlay_blocks));
   // The format as an info-style gauge (1), labelled, as Prometheus expresses strings.
   w.text() +=
       "# HELP folio:kv_cache_dtype_info The KV cache format (--kv-cache-dtype).\n"

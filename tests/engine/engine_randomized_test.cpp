@@ -148,7 +148,9 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
     const Status status = engine.check_invariants();
     ASSERT_TRUE(status) << where << ": " << status.message();
     const EngineMetrics m = engine.metrics();
-    ASSERT_EQ(m.kv.num_used_blocks + m.kv.num_free_blocks, num_blocks) << where;
+    // Overlay ids (residual formats) under a lent staging block are neither used nor free.
+    ASSERT_GE(m.kv.num_used_blocks + m.kv.num_free_blocks, num_blocks) << where;
+    ASSERT_LE(m.kv.num_used_blocks + m.kv.num_free_blocks, num_blocks + m.kv.num_overlay_blocks) << where;
     ASSERT_EQ(m.kv.num_sequences, m.num_running + m.num_swapped) << where;
     ASSERT_EQ(m.kv.num_swapped_sequences, m.num_swapped) << where;
     // Admission and swap-in respect max_num_seqs, but the n - 1 siblings of parallel sampling
@@ -236,7 +238,8 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
 
   const EngineMetrics m = engine.metrics();
   EXPECT_EQ(m.kv.num_used_blocks, 0);
-  EXPECT_EQ(m.kv.num_free_blocks, num_blocks);
+  EXPECT_EQ(m.kv.num_free_blocks, num_blocks + m.kv.num_overlay_blocks);
+  EXPECT_EQ(m.kv.num_used_overlay_blocks, 0);
   EXPECT_EQ(m.kv.num_sequences, 0);
   EXPECT_EQ(m.kv.num_used_host_blocks, 0);
   EXPECT_EQ(m.num_running + m.num_waiting + m.num_swapped, 0);
@@ -257,6 +260,8 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
   }
   EXPECT_GT(counts.finished_stop_string, 0);
   EXPECT_GT(counts.max_waiting, 0);
+  // Residual formats: sealed blocks used idle staging blocks' bytes (kv/block_pool.h).
+  EXPECT_EQ(m.kv.num_overlay_allocations > 0, kv_format_has_residual(c.kv_format));
   if (c.preemption_mode == PreemptionMode::kSwap) {
     EXPECT_GT(m.kv.num_swapped_out_blocks, 0);
     EXPECT_GT(m.kv.num_swapped_in_blocks, 0);
@@ -292,7 +297,7 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
       "%lld beam requests; preemptions %lld, swapped out/in %lld/%lld blocks, prefix hits %lld of "
       "%lld blocks, copy-on-write %lld blocks; finished: %lld length, %lld stop token, %lld stop "
       "string; peak running/waiting/swapped %lld/%lld/%lld (running past max_num_seqs by up to %lld); "
-      "%lld replays\n",
+      "%lld replays; %lld overlay blocks handed out\n",
       c.name, c.seed, static_cast<long long>(counts.operations), static_cast<long long>(counts.adds),
       static_cast<long long>(counts.steps), static_cast<long long>(counts.aborts),
       static_cast<long long>(counts.rejected_aborts), static_cast<long long>(counts.parallel_requests),
@@ -303,7 +308,8 @@ TEST_P(EngineRandomized, InvariantsHoldUnderRandomWorkload) {
       static_cast<long long>(counts.finished_length), static_cast<long long>(counts.finished_stop_token),
       static_cast<long long>(counts.finished_stop_string), static_cast<long long>(counts.max_running),
       static_cast<long long>(counts.max_waiting), static_cast<long long>(counts.max_swapped),
-      static_cast<long long>(counts.max_seqs_exceeded), static_cast<long long>(counts.replays));
+      static_cast<long long>(counts.max_seqs_exceeded), static_cast<long long>(counts.replays),
+      static_cast<long long>(m.kv.num_overlay_allocations));
 }
 
 // About 256 token slots of device KV for up to 20 live requests of up to 88 tokens each (n and

@@ -22,7 +22,7 @@ int64_t budget_after_staging(int64_t budget, const ModelConfig& config, const Kv
 
 CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32_t num_blocks, int32_t block_size,
                          int32_t num_host_blocks, KvFormat format, int32_t num_staging_blocks,
-                         bool release_window_blocks)
+                         bool release_window_blocks, bool staging_overlay)
     : weights_(weights),
       backend_(backend),
       prepared_(weights, backend),
@@ -36,7 +36,8 @@ CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32
                               release_window_blocks)),
       host_pool_(num_host_blocks > 1 ? std::make_unique<HostKvPool>(storage_.shape(), num_host_blocks,
                                                                     storage_.shape().num_staging_blocks)
-                                     : nullptr) {
+                                     : nullptr),
+      staging_overlay_(staging_overlay) {
   // Callers check the shape first (the CLI reports it as an error); a KIVI block shorter than its
   // 32-token key group would hold no keys at all, and silently wrong attention is worse than this.
   if (const std::string error = kv_format_shape_error(format, block_size, weights.config().head_dim); !error.empty()) {
@@ -54,7 +55,7 @@ CpuExecutor::CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const
                   kv_blocks_for_budget(
                       budget_after_staging(kv.swap_space_bytes, weights.config(), kv),
                       kv_bytes_per_block(weights.config(), kv.block_size, kv.format, kv.release_window_blocks)),
-                  kv.format, kv_staging_blocks(kv, weights.config()), kv.release_window_blocks) {}
+                  kv.format, kv_staging_blocks(kv, weights.config()), kv.release_window_blocks, kv.staging_overlay) {}
 
 KvPoolLayout CpuExecutor::kv_pool() const {
   const KvCacheShape& shape = storage_.shape();
@@ -62,6 +63,8 @@ KvPoolLayout CpuExecutor::kv_pool() const {
                       static_cast<int64_t>(shape.bytes_per_block()), shape.format};
   layout.num_staging_blocks = shape.num_staging_blocks;
   layout.num_host_staging_blocks = host_pool_ ? host_pool_->num_staging() : 0;
+  if (staging_overlay_) layout.num_overlay_blocks = shape.num_overlay_blocks();
+  layout.bytes_per_staging_block = static_cast<int64_t>(shape.bytes_per_staging_block());
   if (groups_.windows != std::vector<int32_t>{0}) layout.group_windows = groups_.windows;
   return layout;
 }

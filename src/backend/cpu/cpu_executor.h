@@ -23,9 +23,10 @@ class CpuExecutor final : public Executor {
   // num_blocks and num_host_blocks count the null block; num_host_blocks <= 1: no swap pool.
   // The weights and the backend must outlive the executor.
   // release_window_blocks: sliding-window layers get their own block tables (kv/kv_groups.h).
+  // staging_overlay: the pool may lay block ids over idle staging blocks (kv/block_pool.h).
   CpuExecutor(const ModelWeights& weights, CpuBackend& backend, int32_t num_blocks, int32_t block_size,
               int32_t num_host_blocks, KvFormat format = KvFormat::kFp16, int32_t num_staging_blocks = 0,
-              bool release_window_blocks = true);
+              bool release_window_blocks = true, bool staging_overlay = true);
   // Pools sized from byte budgets (executor/kv_pool_sizing.h).
   CpuExecutor(const ModelWeights& weights, CpuBackend& backend, const KvCacheOptions& kv);
 
@@ -53,6 +54,7 @@ class CpuExecutor final : public Executor {
   std::vector<float> logits_;  // (logit rows, vocab)
   ActivationStats* stats_ = nullptr;
   std::optional<TensorParallelRank> tp_;
+  bool staging_overlay_ = true;
 };
 
 }  // namespace folio::cpu

@@ -44,7 +44,7 @@ Expected<std::unique_ptr<TensorParallelExecutor>> TensorParallelExecutor::create
     rank.weights = std::move(shard).value();
     rank.backend = std::make_unique<CpuBackend>(threads_per_rank, isa, precision);
     rank.executor = std::make_unique<CpuExecutor>(*rank.weights, *rank.backend, blocks, kv.block_size, host_blocks,
-                                                  kv.format, staging, kv.release_window_blocks);
+                                                  kv.format, staging, kv.release_window_blocks, kv.staging_overlay);
     rank.executor->set_tensor_parallel({&tp->all_reduce_, r, rank.shard.vocab_begin});
   }
   return tp;
@@ -52,8 +52,14 @@ Expected<std::unique_ptr<TensorParallelExecutor>> TensorParallelExecutor::create
 
 KvPoolLayout TensorParallelExecutor::kv_pool() const {
   KvPoolLayout layout = ranks_[0].executor->kv_pool();
+  // Every rank holds its heads' share of each block and staging block: the pool's bytes are the
+  // sums (the overlay's ratio of the two, kv/block_pool.h, is every rank's).
   layout.bytes_per_block = 0;
-  for (const Rank& rank : ranks_) layout.bytes_per_block += rank.executor->kv_pool().bytes_per_block;
+  layout.bytes_per_staging_block = 0;
+  for (const Rank& rank : ranks_) {
+    layout.bytes_per_block += rank.executor->kv_pool().bytes_per_block;
+    layout.bytes_per_staging_block += rank.executor->kv_pool().bytes_per_staging_block;
+  }
   return layout;
 }
 

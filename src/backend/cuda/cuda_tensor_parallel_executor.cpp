@@ -119,8 +119,14 @@ Expected<std::unique_ptr<CudaTensorParallelExecutor>> CudaTensorParallelExecutor
 
 KvPoolLayout CudaTensorParallelExecutor::kv_pool() const {
   KvPoolLayout layout = ranks_[0].executor->kv_pool();
+  // Every rank holds its heads' share of each block and staging block: the pool's bytes are the
+  // sums (the overlay's ratio of the two, kv/block_pool.h, is every rank's).
   layout.bytes_per_block = 0;
-  for (const Rank& rank : ranks_) layout.bytes_per_block += rank.executor->kv_pool().bytes_per_block;
+  layout.bytes_per_staging_block = 0;
+  for (const Rank& rank : ranks_) {
+    layout.bytes_per_block += rank.executor->kv_pool().bytes_per_block;
+    layout.bytes_per_staging_block += rank.executor->kv_pool().bytes_per_staging_block;
+  }
   return layout;
 }
 
