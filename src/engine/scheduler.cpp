@@ -76,12 +76,30 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& output) {
   add(victim);
 }
 
-bool Scheduler::reserve_running(Request* request, int32_t num_new_tokens, SchedulerOutput& output) {
+int32_t Scheduler::largest_fitting_chunk(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix) const {
+  int32_t fits = 0, fails = num_new_tokens;  // can_allocate_slots shrinks as the chunk grows
+  while (fails - fits > 1) {
+    const int32_t middle = fits + (fails - fits) / 2;
+    (kv_.can_allocate_slots(sequence, middle, prefix) ? fits : fails) = middle;
+  }
+  return fits;
+}
+
+bool Scheduler::reserve_running(Request* request, int32_t& num_new_tokens, SchedulerOutput& output) {
   // Sliding-window layers: what no query from the request's next token on reads goes back first.
   kv_.release_out_of_window(request->sequence_id(), request->num_computed_tokens);
   while (!kv_.allocate_slots(request->sequence_id(), num_new_tokens)) {
     // The lowest-priority running request goes; if that is this one, it waits.
     Request* victim = running_.back();
+    // Unless it is prefilling and part of its chunk fits: with a residual format every block of a
+    // chunk needs a staging block at once, and with the staging overlay those take the memory
+    // sealed blocks would use, so a whole chunk can fail in a pool that holds the request.
+    if (victim == request && num_new_tokens > 1) {
+      if (const int32_t fits = largest_fitting_chunk(request->sequence_id(), num_new_tokens); fits > 0) {
+        num_new_tokens = fits;
+        continue;
+      }
+    }
     preempt(victim, output);
     if (victim == request) return false;
   }
@@ -121,7 +139,11 @@ bool Scheduler::leaves_room_to_grow(const Request* request, int32_t cached, int3
   // (every chunk so far is a running request's, admitted ones included).
   int64_t reserved = -static_cast<int64_t>(scheduled);
   for (const Request* r : running_) reserved += growth(r) + (r->num_tokens() - r->num_computed_tokens);
-  return free_slots - reserved >= static_cast<int64_t>(request->num_tokens() - cached) + growth(request);
+  // With the staging overlay (kv/block_pool.h) a new sequence's staging block takes sealed blocks'
+  // memory for as long as it runs (a KIVI-2 staging block holds 5.33 sealed blocks' bytes).
+  const int64_t staging =
+      static_cast<int64_t>(kv_.device_pool().blocks_per_staging()) * kv_.block_size() * sequences_of(request);
+  return free_slots - reserved >= static_cast<int64_t>(request->num_tokens() - cached) + growth(request) + staging;
 }
 
 void Scheduler::update_reserve_ratio(bool preempted) {
@@ -151,8 +173,13 @@ void Scheduler::admit_waiting(int32_t& budget, int32_t& prefill_budget, Schedule
         !leaves_room_to_grow(request, computed, output.num_batched_tokens)) {
       return;
     }
-    const int32_t num_new = std::min({request->num_tokens() - computed, budget, prefill_budget});
-    if (!kv_.allocate_slots(request->sequence_id(), num_new, prefix)) return;  // wait for room
+    int32_t num_new = std::min({request->num_tokens() - computed, budget, prefill_budget});
+    // Nothing runs, so no room will come: take the part of the chunk that fits (see
+    // reserve_running), or a residual format's chunk could wait forever in an empty pool.
+    if (running_.empty() && !kv_.can_allocate_slots(request->sequence_id(), num_new, prefix)) {
+      num_new = largest_fitting_chunk(request->sequence_id(), num_new, prefix);
+    }
+    if (num_new == 0 || !kv_.allocate_slots(request->sequence_id(), num_new, prefix)) return;  // wait for room
     waiting_.pop_front();
     request->num_computed_tokens = computed;
     request->status = RequestStatus::kRunning;

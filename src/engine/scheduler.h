@@ -87,9 +87,12 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
 
  private:
-  // Reserves slots for the request's next chunk, preempting others (newest first) as needed.
-  // False when the request itself had to be preempted.
-  bool reserve_running(Request* request, int32_t num_new_tokens, SchedulerOutput& output);
+  // Reserves slots for the request's next chunk, preempting others (newest first) as needed; a
+  // prefill chunk that would preempt the request itself shrinks to what fits instead (updating
+  // num_new_tokens). False when the request itself had to be preempted.
+  bool reserve_running(Request* request, int32_t& num_new_tokens, SchedulerOutput& output);
+  // The most of num_new_tokens (which do not fit) that fit now; 0 when none do.
+  int32_t largest_fitting_chunk(SequenceId sequence, int32_t num_new_tokens, const PrefixMatch& prefix = {}) const;
   void preempt(Request* victim, SchedulerOutput& output);
   void add_running(Request* request);
   void swap_in_what_fits();

@@ -71,6 +71,9 @@ class BlockPool {
   int32_t num_used_blocks() const { return num_plain_ - 1 - num_free_blocks_ + overlay_.num_busy_ids(); }
   int32_t num_cached_blocks() const { return static_cast<int32_t>(cached_blocks_.size()); }
   int32_t num_used_overlay_blocks() const { return overlay_.num_busy_ids(); }
+  // Blocks one more lent staging block takes from what allocate() can hand out, rounded up: a
+  // growing sequence's cost beyond its blocks (0 when staging blocks hold nothing else).
+  int32_t blocks_per_staging() const { return overlay_.ids_per_staging(); }
   int64_t num_overlay_allocations() const { return num_overlay_allocations_; }
   double usage() const;  // fraction of usable blocks in use, 0..1
 

@@ -171,14 +171,14 @@ Status StagingOverlay::check_invariants() const {
     int32_t blockers = 0;
     const Range under = staging_under(j);
     for (int32_t s = under.first; s < under.end; ++s) blockers += staging_busy(s) ? 1 : 0;
-    if (blockers != id_blockers_[static_cast<size_t>(j)]) return fail("id " + std::to_string(j) + " blocker count stale");
+    if (blockers != id_blockers_[static_cast<size_t>(j)])
+      return fail("id " + std::to_string(j) + " blocker count stale");
     const bool available = !id_busy(j) && blockers == 0;
     if (available != test(id_available_, j)) return fail("id " + std::to_string(j) + " bit stale");
     available_ids += available ? 1 : 0;
     busy_ids += id_busy(j) ? 1 : 0;
   }
-  if (available_staging != num_available_staging_ || available_ids != num_available_ids_ ||
-      busy_ids != num_busy_ids_) {
+  if (available_staging != num_available_staging_ || available_ids != num_available_ids_ || busy_ids != num_busy_ids_) {
     return fail("counts stale");
   }
   return Status::ok();

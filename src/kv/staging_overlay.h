@@ -35,6 +35,10 @@ class StagingOverlay {
   int32_t num_available_staging() const { return num_available_staging_; }
   int32_t num_available_ids() const { return num_available_ids_; }
   int32_t num_busy_ids() const { return num_busy_ids_; }
+  // Ids a lent staging block keeps from being handed out, rounded up (0 without overlay ids).
+  int32_t ids_per_staging() const {
+    return num_ids_ == 0 ? 0 : static_cast<int32_t>((staging_bytes_ + block_bytes_ - 1) / block_bytes_);
+  }
   bool id_busy(int32_t id) const { return test(id_busy_, id); }
   bool staging_busy(int32_t staging) const { return test(staging_busy_, staging); }
 

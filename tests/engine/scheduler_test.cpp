@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -343,6 +344,72 @@ TEST_F(SchedulerTest, AdmissionThatKeepsRoomToGrowDoesNotPreempt) {
       EXPECT_LE(most_running, 3);  // 32 tokens = 8 blocks each at full length: 3 fit in 24
     }
   }
+}
+
+// A pool of a residual format with the staging overlay (kv/block_pool.h): plain blocks of 4
+// tokens, and staging blocks each holding the memory of 5 more blocks (KIVI-2's ratio is 5.33).
+KvCacheConfig overlay_pool(int32_t plain_blocks, int32_t staging_blocks) {
+  KvCacheConfig pool{plain_blocks + 1, 4, 0, true};
+  pool.num_staging_blocks = staging_blocks;
+  pool.num_overlay_blocks = staging_blocks * 5;
+  pool.bytes_per_staging_block = 200;
+  pool.bytes_per_block = 40;
+  return pool;
+}
+
+// Runs requests to their max_tokens; returns how many finished.
+int32_t run_to_the_end(Scheduler& scheduler, const std::vector<Request*>& requests,
+                       const std::function<SchedulerOutput(Scheduler&)>& step) {
+  int32_t finished = 0;
+  for (int steps = 0; scheduler.has_work() && steps < 2000; ++steps) {
+    step(scheduler);
+    for (Request* r : requests) {
+      if (r->status == RequestStatus::kRunning && r->num_output_tokens() >= r->params().max_tokens) {
+        scheduler.finish(r, FinishReason::kLength);
+        ++finished;
+      }
+    }
+  }
+  return finished;
+}
+
+// Every running sequence's staging block holds memory sealed blocks would use. 8 requests of 4
+// prompt tokens and 8 outputs need 3 blocks each at full length plus their staging (5); the pool
+// holds 28 blocks while no staging block is lent. Admission that counted blocks alone preempted
+// 3 times here; counting the staging block, it never does.
+TEST_F(SchedulerTest, AdmissionCountsTheStagingBlockOfAResidualFormat) {
+  SchedulerConfig config{64, 16, PreemptionMode::kRecompute};
+  config.admission_reserve = 1.0;
+  config.admission_reserve_floor = 1.0;
+  Scheduler scheduler(config, overlay_pool(8, 4));
+  ASSERT_EQ(scheduler.kv().device_pool().blocks_per_staging(), 5);
+  std::vector<Request*> requests;
+  for (int32_t i = 0; i < 8; ++i) {
+    requests.push_back(make(4, 8, 1 + 30 * i));
+    scheduler.add(requests.back());
+  }
+  EXPECT_EQ(run_to_the_end(scheduler, requests, [&](Scheduler& s) { return step(s); }), 8);
+  EXPECT_EQ(scheduler.num_preemptions(), 0);
+  EXPECT_GT(scheduler.kv().metrics().num_overlay_allocations, 0);
+  EXPECT_EQ(scheduler.kv().metrics().num_used_blocks, 0);
+}
+
+// A chunk of a residual format needs a staging block for each of its blocks at once. Here a
+// request preempted by recompute comes back with 31 tokens and its first 2 blocks in the prefix
+// cache: a 16-token chunk needs all 4 staging blocks, which leave no overlay block free, and the
+// 2 plain blocks beside its prefix are too few. Nothing else runs, so nothing would ever free
+// room: the chunk shrinks to what fits instead of waiting forever (no admission reserve, as on
+// the CPU).
+TEST_F(SchedulerTest, AResidualChunkThatCannotFitAnEmptyPoolShrinks) {
+  Scheduler scheduler(SchedulerConfig{64, 16, PreemptionMode::kRecompute}, overlay_pool(4, 4));
+  std::vector<Request*> requests;
+  for (int32_t i = 0; i < 8; ++i) {
+    requests.push_back(make(8, 24, 1 + 30 * i));
+    scheduler.add(requests.back());
+  }
+  EXPECT_EQ(run_to_the_end(scheduler, requests, [&](Scheduler& s) { return step(s); }), 8);
+  EXPECT_GT(scheduler.num_preemptions(), 0);
+  EXPECT_EQ(scheduler.kv().metrics().num_used_blocks, 0);
 }
 
 // A request without a limit has the whole context as max_tokens; admission counts at most
