@@ -171,11 +171,14 @@ int run(const BenchBatchOptions& options) {
   if (run_shared) describe("shared prefix", shared);
   const KvPoolLayout pool = executor.kv_pool();
   std::printf(
-      "Engine: KV pool %.0f MiB (%s, %.0f bytes per token, %lld token slots), block size %d, max %d batched "
+      "Engine: KV pool %.0f MiB (%s, %.0f bytes per token, %lld token slots with no staging block lent), block size "
+      "%d, max %d batched "
       "tokens, max %d sequences, %s, %d repetition(s); load average %s before, %s after\n\n",
-      static_cast<double>(pool.num_blocks - 1) * static_cast<double>(pool.bytes_per_block) / 1048576.0,
+      (static_cast<double>(pool.num_blocks - 1) * static_cast<double>(pool.bytes_per_block) +
+       static_cast<double>(pool.num_staging_blocks) * static_cast<double>(pool.bytes_per_staging_block)) /
+          1048576.0,
       std::string(kv_format_name(pool.format)).c_str(), static_cast<double>(pool.bytes_per_block) / pool.block_size,
-      static_cast<long long>(pool.num_token_slots()), pool.block_size, config.scheduler.max_num_batched_tokens,
+      static_cast<long long>(pool.num_pool_token_slots()), pool.block_size, config.scheduler.max_num_batched_tokens,
       config.scheduler.max_num_seqs, executor.capabilities().device.c_str(), options.repetitions, load_before.c_str(),
       load_average().c_str());
   print_markdown(rows, max_model_len);
