@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <functional>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -54,6 +53,36 @@ class SchedulerTest : public ::testing::Test {
     const Status s = scheduler.kv().check_invariants();
     EXPECT_TRUE(s) << s.message();
     return out;
+  }
+
+  // count requests of prompt_length tokens (prompts 30 tokens apart) and max_tokens outputs.
+  std::vector<Request*> add_requests(Scheduler& scheduler, int32_t count, int32_t prompt_length, int32_t max_tokens) {
+    std::vector<Request*> requests;
+    for (int32_t i = 0; i < count; ++i) {
+      requests.push_back(make(prompt_length, max_tokens, 1 + 30 * i));
+      scheduler.add(requests.back());
+    }
+    return requests;
+  }
+
+  // Steps until the requests reach their max_tokens (at most 2,000 steps).
+  struct RunToTheEnd {
+    int32_t finished = 0;
+    int32_t most_running = 0;
+  };
+  RunToTheEnd run_to_the_end(Scheduler& scheduler, const std::vector<Request*>& requests) {
+    RunToTheEnd run;
+    for (int steps = 0; scheduler.has_work() && steps < 2000; ++steps) {
+      step(scheduler);
+      run.most_running = std::max(run.most_running, scheduler.num_running());
+      for (Request* r : requests) {
+        if (r->status == RequestStatus::kRunning && r->num_output_tokens() >= r->params().max_tokens) {
+          scheduler.finish(r, FinishReason::kLength);
+          ++run.finished;
+        }
+      }
+    }
+    return run;
   }
 
   static const ScheduledChunk* chunk_of(const SchedulerOutput& out, const Request* request) {
@@ -319,22 +348,8 @@ TEST_F(SchedulerTest, AdmissionThatKeepsRoomToGrowDoesNotPreempt) {
     config.admission_reserve = reserve;
     config.admission_reserve_floor = reserve;
     Scheduler scheduler(config, kv(24));
-    std::vector<Request*> requests;
-    for (int32_t i = 0; i < 8; ++i) {
-      requests.push_back(make(8, 24, 1 + 30 * i));
-      scheduler.add(requests.back());
-    }
-    int32_t finished = 0, most_running = 0;
-    for (int steps = 0; scheduler.has_work() && steps < 2000; ++steps) {
-      step(scheduler);
-      most_running = std::max(most_running, scheduler.num_running());
-      for (Request* r : requests) {
-        if (r->status == RequestStatus::kRunning && r->num_output_tokens() >= r->params().max_tokens) {
-          scheduler.finish(r, FinishReason::kLength);
-          ++finished;
-        }
-      }
-    }
+    const std::vector<Request*> requests = add_requests(scheduler, 8, 8, 24);
+    const auto [finished, most_running] = run_to_the_end(scheduler, requests);
     EXPECT_EQ(finished, 8) << "reserve " << reserve;
     EXPECT_EQ(scheduler.kv().metrics().num_used_blocks, 0);
     if (reserve == 0.0) {
@@ -357,22 +372,6 @@ KvCacheConfig overlay_pool(int32_t plain_blocks, int32_t staging_blocks) {
   return pool;
 }
 
-// Runs requests to their max_tokens; returns how many finished.
-int32_t run_to_the_end(Scheduler& scheduler, const std::vector<Request*>& requests,
-                       const std::function<SchedulerOutput(Scheduler&)>& step) {
-  int32_t finished = 0;
-  for (int steps = 0; scheduler.has_work() && steps < 2000; ++steps) {
-    step(scheduler);
-    for (Request* r : requests) {
-      if (r->status == RequestStatus::kRunning && r->num_output_tokens() >= r->params().max_tokens) {
-        scheduler.finish(r, FinishReason::kLength);
-        ++finished;
-      }
-    }
-  }
-  return finished;
-}
-
 // Every running sequence's staging block holds memory sealed blocks would use. 8 requests of 4
 // prompt tokens and 8 outputs need 3 blocks each at full length plus their staging (5); the pool
 // holds 28 blocks while no staging block is lent. Admission that counted blocks alone preempted
@@ -383,12 +382,7 @@ TEST_F(SchedulerTest, AdmissionCountsTheStagingBlockOfAResidualFormat) {
   config.admission_reserve_floor = 1.0;
   Scheduler scheduler(config, overlay_pool(8, 4));
   ASSERT_EQ(scheduler.kv().device_pool().blocks_per_staging(), 5);
-  std::vector<Request*> requests;
-  for (int32_t i = 0; i < 8; ++i) {
-    requests.push_back(make(4, 8, 1 + 30 * i));
-    scheduler.add(requests.back());
-  }
-  EXPECT_EQ(run_to_the_end(scheduler, requests, [&](Scheduler& s) { return step(s); }), 8);
+  EXPECT_EQ(run_to_the_end(scheduler, add_requests(scheduler, 8, 4, 8)).finished, 8);
   EXPECT_EQ(scheduler.num_preemptions(), 0);
   EXPECT_GT(scheduler.kv().metrics().num_overlay_allocations, 0);
   EXPECT_EQ(scheduler.kv().metrics().num_used_blocks, 0);
@@ -402,12 +396,7 @@ TEST_F(SchedulerTest, AdmissionCountsTheStagingBlockOfAResidualFormat) {
 // the CPU).
 TEST_F(SchedulerTest, AResidualChunkThatCannotFitAnEmptyPoolShrinks) {
   Scheduler scheduler(SchedulerConfig{64, 16, PreemptionMode::kRecompute}, overlay_pool(4, 4));
-  std::vector<Request*> requests;
-  for (int32_t i = 0; i < 8; ++i) {
-    requests.push_back(make(8, 24, 1 + 30 * i));
-    scheduler.add(requests.back());
-  }
-  EXPECT_EQ(run_to_the_end(scheduler, requests, [&](Scheduler& s) { return step(s); }), 8);
+  EXPECT_EQ(run_to_the_end(scheduler, add_requests(scheduler, 8, 8, 24)).finished, 8);
   EXPECT_GT(scheduler.num_preemptions(), 0);
   EXPECT_EQ(scheduler.kv().metrics().num_used_blocks, 0);
 }
