@@ -128,8 +128,8 @@ void add_engine_options(CLI::App& cmd, EngineOptions& options) {
       ->check(CLI::Range(0, 1 << 20))
       ->group(group);
   cmd.add_flag("--no-kv-staging-overlay", options.no_kv_staging_overlay,
-               "fp8 / KIVI caches on the CPU: keep the fp16 staging blocks of unsealed blocks apart instead of "
-               "letting sealed blocks use the idle ones' memory (for comparisons; the GPU keeps them apart for now)")
+               "fp8 / KIVI caches: keep the fp16 staging blocks of unsealed blocks apart instead of letting sealed "
+               "blocks use the idle ones' memory (for comparisons)")
       ->group(group);
   cmd.add_flag("--keep-window-blocks", options.keep_window_blocks,
                "Sliding-window layers (Gemma 3) keep every block instead of releasing those out of the window")

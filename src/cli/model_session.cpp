@@ -225,6 +225,7 @@ Expected<std::unique_ptr<Executor>> make_executor(ModelSession& session, const E
   options.kv_format = request.kv.format;
   options.num_staging_blocks = request.kv.num_staging_blocks;
   options.release_window_blocks = request.kv.release_window_blocks;
+  options.staging_overlay = request.kv.staging_overlay;
   options.max_num_batched_tokens = request.max_num_batched_tokens;
   options.max_num_seqs = request.max_num_seqs;
   options.max_model_len = request.max_model_len;

@@ -25,9 +25,7 @@ struct KvCacheOptions {
   int32_t num_staging_blocks = 0;
   // The pool lays block ids over the staging blocks' bytes and hands them out while no sequence
   // stages there (kv/block_pool.h), so staging blocks can be sized for every running sequence
-  // without idling memory. false: staging blocks hold nothing else (at most a quarter). The CUDA
-  // executor keeps them apart whatever this says until a GPU run checks its side (see
-  // docs/design/kv-staging-overlay.md).
+  // without idling memory. false: staging blocks hold nothing else (at most a quarter).
   bool staging_overlay = true;
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;

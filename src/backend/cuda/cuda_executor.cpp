@@ -127,11 +127,12 @@ void CudaExecutor::print_summary() const {
   if (options_.quiet) return;
   std::fprintf(stderr,
                "cuda: %s, %d SMs; weights %.2f GB (%s), activations %.2f GB, KV pool %d blocks of %d "
-               "tokens (%.2f GB), swap %d blocks; graphs %s (up to %d sequences)\n",
+               "tokens (%.2f GB; %d staging blocks, %d more blocks over them while idle), swap %d blocks; "
+               "graphs %s (up to %d sequences)\n",
                stats_.device_name.c_str(), sm_count_, stats_.weight_bytes / 1e9,
                model_->describe_weight_format().c_str(), stats_.activation_bytes / 1e9, num_blocks_,
-               options_.block_size, stats_.kv_pool_bytes / 1e9, num_host_blocks_, options_.cuda_graphs ? "on" : "off",
-               max_graph_seqs_);
+               options_.block_size, stats_.kv_pool_bytes / 1e9, num_staging_, num_overlay_blocks_, num_host_blocks_,
+               options_.cuda_graphs ? "on" : "off", max_graph_seqs_);
 }
 
 Status CudaExecutor::allocate_step_buffers() {
@@ -206,6 +207,9 @@ KvPoolLayout CudaExecutor::kv_pool() const {
   KvPoolLayout layout{num_blocks_, options_.block_size, num_host_blocks_, kv_bytes_per_block(), options_.kv_format};
   layout.num_staging_blocks = num_staging_;
   layout.num_host_staging_blocks = num_host_staging_;
+  layout.num_overlay_blocks = num_overlay_blocks_;
+  layout.bytes_per_staging_block =
+      2 * static_cast<int64_t>(model_->config().num_layers) * static_cast<int64_t>(staging_block_bytes_);
   if (groups_.num_groups() > 1) layout.group_windows = groups_.windows;
   return layout;
 }

@@ -52,8 +52,11 @@ struct CudaExecutorOptions {
   WeightFormat weight_format = WeightFormat::kBf16;
   // Residual formats (KIVI): fp16 staging blocks for unsealed blocks, taken from the KV budget.
   // 0: enough for max_num_seqs growing blocks plus a full batch of prefill (kv_staging_blocks_for),
-  // at most a quarter of the budget. The swap pool gets as many host staging blocks.
+  // at most kv_staging_budget's share. The swap pool gets as many host staging blocks.
   int32_t num_staging_blocks = 0;
+  // Each layer's K (and V) is [blocks][staging blocks], and the pool may hand out block ids that
+  // lie in idle staging blocks' bytes (kv/block_pool.h); false: staging holds nothing else.
+  bool staging_overlay = true;
   // Sliding-window layers get their own block tables, whose blocks go back to the pool once out
   // of every query's window (kv/kv_groups.h); false keeps every layer's whole context.
   bool release_window_blocks = true;
@@ -212,12 +215,12 @@ class CudaExecutor final : public Executor {
   // Host swap pool, HostKvPool's layout: (num_host_blocks, num_slots, 2, block) contiguous.
   PinnedBuffer host_pool_;
   int32_t num_host_blocks_ = 0;
-  // Residual formats: staging blocks (fp16, an fp16 block's layout), layer l's K at
-  // staging + 2l * staging_layer_bytes, V one layer-half later; host staging for swapped
-  // sequences as (num_host_staging, num_layers, 2, staging block).
-  DeviceBuffer kv_staging_;
+  // Residual formats: staging blocks (fp16, an fp16 block's layout) follow each layer half's
+  // blocks in kv_pool_, at staging_offset_ from its start; host staging for swapped sequences as
+  // (num_host_staging, num_layers, 2, staging block).
   size_t staging_block_bytes_ = 0;
-  size_t staging_layer_bytes_ = 0;
+  size_t staging_offset_ = 0;
+  int32_t num_overlay_blocks_ = 0;
   int32_t num_staging_ = 0;
   PinnedBuffer host_staging_;
   int32_t num_host_staging_ = 0;

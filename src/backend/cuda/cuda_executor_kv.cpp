@@ -49,7 +49,7 @@ Expected<CudaKvPlan> CudaExecutor::plan_kv(double memory_share) const {
             ? options_.num_staging_blocks
             : static_cast<int32_t>(std::min<int64_t>(
                   kv_staging_blocks_for(options_.max_num_seqs, options_.max_num_batched_tokens, options_.block_size),
-                  budget / 4 / staging_bytes));
+                  kv_staging_budget(budget, options_.staging_overlay) / staging_bytes));
     plan.staging = std::max(3, wanted);
     budget -= plan.staging * staging_bytes;
   }
@@ -75,21 +75,22 @@ Status CudaExecutor::allocate_kv(const CudaKvPlan& plan) {
   const int64_t staging_bytes = 2 * static_cast<int64_t>(c.num_layers) * static_cast<int64_t>(staging_block_bytes_);
   num_staging_ = plan.staging;
   num_blocks_ = plan.blocks;
-  layer_bytes_ = align256(block_bytes_ * static_cast<size_t>(num_blocks_));
+  // A layer half is [blocks][staging blocks]: block ids past num_blocks_ land in the staging
+  // blocks' bytes (the overlay; kv/block_pool.h keeps the two from colliding). Kernels read
+  // 16-byte pieces of both, so the staging region must start 16-byte aligned.
+  staging_offset_ = block_bytes_ * static_cast<size_t>(num_blocks_);
+  assert(num_staging_ == 0 || staging_offset_ % 16 == 0);
+  layer_bytes_ = align256(staging_offset_ + staging_block_bytes_ * static_cast<size_t>(num_staging_));
+  num_overlay_blocks_ =
+      options_.staging_overlay && num_staging_ > 0
+          ? static_cast<int32_t>(staging_block_bytes_ * static_cast<size_t>(num_staging_) / block_bytes_)
+          : 0;
   const size_t pool = 2 * num_slots * layer_bytes_;
   if (Status s = kv_pool_.allocate(pool, "allocating the KV pool"); !s) return s;
   // Zeros: the null block 0 is what padded decode rows read.
   if (Status s = cuda_status(cudaMemset(kv_pool_.get(), 0, pool), "clearing the KV pool"); !s) return s;
   stats_.kv_pool_bytes = static_cast<int64_t>(pool);
   auto* base = kv_pool_.get<uint8_t>();
-  staging_layer_bytes_ = align256(staging_block_bytes_ * static_cast<size_t>(num_staging_));
-  if (num_staging_ > 0) {
-    const size_t staging = 2 * static_cast<size_t>(c.num_layers) * staging_layer_bytes_;
-    if (Status s = kv_staging_.allocate(staging, "allocating the KV staging blocks"); !s) return s;
-    if (Status s = cuda_status(cudaMemset(kv_staging_.get(), 0, staging), "clearing the staging blocks"); !s) return s;
-    stats_.kv_pool_bytes += static_cast<int64_t>(staging);
-  }
-  auto* staging = kv_staging_.get<uint8_t>();
   // Residual formats keep one group (create() allows them for models without windows only), so
   // a layer's slot is the layer and the staging blocks stay per layer.
   assert(num_staging_ == 0 || groups_.num_groups() == 1);
@@ -97,14 +98,14 @@ Status CudaExecutor::allocate_kv(const CudaKvPlan& plan) {
     const size_t slot = static_cast<size_t>(groups_.layer_slot[static_cast<size_t>(l)]);
     KvLayerView view{base + (2 * slot) * layer_bytes_,
                      base + (2 * slot + 1) * layer_bytes_,
-                     num_blocks_,
+                     num_blocks_ + num_overlay_blocks_,
                      options_.block_size,
                      c.num_kv_heads,
                      c.head_dim,
                      options_.kv_format};
     if (num_staging_ > 0) {
-      view.staging_k = reinterpret_cast<uint16_t*>(staging + (2 * l) * staging_layer_bytes_);
-      view.staging_v = reinterpret_cast<uint16_t*>(staging + (2 * l + 1) * staging_layer_bytes_);
+      view.staging_k = reinterpret_cast<uint16_t*>(view.k + staging_offset_);
+      view.staging_v = reinterpret_cast<uint16_t*>(view.v + staging_offset_);
       view.num_staging = num_staging_;
     }
     kv_layers_.push_back(view);
@@ -138,7 +139,7 @@ void CudaExecutor::copy_blocks(std::span<const BlockCopy> copies) {
   auto* device = kv_pool_.get<uint8_t>();
   auto* host = host_pool_.get<uint8_t>();
   const size_t host_block = pieces * block_bytes_;
-  auto* staging = kv_staging_.get<uint8_t>();
+  auto* staging = device + staging_offset_;
   auto* host_staging = host_staging_.get<uint8_t>();
   const size_t sb = staging_block_bytes_;
   const size_t host_staging_block = pieces * sb;
@@ -149,17 +150,16 @@ void CudaExecutor::copy_blocks(std::span<const BlockCopy> copies) {
       switch (copy.direction) {
         case BlockCopyDirection::kDeviceToDevice:
           if (src == dst) break;
-          FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(staging + dst * sb, staging_layer_bytes_, staging + src * sb,
-                                             staging_layer_bytes_, sb, pieces, cudaMemcpyDeviceToDevice, stream_));
+          FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(staging + dst * sb, layer_bytes_, staging + src * sb, layer_bytes_, sb,
+                                             pieces, cudaMemcpyDeviceToDevice, stream_));
           break;
         case BlockCopyDirection::kDeviceToHost:
           FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(host_staging + dst * host_staging_block, sb, staging + src * sb,
-                                             staging_layer_bytes_, sb, pieces, cudaMemcpyDeviceToHost, stream_));
+                                             layer_bytes_, sb, pieces, cudaMemcpyDeviceToHost, stream_));
           break;
         case BlockCopyDirection::kHostToDevice:
-          FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(staging + dst * sb, staging_layer_bytes_,
-                                             host_staging + src * host_staging_block, sb, sb, pieces,
-                                             cudaMemcpyHostToDevice, stream_));
+          FOLIO_CUDA_CHECK(cudaMemcpy2DAsync(staging + dst * sb, layer_bytes_, host_staging + src * host_staging_block,
+                                             sb, sb, pieces, cudaMemcpyHostToDevice, stream_));
           break;
       }
     }
