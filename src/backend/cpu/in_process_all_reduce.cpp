@@ -23,10 +23,14 @@ void InProcessAllReduce::arrive_and_wait() {
     return;
   }
   for (int spins = 0; generation_.load(std::memory_order_acquire) == generation; ++spins) {
-    if (spins < spins_) {
+    if (spins < std::min(spins_, kPauses)) {
 #if defined(__x86_64__)
       _mm_pause();
 #endif
+    } else if (spins < spins_) {
+      // Past a few microseconds the last rank may be waiting for this core (another process
+      // took the other one): a yield hands it over, where a pause would burn the time slice.
+      std::this_thread::yield();
     } else {
       generation_.wait(generation, std::memory_order_acquire);
     }

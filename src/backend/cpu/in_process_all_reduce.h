@@ -25,8 +25,11 @@ class InProcessAllReduce {
 
  private:
   // Every rank waits here until all have arrived: a spin of a few microseconds (a decode step
-  // crosses ~180 of these), then a futex wait so that ranks outnumbering cores do not starve.
+  // crosses ~180 of these), then yields, then a futex wait so that ranks outnumbering cores do
+  // not starve. Pausing alone for the whole spin made two ranks 30x slower on two cores shared
+  // with another busy process: the spinner held the core the other rank needed for ~1 ms a wait.
   void arrive_and_wait();
+  static constexpr int32_t kPauses = 500;
 
   int32_t num_ranks_;
   int32_t spins_;  // 0 when the ranks outnumber the hardware threads: a spinning rank would hold
