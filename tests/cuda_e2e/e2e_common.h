@@ -39,6 +39,7 @@ struct PoolFormat {
   int32_t block_size = 16;
   int32_t num_staging = 0;
   bool release_window_blocks = false;
+  bool staging_overlay = true;  // kv/block_pool.h: block ids over idle staging blocks
 };
 // weights: kInt4 keeps a GGUF block file's matrices quantized as the file is (--quantization auto).
 std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, const PoolFormat& pool, int32_t kv_blocks,

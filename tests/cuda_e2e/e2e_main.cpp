@@ -63,6 +63,7 @@ std::unique_ptr<cuda::CudaExecutor> cuda_executor(const ModelWeights& model, con
   options.kv_format = pool.format;
   options.num_staging_blocks = pool.num_staging;
   options.release_window_blocks = pool.release_window_blocks;
+  options.staging_overlay = pool.staging_overlay;
   options.max_num_seqs = max_num_seqs;
   options.max_num_batched_tokens = max_batched_tokens;
   options.cuda_graphs = graphs;
