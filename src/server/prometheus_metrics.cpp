@@ -64,6 +64,10 @@ std::string prometheus_metrics_text(const WorkerMetrics& metrics, const std::str
   w.add("folio:kv_cache_overlay_blocks_in_use", "gauge",
         "Sealed blocks held in staging blocks' memory (fp8 / KIVI; kv/block_pool.h).",
         static_cast<double>(e.kv.num_used_overlay_blocks));
+  // The gauge reads 0 once a run is over; the counter says whether the overlay was ever used.
+  w.add("folio:kv_cache_overlay_allocations_total", "counter",
+        "Sealed blocks handed out in staging blocks' memory (fp8 / KIVI; kv/block_pool.h).",
+        static_cast<double>(e.kv.num_overlay_allocations));
   // The format as an info-style gauge (1), labelled, as Prometheus expresses strings.
   w.text() +=
       "# HELP folio:kv_cache_dtype_info The KV cache format (--kv-cache-dtype).\n"
