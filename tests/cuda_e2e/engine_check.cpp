@@ -314,24 +314,18 @@ int run_engine(const std::vector<std::string>& args) {
       const bool swap = mode == PreemptionMode::kSwap;
       std::unique_ptr<cuda::CudaExecutor> small =
           cuda_executor(model, grouped, 24, swap ? 200 : 0, 64, 512, true, policy);
-      EngineConfig config;
-      config.scheduler.preemption_mode = mode;
-      Engine engine(*small, tokenizer, config);
-      const std::vector<Generation> results = engine.generate(prompts, params);
-      int same = 0;
-      for (size_t i = 0; i < prompts.size(); ++i) same += results[i].tokens == reference[i];
-      const EngineMetrics m = engine.metrics();
+      const PreemptionRun run = run_preempting(*small, tokenizer, mode, prompts, params, reference);
+      const int same = run.same;
+      const EngineMetrics& m = run.metrics;
       const std::string name = (swap ? "preemption by swap" : "preemption by recompute") + label;
-      tally.check(m.num_preemptions > 0 && (!swap || m.kv.num_swapped_out_blocks > 0),
-                  name + ": " + std::to_string(m.num_preemptions) + " preemptions, " +
-                      std::to_string(m.kv.num_swapped_out_blocks) + " blocks swapped out");
+      tally.check(m.num_preemptions > 0 && (!swap || m.kv.num_swapped_out_blocks > 0), name + ": " + run.counts());
       if (invariant) {
         tally.check(same == 8, name + ": " + std::to_string(same) + "/8 outputs equal unconstrained");
       } else {
         fast_summary +=
             std::string(swap ? " preemption_swap=" : " preemption_recompute=") + std::to_string(same) + "/8";
       }
-      tally.check(pool_empty(engine), name + ": pool empty after");
+      tally.check(run.pool_empty, name + ": pool empty after");
     }
   }
   if (model.architecture().has_sliding_window()) window_release(model, tokenizer, slice, pinned, tally);
@@ -373,19 +367,12 @@ int run_engine(const std::vector<std::string>& args) {
         pool.staging_overlay = overlay;
         std::unique_ptr<cuda::CudaExecutor> small =
             cuda_executor(model, pool, 12, swap ? 100 : 0, 64, 512, true, pinned);
-        EngineConfig config;
-        config.scheduler.preemption_mode = mode;
-        Engine engine(*small, tokenizer, config);
-        const std::vector<Generation> results = engine.generate(prompts, params);
-        int same = 0;
-        for (size_t i = 0; i < prompts.size(); ++i) same += results[i].tokens == reference[i];
-        const EngineMetrics m = engine.metrics();
+        const PreemptionRun run = run_preempting(*small, tokenizer, mode, prompts, params, reference);
+        const int same = run.same;
+        const EngineMetrics& m = run.metrics;
         const std::string name =
             (swap ? "preemption by swap" : "preemption by recompute") + label + (overlay ? " [overlay]" : "");
-        const std::string counts = std::to_string(m.num_preemptions) + " preemptions, " +
-                                   std::to_string(m.kv.num_swapped_out_blocks) + " blocks swapped out, " +
-                                   std::to_string(m.kv.num_overlay_allocations) +
-                                   " blocks handed out over staging blocks";
+        const std::string counts = run.counts();
         if (overlay) {
           tally.check(m.kv.num_overlay_allocations > 0, name + ": " + counts);
         } else {
@@ -403,7 +390,7 @@ int run_engine(const std::vector<std::string>& args) {
         } else {
           fast_summary += " recompute_equal" + label + (overlay ? "[overlay]" : "") + "=" + std::to_string(same) + "/8";
         }
-        tally.check(pool_empty(engine), name + ": pool empty after");
+        tally.check(run.pool_empty, name + ": pool empty after");
       }
     }
     std::swap(roomy, kivi);

@@ -312,18 +312,11 @@ void engine_checks(const LoadedModel& loaded, Tally& tally) {
         tally.check(false, name + ": executor not created");
         continue;
       }
-      EngineConfig config;
-      config.scheduler.preemption_mode = mode;
-      Engine engine(*small, tokenizer, config);
-      const std::vector<Generation> results = engine.generate(prompts, params);
-      int same = 0;
-      for (size_t i = 0; i < prompts.size(); ++i) same += results[i].tokens == reference[i];
-      const EngineMetrics m = engine.metrics();
-      tally.check(m.num_preemptions > 0 && (!swap || m.kv.num_swapped_out_blocks > 0),
-                  name + ": " + std::to_string(m.num_preemptions) + " preemptions, " +
-                      std::to_string(m.kv.num_swapped_out_blocks) + " blocks swapped out");
-      tally.check(same == 8, name + ": " + std::to_string(same) + "/8 outputs equal unconstrained");
-      tally.check(pool_empty(engine), name + ": pool empty after");
+      const PreemptionRun run = run_preempting(*small, tokenizer, mode, prompts, params, reference);
+      const EngineMetrics& m = run.metrics;
+      tally.check(m.num_preemptions > 0 && (!swap || m.kv.num_swapped_out_blocks > 0), name + ": " + run.counts());
+      tally.check(run.same == 8, name + ": " + std::to_string(run.same) + "/8 outputs equal unconstrained");
+      tally.check(run.pool_empty, name + ": pool empty after");
     }
   }
 }
